@@ -1,0 +1,1 @@
+"""DeepSeek-R1 rule-based rewards (accuracy, format, language consistency) for rlvr-plugins."""

@@ -1,0 +1,342 @@
+"""Answer extraction and the accuracy reward of DeepSeek-R1 (rule-based, math-verify backed).
+
+DeepSeek-R1 (2025, section 2.2.2): "Accuracy rewards: the accuracy reward model evaluates whether
+the response is correct ... the model is required to provide the final answer in a specified
+format (e.g., within a box), enabling reliable rule-based verification of correctness."
+
+Here the final answer is read only from outside the thinking part, an answer that sprays several
+candidates scores 0, and equivalence is decided by math-verify. See RULES.md for the full rules.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import threading
+from functools import lru_cache
+from itertools import islice
+from typing import Callable
+
+from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+__all__ = [
+    "split_completion",
+    "extract_answer",
+    "is_sprayed",
+    "reference_answer",
+    "parse_reference",
+    "accuracy",
+    "last_boxed",
+    "PARSE_TIMEOUT_S",
+    "VERIFY_TIMEOUT_S",
+]
+
+PARSE_TIMEOUT_S = 5
+VERIFY_TIMEOUT_S = 5
+
+_THINK_OPEN = re.compile(re.escape("<think>"), re.IGNORECASE)
+_THINK_CLOSE = re.compile(re.escape("</think>"), re.IGNORECASE)
+_ANSWER_OPEN = re.compile(re.escape("<answer>"), re.IGNORECASE)
+_ANSWER_CLOSE = re.compile(re.escape("</answer>"), re.IGNORECASE)
+
+_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_BRACE_TOKEN = re.compile(r"\\.|[{}]", re.DOTALL)
+_GSM8K_NUMBER = re.compile(r"\s*\\?\$?\s*(-?\d[\d,]*(?:\.\d+)?|-?\.\d+)")
+
+_THOUSANDS = re.compile(r"(?<![\d.])\d{1,3}(?:(?:,|\{,\}|\\,)\d{3})+(?![\d])")
+_THOUSANDS_SEP = re.compile(r",|\{,\}|\\,")
+_LATEX_SPACING = re.compile(r"\\[,;:! ]|~")
+_MATH_DELIMITERS = re.compile(r"\$|\\\(|\\\[|\\boxed")
+_PROSE_WORD = re.compile(r"[^\W\d_]{2,}")
+
+_EITHER = re.compile(r"\beither\b", re.IGNORECASE)
+_OR = re.compile(r"\bor\b", re.IGNORECASE)
+_ALTERNATIVE = re.compile(r"\bor\b|\\lor\b|\\vee\b|或", re.IGNORECASE)
+_PLUS_MINUS = re.compile(r"\\pm\b|\\mp\b|±|∓")
+_LIST = re.compile(
+    r"(?<=[0-9)\]}])\s*(?:[,;，；、]|\band\b|(?<=\d)\s(?=\s*\d))\s*"
+    r"(?=[-+0-9(\[{\\.]|[^\W\d_]\s*[=<>])",
+    re.IGNORECASE,
+)
+
+_LATEX_CONFIG = LatexExtractionConfig(boxed_match_priority=0)
+_EXPR_CONFIG = ExprExtractionConfig()
+_EXTRACTION_CONFIG = (_LATEX_CONFIG, _EXPR_CONFIG)
+
+
+def _last_match(pattern: re.Pattern[str], text: str, pos: int = 0) -> re.Match[str] | None:
+    last = None
+    for last in pattern.finditer(text, pos):
+        pass
+    return last
+
+
+def split_completion(completion: str, *, think_opened: bool = False) -> tuple[str | None, str]:
+    """Split a completion into (thinking part, part after the thinking).
+
+    Tags are matched case-insensitively. The thinking part ends at the LAST ``</think>``; it starts
+    after the first ``<think>`` if that comes before, else at the start of the completion (the
+    ``think_opened`` template, or a stray closer). Without any ``</think>``: if thinking was opened
+    (``think_opened`` or a ``<think>`` tag) the whole remainder is unfinished thinking and the
+    answer part is ``""``; otherwise there is no thinking (``None``) and the whole completion is
+    the answer part. A ``<think>`` re-opened after the last ``</think>`` ends the answer part.
+    """
+    close = _last_match(_THINK_CLOSE, completion)
+    opener = None if think_opened else _THINK_OPEN.search(completion)
+    if close is None:
+        if think_opened:
+            return completion, ""
+        if opener is None:
+            return None, completion
+        return completion[opener.end():], ""
+    start = opener.end() if opener is not None and opener.start() < close.start() else 0
+    rest = completion[close.end():]
+    reopened = _THINK_OPEN.search(rest)
+    if reopened is not None:
+        rest = rest[: reopened.start()]
+    return completion[start: close.start()], rest
+
+
+def _matching_brace(text: str, open_pos: int) -> int | None:
+    depth = 0
+    for token in _BRACE_TOKEN.finditer(text, open_pos):
+        if token.group() == "{":
+            depth += 1
+        elif token.group() == "}":
+            depth -= 1
+            if depth == 0:
+                return token.start()
+    return None
+
+
+def last_boxed(text: str) -> str | None:
+    r"""Content of the last ``\boxed{…}`` / ``\fbox{…}`` in ``text`` (balanced braces, ``\{ \}``
+    escapes ignored), or None when there is none or the last one is never closed."""
+    box = _last_match(_BOX, text)
+    if box is None:
+        return None
+    close = _matching_brace(text, box.end() - 1)
+    if close is None:
+        return None
+    return text[box.end(): close]
+
+
+def _count_boxes(text: str, limit: int = 2) -> int:
+    return sum(1 for _ in islice(_BOX.finditer(text), limit))
+
+
+def _gsm8k_fallback(text: str) -> str | None:
+    """The number after the last ``####`` (thousands commas removed)."""
+    at = text.rfind("####")
+    if at < 0:
+        return None
+    number = _GSM8K_NUMBER.match(text, at + 4)
+    return number.group(1).replace(",", "") if number else None
+
+
+FALLBACKS: dict[str, Callable[[str], str | None]] = {"gsm8k": _gsm8k_fallback}
+
+
+def _answer_block(rest: str) -> tuple[bool, str | None]:
+    """(whether an answer block decides the answer, its stripped content or None)."""
+    opener = _ANSWER_OPEN.search(rest)
+    if opener is None:
+        return False, None
+    close = _ANSWER_CLOSE.search(rest, opener.end())
+    if close is None:
+        return False, None
+    if _ANSWER_OPEN.search(rest, opener.end()) or _ANSWER_CLOSE.search(rest, close.end()):
+        return True, None
+    return True, rest[opener.end(): close.start()].strip() or None
+
+
+def _locate_answer(
+    completion: str, think_opened: bool, fallback: str | None
+) -> tuple[str | None, str]:
+    """(answer, region the answer was read from)."""
+    if fallback is not None and fallback not in FALLBACKS:
+        raise ValueError(f"unknown fallback {fallback!r}; choose from {sorted(FALLBACKS)} or None")
+    _, rest = split_completion(completion, think_opened=think_opened)
+    decided, block = _answer_block(rest)
+    if decided:
+        return block, block or ""
+    boxed = last_boxed(rest)
+    if boxed is not None:
+        return boxed.strip() or None, rest
+    if fallback is None:
+        return None, ""
+    answer = FALLBACKS[fallback](rest)
+    return answer, answer or ""
+
+
+def extract_answer(
+    completion: str, *, think_opened: bool = False, fallback: str | None = "gsm8k"
+) -> str | None:
+    r"""The final answer, read only from the part after the thinking (see ``split_completion``).
+
+    1. exactly one complete ``<answer>…</answer>`` block → its stripped content (None if empty;
+       several ``<answer>`` or ``</answer>`` tags → None, the answer is ambiguous);
+    2. else the content of the last ``\boxed{…}`` / ``\fbox{…}`` (balanced braces);
+    3. else the configured fallback: ``"gsm8k"`` = the number after the last ``####``;
+       ``None`` = no fallback.
+
+    An answer that appears only inside the thinking part is not an answer (None).
+    """
+    return _locate_answer(completion, think_opened, fallback)[0]
+
+
+def _remove_thousands_separators(text: str) -> str:
+    return _THOUSANDS.sub(lambda m: _THOUSANDS_SEP.sub("", m.group()), text)
+
+
+def _unbox(text: str) -> str:
+    r"""``X`` when ``text`` is nothing but one ``\boxed{X}`` (optionally inside ``$…$``)."""
+    core = text.strip().strip("$").strip()
+    box = _BOX.match(core)
+    if box is None or _matching_brace(core, box.end() - 1) != len(core) - 1:
+        return text
+    return core[box.end(): -1]
+
+
+def _normalise(text: str) -> str:
+    r"""Currency ``\$`` dropped, ``\fbox`` read as ``\boxed``, a lone box unwrapped, thousands
+    separators and a final period removed."""
+    text = _unbox(text.replace("\\$", "").replace("\\fbox", "\\boxed"))
+    return _remove_thousands_separators(text).strip().rstrip(".").rstrip()
+
+
+def _marker_text(text: str) -> str:
+    text = _normalise(text).replace("$", "")
+    return _LATEX_SPACING.sub(" ", text)
+
+
+def _either_or(text: str) -> bool:
+    either = _EITHER.search(text)
+    return either is not None and _OR.search(text, either.end()) is not None
+
+
+def _has_list(text: str) -> bool:
+    return _LIST.search(text) is not None
+
+
+_MARKERS: tuple[Callable[[str], bool], ...] = (
+    lambda t: _ALTERNATIVE.search(t) is not None,
+    lambda t: _PLUS_MINUS.search(t) is not None,
+    _has_list,
+)
+
+
+def is_sprayed(answer: str, reference: str | None = None) -> bool:
+    r"""Whether ``answer`` sprays several candidate answers (which then scores 0).
+
+    Always spraying: two or more ``\boxed``/``\fbox``; "either … or".
+    Spraying unless the (normalised) reference shows the same kind of marker itself:
+      - alternatives: the word "or", ``\lor``, ``\vee``, "或";
+      - plus-minus: ``\pm``, ``\mp``, "±", "∓";
+      - lists: two values separated by ``,`` ``;`` "and" (or full-width ``，；、``), or two
+        numbers separated only by whitespace — e.g. "12, 13", "{11,12,13}", "x=1, y=2".
+    So a reference that is itself a tuple/interval/set/list (``(1, 2)``, ``\{1,2\}``, "5,15")
+    allows lists, while a scalar reference (or ``reference=None``) does not.
+    Thousands separators (``1,000``, ``1{,}000``, ``1\,000``) and LaTeX spacing are not lists.
+    """
+    if _count_boxes(answer) > 1:
+        return True
+    text = _marker_text(answer)
+    if _either_or(text):
+        return True
+    ref = _marker_text(reference_answer(reference)) if reference is not None else ""
+    return any(marker(text) and not marker(ref) for marker in _MARKERS)
+
+
+def reference_answer(reference: str) -> str:
+    r"""Normalise a reference: GSM8K worked solution (``…#### 18``) → ``"18"`` (thousands commas
+    removed); MATH solution (contains ``\boxed{…}``) → the content of its last box; otherwise the
+    stripped string itself."""
+    if "####" in reference:
+        number = _gsm8k_fallback(reference)
+        if number is not None:
+            return number
+    boxed = last_boxed(reference)
+    if boxed is not None:
+        return boxed.strip()
+    return reference.strip()
+
+
+def _signal_timeouts_usable() -> bool:
+    """math-verify's timeouts use signal.alarm: only on the main thread, and only when no other
+    ITIMER_REAL alarm is pending (math-verify's ``alarm(0)`` would silently cancel it)."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    if not hasattr(signal, "getitimer"):
+        return False
+    return signal.getitimer(signal.ITIMER_REAL)[0] == 0.0
+
+
+def _timeout(seconds: int) -> int | None:
+    return seconds if _signal_timeouts_usable() else None
+
+
+def _parse_inputs(text: str) -> tuple[str, ...]:
+    r"""How a normalised answer is shown to math-verify: as-is when it has math delimiters or a
+    box; as ``$…$`` when it contains LaTeX (``\``) or no word of 2+ letters; otherwise (prose,
+    e.g. "18 dollars", "5 and 15") both as plain text and as ``$…$``, results concatenated."""
+    if _MATH_DELIMITERS.search(text):
+        return (text,)
+    if "\\" in text or not _PROSE_WORD.search(text):
+        return (f"${text}$",)
+    return (text, f"${text}$")
+
+
+def _parse_math(text: str) -> list:
+    text = _normalise(text)
+    if not text:
+        return []
+    timeout = _timeout(PARSE_TIMEOUT_S)
+    return [
+        parsed
+        for shown in _parse_inputs(text)
+        for parsed in parse(shown, extraction_config=_EXTRACTION_CONFIG, parsing_timeout=timeout)
+    ]
+
+
+@lru_cache(maxsize=4096)
+def parse_reference(reference: str) -> tuple:
+    """math-verify parse of ``reference_answer(reference)``, cached per process (a GRPO group shares
+    one reference, so its gold answer is parsed once). A tuple; pass ``list(...)`` to ``verify``.
+    Empty when math-verify extracts nothing."""
+    return tuple(_parse_math(reference_answer(reference)))
+
+
+_PLAIN_STRIP = re.compile(r"\\(?:text|mathrm|textbf|mathbf)\b|[\s${}]|\.$")
+
+
+def _plain(text: str) -> str:
+    return _PLAIN_STRIP.sub("", text).lower()
+
+
+def accuracy(
+    completion: str,
+    reference: str,
+    *,
+    think_opened: bool = False,
+    fallback: str | None = "gsm8k",
+) -> float:
+    r"""R1 accuracy reward: 1.0 if the final answer is equivalent to the reference, else 0.0.
+
+    0.0 when: no answer outside the thinking (``extract_answer``); the answer is sprayed
+    (``is_sprayed(answer, reference)``, or several boxes in the region the answer was read from);
+    math-verify finds no answer; or ``math_verify.verify(gold, answer)`` is False/times out.
+    A reference math-verify cannot parse (e.g. "yes") is compared as a plain string
+    (case, whitespace, ``$``, braces, ``\text`` and a final period ignored).
+    """
+    answer, region = _locate_answer(completion, think_opened, fallback)
+    if answer is None or is_sprayed(answer, reference) or _count_boxes(region) > 1:
+        return 0.0
+    gold = parse_reference(reference)
+    if not gold:
+        expected = _plain(reference_answer(reference))
+        return float(bool(expected) and _plain(answer) == expected)
+    predicted = _parse_math(answer)
+    if not predicted:
+        return 0.0
+    return float(verify(list(gold), predicted, timeout_seconds=_timeout(VERIFY_TIMEOUT_S)))

@@ -1,0 +1,155 @@
+"""The language consistency reward of DeepSeek-R1.
+
+DeepSeek-R1 (2025, section 2.3.2): "we introduce a language consistency reward during RL
+training, which is calculated as the proportion of target language words in the CoT":
+
+    reward = (# words of the chain of thought in the target language) / (# words in it)
+
+Words are split by script with ``unicodedata`` only (offline, no dependency); see
+``count_words`` for what counts as a word and what is neutral.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from functools import lru_cache
+
+from .answers import split_completion
+
+__all__ = ["TARGET_SCRIPTS", "script_of", "count_words", "language_consistency", "thinking_text"]
+
+TARGET_SCRIPTS: dict[str, frozenset[str]] = {
+    "en": frozenset({"Latin"}),
+    "zh": frozenset({"Han"}),
+    "ja": frozenset({"Han", "Hiragana", "Katakana"}),
+    "ko": frozenset({"Hangul"}),
+    "ru": frozenset({"Cyrillic"}),
+    "el": frozenset({"Greek"}),
+    "ar": frozenset({"Arabic"}),
+    "he": frozenset({"Hebrew"}),
+    "hi": frozenset({"Devanagari"}),
+    "th": frozenset({"Thai"}),
+}
+
+_PER_CHARACTER = frozenset({"Han", "Hiragana", "Katakana", "Hangul"})
+
+_NAME_PREFIXES = (
+    ("CJK ", "Han"),
+    ("KATAKANA-HIRAGANA", "Katakana"),
+    ("HALFWIDTH KATAKANA", "Katakana"),
+    ("HALFWIDTH HANGUL", "Hangul"),
+    ("FULLWIDTH LATIN", "Latin"),
+    ("IDEOGRAPHIC", "Han"),
+)
+
+_DELIMITER = re.compile(r"\\\$|\$\$|\$|\\\[|\\\]|\\\(|\\\)|\n")
+_CLOSER = {"$$": "$$", "$": "$", "\\[": "\\]", "\\(": "\\)"}
+_LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
+_LETTER_RUN = re.compile(r"[^\W\d_]+")
+
+
+@lru_cache(maxsize=65536)
+def script_of(char: str) -> str | None:
+    """Script of a letter from its Unicode name ("LATIN SMALL LETTER A" → "Latin",
+    "CJK UNIFIED IDEOGRAPH-4E2D" → "Han"); None for non-letters and unnamed characters."""
+    if not unicodedata.category(char).startswith("L"):
+        return None
+    name = unicodedata.name(char, "")
+    for prefix, script in _NAME_PREFIXES:
+        if name.startswith(prefix):
+            return script
+    first = name.split(" ", 1)[0]
+    return first.capitalize() if first else None
+
+
+def _words_in_run(run: str):
+    if run.isascii():
+        yield "Latin", run
+        return
+    start, current = 0, None
+    for i, char in enumerate(run):
+        script = script_of(char)
+        if script in _PER_CHARACTER or script != current:
+            if current is not None and current not in _PER_CHARACTER:
+                yield current, run[start:i]
+            if script in _PER_CHARACTER:
+                yield script, char
+                current = None
+                continue
+            start, current = i, script
+    if current is not None:
+        yield current, run[start:]
+
+
+def _math_spans(text: str) -> list[tuple[int, int]]:
+    r"""Spans ``$$…$$``, ``\[…\]``, ``\(…\)`` and one-line ``$…$`` (``\$`` is not a delimiter),
+    matched left to right; an opener without its closer is plain text. Linear: the next token of
+    each closing kind is precomputed."""
+    tokens = [(m.start(), m.end(), m.group()) for m in _DELIMITER.finditer(text)]
+    n = len(tokens)
+    following = {kind: [n] * (n + 1) for kind in ("$$", "$", "\\]", "\\)", "\n")}
+    for index in range(n - 1, -1, -1):
+        for kind, positions in following.items():
+            positions[index] = index if tokens[index][2] == kind else positions[index + 1]
+    spans, index = [], 0
+    while index < n:
+        closer = _CLOSER.get(tokens[index][2])
+        end = following[closer][index + 1] if closer else n
+        if closer == "$" and following["\n"][index + 1] < end:
+            end = n
+        if end < n:
+            spans.append((tokens[index][0], tokens[end][1]))
+            index = end + 1
+        else:
+            index += 1
+    return spans
+
+
+def _outside_math(text: str) -> str:
+    pieces, previous = [], 0
+    for start, end in _math_spans(text):
+        pieces.append(text[previous:start])
+        previous = end
+    pieces.append(text[previous:])
+    return _LATEX_COMMAND.sub(" ", " ".join(pieces))
+
+
+def count_words(text: str) -> Counter[str]:
+    r"""Number of words per script in ``text``.
+
+    - A Han ideograph, a hiragana or katakana letter, a hangul syllable/letter is one word each.
+    - Other scripts (Latin, Cyrillic, Greek, Arabic, …): a word is a maximal run of letters of
+      one script (so "don't" is two words, "x2y" is two words).
+    - Neutral (counted nowhere): digits, punctuation, whitespace, math symbols; LaTeX commands
+      (``\frac``, ``\boxed``, …); everything inside math spans ``$…$`` (one line), ``$$…$$``,
+      ``\(…\)``, ``\[…\]``; a single Greek letter standing alone (a math symbol such as π).
+    """
+    counts: Counter[str] = Counter()
+    for run in _LETTER_RUN.findall(_outside_math(text)):
+        for script, word in _words_in_run(run):
+            if script == "Greek" and len(word) == 1:
+                continue
+            counts[script] += 1
+    return counts
+
+
+def language_consistency(text: str, target: str = "en") -> float:
+    """Share of the words of ``text`` (a chain of thought) that are in the ``target`` language:
+    words in ``TARGET_SCRIPTS[target]`` / all counted words (see ``count_words``).
+    0.0 when the text has no countable word (empty, or only numbers/LaTeX/math)."""
+    scripts = TARGET_SCRIPTS.get(target)
+    if scripts is None:
+        raise ValueError(f"unknown target {target!r}; choose from {sorted(TARGET_SCRIPTS)}")
+    counts = count_words(text)
+    total = sum(counts.values())
+    if total == 0:
+        return 0.0
+    return sum(counts[script] for script in scripts) / total
+
+
+def thinking_text(completion: str, *, think_opened: bool = False) -> str:
+    """The chain of thought: the thinking part of ``split_completion`` ("" when there is none)."""
+    thinking, _ = split_completion(completion, think_opened=think_opened)
+    return thinking or ""

@@ -1,0 +1,369 @@
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rlvr_r1.answers import (
+    accuracy,
+    extract_answer,
+    is_sprayed,
+    last_boxed,
+    parse_reference,
+    reference_answer,
+    split_completion,
+)
+
+
+def wrap(answer: str, thinking: str = "Let me work it out.") -> str:
+    return f"<think>{thinking}</think>\n<answer>{answer}</answer>"
+
+
+# --- split_completion -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "completion,opened,expected",
+    [
+        ("<think>t</think><answer>5</answer>", False, ("t", "<answer>5</answer>")),
+        ("pre <think>t</think> rest", False, ("t", " rest")),
+        ("no tags at all", False, (None, "no tags at all")),
+        ("<think>unfinished \\boxed{5}", False, ("unfinished \\boxed{5}", "")),
+        ("t</think> rest", True, ("t", " rest")),
+        ("still thinking", True, ("still thinking", "")),
+        ("stray</think> rest", False, ("stray", " rest")),
+        ("<think>a</think>b</think> rest", False, ("a</think>b", " rest")),
+        ("<THINK>t</Think> rest", False, ("t", " rest")),
+        ("<think>a</think> ans <think> again", False, ("a", " ans ")),
+    ],
+)
+def test_split_completion(completion, opened, expected):
+    assert split_completion(completion, think_opened=opened) == expected
+
+
+# --- extract_answer ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "completion,kwargs,expected",
+    [
+        (wrap("42"), {}, "42"),
+        (wrap("  \\boxed{42}  "), {}, "\\boxed{42}"),
+        ("<think>the answer is \\boxed{42}</think>", {}, None),
+        ("<think><answer>42</answer></think>", {}, None),
+        ("<think>#### 42</think> no answer here", {}, None),
+        ("<think>t</think> so \\boxed{1} then \\boxed{2}", {}, "2"),
+        ("<think>t</think> \\boxed{\\frac{1}{\\sqrt{2}}}", {}, "\\frac{1}{\\sqrt{2}}"),
+        ("<think>t</think> \\boxed{\\{1,2\\}}", {}, "\\{1,2\\}"),
+        ("<think>t</think> \\fbox{7}", {}, "7"),
+        ("<think>t</think> \\boxed {7}", {}, "7"),
+        ("<think>t</think> 3+4=7\n#### 7", {}, "7"),
+        ("<think>t</think> total\n#### $1,234", {}, "1234"),
+        ("<think>t</think> \n#### -2.5", {}, "-2.5"),
+        ("<think>t</think> 3+4=7\n#### 7", {"fallback": None}, None),
+        ("<think>t</think> \\boxed{3 \n#### 7", {}, "7"),
+        ("<think>t</think> \\boxed{3", {"fallback": None}, None),
+        ("<think>t</think> \\boxed{}", {}, None),
+        ("reasoning</think><answer>9</answer>", {"think_opened": True}, "9"),
+        ("reasoning \\boxed{9}", {"think_opened": True}, None),
+        ("\\boxed{9}", {}, "9"),
+        ("<think>t</think><answer></answer>", {}, None),
+        ("<think>t</think><answer>1</answer><answer>2</answer>", {}, None),
+        ("<think>t</think><answer>1</answer></answer>", {}, None),
+        ("<think>t</think><answer>\\boxed{3}", {}, "3"),
+        ("<think>t</think><ANSWER>5</ANSWER>", {}, "5"),
+        ("<think>t</think><answer>5</answer> and \\boxed{6}", {}, "5"),
+    ],
+)
+def test_extract_answer(completion, kwargs, expected):
+    assert extract_answer(completion, **kwargs) == expected
+
+
+def test_unknown_fallback_is_an_error():
+    with pytest.raises(ValueError):
+        extract_answer("x", fallback="last_number")
+
+
+def test_last_boxed():
+    assert last_boxed("a \\boxed{x^{2}} b") == "x^{2}"
+    assert last_boxed("no box") is None
+    assert last_boxed("\\boxed{open") is None
+
+
+# --- is_sprayed -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "answer,reference,expected",
+    [
+        ("12", "12", False),
+        ("12 or 13", "13", True),
+        ("12 OR 13", None, True),
+        ("$12$ or $13$", "13", True),
+        ("12, 13", "13", True),
+        ("12,13", "13", True),
+        ("12; 13", "13", True),
+        ("12 and 13", "13", True),
+        ("12 13", "13", True),
+        ("{11,12,13}", "12", True),
+        ("\\{11, 12, 13\\}", "12", True),
+        ("either 12 or 13", "12", True),
+        ("Either way it is 12, or maybe 13", "(12, 13)", True),
+        ("\\boxed{12} \\boxed{13}", "13", True),
+        ("\\boxed{12}, \\fbox{13}", "(12, 13)", True),
+        ("x = 1, y = 2", "1", True),
+        ("2 \\pm \\sqrt{3}", "2+\\sqrt{3}", True),
+        ("2 \\pm \\sqrt{3}", "2 \\pm \\sqrt{3}", False),
+        ("\\frac{1}{2}, \\frac{1}{3}", "\\frac{1}{2}", True),
+        ("1,000", "1000", False),
+        ("1,234,567.5", None, False),
+        ("1{,}000", "1000", False),
+        ("1\\,000", "1000", False),
+        ("\\frac{1}{2}", "0.5", False),
+        ("So, the answer is 18.", "18", False),
+        ("18 dollars", "18", False),
+        ("(1, 2)", "(1,2)", False),
+        ("\\{1, 2\\}", "\\{1,2\\}", False),
+        ("[1, 2)", "[1,2)", False),
+        ("5, 15", "5,15", False),
+        ("5 and 15", "5,15", False),
+        ("(1,2) or (2,1)", "(1,2)", True),
+        ("x \\in (1, 2)", "\\boxed{(1,2)}", False),
+        ("12 或 13", "13", True),
+    ],
+)
+def test_is_sprayed(answer, reference, expected):
+    assert is_sprayed(answer, reference) is expected
+
+
+# --- reference_answer / parse_reference -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "reference,expected",
+    [
+        ("She sells 9 eggs.\n#### 18", "18"),
+        ("So it costs\n#### 1,250", "1250"),
+        ("#### -3", "-3"),
+        ("Hence the area is $\\boxed{\\frac{1}{2}}$.", "\\frac{1}{2}"),
+        ("  \\frac{1}{2} ", "\\frac{1}{2}"),
+        ("(1, 2)", "(1, 2)"),
+    ],
+)
+def test_reference_answer(reference, expected):
+    assert reference_answer(reference) == expected
+
+
+def test_parse_reference_is_cached():
+    reference = "A unique reference for the cache test\n#### 77"
+    before = parse_reference.cache_info()
+    first = parse_reference(reference)
+    second = parse_reference(reference)
+    after = parse_reference.cache_info()
+    assert first is second
+    assert after.misses == before.misses + 1
+    assert after.hits == before.hits + 1
+    assert str(first[0]) == "77"
+
+
+# --- accuracy ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "answer,reference",
+    [
+        ("1/2", "0.5"),
+        ("0.5", "\\frac{1}{2}"),
+        ("\\frac{1}{2}", "1/2"),
+        ("\\dfrac{1}{2}", "0.5"),
+        ("\\boxed{\\frac{1}{2}}", "\\frac12"),
+        ("18\\text{ cm}", "18"),
+        ("18 \\mathrm{~cm}", "18"),
+        ("18 cm", "18"),
+        ("18 dollars", "18"),
+        ("\\$18", "18"),
+        ("$18$", "18"),
+        ("$18$.", "18"),
+        ("The answer is 18.", "18"),
+        ("1,000", "1000"),
+        ("1000", "#### 1,000"),
+        ("1{,}000", "1000"),
+        ("x = 5", "5"),
+        ("50\\%", "50\\%"),
+        ("90^{\\circ}", "90"),
+        ("2^{10}", "1024"),
+        ("\\sqrt{8}", "2\\sqrt{2}"),
+        ("(1, 2)", "(1,2)"),
+        ("\\left(1, 2\\right)", "(1, 2)"),
+        ("[1, 2)", "[1,2)"),
+        ("(-\\infty, 0) \\cup \\{1\\}", "$(-\\infty, 0) \\cup\\{1\\}$."),
+        ("\\{2, 1\\}", "\\{1,2\\}"),
+        ("5 and 15", "5,15"),
+        ("\\fbox{7}", "7"),
+        ("Yes", "yes"),
+    ],
+)
+def test_equivalent_answers_score_one(answer, reference):
+    assert accuracy(wrap(answer), reference) == 1.0
+
+
+@pytest.mark.parametrize(
+    "answer,reference",
+    [
+        ("1/3", "0.5"),
+        ("0.33", "\\frac{1}{3}"),
+        ("19", "18"),
+        ("(2, 1)", "(1,2)"),
+        ("[1, 2]", "[1,2)"),
+        ("\\{1, 2, 3\\}", "\\{1,2\\}"),
+        ("12 or 13", "13"),
+        ("12, 13", "13"),
+        ("{11,12,13}", "12"),
+        ("either 12 or 13", "12"),
+        ("\\boxed{12} \\boxed{13}", "13"),
+        ("2 \\pm 1", "3"),
+        ("no", "yes"),
+    ],
+)
+def test_wrong_or_sprayed_answers_score_zero(answer, reference):
+    assert accuracy(wrap(answer), reference) == 0.0
+
+
+def test_answer_only_inside_thinking_scores_zero():
+    assert accuracy("<think>so it is \\boxed{18}</think>", "18") == 0.0
+    assert accuracy("<think>#### 18</think>", "#### 18") == 0.0
+    assert accuracy("<think>\\boxed{18}", "18") == 0.0
+
+
+def test_several_boxes_outside_answer_block_score_zero():
+    assert accuracy("<think>t</think> \\boxed{12} or rather \\boxed{18}", "18") == 0.0
+    assert accuracy("<think>t</think> Therefore \\boxed{18}.", "18") == 1.0
+
+
+def test_gsm8k_fallback_and_think_opened():
+    assert accuracy("<think>t</think> 9 * 2 = 18\n#### 18", "#### 18") == 1.0
+    assert accuracy("<think>t</think> 9 * 2 = 18\n#### 18", "#### 18", fallback=None) == 0.0
+    assert accuracy("9*2=18</think><answer>18</answer>", "18", think_opened=True) == 1.0
+    assert accuracy("9*2=18 \\boxed{18}", "18", think_opened=True) == 0.0
+
+
+def test_unparseable_reference_compares_plain_strings():
+    assert accuracy(wrap("\\text{Yes}"), "yes") == 1.0
+    assert accuracy(wrap("maybe"), "yes") == 0.0
+
+
+def _run_in_thread(function):
+    result = []
+    thread = threading.Thread(target=lambda: result.append(function()))
+    thread.start()
+    thread.join()
+    return result
+
+
+def test_works_off_the_main_thread():
+    assert _run_in_thread(lambda: accuracy(wrap("\\frac{1}{2}"), "0.5")) == [1.0]
+    assert _run_in_thread(lambda: accuracy(wrap("\\frac{1}{3}"), "0.5")) == [0.0]
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs POSIX interval timers")
+def test_keeps_a_pending_alarm_of_the_caller():
+    previous = signal.signal(signal.SIGALRM, lambda *_: None)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 100.0)
+        assert accuracy(wrap("\\frac{1}{2}"), "0.5") == 1.0
+        remaining, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 90.0 < remaining <= 100.0
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_extraction_is_linear_on_large_inputs():
+    start = time.perf_counter()
+    assert extract_answer("<think>" + "\\boxed{" * 100_000) is None
+    assert extract_answer("<think>t</think>" + "\\boxed{{" * 100_000, fallback=None) is None
+    assert extract_answer("<think>t</think>" + "</think>" * 40_000 + "\\boxed{1}") == "1"
+    assert is_sprayed("either " * 50_000, "1") is False
+    assert is_sprayed("1" + " " * 200_000 + "x", "1") is False
+    assert time.perf_counter() - start < 3.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(), st.booleans(), st.sampled_from(["gsm8k", None]))
+def test_extract_answer_never_raises(text, opened, fallback):
+    answer = extract_answer(text, think_opened=opened, fallback=fallback)
+    assert answer is None or isinstance(answer, str)
+    assert isinstance(is_sprayed(text, text), bool)
+    thinking, rest = split_completion(text, think_opened=opened)
+    assert thinking is None or isinstance(thinking, str)
+    assert isinstance(rest, str)
+
+
+# --- real data --------------------------------------------------------------------------------
+
+
+def _shared_data() -> Path:
+    configured = os.environ.get("RLVR_SHARED_DATA")
+    if configured:
+        return Path(configured)
+    return Path(__file__).resolve().parents[3] / ".." / "shared" / "data"
+
+
+def _rows(relative: str) -> list[dict]:
+    path = _shared_data() / relative
+    if not path.is_file():
+        pytest.skip(f"{path} is absent (set RLVR_SHARED_DATA to the shared data folder)")
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def _other_index(values: list[str], index: int) -> int:
+    for step in range(1, len(values)):
+        other = (index + step) % len(values)
+        if values[other] != values[index]:
+            return other
+    raise AssertionError("all values are equal")
+
+
+def test_gsm8k_gold_solutions(capsys):
+    rows = _rows("gsm8k/test.jsonl")
+    references = [reference_answer(row["answer"]) for row in rows]
+    failures = []
+    for index, row in enumerate(rows):
+        worked, _, _ = row["answer"].rpartition("####")
+        completion = wrap(references[index], thinking=worked)
+        other = rows[_other_index(references, index)]["answer"]
+        right = accuracy(completion, row["answer"])
+        wrong = accuracy(completion, other)
+        if (right, wrong) != (1.0, 0.0):
+            failures.append((index, references[index], right, wrong))
+    with capsys.disabled():
+        print(f"\ngsm8k test: {len(rows) - len(failures)}/{len(rows)} pass; failures: {failures}")
+    assert len(rows) == 1319
+    assert failures == []
+
+
+OLYMPIADBENCH_KNOWN_FAILURES = {194}
+
+
+def test_olympiadbench_final_answers(capsys):
+    rows = _rows("eval/olympiadbench.jsonl")
+    finals = [row["final_answer"][0] for row in rows]
+    failures = []
+    for index, row in enumerate(rows):
+        boxed = "\\boxed{" + finals[index].replace("$", "") + "}"
+        completion = wrap(boxed, thinking="\n".join(row["solution"]))
+        right = accuracy(completion, finals[index])
+        wrong = accuracy(completion, finals[_other_index(finals, index)])
+        if (right, wrong) != (1.0, 0.0):
+            failures.append((index, row["id"], finals[index], right, wrong))
+    passed = len(rows) - len(failures)
+    with capsys.disabled():
+        print(f"\nolympiadbench: {passed}/{len(rows)} pass; failures: {failures}")
+    assert passed / len(rows) >= 0.98
+    assert {failure[0] for failure in failures} <= OLYMPIADBENCH_KNOWN_FAILURES

@@ -1,0 +1,121 @@
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rlvr_r1.language import TARGET_SCRIPTS, count_words, language_consistency, script_of, thinking_text
+
+
+@pytest.mark.parametrize(
+    "text,target,expected",
+    [
+        ("Let us add the numbers", "en", 1.0),
+        ("我们把数字加起来", "zh", 1.0),
+        ("我们把数字加起来", "en", 0.0),
+        ("hello world foo 中", "en", 0.75),
+        ("hello world foo 中", "zh", 0.25),
+        ("First 我们 add", "en", 0.5),
+        ("So 答案是 five", "zh", 0.6),
+        ("привет мир and", "ru", 2 / 3),
+        ("привет мир and", "en", 1 / 3),
+        ("すごい 日本", "ja", 1.0),
+        ("すごい 日本", "zh", 0.4),
+        ("한국어 text", "ko", 0.75),
+        ("ｈｅｌｌｏ world", "en", 1.0),
+        ("naïve café", "en", 1.0),
+        ("don't stop", "en", 1.0),
+    ],
+)
+def test_shares(text, target, expected):
+    assert language_consistency(text, target) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "   \n\t",
+        "12 + 34 = 46",
+        r"\frac{1}{2} + \sqrt{3} \boxed{7}",
+        "$x + y = 3$",
+        r"\[ a^2 + b^2 = c^2 \]",
+        "π ≈ 3.14159 … !!!",
+    ],
+)
+def test_no_countable_words_scores_zero(text):
+    assert language_consistency(text, "en") == 0.0
+    assert language_consistency(text, "zh") == 0.0
+
+
+def test_numbers_latex_and_math_are_neutral():
+    text = r"所以 $x=2$ 和 \frac{3}{4} 是 12 answer"
+    assert count_words(text) == {"Han": 4, "Latin": 1}
+    assert language_consistency(text, "zh") == pytest.approx(0.8)
+
+
+def test_unclosed_dollar_is_plain_text():
+    assert count_words("it costs $5 and more") == {"Latin": 4}
+    assert count_words("cost $5\nand $6 later") == {"Latin": 3}
+
+
+def test_escaped_dollar_is_not_math():
+    assert count_words(r"pay \$5 and \$6 now") == {"Latin": 3}
+
+
+def test_word_counts_by_script():
+    assert count_words("abc 中文 ひらがな カタカナ 한국") == {
+        "Latin": 1, "Han": 2, "Hiragana": 4, "Katakana": 4, "Hangul": 2,
+    }
+    assert count_words("mixedСлово") == {"Latin": 1, "Cyrillic": 1}
+    assert count_words("α is small but αβγ is a word") == {"Latin": 6, "Greek": 1}
+
+
+def test_script_of():
+    assert script_of("a") == "Latin"
+    assert script_of("中") == "Han"
+    assert script_of("ア") == "Katakana"
+    assert script_of("я") == "Cyrillic"
+    assert script_of("7") is None
+    assert script_of("+") is None
+
+
+def test_targets_table():
+    assert TARGET_SCRIPTS["en"] == {"Latin"}
+    assert TARGET_SCRIPTS["zh"] == {"Han"}
+    assert TARGET_SCRIPTS["ja"] == {"Han", "Hiragana", "Katakana"}
+    with pytest.raises(ValueError):
+        language_consistency("hello", "xx")
+
+
+@pytest.mark.parametrize(
+    "completion,opened,expected",
+    [
+        ("<think>we add</think><answer>5</answer>", False, "we add"),
+        ("we add</think><answer>5</answer>", True, "we add"),
+        ("<answer>5</answer>", False, ""),
+        ("<think>unfinished", False, "unfinished"),
+    ],
+)
+def test_thinking_text(completion, opened, expected):
+    assert thinking_text(completion, think_opened=opened) == expected
+
+
+def test_language_of_thinking_only():
+    completion = "<think>先 add 再 check</think><answer>全是中文答案</answer>"
+    assert language_consistency(thinking_text(completion), "en") == pytest.approx(0.5)
+
+
+def test_large_inputs_are_linear():
+    start = time.perf_counter()
+    assert language_consistency("\\[" * 150_000) == 0.0
+    assert language_consistency("$" * 300_000) == 0.0
+    assert language_consistency("word " * 400_000) == 1.0
+    assert time.perf_counter() - start < 5.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(), st.sampled_from(sorted(TARGET_SCRIPTS)))
+def test_never_raises_and_in_range(text, target):
+    assert 0.0 <= language_consistency(text, target) <= 1.0
+    assert isinstance(thinking_text(text), str)

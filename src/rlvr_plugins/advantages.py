@@ -1,0 +1,126 @@
+"""Advantage estimators as pure functions on gathered rewards.
+
+Every function takes ``rewards`` of shape ``(N,)`` with ``N = num_groups * G``, the ``G``
+completions of one prompt contiguous, and ``valid`` of shape ``(N,)`` (bool, False where
+the completion has no score; those are left out of every statistic), and returns a
+``(N,)`` float tensor. Invalid completions get advantage 0.
+
+Bias, in the sense of the lecture's "RL detour": subtracting a baseline ``b`` that does
+not depend on the completion it is applied to keeps the policy gradient unbiased.
+The group mean includes ``r_i`` itself, so it is unbiased only up to the factor
+``(G - 1) / G``; leave-one-out removes that. Dividing by the group's standard deviation
+re-weights prompts by ``1 / std`` (easy and very hard prompts count more), which is not
+a baseline and biases the gradient of expected reward.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def grouped(x: torch.Tensor, num_generations: int) -> torch.Tensor:
+    """``(N,)`` → ``(N / G, G)``; raises if ``N`` is not a multiple of ``G``."""
+    if x.numel() % num_generations:
+        raise ValueError(f"{x.numel()} values cannot be split into groups of num_generations={num_generations}")
+    return x.view(-1, num_generations)
+
+
+def _masked(rewards: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    return torch.where(valid, rewards, torch.full_like(rewards, float("nan")))
+
+
+def group_mean(rewards: torch.Tensor, valid: torch.Tensor, num_generations: int) -> torch.Tensor:
+    """Mean of the valid rewards of each group, repeated to ``(N,)``: ``mean_j r_j``."""
+    g = grouped(_masked(rewards, valid), num_generations)
+    return torch.nanmean(g, dim=1).repeat_interleave(num_generations)
+
+
+def nan_std(x: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    """Sample standard deviation with Bessel's correction, ignoring NaN; NaN with fewer than 2 values."""
+    mean = torch.nanmean(x, dim=dim, keepdim=True)
+    count = (~torch.isnan(x)).sum(dim=dim, keepdim=True)
+    var = torch.nanmean((x - mean) ** 2, dim=dim, keepdim=True) * (count / (count - 1))
+    var = torch.where(count > 1, var, torch.full_like(var, float("nan")))
+    return var.sqrt() if dim is None else var.sqrt().squeeze(dim)
+
+
+def group_std(rewards: torch.Tensor, valid: torch.Tensor, num_generations: int) -> torch.Tensor:
+    """Sample standard deviation (Bessel) of each group's valid rewards, repeated to ``(N,)``."""
+    g = grouped(_masked(rewards, valid), num_generations)
+    return nan_std(g, dim=1).repeat_interleave(num_generations)
+
+
+def grpo_advantages(
+    rewards: torch.Tensor, valid: torch.Tensor, num_generations: int, eps: float = 1e-4
+) -> torch.Tensor:
+    """GRPO (Shao et al. 2024, DeepSeekMath): ``A_i = (r_i - mean(r)) / (std(r) + eps)`` per group.
+
+    Biased: the division by the group std is not a baseline (see the module docstring).
+    Equal to TRL's ``scale_rewards="group"``.
+    """
+    adv = (rewards - group_mean(rewards, valid, num_generations)) / (group_std(rewards, valid, num_generations) + eps)
+    return _zero_invalid(adv, valid)
+
+
+def mean_baseline_advantages(rewards: torch.Tensor, valid: torch.Tensor, num_generations: int) -> torch.Tensor:
+    """Dr. GRPO (Liu et al. 2025): ``A_i = r_i - mean(r)`` per group, no std division.
+
+    Unbiased up to the constant factor ``(G - 1) / G`` (the mean contains ``r_i``).
+    """
+    return _zero_invalid(rewards - group_mean(rewards, valid, num_generations), valid)
+
+
+def rloo_advantages(rewards: torch.Tensor, valid: torch.Tensor, num_generations: int) -> torch.Tensor:
+    """RLOO (Kool et al. 2019; Ahmadian et al. 2024): ``A_i = r_i - (sum_j r_j - r_i) / (G - 1)``.
+
+    The baseline of each completion is the mean of the *other* valid completions of its
+    group, so it does not depend on ``r_i``: unbiased. ``G`` counts valid completions; a
+    group with fewer than two valid completions gets 0.
+    """
+    g = grouped(torch.where(valid, rewards, torch.zeros_like(rewards)), num_generations)
+    n = grouped(valid.to(rewards.dtype), num_generations).sum(dim=1, keepdim=True)
+    others = (g.sum(dim=1, keepdim=True) - g) / (n - 1).clamp(min=1)
+    adv = torch.where(n > 1, g - others, torch.zeros_like(g)).reshape(-1)
+    return _zero_invalid(adv, valid)
+
+
+def batch_std_advantages(
+    rewards: torch.Tensor, valid: torch.Tensor, num_generations: int, eps: float = 1e-4
+) -> torch.Tensor:
+    """``A_i = (r_i - mean_group(r)) / (std_batch(r) + eps)`` (TRL's ``scale_rewards="batch"``).
+
+    One scale for the whole batch, so prompts are not re-weighted against each other:
+    unbiased up to a positive constant per batch (the group mean contains ``r_i``).
+    """
+    std = nan_std(_masked(rewards, valid))
+    adv = (rewards - group_mean(rewards, valid, num_generations)) / (std + eps)
+    return _zero_invalid(adv, valid)
+
+
+def zero_variance_groups(rewards: torch.Tensor, valid: torch.Tensor, num_generations: int) -> torch.Tensor:
+    """``(N / G,)`` bool: True where a group's valid rewards are all equal (or it has none).
+
+    Decided by ``max - min``, not by a computed std: 16 copies of 0.35 in float32 have a
+    nonzero computed std, but their max and min are identical.
+    """
+    g = grouped(rewards, num_generations)
+    v = grouped(valid, num_generations)
+    hi = torch.where(v, g, torch.full_like(g, -torch.inf)).max(dim=1).values
+    lo = torch.where(v, g, torch.full_like(g, torch.inf)).min(dim=1).values
+    return ~(hi > lo)
+
+
+def finalize_advantages(
+    advantages: torch.Tensor, rewards: torch.Tensor, valid: torch.Tensor, num_generations: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Apply the rules every estimator obeys: no score → 0; zero-variance group → exactly 0.
+
+    Returns ``(advantages (N,), zero_variance (N / G,) bool)``.
+    """
+    zero_var = zero_variance_groups(rewards, valid, num_generations)
+    keep = valid & ~zero_var.repeat_interleave(num_generations)
+    return torch.where(keep, torch.nan_to_num(advantages, nan=0.0), torch.zeros_like(advantages)), zero_var
+
+
+def _zero_invalid(adv: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    return torch.where(valid, adv, torch.zeros_like(adv))

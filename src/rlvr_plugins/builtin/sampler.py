@@ -1,0 +1,26 @@
+"""The default sampler: TRL's ``RepeatSampler``, unchanged."""
+
+from __future__ import annotations
+
+from trl.trainer.utils import RepeatSampler
+
+from .. import hookimpl
+from ..plugin import Plugin
+
+
+class RepeatSamplerPlugin(Plugin):
+    """Uniform shuffled order, each prompt repeated ``num_generations`` times (TRL's behaviour)."""
+
+    name = "repeat-sampler"
+    description = "TRL's RepeatSampler: uniform shuffled prompts; the default sampler"
+
+    @hookimpl(trylast=True)
+    def rlvr_train_sampler(self, dataset, num_generations, prompts_per_batch, repeat_count, shuffle, seed):
+        return RepeatSampler(
+            data_source=dataset,
+            mini_repeat_count=num_generations,
+            batch_size=prompts_per_batch,
+            repeat_count=repeat_count,
+            shuffle=shuffle,
+            seed=seed,
+        )

@@ -1,0 +1,92 @@
+"""The ``rlvr`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Sequence
+
+from . import __version__
+from .errors import RLVRError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.func(args)
+    except RLVRError as exc:
+        print(f"rlvr: error: {exc}", file=sys.stderr)
+        if exc.__cause__ is not None and args.verbose:
+            import traceback
+
+            traceback.print_exception(exc.__cause__, file=sys.stderr)
+        return 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rlvr", description="RL with verifiable rewards, as plugins on TRL.")
+    parser.add_argument("--version", action="version", version=f"rlvr-plugins {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print chained tracebacks of errors")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("plugins", help="list installed plugins, their versions and hooks")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--config", help="also say which plugins this config enables (validates it)")
+    p.set_defaults(func=cmd_plugins)
+
+    p = sub.add_parser("train", help="train with a YAML config")
+    p.add_argument("config")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. --set trainer.learning_rate=1e-6 (repeatable)")
+    p.add_argument("--resume", nargs="?", const=True, default=None, metavar="CHECKPOINT",
+                   help="resume from the last checkpoint of output_dir, or from CHECKPOINT")
+    p.add_argument("--check", action="store_true", help="validate the config and plugins, then stop")
+    p.set_defaults(func=cmd_train)
+    return parser
+
+
+def cmd_plugins(args) -> int:
+    from .manager import build_plugin_set, list_plugins
+
+    enabled = None
+    if args.config:
+        from .config import load_config
+
+        config = load_config(args.config)
+        enabled = set(build_plugin_set(config.get("plugins")).names)
+    rows = list_plugins(enabled)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for row in rows:
+        mark = "" if enabled is None else ("[enabled] " if row.get("enabled") else "          ")
+        print(f"{mark}{row['name']}  ({row['distribution']} {row['version']})")
+        if "error" in row:
+            print(f"    ERROR: {row['error']}")
+            continue
+        print(f"    hooks: {', '.join(row['hooks'])}")
+        if row["options"]:
+            print(f"    options: {'; '.join(row['options'])}")
+    return 0
+
+
+def cmd_train(args) -> int:
+    from .config import load_config
+    from .run import configure_threads, prepare, train
+
+    config = load_config(args.config, args.overrides)
+    if args.check:
+        prepared = prepare(config)
+        print(f"config OK; plugins: {', '.join(prepared.plugin_set.names)}")
+        return 0
+    configure_threads()
+    train(config, resume=args.resume)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,210 @@
+"""The run config: one YAML file, validated as a whole before anything starts.
+
+Sections: ``model``, ``data``, ``plugins``, ``trainer`` (any ``GRPOConfig`` field),
+``sft`` (optional cold start, any ``SFTConfig`` field), ``eval`` (held-out accuracy
+before and after training), ``engine`` (reward engine), ``output_dir``, ``seed``.
+Every problem is collected and reported in one :class:`ConfigError`.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import difflib
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from .errors import ConfigError
+
+TOP_LEVEL = {
+    "model": "the policy: name_or_path (hub id or local folder) or tiny (a config for a model built from scratch)",
+    "data": "train and eval splits: {train: {source: synthetic|jsonl|hub, ...}, eval: {...}, columns: {...}}",
+    "plugins": "enabled plugins and their options: {plugin-name: {option: value}}",
+    "trainer": "any field of trl.GRPOConfig",
+    "sft": "optional SFT cold start before RL: any field of trl.SFTConfig, plus completion_column",
+    "eval": "held-out accuracy before and after training: {reward, threshold, max_new_tokens, batch_size}",
+    "engine": "reward engine: {workers, timeout_s, max_consecutive_failures, nonfinite, in_process}",
+    "output_dir": "the run folder",
+    "seed": "the run's seed (also GRPOConfig.seed unless trainer.seed is set)",
+}
+
+MODEL_KEYS = {"name_or_path", "tiny", "tokenizer", "dtype", "lora", "trust_remote_code"}
+LORA_KEYS = {"r", "alpha", "dropout", "target_modules"}
+DTYPES = {"auto", "float32", "bfloat16", "float16"}
+DATA_KEYS = {"train", "eval", "columns"}
+SOURCES = {
+    "synthetic": {"task", "size", "seed", "options"},
+    "jsonl": {"path"},
+    "hub": {"name", "config", "split"},
+}
+SPLIT_COMMON = {"source", "limit"}
+EVAL_KEYS = {"reward", "threshold", "max_new_tokens", "batch_size"}
+ENGINE_KEYS = {"workers", "timeout_s", "max_consecutive_failures", "nonfinite", "in_process"}
+SFT_EXTRA = {"completion_column", "examples"}
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
+    """Read, override (``a.b=value``, value parsed as YAML) and validate a config file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"not valid YAML: {exc}", source=str(path)) from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"the top level must be a mapping, got {type(raw).__name__}", source=str(path))
+    config = apply_overrides(raw, overrides or [])
+    config.setdefault("_config_dir", str(path.parent.resolve()))
+    validate(config, source=str(path))
+    return config
+
+
+def apply_overrides(config: Mapping[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """``["trainer.learning_rate=1e-6"]`` → a deep copy with those keys set."""
+    out = copy.deepcopy(dict(config))
+    problems = []
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            problems.append(f"override {item!r} must look like section.key=value")
+            continue
+        parts = key.strip().split(".")
+        node = out
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                problems.append(f"override {item!r}: {part!r} is not a mapping")
+                break
+            node = child
+        else:
+            node[parts[-1]] = yaml.safe_load(value) if value.strip() else None
+    if problems:
+        raise ConfigError(problems, source="--set")
+    return out
+
+
+def validate(config: Mapping[str, Any], source: str | None = None) -> None:
+    problems: list[str] = []
+    for key in config:
+        if key not in TOP_LEVEL and not str(key).startswith("_"):
+            problems.append(_unknown("top-level key", key, TOP_LEVEL))
+    if "output_dir" in config and not isinstance(config["output_dir"], str):
+        problems.append("output_dir must be a string path")
+    if "seed" in config and (not isinstance(config["seed"], int) or isinstance(config["seed"], bool)):
+        problems.append(f"seed must be an integer, got {config['seed']!r}")
+    problems += _check_model(config.get("model"))
+    problems += _check_data(config.get("data"))
+    plugins = config.get("plugins", {})
+    if not isinstance(plugins, Mapping):
+        problems.append("plugins must be a mapping of plugin name to options")
+    else:
+        for name, options in plugins.items():
+            if options is not None and not isinstance(options, Mapping):
+                problems.append(f"plugins.{name}: options must be a mapping (use {{}} for none), got {options!r}")
+    problems += _check_fields("trainer", config.get("trainer", {}), _grpo_fields())
+    if config.get("sft") is not None:
+        problems += _check_fields("sft", config["sft"], _sft_fields() | SFT_EXTRA)
+    problems += _check_keys("eval", config.get("eval", {}), EVAL_KEYS)
+    problems += _check_keys("engine", config.get("engine", {}), ENGINE_KEYS)
+    if problems:
+        raise ConfigError(problems, source=source)
+
+
+def _check_model(model: Any) -> list[str]:
+    if model is None:
+        return ["model is missing: give model.name_or_path (hub id or local folder) or model.tiny"]
+    if not isinstance(model, Mapping):
+        return [f"model must be a mapping, got {model!r}"]
+    problems = _check_keys("model", model, MODEL_KEYS)
+    if ("name_or_path" in model) == ("tiny" in model):
+        problems.append("model needs exactly one of name_or_path (hub id or local folder) and tiny")
+    if "tiny" in model and not isinstance(model["tiny"], Mapping):
+        problems.append("model.tiny must be a mapping of model config fields ({} for the defaults)")
+    if model.get("dtype", "auto") not in DTYPES:
+        problems.append(f"model.dtype must be one of {sorted(DTYPES)}, got {model['dtype']!r}")
+    lora = model.get("lora")
+    if lora is not None:
+        problems += _check_keys("model.lora", lora, LORA_KEYS)
+    return problems
+
+
+def _check_data(data: Any) -> list[str]:
+    if data is None:
+        return ["data is missing: give data.train (and optionally data.eval)"]
+    if not isinstance(data, Mapping):
+        return [f"data must be a mapping, got {data!r}"]
+    problems = _check_keys("data", data, DATA_KEYS)
+    if "train" not in data:
+        problems.append("data.train is missing")
+    for split in ("train", "eval"):
+        spec = data.get(split)
+        if spec is None:
+            continue
+        if not isinstance(spec, Mapping):
+            problems.append(f"data.{split} must be a mapping with a source, got {spec!r}")
+            continue
+        src = spec.get("source")
+        if src not in SOURCES:
+            problems.append(f"data.{split}.source must be one of {sorted(SOURCES)}, got {src!r}")
+            continue
+        problems += _check_keys(f"data.{split}", spec, SOURCES[src] | SPLIT_COMMON)
+        required = {"synthetic": "task", "jsonl": "path", "hub": "name"}[src]
+        if required not in spec:
+            problems.append(f"data.{split}: source {src} needs {required!r}")
+    columns = data.get("columns", {})
+    if not isinstance(columns, Mapping) or not all(isinstance(v, str) for v in columns.values()):
+        problems.append("data.columns must map canonical names (prompt, answer, ...) to dataset column names")
+    return problems
+
+
+def _check_keys(section: str, value: Any, allowed: set[str]) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, Mapping):
+        return [f"{section} must be a mapping, got {value!r}"]
+    return [_unknown(f"key in {section}", k, allowed) for k in value if k not in allowed]
+
+
+def _check_fields(section: str, value: Any, fields: set[str]) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, Mapping):
+        return [f"{section} must be a mapping, got {value!r}"]
+    return [_unknown(f"{section} field", k, fields) for k in value if k not in fields]
+
+
+def _unknown(what: str, key: Any, allowed: Mapping | set) -> str:
+    close = difflib.get_close_matches(str(key), list(allowed), n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else f"; valid: {', '.join(sorted(allowed))}"
+    if len(allowed) > 40 and not close:
+        hint = "; see the documentation of that section for the valid keys"
+    return f"unknown {what} {key!r}{hint}"
+
+
+def _grpo_fields() -> set[str]:
+    from trl import GRPOConfig
+
+    return {f.name for f in dataclasses.fields(GRPOConfig) if f.init}
+
+
+def _sft_fields() -> set[str]:
+    from trl import SFTConfig
+
+    return {f.name for f in dataclasses.fields(SFTConfig) if f.init}
+
+
+def resolve_path(config: Mapping[str, Any], value: str) -> str:
+    """A relative path in the config is relative to the config file's folder, if it exists there."""
+    p = Path(value).expanduser()
+    if p.is_absolute() or p.exists():
+        return str(p)
+    candidate = Path(config.get("_config_dir", ".")) / p
+    return str(candidate) if candidate.exists() else str(p)
+
+
+def public(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The config without private bookkeeping keys, for the run folder."""
+    return {k: v for k, v in config.items() if not str(k).startswith("_")}

@@ -1,0 +1,172 @@
+"""Synthetic, verifiable arithmetic task for the CPU demo (pure Python, deterministic).
+
+A problem is ``"<a>+<b>="``; the target completion is a short worked solution
+inside ``<think>…</think>`` followed by the number in ``<answer>…</answer>``.
+
+Worked-solution styles (``cot``):
+
+* ``"reverse"`` (default): the digits of the sum written least-significant digit
+  first, i.e. in the order column addition with carries produces them; the answer
+  is then that string read backwards. ``57+68=`` → ``<think>521</think><answer>125</answer>``.
+  Short (fast to sample on CPU) and the order a small transformer can actually learn.
+* ``"carries"``: one column per step, least-significant first, each written as
+  ``<sum digit><carry out>`` and separated by spaces. ``57+68=`` →
+  ``<think>51 21 1</think><answer>125</answer>`` (longer, more explicit).
+* ``"none"``: ``<think></think>`` is left out; only ``<answer>N</answer>``.
+
+``difficulty`` is the number of digits of the longer operand. The operand digit
+counts are drawn as: difficulty ``d`` from ``difficulty_weights`` over
+``min_digits..max_digits`` (uniform by default), one operand gets exactly ``d``
+digits, the other ``1..d`` digits (uniform), in random order.
+
+Train and evaluation problems are made disjoint by :func:`split_train_eval`:
+the evaluation set is drawn first (without repeats) from its own random stream,
+then training problems are drawn from another stream, rejecting every
+``(a, op, b)`` that is in the evaluation set.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+
+DEFAULT_TASK_OPTIONS: dict = {
+    "min_digits": 1,
+    "max_digits": 4,
+    "difficulty_weights": None,
+    "cot": "reverse",
+    "op": "+",
+    "pad_operands": False,
+}
+
+COT_STYLES = ("reverse", "carries", "none")
+
+
+def _rand_number(rng: random.Random, digits: int) -> int:
+    if digits == 1:
+        return rng.randint(0, 9)
+    return rng.randint(10 ** (digits - 1), 10**digits - 1)
+
+
+def _worked_solution(a: int, b: int, cot: str, width: int = 0) -> str:
+    total = a + b
+    answer = str(total)
+    if cot == "reverse":
+        think = str(total).zfill(width + 1 if width else 0)[::-1]
+    elif cot == "carries":
+        da, db = str(a)[::-1], str(b)[::-1]
+        steps, carry = [], 0
+        for i in range(max(len(da), len(db))):
+            s = (int(da[i]) if i < len(da) else 0) + (int(db[i]) if i < len(db) else 0) + carry
+            carry = s // 10
+            steps.append(f"{s % 10}{carry}")
+        if carry:
+            steps.append(str(carry))
+        think = " ".join(steps)
+    elif cot == "none":
+        return f"<answer>{answer}</answer>"
+    else:
+        raise ValueError(f"unknown cot style {cot!r}; expected one of {COT_STYLES}")
+    return f"<think>{think}</think><answer>{answer}</answer>"
+
+
+def make_problem(a: int, b: int, cot: str = "reverse", op: str = "+", width: int = 0) -> dict:
+    """One problem row for operands ``a`` and ``b`` (zero-padded to ``width`` digits if ``width``)."""
+    if op != "+":
+        raise ValueError(f"only addition ('+') is supported, got {op!r}")
+    sa, sb = (str(a).zfill(width), str(b).zfill(width)) if width else (str(a), str(b))
+    return {
+        "prompt": f"{sa}{op}{sb}=",
+        "answer": str(a + b),
+        "solution": _worked_solution(a, b, cot, width),
+        "difficulty": max(len(str(a)), len(str(b))),
+    }
+
+
+def make_problems(
+    n: int,
+    seed: int,
+    *,
+    exclude: Iterable[str] | None = None,
+    unique: bool = False,
+    stream: str = "train",
+    **task_options,
+) -> list[dict]:
+    """Draw ``n`` problems deterministically from ``seed`` (and ``stream``).
+
+    ``exclude``: prompts never to return (e.g. the evaluation set's prompts).
+    ``unique``: no prompt is returned twice.
+    ``task_options``: ``min_digits``, ``max_digits``, ``difficulty_weights``, ``cot``, ``op``.
+    """
+    opts = {**DEFAULT_TASK_OPTIONS, **task_options}
+    unknown = set(opts) - set(DEFAULT_TASK_OPTIONS)
+    if unknown:
+        raise TypeError(f"unknown task options: {sorted(unknown)}")
+    lo, hi = int(opts["min_digits"]), int(opts["max_digits"])
+    if not 1 <= lo <= hi:
+        raise ValueError("need 1 <= min_digits <= max_digits")
+    levels = list(range(lo, hi + 1))
+    weights: Sequence[float] | None = opts["difficulty_weights"]
+    if weights is not None and len(weights) != len(levels):
+        raise ValueError(f"difficulty_weights needs {len(levels)} entries, got {len(weights)}")
+
+    rng = random.Random(f"rlvr-demo/{stream}/{seed}")  # str seeds are hashed with sha512: stable
+    excluded = set(exclude or ())
+    seen: set[str] = set()
+    rows: list[dict] = []
+    attempts = 0
+    while len(rows) < n:
+        attempts += 1
+        if attempts > 1000 * n + 10_000:
+            raise ValueError("could not draw enough distinct problems; widen the digit range")
+        d = rng.choices(levels, weights=weights)[0]
+        a, b = _rand_number(rng, d), _rand_number(rng, rng.randint(1, d))
+        if rng.random() < 0.5:
+            a, b = b, a
+        row = make_problem(a, b, cot=opts["cot"], op=opts["op"], width=hi if opts["pad_operands"] else 0)
+        if row["prompt"] in excluded or (unique and row["prompt"] in seen):
+            continue
+        seen.add(row["prompt"])
+        rows.append(row)
+    return rows
+
+
+def split_train_eval(n_train: int, n_eval: int, seed: int, **task_options) -> tuple[list[dict], list[dict]]:
+    """Training and held-out problems, guaranteed disjoint (by prompt).
+
+    The evaluation set (no repeats) depends only on ``seed`` and the task options,
+    not on ``n_train``.
+    """
+    eval_rows = make_problems(n_eval, seed, unique=True, stream="eval", **task_options)
+    train_rows = make_problems(
+        n_train, seed, exclude={r["prompt"] for r in eval_rows}, stream="train", **task_options
+    )
+    return train_rows, eval_rows
+
+
+def extract_answer(completion: str) -> str | None:
+    """The text between the first ``<answer>`` and the following ``</answer>``, or None."""
+    start = completion.find("<answer>")
+    if start < 0:
+        return None
+    start += len("<answer>")
+    end = completion.find("</answer>", start)
+    if end < 0:
+        return None
+    return completion[start:end].strip()
+
+
+def is_well_formed(completion: str, cot: str = "reverse") -> bool:
+    """Exactly ``<think>…</think><answer>…</answer>`` with non-empty parts (``<answer>…</answer>`` for cot="none")."""
+    c = completion.strip()
+    if cot != "none":
+        if not c.startswith("<think>"):
+            return False
+        end = c.find("</think>")
+        if end < 0 or not c[len("<think>") : end].strip() or "<think>" in c[len("<think>") : end]:
+            return False
+        c = c[end + len("</think>") :]
+    if not (c.startswith("<answer>") and c.endswith("</answer>")):
+        return False
+    inner = c[len("<answer>") : -len("</answer>")]
+    return bool(inner.strip()) and "<answer>" not in inner and "</answer>" not in inner and "<think>" not in inner

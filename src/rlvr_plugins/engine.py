@@ -1,0 +1,731 @@
+"""The reward engine: run plugin scoring functions with a hard per-item deadline.
+
+Why processes
+    math-verify's own timeout is ``signal.alarm``, which only works in the main thread,
+    and one sympy call on adversarial LaTeX (``2^{2^{2^{2^{2^{100}}}}}``, huge factorials)
+    or one big-integer operation (``10**(10**8)``) holds the GIL inside C code for minutes.
+    A thread cannot be stopped, and while it holds the GIL a watchdog thread in the same
+    process cannot even run. So every call runs in a persistent worker process, and the
+    *parent* enforces the deadline by SIGKILLing the worker's process group (the worker is
+    a session leader, so anything the plugin forked dies with it), then starts a fresh one.
+    A plugin that calls ``signal.alarm(0)``, installs its own SIGALRM handler or raises a
+    ``BaseException`` cannot defeat this; inside the worker math-verify's own alarm still
+    works (the plugin runs in the worker's main thread).
+
+Start method
+    Workers are fresh interpreters started with ``subprocess`` (fork+exec of
+    ``sys.executable -c "... _worker_main(fd, ...)"``), talking over an inherited
+    socketpair wrapped in ``multiprocessing.connection.Connection``. Measured on the
+    2-core dev box: a bare worker is ready in ~20 ms (multiprocessing ``spawn``: ~65 ms,
+    ``forkserver``: ~20 ms, ``fork``: ~4 ms); importing math-verify/sympy costs ~0.7-1 s in
+    every method unless the parent already imported it and forks. ``fork`` is rejected
+    because the trainer process runs torch/OpenMP threads (and score() may be called from
+    any thread): forking a multi-threaded process can deadlock the child on a lock held
+    by a thread that does not exist there. ``forkserver`` keeps an extra shared server
+    process alive and, like ``spawn``, re-imports the parent's ``__main__`` (a training
+    script) in every worker. Plain exec lets us set the child's environment
+    (``OMP_NUM_THREADS=1`` and friends, so torch in a worker does not oversubscribe the
+    cores; ``torch.set_num_threads(1)`` is also called if the plugin imports torch) and
+    start it in a new session without a ``preexec_fn``. The cost: a replaced worker
+    pays the plugin's import time again (~1 s for math-verify) -- only after a timeout
+    or crash, and only that worker; the others keep scoring. Workers are forked from one
+    long-lived daemon thread, because ``PR_SET_PDEATHSIG`` (set in the worker so that it
+    dies with the parent even when busy) fires when the *thread* that forked it exits.
+
+Functions reach the worker by pickle, by reference: a module-level function, an instance
+of a module-level class, or a ``functools.partial`` of those, importable in a fresh
+interpreter (the parent's ``sys.path`` is passed on). Functions defined in a script's
+``__main__`` or a notebook cannot be loaded; use ``in_process=True`` for those. Each
+distinct function (plugin name + hash of its pickle) is shipped to a worker once.
+
+Dispatch and deadline
+    Items are split into ``num_workers`` contiguous chunks, so completions of the same
+    prompt (adjacent in GRPO batches) land on the same worker and a plugin's per-group
+    ``lru_cache`` hits. A worker gets its chunk in batches of up to 16 items, with one
+    more batch queued while it works (only if that batch is small enough to sit in the
+    socket buffer, so a send never blocks on a busy worker). A worker that runs out steals
+    the tail half of the longest remaining chunk. The worker reports after every item;
+    an item's deadline starts when the parent sends it to an idle worker or receives the
+    result of the item before it, so an item always gets at least ``timeout_s`` and
+    worker start-up or function loading is never counted against it. When the deadline
+    passes, the item fails ("timeout after ...s"), the worker is killed, and its unstarted
+    items go to the replacement. A worker that dies (``os._exit``, segfault, OOM kill)
+    fails the item it was running.
+
+What is protected and what is not
+    Protected: hangs, GIL-holding C code, exceptions of any kind, crashes, runaway
+    memory (with ``memory_limit_mb``, ``RLIMIT_AS`` in the worker), stray SIGALRM games,
+    orphans (workers are killed on ``close()``, when the engine is garbage-collected, at
+    interpreter exit, and die with the parent through their closed socket and
+    ``PR_SET_PDEATHSIG``). Not protected: a plugin that deliberately escapes (double
+    fork into a new session, writes to shared files), and anything with
+    ``in_process=True``: that path calls ``fn`` in the calling process with no deadline and
+    no isolation (for debugging and rewards declared cheap); it still validates values and
+    counts consecutive failures.
+
+Values: a real number (bool, int, float, numpy or 0-d torch value) becomes a float; ``None``
+means "does not apply" (NaN, not failed, and it resets the consecutive-failure count like
+any successful call); anything else is a plugin bug (:class:`RewardContractError`). NaN and
+infinities are bugs too, unless ``nonfinite="mask"`` (then failed). Consecutive failures
+are counted per plugin name, across calls, in the order results arrive.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import hashlib
+import logging
+import math
+import multiprocessing
+import numbers
+import os
+import pickle
+import queue
+import reprlib
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import weakref
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any, Callable, Mapping, Sequence
+
+__all__ = ["RewardContractError", "RewardEngine", "RewardPluginFailing", "ScoreResult"]
+
+logger = logging.getLogger("rlvr_plugins.engine")
+
+_BATCH_SIZE = 16
+_QUEUED_BATCH_MAX_BYTES = 32 * 1024
+_STARTUP_TIMEOUT_S = 120.0
+_MAX_START_FAILURES = 3
+_SAMPLE_CHARS = 300
+_ERROR_CHARS = 300
+_SINGLE_THREAD_ENV = {
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "NUMEXPR_NUM_THREADS": "1",
+    "VECLIB_MAXIMUM_THREADS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+_VALID_VALUES = "a real number (int, float, bool, numpy or 0-d torch scalar) or None when the reward does not apply"
+
+
+@dataclass(frozen=True)
+class ScoreResult:
+    values: list[float]
+    failed: list[bool]
+    errors: list[str | None]
+
+
+class RewardContractError(Exception):
+    """A plugin returned something that is not a reward (or its function cannot be loaded)."""
+
+
+class RewardPluginFailing(Exception):
+    """A plugin failed on too many consecutive items."""
+
+
+# ---------------------------------------------------------------- shared by both sides
+
+
+def _safe(text: Any, limit: int = _ERROR_CHARS) -> str:
+    """ASCII-only, control characters and lone surrogates escaped, truncated."""
+    try:
+        out = ascii(text if isinstance(text, str) else str(text))[1:-1]
+    except BaseException:
+        out = "<unprintable>"
+    return out if len(out) <= limit else out[: limit - 3] + "..."
+
+
+def _describe(exc: BaseException) -> str:
+    try:
+        message = str(exc)
+    except BaseException:
+        message = "<unprintable message>"
+    return _safe(f"{type(exc).__name__}: {message}" if message else type(exc).__name__)
+
+
+def _describe_value(value: Any) -> str:
+    try:
+        text = reprlib.repr(value)
+    except BaseException:
+        text = "<unrepresentable>"
+    return f"{_safe(text, 120)} (type {type(value).__module__}.{type(value).__qualname__})"
+
+
+def _convert(value: Any) -> tuple[str, Any]:
+    """("ok", float) for a number (possibly non-finite), ("none", None), or ("bad", description)."""
+    if value is None:
+        return "none", None
+    plain = value
+    if not isinstance(value, (bool, int, float)) and getattr(value, "shape", None) == () and hasattr(value, "item"):
+        try:
+            plain = value.item()
+        except BaseException:
+            return "bad", _describe_value(value)
+    if isinstance(plain, numbers.Real):
+        try:
+            return "ok", float(plain)
+        except OverflowError:
+            return "ok", math.inf if plain > 0 else -math.inf
+        except BaseException:
+            pass
+    return "bad", _describe_value(value)
+
+
+def _call(fn: Callable[..., Any], item: Mapping[str, Any]) -> tuple[str, Any]:
+    try:
+        value = fn(**item)
+    except BaseException as exc:
+        return "error", _describe(exc)
+    try:
+        return _convert(value)
+    except BaseException as exc:
+        return "bad", f"an unconvertible value ({_describe(exc)})"
+
+
+# ---------------------------------------------------------------- worker side
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except Exception:
+            pass
+    if os.getppid() != parent_pid:
+        os._exit(0)
+
+
+def _limit_memory(megabytes: int) -> None:
+    import resource
+
+    limit = int(megabytes) * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _load_fn(payload: bytes, paths: list[str]) -> Callable[..., Any]:
+    sys.path[:0] = [p for p in paths if p not in sys.path]
+    fn = pickle.loads(payload)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
+    return fn
+
+
+def _worker_main(fd: int, parent_pid: int, memory_limit_mb: int | None) -> None:
+    """Entry point of a worker process: load functions, score batches, report per item."""
+    _die_with_parent(parent_pid)
+    os.set_inheritable(fd, False)
+    conn = Connection(fd)
+    fns: dict[str, Callable[..., Any]] = {}
+    try:
+        if memory_limit_mb:
+            _limit_memory(memory_limit_mb)
+        conn.send(("ready", os.getpid()))
+        while True:
+            data = conn.recv_bytes()
+            try:
+                message = pickle.loads(data)
+            except Exception as exc:
+                conn.send(("undecodable", _describe(exc)))
+                continue
+            if message[0] == "run":
+                fn = fns[message[1]]
+                for index, item in message[2]:
+                    conn.send(("r", index) + _call(fn, item))
+            elif message[0] == "fn":
+                _, name, key, payload, paths = message
+                try:
+                    fns[name] = _load_fn(payload, paths)
+                    error = None
+                except BaseException as exc:
+                    error = _describe(exc)
+                conn.send(("loaded", name, key, error))
+            else:
+                break
+        status = 0
+    except (EOFError, OSError):
+        status = 0
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    os._exit(status)
+
+
+# ---------------------------------------------------------------- parent side
+
+
+class _Spawner:
+    """Forks every worker from one daemon thread that lives as long as the process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: queue.SimpleQueue | None = None
+        self._pid = -1
+
+    def popen(self, args: list[str], **kwargs: Any) -> subprocess.Popen:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self._queue().put((future, args, kwargs))
+        return future.result()
+
+    def _queue(self) -> queue.SimpleQueue:
+        with self._lock:
+            if self._jobs is None or self._pid != os.getpid():
+                self._jobs, self._pid = queue.SimpleQueue(), os.getpid()
+                threading.Thread(target=self._serve, args=(self._jobs,), name="rlvr-engine-spawner", daemon=True).start()
+            return self._jobs
+
+    @staticmethod
+    def _serve(jobs: queue.SimpleQueue) -> None:
+        while True:
+            future, args, kwargs = jobs.get()
+            try:
+                future.set_result(subprocess.Popen(args, **kwargs))
+            except BaseException as exc:
+                future.set_exception(exc)
+
+
+_spawner = _Spawner()
+
+
+def _exit_text(returncode: int | None) -> str:
+    if returncode is None:
+        return "worker process died"
+    if returncode < 0:
+        try:
+            return f"worker process killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"worker process killed by signal {-returncode}"
+    return f"worker process exited with code {returncode}"
+
+
+class _Worker:
+    """One worker process and what the parent knows about it."""
+
+    def __init__(self, memory_limit_mb: int | None) -> None:
+        self.memory_limit_mb = memory_limit_mb
+        self.queue: collections.deque[int] = collections.deque()
+        self.batches: collections.deque[collections.deque[int]] = collections.deque()
+        self.proc: subprocess.Popen | None = None
+        self.conn: Connection | None = None
+        self.start()
+
+    def start(self) -> None:
+        parent_conn, child_conn = multiprocessing.Pipe(duplex=True)
+        fd = child_conn.fileno()
+        boot = (
+            f"import sys; sys.path[:0] = {_parent_path()!r}; "
+            f"from {__name__} import _worker_main; _worker_main({fd}, {os.getpid()}, {self.memory_limit_mb!r})"
+        )
+        try:
+            self.proc = _spawner.popen(
+                [sys.executable, "-c", boot], pass_fds=(fd,), start_new_session=True,
+                stdin=subprocess.DEVNULL, env={**os.environ, **_SINGLE_THREAD_ENV},
+            )
+        finally:
+            child_conn.close()
+        self.conn = parent_conn
+        self.state = "starting"
+        self.deadline: float | None = time.monotonic() + _STARTUP_TIMEOUT_S
+        self.loaded: dict[str, str] = {}
+        self.batches.clear()
+
+    def kill(self) -> int | None:
+        """SIGKILL the worker's process group, reap it, return its exit status."""
+        if self.proc is None:
+            return None
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+        self.conn.close()
+        try:
+            return self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def send(self, message: Any) -> bool:
+        data = message if isinstance(message, bytes) else pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
+        try:
+            self.conn.send_bytes(data)
+            return True
+        except OSError:
+            return False
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.batches)
+
+
+def _parent_path() -> list[str]:
+    cwd = os.getcwd()
+    return [os.path.abspath(p) if p else cwd for p in sys.path]
+
+
+def _shutdown(workers: list[_Worker]) -> None:
+    for worker in workers:
+        worker.kill()
+        worker.proc = None
+
+
+def _item_sample(item: Any) -> str:
+    try:
+        clipped = {k: v[:_SAMPLE_CHARS] if isinstance(v, (str, bytes)) else v for k, v in dict(item).items()}
+        text = ascii(clipped)
+    except BaseException:
+        return "<unrepresentable item>"
+    return text if len(text) <= _SAMPLE_CHARS else text[: _SAMPLE_CHARS - 3] + "..."
+
+
+class _Tally:
+    """Results of one score() call, plus the engine-wide counters it updates."""
+
+    def __init__(self, engine: RewardEngine, name: str, items: list[Mapping[str, Any]]) -> None:
+        self.engine, self.name, self.items = engine, name, items
+        n = len(items)
+        self.values, self.failed, self.errors = [math.nan] * n, [False] * n, [None] * n
+        self.remaining = n
+        self.abort: BaseException | None = None
+
+    def record(self, index: int, kind: str, payload: Any) -> None:
+        self.remaining -= 1
+        self.engine._stats["calls"] += 1
+        if kind == "ok" and math.isfinite(payload):
+            self._succeed(index, payload)
+        elif kind == "none":
+            self._succeed(index, math.nan)
+        elif kind == "error":
+            self.fail(index, payload)
+        elif kind == "ok" and self.engine.nonfinite == "mask":
+            self.fail(index, f"non-finite value {payload!r}")
+        else:
+            self.abort = self.abort or self._contract_error(index, kind, payload)
+
+    def lost(self, index: int, error: str, timeout: bool = False) -> None:
+        """An item that produced no result of its own (timeout, crash, undecodable)."""
+        self.remaining -= 1
+        self.engine._stats["calls"] += 1
+        self.fail(index, error, timeout)
+
+    def fail(self, index: int, error: str, timeout: bool = False) -> None:
+        engine = self.engine
+        self.failed[index], self.errors[index] = True, error
+        engine._stats["failures"] += 1
+        engine._stats["timeouts"] += timeout
+        logger.warning("reward %s failed on item %d: %s; item: %s", _safe(self.name), index, error,
+                       _item_sample(self.items[index]))
+        recent = engine._recent_errors.setdefault(self.name, collections.deque(maxlen=3))
+        recent.append(f"item {index}: {error}")
+        count = engine._consecutive[self.name] = engine._consecutive.get(self.name, 0) + 1
+        if count >= engine.max_consecutive_failures and self.abort is None:
+            engine._consecutive[self.name] = 0
+            self.abort = RewardPluginFailing(
+                f"reward plugin {self.name!r} failed on {count} consecutive items "
+                f"(max_consecutive_failures={engine.max_consecutive_failures}); last errors: " + "; ".join(recent)
+            )
+
+    def _succeed(self, index: int, value: float) -> None:
+        self.values[index] = value
+        self.engine._consecutive[self.name] = 0
+
+    def _contract_error(self, index: int, kind: str, payload: Any) -> RewardContractError:
+        if kind == "ok":
+            return RewardContractError(
+                f"reward plugin {self.name!r} returned {payload!r} for item {index}: rewards must be finite; "
+                f"return {_VALID_VALUES}, or set nonfinite='mask' to count non-finite values as failed items"
+            )
+        return RewardContractError(
+            f"reward plugin {self.name!r} returned {payload} for item {index}; expected {_VALID_VALUES}"
+        )
+
+    def result(self) -> ScoreResult:
+        return ScoreResult(values=self.values, failed=self.failed, errors=self.errors)
+
+
+class _Dispatch:
+    """One score() call over the worker processes: feed, wait, collect, enforce deadlines."""
+
+    def __init__(self, engine: RewardEngine, tally: _Tally, key: str, payload: bytes) -> None:
+        self.engine, self.tally, self.key, self.payload = engine, tally, key, payload
+        self.workers = engine._workers
+        self.timeout_s = engine.timeout_s
+
+    def run(self) -> ScoreResult:
+        self._assign()
+        try:
+            while self.tally.remaining and self.tally.abort is None:
+                for worker in self.workers:
+                    self._feed(worker)
+                self._wait()
+        except BaseException:
+            self._kill_busy()
+            raise
+        if self.tally.abort is not None:
+            self._kill_busy()
+            raise self.tally.abort
+        return self.tally.result()
+
+    def _assign(self) -> None:
+        n, k = len(self.tally.items), len(self.workers)
+        for w, worker in enumerate(self.workers):
+            worker.queue = collections.deque(range(n * w // k, n * (w + 1) // k))
+
+    def _feed(self, worker: _Worker) -> None:
+        if worker.state != "ready":
+            return
+        name = self.tally.name
+        if worker.loaded.get(name) != self.key:
+            self._load(worker)
+            return
+        if not worker.queue and not worker.busy:
+            self._steal(worker)
+        while worker.queue and len(worker.batches) < 2:
+            batch = [worker.queue.popleft() for _ in range(min(_BATCH_SIZE, len(worker.queue)))]
+            data = pickle.dumps(("run", name, [(i, self.tally.items[i]) for i in batch]), pickle.HIGHEST_PROTOCOL)
+            if worker.busy and len(data) > _QUEUED_BATCH_MAX_BYTES:
+                worker.queue.extendleft(reversed(batch))
+                return
+            was_idle = not worker.busy
+            worker.batches.append(collections.deque(batch))
+            if not worker.send(data):
+                worker.batches.pop()
+                worker.queue.extendleft(reversed(batch))
+                self._died(worker)
+                return
+            if was_idle:
+                worker.deadline = time.monotonic() + self.timeout_s
+
+    def _load(self, worker: _Worker) -> None:
+        worker.state = "loading"
+        worker.deadline = time.monotonic() + _STARTUP_TIMEOUT_S
+        if not worker.send(("fn", self.tally.name, self.key, self.payload, _parent_path())):
+            self._died(worker)
+
+    def _steal(self, worker: _Worker) -> None:
+        donor = max(self.workers, key=lambda w: len(w.queue))
+        take = (len(donor.queue) + 1) // 2
+        if take:
+            stolen = [donor.queue.pop() for _ in range(take)]
+            worker.queue.extend(reversed(stolen))
+
+    def _wait(self) -> None:
+        deadlines = [w.deadline for w in self.workers if w.deadline is not None]
+        if not deadlines:
+            raise RuntimeError("reward engine stalled: items remain but no worker is working on them")
+        timeout = max(0.0, min(deadlines) - time.monotonic())
+        by_conn = {w.conn: w for w in self.workers}
+        for conn in wait(list(by_conn), timeout):
+            if by_conn[conn].conn is conn:
+                self._drain(by_conn[conn])
+        now = time.monotonic()
+        for worker in self.workers:
+            if worker.deadline is not None and now >= worker.deadline and self._drain(worker):
+                if worker.deadline is not None and now >= worker.deadline:
+                    self._expired(worker)
+
+    def _drain(self, worker: _Worker) -> bool:
+        """Handle every message waiting from the worker; False if it died."""
+        try:
+            while worker.conn.poll():
+                self._handle(worker, worker.conn.recv())
+        except (EOFError, OSError):
+            self._died(worker)
+            return False
+        return True
+
+    def _handle(self, worker: _Worker, message: tuple) -> None:
+        tag = message[0]
+        if tag == "r" and worker.busy:
+            batch = worker.batches[0]
+            batch.popleft()
+            if not batch:
+                worker.batches.popleft()
+            worker.deadline = time.monotonic() + self.timeout_s if worker.busy else None
+            self.tally.record(message[1], message[2], message[3])
+        elif tag == "undecodable" and worker.busy:
+            batch = worker.batches.popleft()
+            worker.deadline = time.monotonic() + self.timeout_s if worker.busy else None
+            for index in batch:
+                self.tally.lost(index, f"the worker cannot unpickle the item batch: {message[1]}")
+        elif tag == "ready":
+            worker.state, worker.deadline = "ready", None
+            self.engine._start_failures = 0
+        elif tag == "loaded":
+            _, name, key, error = message
+            worker.state, worker.deadline = "ready", None
+            if error is None:
+                worker.loaded[name] = key
+            elif name == self.tally.name and key == self.key:
+                self.tally.abort = self.tally.abort or self._load_error(error)
+
+    def _load_error(self, error: str) -> RewardContractError:
+        hint = " (it is defined in __main__, which workers do not import)" if b"__main__" in self.payload else ""
+        return RewardContractError(
+            f"reward plugin {self.tally.name!r}: its scoring function cannot be loaded in a worker process{hint}: "
+            f"{error}. It must be importable: a module-level function or class instance, or a functools.partial "
+            "of one; or score it with in_process=True"
+        )
+
+    def _expired(self, worker: _Worker) -> None:
+        if worker.busy:
+            self._replace(worker, lambda status: f"timeout after {self.timeout_s:g}s", timeout=True)
+        elif worker.state == "loading":
+            self._replace(worker)
+            self.tally.abort = self.tally.abort or self._load_error(f"timed out after {_STARTUP_TIMEOUT_S:g}s")
+        else:
+            self._start_failed(worker, f"not ready after {_STARTUP_TIMEOUT_S:g}s")
+
+    def _died(self, worker: _Worker) -> None:
+        if worker.busy:
+            self._replace(worker, _exit_text)
+        elif worker.state == "starting":
+            self._start_failed(worker, None)
+        else:
+            state = worker.state
+            status = self._replace(worker)
+            if state == "loading":
+                self.tally.abort = self.tally.abort or self._load_error(_exit_text(status))
+
+    def _start_failed(self, worker: _Worker, reason: str | None) -> None:
+        status = worker.kill()
+        self.engine._start_failures += 1
+        if self.engine._start_failures >= _MAX_START_FAILURES:
+            self.tally.abort = self.tally.abort or RuntimeError(
+                f"reward worker processes keep failing to start ({reason or _exit_text(status)}); "
+                "check memory_limit_mb and that this Python can import rlvr_plugins"
+            )
+        self._restart(worker)
+
+    def _replace(self, worker: _Worker, describe: Callable[[int | None], str] | None = None,
+                 timeout: bool = False) -> int | None:
+        """Kill the worker, fail its current item (if any), requeue the rest, start a new one."""
+        status = worker.kill()
+        if worker.busy:
+            current = worker.batches[0].popleft()
+            for batch in reversed(worker.batches):
+                worker.queue.extendleft(reversed(batch))
+            self.tally.lost(current, describe(status), timeout=timeout)
+        self._restart(worker)
+        return status
+
+    def _restart(self, worker: _Worker) -> None:
+        state = worker.state
+        worker.start()
+        if state != "starting":
+            self.engine._stats["workers_restarted"] += 1
+
+    def _kill_busy(self) -> None:
+        for worker in self.workers:
+            if worker.busy:
+                worker.kill()
+                self._restart(worker)
+            worker.queue.clear()
+
+
+class RewardEngine:
+    """Scores reward plugins item by item, in worker processes, with a hard per-item deadline."""
+
+    def __init__(self, *, num_workers: int = 2, timeout_s: float = 10.0, max_consecutive_failures: int = 64,
+                 nonfinite: str = "error", in_process: bool = False, memory_limit_mb: int | None = None) -> None:
+        if num_workers < 1:
+            raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        if max_consecutive_failures < 1:
+            raise ValueError(f"max_consecutive_failures must be >= 1, got {max_consecutive_failures}")
+        if nonfinite not in ("error", "mask"):
+            raise ValueError(f"nonfinite must be 'error' or 'mask', got {nonfinite!r}")
+        if memory_limit_mb is not None and memory_limit_mb <= 0:
+            raise ValueError(f"memory_limit_mb must be positive or None, got {memory_limit_mb}")
+        self.num_workers, self.timeout_s = num_workers, float(timeout_s)
+        self.max_consecutive_failures, self.nonfinite = max_consecutive_failures, nonfinite
+        self.in_process, self.memory_limit_mb = in_process, memory_limit_mb
+        self._lock = threading.RLock()
+        self._stats = {"calls": 0, "failures": 0, "timeouts": 0, "workers_restarted": 0}
+        self._consecutive: dict[str, int] = {}
+        self._recent_errors: dict[str, collections.deque] = {}
+        self._start_failures = 0
+        self._pid = os.getpid()
+        self._closed = False
+        self._workers: list[_Worker] = []
+        self._finalizer = weakref.finalize(self, _shutdown, self._workers)
+        if not in_process:
+            self._workers.extend(_Worker(memory_limit_mb) for _ in range(num_workers))
+
+    def score(self, name: str, fn: Callable[..., float | None], items: Sequence[Mapping[str, Any]]) -> ScoreResult:
+        """Call fn(**item) for each item with a hard per-item deadline, in parallel across worker processes."""
+        items = list(items)
+        with self._lock:
+            self._check_usable()
+            tally = _Tally(self, name, items)
+            if not items:
+                return tally.result()
+            if self.in_process:
+                return self._score_in_process(tally, fn)
+            key, payload = self._ship(name, fn)
+            return _Dispatch(self, tally, key, payload).run()
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise RuntimeError("RewardEngine is closed")
+        if os.getpid() != self._pid:
+            raise RuntimeError("RewardEngine was created in another process (fork); create a new one here")
+
+    @staticmethod
+    def _ship(name: str, fn: Callable[..., Any]) -> tuple[str, bytes]:
+        try:
+            payload = pickle.dumps(fn, pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            raise RewardContractError(
+                f"reward plugin {name!r}: its scoring function {_safe(repr(fn), 120)} cannot be pickled for the "
+                f"worker processes ({_describe(exc)}); use a module-level function or class instance, or "
+                "in_process=True"
+            ) from exc
+        return f"{name}:{hashlib.blake2b(payload, digest_size=12).hexdigest()}", payload
+
+    def _score_in_process(self, tally: _Tally, fn: Callable[..., Any]) -> ScoreResult:
+        for index, item in enumerate(tally.items):
+            try:
+                value = fn(**item)
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
+                tally.record(index, "error", _describe(exc))
+            else:
+                tally.record(index, *_convert(value))
+            if tally.abort is not None:
+                raise tally.abort
+        return tally.result()
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Cumulative counts: calls (items scored), failures, timeouts, workers_restarted."""
+        return dict(self._stats)
+
+    def close(self) -> None:
+        """Kill the worker processes; idempotent."""
+        with self._lock:
+            self._closed = True
+            self._finalizer()
+
+    def __enter__(self) -> RewardEngine:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()

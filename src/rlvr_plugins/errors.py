@@ -1,0 +1,62 @@
+"""Errors that stop a run before (or while) it starts, each naming its culprit."""
+
+from __future__ import annotations
+
+
+class RLVRError(Exception):
+    """Base of every error the command line reports as a message (exit code 2)."""
+
+
+class ConfigError(RLVRError):
+    """An invalid config: every problem found, one per line."""
+
+    def __init__(self, problems: list[str] | str, source: str | None = None):
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        where = f" in {source}" if source else ""
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"invalid config{where} ({len(self.problems)} problem(s)):\n{lines}")
+
+
+class PluginError(RLVRError):
+    """A plugin cannot be used as configured."""
+
+
+class UnknownPluginError(PluginError):
+    def __init__(self, names: list[str], installed: list[str]):
+        self.names = names
+        super().__init__(
+            f"the config enables plugin(s) that are not installed: {', '.join(repr(n) for n in names)}. "
+            f"Installed plugins: {', '.join(sorted(installed)) or '(none)'}. "
+            "Install the distribution that provides it (e.g. `pip install rlvr-r1`) or fix the name."
+        )
+
+
+class PluginImportError(PluginError):
+    def __init__(self, name: str, target: str, distribution: str | None, exc: BaseException):
+        self.name = name
+        dist = f" (distribution {distribution})" if distribution else ""
+        super().__init__(f"plugin {name!r}{dist} failed to import {target}: {type(exc).__name__}: {exc}")
+
+
+class PluginConflictError(PluginError):
+    def __init__(self, hook: str, plugins: list[str], message: str | None = None):
+        self.hook, self.plugins = hook, plugins
+        super().__init__(message or (
+            f"plugins {', '.join(repr(p) for p in plugins)} all implement {hook}, which takes exactly one answer; "
+            "enable only one of them."
+        ))
+
+
+class PluginOptionError(PluginError):
+    def __init__(self, plugin: str, problems: list[str], valid: list[str]):
+        self.plugin, self.problems = plugin, problems
+        valid_text = "; ".join(valid) if valid else "(this plugin takes no options)"
+        super().__init__(f"plugin {plugin!r}: {'; '.join(problems)}. Valid options: {valid_text}")
+
+
+class PluginValidationError(PluginError):
+    """A hook implementation that matches no hook spec, or has the wrong arguments."""
+
+
+class PluginContractError(RLVRError):
+    """A plugin broke a hook's contract while running (wrong shape, NaN, wrong type)."""

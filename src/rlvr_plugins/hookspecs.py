@@ -1,0 +1,217 @@
+"""Every hook of rlvr-plugins, in the order they fire during a run.
+
+This module is the map of the system. Each hook is called with keyword arguments only,
+so a hook can gain a parameter later without breaking an implementation: an
+implementation declares just the arguments it uses.
+
+Two calling modes:
+
+* **collect-all**: every enabled plugin that implements the hook is called, and the
+  framework records which plugin returned what (so an error names the culprit).
+* **one winner**: exactly one enabled plugin answers. Enabling two plugins that both
+  implement a one-winner hook is an error at start-up naming both; when none of the
+  enabled plugins implements it, the built-in default answers (``grpo``,
+  ``repeat-sampler``, ``plain-template``).
+
+Shapes: ``N`` is the number of completions in the batch gathered from every process
+(``num_prompts * G``), ordered so that the ``G = num_generations`` completions of one
+prompt are contiguous; ``K`` is the number of reward functions.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+import pluggy
+
+from . import PROJECT
+
+if TYPE_CHECKING:
+    import torch
+    from torch.utils.data import Sampler
+
+    from .plugin import RewardFunction
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+
+ONE_WINNER_HOOKS = ("rlvr_compute_advantages", "rlvr_train_sampler", "rlvr_render_prompt")
+
+
+@hookspec
+def rlvr_adjust_grpo_config(grpo_kwargs: dict[str, Any], trainer_section: Mapping[str, Any]) -> None:
+    """Adjust the keyword arguments of TRL's ``GRPOConfig`` before it is built.
+
+    Called once, at start-up, after the config is validated and before any model is
+    loaded. Collect-all.
+
+    :param grpo_kwargs: the arguments that will be passed to ``GRPOConfig``; mutate in place.
+    :param trainer_section: the user's ``trainer:`` section as written (read-only), so a
+        plugin can tell a value the user chose from a default and refuse a contradiction
+        (raise :class:`rlvr_plugins.errors.ConfigError` naming the key).
+    :returns: nothing.
+    """
+
+
+@hookspec
+def rlvr_reward_functions(register: Callable[[RewardFunction], None]) -> None:
+    """Contribute reward functions.
+
+    Called once when the trainer (or ``rlvr score`` / eval) is built. Collect-all.
+    Call ``register(RewardFunction(...))`` once per reward; the host checks the type,
+    records the plugin that registered it and rejects two rewards with the same name.
+    Each reward becomes one TRL reward function, weighted by ``RewardFunction.weight``
+    and logged as ``rewards/<name>/mean``.
+
+    :param register: the registration callback.
+    :returns: nothing.
+    """
+
+
+@hookspec(firstresult=True)
+def rlvr_render_prompt(example: Mapping[str, Any], index: int, seed: int, tokenizer: Any) -> str | list[dict]:
+    """Render one dataset row into the prompt the policy sees (the thinking-mode template).
+
+    Called once per row when the train and eval sets are prepared, before training.
+    One winner; default ``plain-template`` returns ``example["prompt"]`` unchanged.
+
+    :param example: the row, with the canonical columns ``prompt`` (str or chat
+        messages) and ``answer`` plus any other columns of the dataset.
+    :param index: the row's position in its split, for per-row decisions that must be
+        reproducible (e.g. which prompts are rendered in non-thinking mode).
+    :param seed: the run's seed.
+    :param tokenizer: the policy's tokenizer (chat template, special tokens).
+    :returns: a string (plain-text prompt) or a list of chat messages that TRL renders
+        with the tokenizer's chat template.
+    """
+
+
+@hookspec(firstresult=True)
+def rlvr_train_sampler(
+    dataset: Any, num_generations: int, prompts_per_batch: int, repeat_count: int, shuffle: bool, seed: int
+) -> Sampler:
+    """Build the sampler that orders the training prompts (the curriculum).
+
+    Called once when the train dataloader is built. One winner; default
+    ``repeat-sampler`` is TRL's ``RepeatSampler``.
+
+    The sampler must keep TRL's contract: it yields dataset indices where each prompt
+    appears ``num_generations`` times in a row, in chunks of ``prompts_per_batch``
+    distinct prompts; each chunk is yielded ``repeat_count`` times in a row
+    (``num_iterations * steps_per_generation``); and every process yields the same
+    sequence (update any state only from gathered statistics, see
+    :func:`rlvr_on_rewards`).
+
+    :param dataset: the prepared train dataset (a ``datasets.Dataset``; column
+        ``rlvr_index`` holds each row's index).
+    :param num_generations: G, completions per prompt.
+    :param prompts_per_batch: distinct prompts per generation batch
+        (``generation_batch_size / G``).
+    :param repeat_count: how many times each chunk is repeated.
+    :param shuffle: the ``shuffle_dataset`` setting.
+    :param seed: the run's seed.
+    :returns: a ``torch.utils.data.Sampler`` over dataset indices.
+    """
+
+
+@hookspec
+def rlvr_length_penalty(
+    completion_lengths: torch.Tensor,
+    num_generations: int,
+    rewards_per_func: torch.Tensor,
+    reward_names: list[str],
+    step: int,
+) -> torch.Tensor | None:
+    """Return a length penalty (or length reward) per completion, added to the reward.
+
+    Called once per generation batch, after the rewards are gathered from every process
+    and before the advantages are computed. Collect-all: each enabled plugin's tensor
+    (already weighted by the plugin) is added to the total reward and logged as
+    ``penalties/<plugin>/mean``. Return ``None`` to contribute nothing this step.
+
+    :param completion_lengths: ``(N,)`` long, completion length in tokens.
+    :param num_generations: G; group ``g`` is rows ``g*G … g*G+G-1``.
+    :param rewards_per_func: ``(N, K)`` float, each reward function's raw value (NaN
+        where a function did not apply or could not score).
+    :param reward_names: the ``K`` reward names, in column order.
+    :param step: the trainer's global step (for warm-up schedules).
+    :returns: ``(N,)`` float tensor, or ``None``.
+    """
+
+
+@hookspec(firstresult=True)
+def rlvr_compute_advantages(
+    rewards: torch.Tensor,
+    num_generations: int,
+    valid: torch.Tensor,
+    rewards_per_func: torch.Tensor,
+    reward_names: list[str],
+) -> torch.Tensor:
+    """Turn the total reward of each completion into its advantage (the estimator).
+
+    Called once per generation batch, on rewards gathered from every process; the
+    framework then slices the result back to each process. One winner; default
+    ``grpo``.
+
+    The framework enforces two rules on the result, whatever the estimator: a
+    completion with ``valid == False`` gets advantage 0, and a group whose valid rewards
+    are all equal gets advantage exactly 0 (counted as zero-variance).
+
+    :param rewards: ``(N,)`` float, weighted sum of the rewards plus the length
+        penalties; NaN where the completion has no score.
+    :param num_generations: G; group ``g`` is rows ``g*G … g*G+G-1``.
+    :param valid: ``(N,)`` bool, False where the completion has no score (a reward
+        timed out or raised, or no reward applied). Leave those out of the baseline.
+    :param rewards_per_func: ``(N, K)`` float, the raw value of each reward function.
+    :param reward_names: the ``K`` reward names, in column order.
+    :returns: ``(N,)`` float tensor of advantages.
+    """
+
+
+@hookspec
+def rlvr_on_rewards(
+    example_indices: list[int],
+    rewards: torch.Tensor,
+    rewards_per_func: torch.Tensor,
+    reward_names: list[str],
+    advantages: torch.Tensor,
+    valid: torch.Tensor,
+    num_generations: int,
+    step: int,
+    log_metric: Callable[[str, float], None],
+) -> None:
+    """Observe the scored batch (success rates for a curriculum, statistics).
+
+    Called once per training generation batch after the advantages are computed, with
+    the same gathered values on every process. Collect-all.
+
+    :param example_indices: ``N`` dataset indices (``rlvr_index``) of the rows.
+    :param rewards: ``(N,)`` total reward (NaN where no score).
+    :param rewards_per_func: ``(N, K)`` raw reward values.
+    :param reward_names: the ``K`` reward names.
+    :param advantages: ``(N,)`` the advantages used for the loss.
+    :param valid: ``(N,)`` bool, False where the completion has no score.
+    :param num_generations: G.
+    :param step: the trainer's global step.
+    :param log_metric: ``log_metric(name, value)`` adds a scalar to this step's metrics.
+    :returns: nothing.
+    """
+
+
+@hookspec
+def rlvr_state_dict() -> dict[str, Any] | None:
+    """Return the plugin's state to save in a checkpoint (JSON-serialisable).
+
+    Called each time the trainer writes a checkpoint. Collect-all; the state is stored
+    under the plugin's name. Return ``None`` when the plugin has no state.
+    """
+
+
+@hookspec
+def rlvr_load_state_dict(state: dict[str, Any]) -> None:
+    """Restore the state returned by :func:`rlvr_state_dict` when a run resumes.
+
+    Called once before training restarts from a checkpoint, only for plugins that saved
+    a state. Collect-all.
+
+    :param state: what this plugin's ``rlvr_state_dict`` returned.
+    """

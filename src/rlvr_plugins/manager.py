@@ -1,0 +1,311 @@
+"""Find plugins (built-ins and the ``rlvr_plugins`` entry-point group), enable and configure them.
+
+Built-in plugins are listed in :data:`BUILTIN_PLUGINS` and go through exactly the same
+path as third-party ones. Entry points are imported lazily: only the plugins a config
+enables are imported (``rlvr plugins`` imports them all to list their hooks). The
+environment variable ``RLVR_LOAD_PLUGINS`` (comma-separated names; empty for none)
+restricts which entry-point plugins are visible at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import importlib
+import importlib.metadata as md
+import inspect
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+
+import pluggy
+
+from . import ENTRY_POINT_GROUP, PROJECT, __version__, hookspecs
+from .errors import (
+    ConfigError,
+    PluginConflictError,
+    PluginError,
+    PluginImportError,
+    PluginValidationError,
+    UnknownPluginError,
+)
+from .plugin import Plugin, RewardFunction, describe_options
+
+BUILTIN_PLUGINS = {
+    "grpo": "rlvr_plugins.builtin.estimators:GRPOEstimator",
+    "rloo": "rlvr_plugins.builtin.estimators:RLOOEstimator",
+    "batch-std": "rlvr_plugins.builtin.estimators:BatchStdEstimator",
+    "repeat-sampler": "rlvr_plugins.builtin.sampler:RepeatSamplerPlugin",
+    "plain-template": "rlvr_plugins.builtin.template:PlainTemplate",
+}
+
+DEFAULTS = {
+    "rlvr_compute_advantages": "grpo",
+    "rlvr_train_sampler": "repeat-sampler",
+    "rlvr_render_prompt": "plain-template",
+}
+
+HOOK_NAMES = tuple(
+    name for name, obj in vars(hookspecs).items() if name.startswith("rlvr_") and callable(obj)
+)
+
+_temporary: dict[str, "PluginEntry"] = {}
+
+
+@dataclass
+class PluginEntry:
+    """A plugin that can be enabled: where it comes from and how to import it."""
+
+    name: str
+    target: str | type
+    distribution: str
+    version: str
+    _cls: type | None = field(default=None, repr=False)
+
+    def load(self) -> type[Plugin]:
+        if self._cls is None:
+            self._cls = _import_target(self.name, self.target, self.distribution)
+        return self._cls
+
+
+def _import_target(name: str, target: str | type, distribution: str) -> type[Plugin]:
+    if isinstance(target, type):
+        cls = target
+    else:
+        module_name, _, attr = target.partition(":")
+        try:
+            obj = importlib.import_module(module_name)
+            for part in attr.split(".") if attr else []:
+                obj = getattr(obj, part)
+        except Exception as exc:
+            raise PluginImportError(name, target, distribution, exc) from exc
+        cls = obj
+    if not (isinstance(cls, type) and issubclass(cls, Plugin)):
+        raise PluginValidationError(
+            f"plugin {name!r} ({distribution}): {target!r} is not a subclass of rlvr_plugins.Plugin"
+        )
+    if cls.name != name:
+        raise PluginValidationError(
+            f"plugin {name!r} ({distribution}): the class {cls.__qualname__} declares name {cls.name!r}; "
+            "the entry-point name and Plugin.name must be equal"
+        )
+    return cls
+
+
+def _builtin_entries() -> list[PluginEntry]:
+    return [PluginEntry(name, target, "rlvr-plugins", __version__) for name, target in BUILTIN_PLUGINS.items()]
+
+
+def _entry_point_entries() -> list[PluginEntry]:
+    allowed = os.environ.get("RLVR_LOAD_PLUGINS")
+    allowed_names = None if allowed is None else {n.strip() for n in allowed.split(",") if n.strip()}
+    entries = []
+    for ep in md.entry_points(group=ENTRY_POINT_GROUP):
+        if allowed_names is not None and ep.name not in allowed_names:
+            continue
+        dist = ep.dist.name if ep.dist is not None else "unknown"
+        version = ep.dist.version if ep.dist is not None else "unknown"
+        entries.append(PluginEntry(ep.name, ep.value, dist, version))
+    return entries
+
+
+def discover() -> dict[str, PluginEntry]:
+    """Every plugin that can be enabled, by name. Two sources claiming one name is an error."""
+    found: dict[str, PluginEntry] = {}
+    for entry in [*_builtin_entries(), *_entry_point_entries(), *_temporary.values()]:
+        previous = found.get(entry.name)
+        if previous is not None and previous.distribution != entry.distribution:
+            raise PluginValidationError(
+                f"duplicate plugin name {entry.name!r}: provided by {previous.distribution} ({previous.target}) "
+                f"and by {entry.distribution} ({entry.target}); uninstall one of them"
+            )
+        found[entry.name] = entry
+    return found
+
+
+@contextlib.contextmanager
+def temporary_plugin(cls: type[Plugin], distribution: str = "in-process") -> Iterator[type[Plugin]]:
+    """Make ``cls`` discoverable for the duration of a ``with`` block (tests, notebooks)."""
+    if cls.name in _temporary:
+        raise PluginValidationError(f"plugin {cls.name!r} is already registered temporarily")
+    _temporary[cls.name] = PluginEntry(cls.name, cls, distribution, "0", cls)
+    try:
+        yield cls
+    finally:
+        _temporary.pop(cls.name, None)
+
+
+def implemented_hooks(cls: type) -> list[str]:
+    return sorted(name for name in HOOK_NAMES if _is_hookimpl(getattr(cls, name, None)))
+
+
+def _is_hookimpl(obj: Any) -> bool:
+    return obj is not None and hasattr(obj, f"{PROJECT}_impl")
+
+
+def _check_hook_names(name: str, cls: type) -> None:
+    for attr, value in inspect.getmembers(cls):
+        looks_like_hook = attr.startswith("rlvr_") or _is_hookimpl(value)
+        if looks_like_hook and attr not in HOOK_NAMES:
+            close = difflib.get_close_matches(attr, HOOK_NAMES, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known hooks: {', '.join(HOOK_NAMES)}"
+            raise PluginValidationError(f"plugin {name!r}: {cls.__qualname__}.{attr} matches no hook spec{hint}")
+        if attr in HOOK_NAMES and callable(value) and not _is_hookimpl(value):
+            raise PluginValidationError(
+                f"plugin {name!r}: {cls.__qualname__}.{attr} is not decorated with @rlvr_plugins.hookimpl"
+            )
+
+
+@dataclass
+class EnabledPlugin:
+    name: str
+    instance: Plugin
+    entry: PluginEntry
+    default: bool = False
+
+
+class PluginSet:
+    """The plugins of one run, registered in a pluggy ``PluginManager``."""
+
+    def __init__(self, enabled: list[EnabledPlugin]):
+        self.enabled = enabled
+        self.pm = pluggy.PluginManager(PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        for plugin in enabled:
+            try:
+                self.pm.register(plugin.instance, name=plugin.name)
+            except pluggy.PluginValidationError as exc:
+                raise PluginValidationError(f"plugin {plugin.name!r}: {exc}") from exc
+        try:
+            self.pm.check_pending()
+        except pluggy.PluginValidationError as exc:
+            raise PluginValidationError(str(exc)) from exc
+
+    @property
+    def names(self) -> list[str]:
+        return [p.name for p in self.enabled]
+
+    def get(self, name: str) -> Plugin:
+        return self.pm.get_plugin(name)
+
+    def call_each(self, hook: str, **kwargs: Any) -> list[tuple[str, Any]]:
+        """Call every implementation of ``hook`` in the config's order; return ``(plugin, result)`` pairs.
+
+        Unlike a plain collect-all call, results keep the name of the plugin that returned
+        them, so the caller can log per plugin and name a culprit.
+        """
+        out = []
+        for impl in self.pm.hook.__dict__[hook].get_hookimpls():
+            args = {a: kwargs[a] for a in impl.argnames}
+            out.append((impl.plugin_name, impl.function(**args)))
+        return out
+
+    def one(self, hook: str, **kwargs: Any) -> Any:
+        """Call a one-winner hook (exactly one implementation is registered)."""
+        return getattr(self.pm.hook, hook)(**kwargs)
+
+    def winner(self, hook: str) -> str:
+        impls = self.pm.hook.__dict__[hook].get_hookimpls()
+        return impls[-1].plugin_name
+
+    def reward_functions(self) -> list[tuple[str, RewardFunction]]:
+        """Every registered reward as ``(plugin name, RewardFunction)``, names unique."""
+        rewards: list[tuple[str, RewardFunction]] = []
+        current = {"plugin": ""}
+
+        def register(reward: RewardFunction) -> None:
+            if not isinstance(reward, RewardFunction):
+                raise PluginValidationError(
+                    f"plugin {current['plugin']!r} registered {type(reward).__name__} {reward!r}; "
+                    "register() takes an rlvr_plugins.RewardFunction"
+                )
+            for owner, other in rewards:
+                if other.name == reward.name:
+                    raise PluginConflictError(f"rlvr_reward_functions (reward name {reward.name!r})",
+                                              [owner, current["plugin"]],
+                                              f"reward name {reward.name!r} is registered by plugin {owner!r} "
+                                              f"and by plugin {current['plugin']!r}; reward names must be unique")
+            rewards.append((current["plugin"], reward))
+
+        for impl in self.pm.hook.rlvr_reward_functions.get_hookimpls():
+            current["plugin"] = impl.plugin_name
+            impl.function(register=register)
+        return rewards
+
+    def describe(self) -> list[dict[str, Any]]:
+        out = []
+        for p in self.enabled:
+            opts = p.instance.options
+            out.append({
+                "name": p.name,
+                "distribution": p.entry.distribution,
+                "version": p.entry.version,
+                "default": p.default,
+                "hooks": implemented_hooks(type(p.instance)),
+                "options": _options_dict(opts),
+            })
+        return out
+
+
+def _options_dict(opts: Any) -> dict[str, Any]:
+    import dataclasses
+
+    return dataclasses.asdict(opts) if dataclasses.is_dataclass(opts) else {}
+
+
+def build_plugin_set(plugins_config: Mapping[str, Any] | None) -> PluginSet:
+    """Enable and configure the plugins named in the config's ``plugins:`` section.
+
+    Fails before any model is loaded, naming the culprit, when: a name is not installed;
+    a plugin cannot be imported; an option is unknown or ill-typed; a method looks like a
+    hook but matches no spec; two enabled plugins implement a one-winner hook. Missing
+    one-winner hooks are answered by the built-in defaults.
+    """
+    plugins_config = dict(plugins_config or {})
+    available = discover()
+    unknown = [n for n in plugins_config if n not in available]
+    if unknown:
+        raise UnknownPluginError(unknown, list(available))
+    problems: list[PluginError] = []
+    enabled: list[EnabledPlugin] = []
+    for name, raw in plugins_config.items():
+        entry = available[name]
+        try:
+            cls = entry.load()
+            _check_hook_names(name, cls)
+            options = cls.parse_options(raw)
+            enabled.append(EnabledPlugin(name, cls(options), entry))
+        except PluginError as exc:
+            problems.append(exc)
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        raise ConfigError([str(p) for p in problems], source="plugins")
+    for hook in hookspecs.ONE_WINNER_HOOKS:
+        answering = [p.name for p in enabled if hook in implemented_hooks(type(p.instance))]
+        if len(answering) > 1:
+            raise PluginConflictError(hook, answering)
+        if not answering:
+            entry = available[DEFAULTS[hook]]
+            cls = entry.load()
+            enabled.append(EnabledPlugin(entry.name, cls(cls.Options()), entry, default=True))
+    return PluginSet(enabled)
+
+
+def list_plugins(enabled_names: set[str] | None = None) -> list[dict[str, Any]]:
+    """Everything installed, for ``rlvr plugins``: name, version, distribution, hooks, options."""
+    rows = []
+    for name, entry in sorted(discover().items()):
+        row: dict[str, Any] = {"name": name, "distribution": entry.distribution, "version": entry.version}
+        try:
+            cls = entry.load()
+            row["hooks"] = implemented_hooks(cls)
+            row["options"] = describe_options(cls.Options)
+            row["description"] = cls.description
+        except PluginError as exc:
+            row["error"] = str(exc)
+        if enabled_names is not None:
+            row["enabled"] = name in enabled_names
+        rows.append(row)
+    return rows
+

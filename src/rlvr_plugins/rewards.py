@@ -1,0 +1,85 @@
+"""Reward plugins as TRL reward functions, scored through the reward engine."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+from .engine import RewardEngine, ScoreResult
+from .plugin import RewardFunction
+
+TRL_CONTROL_KWARGS = frozenset({"trainer_state", "log_extra", "log_metric", "environments", "completion_ids"})
+
+
+def completion_text(completion: Any) -> str:
+    """TRL passes a string, or for chat data a list of messages: return the assistant's text."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list):
+        return "".join(str(m.get("content", "")) for m in completion if isinstance(m, Mapping))
+    return str(completion)
+
+
+def score_items(prompts: Sequence[Any], completions: Sequence[Any], examples: Sequence[Mapping[str, Any]]):
+    """The engine's items: one ``{"prompt", "completion", "example"}`` per completion."""
+    return [
+        {"prompt": p, "completion": completion_text(c), "example": dict(e)}
+        for p, c, e in zip(prompts, completions, examples, strict=True)
+    ]
+
+
+class Engines:
+    """The isolated engine (worker processes, deadline) and the in-process one, built lazily."""
+
+    def __init__(self, **options: Any):
+        self.options = options
+        self._isolated: RewardEngine | None = None
+        self._local: RewardEngine | None = None
+
+    def for_reward(self, reward: RewardFunction) -> RewardEngine:
+        if reward.isolated and not self.options.get("in_process", False):
+            if self._isolated is None:
+                self._isolated = RewardEngine(**{**self.options, "in_process": False})
+            return self._isolated
+        if self._local is None:
+            self._local = RewardEngine(**{**self.options, "in_process": True})
+        return self._local
+
+    def score(self, reward: RewardFunction, items: list[dict[str, Any]]) -> ScoreResult:
+        return self.for_reward(reward).score(reward.name, reward.fn, items)
+
+    def stats(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for engine in (self._isolated, self._local):
+            if engine is not None:
+                for key, value in engine.stats.items():
+                    out[key] = out.get(key, 0) + value
+        return out
+
+    def close(self) -> None:
+        for engine in (self._isolated, self._local):
+            if engine is not None:
+                engine.close()
+        self._isolated = self._local = None
+
+
+class TRLReward:
+    """One reward plugin seen by TRL: ``f(prompts, completions, **columns) -> list[float]``.
+
+    A completion the engine could not score (timeout, exception) comes back as NaN and is
+    recorded in ``last_failed``; the trainer masks it (left out of the group baseline,
+    advantage 0). ``None`` from the plugin (reward does not apply) is NaN too, but not a
+    failure: TRL's semantics for rewards that apply to part of the data.
+    """
+
+    def __init__(self, reward: RewardFunction, plugin: str, engines: Engines):
+        self.reward, self.plugin, self.engines = reward, plugin, engines
+        self.__name__ = reward.name
+        self.last_failed: list[bool] = []
+
+    def __call__(self, prompts, completions, **columns) -> list[float]:
+        keys = [k for k in columns if k not in TRL_CONTROL_KWARGS]
+        examples = [{k: columns[k][i] for k in keys} for i in range(len(prompts))]
+        result = self.engines.score(self.reward, score_items(prompts, completions, examples))
+        self.last_failed = list(result.failed)
+        return [v if not f else math.nan for v, f in zip(result.values, result.failed, strict=True)]

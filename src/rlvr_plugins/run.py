@@ -1,0 +1,207 @@
+"""``rlvr train``: config → plugins → model and data → [SFT cold start] → [eval] → GRPO → [eval] → summary.
+
+Everything that can be checked is checked before a model is loaded: the config, the
+plugin set, the GRPOConfig the plugins adjust.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from . import config as cfg
+from .errors import ConfigError
+from .manager import PluginSet, build_plugin_set
+
+logger = logging.getLogger(__name__)
+
+RUN_DEFAULTS = {"report_to": "none", "logging_steps": 1, "save_strategy": "steps", "save_steps": 100}
+
+
+def grpo_kwargs(config: Mapping[str, Any], plugin_set: PluginSet) -> dict[str, Any]:
+    """The GRPOConfig arguments: run defaults, the user's ``trainer:`` section, then the plugins' adjustments."""
+    trainer = dict(config.get("trainer") or {})
+    kwargs = {**RUN_DEFAULTS, **trainer, "output_dir": config.get("output_dir", "runs/rlvr")}
+    kwargs.setdefault("seed", config.get("seed", 42))
+    plugin_set.pm.hook.rlvr_adjust_grpo_config(grpo_kwargs=kwargs, trainer_section=trainer)
+    return kwargs
+
+
+def build_grpo_config(kwargs: dict[str, Any]):
+    from trl import GRPOConfig
+
+    try:
+        return GRPOConfig(**kwargs)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"trainer: {exc}") from exc
+
+
+def engine_options(config: Mapping[str, Any]) -> dict[str, Any]:
+    e = dict(config.get("engine") or {})
+    return {
+        "num_workers": int(e.get("workers", 2)),
+        "timeout_s": float(e.get("timeout_s", 10.0)),
+        "max_consecutive_failures": int(e.get("max_consecutive_failures", 64)),
+        "nonfinite": e.get("nonfinite", "error"),
+        "in_process": bool(e.get("in_process", False)),
+    }
+
+
+@dataclasses.dataclass
+class Prepared:
+    """What a run needs, checked: the plugins and the GRPOConfig (no model loaded yet)."""
+
+    config: dict[str, Any]
+    plugin_set: PluginSet
+    grpo_args: Any
+
+
+def prepare(config: dict[str, Any]) -> Prepared:
+    plugin_set = build_plugin_set(config.get("plugins"))
+    args = build_grpo_config(grpo_kwargs(config, plugin_set))
+    return Prepared(config, plugin_set, args)
+
+
+def write_run_header(out: Path, prepared: Prepared) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(yaml.safe_dump(cfg.public(prepared.config), sort_keys=False), encoding="utf-8")
+    plugins = {
+        "plugins": prepared.plugin_set.describe(),
+        "rewards": [{"plugin": p, "name": r.name, "weight": r.weight, "isolated": r.isolated}
+                    for p, r in prepared.plugin_set.reward_functions()],
+        "versions": _versions(),
+    }
+    (out / "plugins.json").write_text(json.dumps(plugins, indent=2), encoding="utf-8")
+
+
+def _versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {}
+    for dist in ("rlvr-plugins", "trl", "transformers", "torch", "accelerate", "math-verify", "pluggy"):
+        try:
+            out[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            out[dist] = "not installed"
+    return out
+
+
+def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str, Any]:
+    """Run the whole pipeline; return the summary (also written to ``summary.json``)."""
+    import torch
+    from datasets import Dataset
+    from transformers import set_seed
+
+    from . import data, modeling
+    from .evaluation import evaluate
+    from .rewards import Engines
+    from .runlog import MetricsWriter
+    from .trainer import RLVRTrainer
+
+    started = time.perf_counter()
+    prepared = prepare(config)
+    out = Path(prepared.grpo_args.output_dir)
+    write_run_header(out, prepared)
+    seed = int(prepared.grpo_args.seed)
+    set_seed(seed)
+    tokenizer = modeling.load_tokenizer(config)
+    train_rows = data.load_rows(config, "train")
+    eval_rows = data.load_rows(config, "eval")
+    if "tiny" in config["model"]:
+        tokenizer.save_pretrained(out / "tokenizer")
+    model = modeling.load_model(config, tokenizer, seed)
+    train_rows = data.render(train_rows, prepared.plugin_set, tokenizer, seed)
+    eval_rows = data.render(eval_rows, prepared.plugin_set, tokenizer, seed + 1) if eval_rows else None
+    engines = Engines(**engine_options(config))
+    rewards = prepared.plugin_set.reward_functions()
+    summary: dict[str, Any] = {"output_dir": str(out), "plugins": prepared.plugin_set.names, "stages": {}}
+    max_new = int(prepared.grpo_args.max_completion_length)
+
+    def run_eval(tag: str):
+        if not eval_rows:
+            return
+        t = time.perf_counter()
+        result = evaluate(model, tokenizer, eval_rows, rewards, engines, config.get("eval") or {}, max_new)
+        result["seconds"] = round(time.perf_counter() - t, 1)
+        summary[f"eval_{tag}"] = result
+        print(f"[eval {tag}] accuracy {100 * result['accuracy']:.1f}% on {result['n']} held-out problems "
+              f"({result['reward']}); rewards {_fmt(result['rewards'])}", flush=True)
+
+    sft_section = config.get("sft")
+    if sft_section and not resume:
+        from .sft import run_sft
+
+        t = time.perf_counter()
+        sft_rows, train_rows = _split_for_sft(train_rows, sft_section)
+        model = run_sft(model, tokenizer, sft_rows, sft_section, out / "sft", seed, max_new)
+        summary["stages"]["sft_seconds"] = round(time.perf_counter() - t, 1)
+        summary["sft_examples"] = len(sft_rows)
+    if not resume:
+        run_eval("before")
+    t = time.perf_counter()
+    trainer = RLVRTrainer(
+        plugin_set=prepared.plugin_set,
+        engines=engines,
+        model=model,
+        args=prepared.grpo_args,
+        train_dataset=Dataset.from_list(train_rows),
+        processing_class=tokenizer,
+        peft_config=modeling.lora_config(config),
+        callbacks=[MetricsWriter(out / "metrics.jsonl")],
+    )
+    trainer.train(resume_from_checkpoint=resume or None)
+    summary["stages"]["grpo_seconds"] = round(time.perf_counter() - t, 1)
+    summary["grpo_steps"] = trainer.state.global_step
+    model = trainer.model
+    trainer.save_model(str(out / "final"))
+    run_eval("after")
+    if "eval_before" in summary and "eval_after" in summary:
+        summary["accuracy_gain_points"] = round(
+            100 * (summary["eval_after"]["accuracy"] - summary["eval_before"]["accuracy"]), 1)
+    summary["reward_engine"] = engines.stats()
+    engines.close()
+    summary["seconds"] = round(time.perf_counter() - started, 1)
+    summary["threads"] = torch.get_num_threads()
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+    _print_summary(summary)
+    return summary
+
+
+def _split_for_sft(rows: list[dict[str, Any]], section: Mapping[str, Any]):
+    """The first ``sft.examples`` rows go to SFT, the rest to RL (disjoint)."""
+    n = int(section.get("examples", len(rows) // 2))
+    if not 0 < n < len(rows):
+        raise ConfigError(f"sft.examples={n} must leave rows for RL: the train split has {len(rows)} rows")
+    return rows[:n], [{**r, "rlvr_index": i} for i, r in enumerate(rows[n:])]
+
+
+def _fmt(values: Mapping[str, float]) -> str:
+    return ", ".join(f"{k} {v:.3f}" for k, v in values.items())
+
+
+def _print_summary(summary: Mapping[str, Any]) -> None:
+    print("=" * 60)
+    print(f"run folder: {summary['output_dir']}")
+    for tag in ("before", "after"):
+        if f"eval_{tag}" in summary:
+            e = summary[f"eval_{tag}"]
+            label = "after SFT (before GRPO)" if tag == "before" else "after GRPO"
+            print(f"held-out accuracy {label:>24}: {100 * e['accuracy']:5.1f}%  (n={e['n']})")
+    if "accuracy_gain_points" in summary:
+        print(f"gain from GRPO: {summary['accuracy_gain_points']:+.1f} points")
+    print(f"time: {summary['seconds']:.0f}s  stages: {summary['stages']}")
+    print("=" * 60, flush=True)
+
+
+def configure_threads() -> None:
+    import torch
+
+    n = int(os.environ.get("RLVR_THREADS", "0")) or min(torch.get_num_threads(), os.cpu_count() or 1)
+    torch.set_num_threads(n)

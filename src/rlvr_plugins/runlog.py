@@ -1,0 +1,35 @@
+"""The run folder's ``metrics.jsonl``: one row per logging step, every metric TRL and the plugins logged."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+
+class MetricsWriter(TrainerCallback):
+    """Append ``{"step": global_step, **logs}`` to a JSONL file on the main process."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs:
+            return
+        row = {"step": state.global_step, **{k: _jsonable(v) for k, v in logs.items()}}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row) + "\n")
+
+
+def _jsonable(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value if isinstance(value, (int, float, str, bool, type(None))) else str(value)
+
+
+def read_metrics(path: str | Path) -> list[dict]:
+    with Path(path).open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]

@@ -1,0 +1,42 @@
+"""The SFT cold start (DeepSeek-R1's recipe): TRL's SFTTrainer on prompt → worked-solution pairs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import ConfigError
+
+SFT_DEFAULTS = {
+    "report_to": "none",
+    "save_strategy": "no",
+    "logging_steps": 25,
+    "completion_only_loss": True,
+    "num_train_epochs": 1.0,
+}
+
+
+def run_sft(model, tokenizer, rows: list[dict[str, Any]], section: Mapping[str, Any], output_dir: Path,
+            seed: int, max_completion_length: int):
+    """Fine-tune ``model`` on ``{"prompt", "completion": row[completion_column]}``; return the trained model."""
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    column = section.get("completion_column", "solution")
+    missing = [i for i, r in enumerate(rows) if column not in r]
+    if missing:
+        raise ConfigError(f"sft.completion_column {column!r}: train row {missing[0]} has no such column; "
+                          f"columns present: {sorted(rows[missing[0]])}")
+    options = {k: v for k, v in section.items() if k not in ("completion_column", "examples")}
+    kwargs = {**SFT_DEFAULTS, "seed": seed, "data_seed": seed, **options, "output_dir": str(output_dir)}
+    if "max_length" not in kwargs:
+        longest_prompt = max(len(tokenizer(r["prompt"])["input_ids"]) for r in rows if isinstance(r["prompt"], str))
+        kwargs["max_length"] = longest_prompt + max_completion_length
+    try:
+        args = SFTConfig(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"sft: {exc}") from exc
+    dataset = Dataset.from_list([{"prompt": r["prompt"], "completion": r[column]} for r in rows])
+    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+    trainer.train()
+    return trainer.model

@@ -1,0 +1,218 @@
+"""``RLVRTrainer``: TRL's ``GRPOTrainer`` with every hook wired in, and nothing else changed.
+
+Where each hook fires (see ``docs/architecture.md``):
+
+* ``rlvr_train_sampler``: ``_get_train_sampler``, once, when the dataloader is built.
+* ``rlvr_reward_functions``: ``__init__``; each reward becomes a TRL reward function.
+* ``rlvr_length_penalty``, ``rlvr_compute_advantages``, ``rlvr_on_rewards``: after TRL
+  has generated, scored and gathered a batch (``_generate_and_score_completions``); the
+  advantages computed here on the gathered batch replace TRL's, sliced to this process.
+* ``rlvr_state_dict`` / ``rlvr_load_state_dict``: ``_save_checkpoint`` and ``train``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any
+
+import torch
+from accelerate.utils import gather
+from transformers.trainer_utils import get_last_checkpoint
+from trl import GRPOTrainer
+
+from .advantages import finalize_advantages
+from .errors import PluginContractError, PluginError
+from .manager import PluginSet
+from .rewards import Engines, TRLReward
+
+logger = logging.getLogger(__name__)
+
+PLUGIN_STATE_FILE = "rlvr_plugin_state.json"
+
+
+class RLVRTrainer(GRPOTrainer):
+    """A ``GRPOTrainer`` whose rewards, advantages, penalties and sampler come from plugins.
+
+    :param plugin_set: the run's enabled plugins (:func:`rlvr_plugins.manager.build_plugin_set`).
+    :param engines: the reward engines (default: built from ``engine_options``).
+    Every other argument is passed to ``GRPOTrainer`` unchanged (``reward_funcs`` comes
+    from the plugins and must not be given).
+    """
+
+    def __init__(self, *, plugin_set: PluginSet, args, engines: Engines | None = None,
+                 engine_options: dict[str, Any] | None = None, **kwargs: Any):
+        if "reward_funcs" in kwargs:
+            raise TypeError("RLVRTrainer takes its reward functions from the plugins; do not pass reward_funcs")
+        self.plugin_set = plugin_set
+        self.engines = engines if engines is not None else Engines(**(engine_options or {}))
+        registered = plugin_set.reward_functions()
+        if not registered:
+            raise PluginError(
+                "no reward function is enabled: enable at least one reward plugin (for example r1-accuracy)"
+            )
+        self.rlvr_rewards = [TRLReward(reward, owner, self.engines) for owner, reward in registered]
+        weights = [float(r.weight) for _, r in registered]
+        if args.reward_weights is not None and list(args.reward_weights) != weights:
+            raise PluginError(
+                f"trainer.reward_weights={args.reward_weights} contradicts the plugins' weights {weights}; "
+                "set each reward's weight in its plugin options and remove trainer.reward_weights"
+            )
+        args.reward_weights = weights
+        self._rlvr_batch: dict[str, torch.Tensor] = {}
+        self._warned_no_score = False
+        super().__init__(reward_funcs=self.rlvr_rewards, args=args, **kwargs)
+
+    # -- sampler -----------------------------------------------------------------
+    def _get_train_sampler(self, dataset=None):
+        dataset = self.train_dataset if dataset is None else dataset
+        return self.plugin_set.one(
+            "rlvr_train_sampler",
+            dataset=dataset,
+            num_generations=self.num_generations,
+            prompts_per_batch=self.args.generation_batch_size // self.num_generations,
+            repeat_count=self.num_iterations * self.args.steps_per_generation,
+            shuffle=self.shuffle_dataset,
+            seed=self.args.seed,
+        )
+
+    # -- rewards, penalties, advantages --------------------------------------------
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        device = rewards_per_func.device
+        failed = torch.tensor(
+            [[reward.last_failed[i] for reward in self.rlvr_rewards] for i in range(len(prompts))],
+            dtype=torch.long, device=device,
+        ).view(len(prompts), len(self.rlvr_rewards))
+        lengths = torch.tensor([len(ids) for ids in completion_ids_list], dtype=torch.long, device=device)
+        indices = torch.tensor([int(x.get("rlvr_index", -1)) for x in inputs], dtype=torch.long, device=device)
+        self._rlvr_batch = {
+            "rewards_per_func": rewards_per_func,
+            "failed": gather(failed).bool(),
+            "lengths": gather(lengths),
+            "indices": gather(indices),
+        }
+        return rewards_per_func
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        mode = "train" if self.model.training else "eval"
+        num_generations = self.num_generations if mode == "train" else self.num_generations_eval
+        advantages = self._plugin_advantages(mode, num_generations)
+        start = self.accelerator.process_index * len(inputs)
+        output["advantages"] = advantages[start:start + len(inputs)].to(output["advantages"].dtype)
+        logged = self._logs["advantages"]
+        if len(logged) >= advantages.numel():
+            for _ in range(advantages.numel()):
+                logged.pop()
+            logged.extend(advantages.tolist())
+        return output
+
+    def _plugin_advantages(self, mode: str, num_generations: int) -> torch.Tensor:
+        batch = self._rlvr_batch
+        rewards_per_func = batch["rewards_per_func"]
+        names = [r.__name__ for r in self.rlvr_rewards]
+        weights = self.reward_weights.to(rewards_per_func.device)
+        valid = ~batch["failed"].any(dim=1) & ~torch.isnan(rewards_per_func).all(dim=1)
+        total = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1)
+        metrics = self._metrics[mode]
+        for plugin, penalty in self.plugin_set.call_each(
+            "rlvr_length_penalty",
+            completion_lengths=batch["lengths"],
+            num_generations=num_generations,
+            rewards_per_func=rewards_per_func,
+            reward_names=names,
+            step=self.state.global_step,
+        ):
+            if penalty is None:
+                continue
+            penalty = check_vector(plugin, "rlvr_length_penalty", penalty, total)
+            total = total + penalty
+            metrics[f"penalties/{plugin}/mean"].append(penalty[valid].mean().item() if valid.any() else 0.0)
+        total = torch.where(valid, total, torch.full_like(total, float("nan")))
+        estimator = self.plugin_set.winner("rlvr_compute_advantages")
+        raw = self.plugin_set.one(
+            "rlvr_compute_advantages",
+            rewards=total,
+            num_generations=num_generations,
+            valid=valid,
+            rewards_per_func=rewards_per_func,
+            reward_names=names,
+        )
+        raw = check_vector(estimator, "rlvr_compute_advantages", raw, total, valid=valid)
+        advantages, zero_var = finalize_advantages(raw, total, valid, num_generations)
+        self._log_batch(metrics, total, advantages, valid, zero_var, batch["failed"])
+        if mode == "train":
+            self.plugin_set.call_each(
+                "rlvr_on_rewards",
+                example_indices=batch["indices"].tolist(),
+                rewards=total,
+                rewards_per_func=rewards_per_func,
+                reward_names=names,
+                advantages=advantages,
+                valid=valid,
+                num_generations=num_generations,
+                step=self.state.global_step,
+                log_metric=lambda name, value: metrics[name].append(float(value)),
+            )
+        return advantages
+
+    def _log_batch(self, metrics, total, advantages, valid, zero_var, failed) -> None:
+        metrics["rlvr/reward_total"].append(torch.nanmean(total).item() if valid.any() else 0.0)
+        metrics["rlvr/advantage_abs_mean"].append(advantages.abs().mean().item())
+        metrics["rlvr/frac_zero_variance_groups"].append(zero_var.float().mean().item())
+        metrics["rlvr/frac_no_score"].append((~valid).float().mean().item())
+        for reward, column in zip(self.rlvr_rewards, failed.T, strict=True):
+            metrics[f"rlvr/failed/{reward.__name__}"].append(column.float().sum().item())
+        if not valid.any() and not self._warned_no_score:
+            logger.warning("no completion of this batch could be scored: every advantage is 0 for this batch")
+            self._warned_no_score = True
+
+    # -- checkpoints -----------------------------------------------------------------
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        state = {name: s for name, s in self.plugin_set.call_each("rlvr_state_dict") if s is not None}
+        if self.args.should_save:
+            folder = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
+            tmp = os.path.join(folder, PLUGIN_STATE_FILE + ".tmp")
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(state, fh)
+            os.replace(tmp, os.path.join(folder, PLUGIN_STATE_FILE))
+
+    def train(self, resume_from_checkpoint=None, **kwargs):
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+            if resume_from_checkpoint is None:
+                raise PluginError(f"--resume: no checkpoint found in {self.args.output_dir}")
+        if resume_from_checkpoint:
+            self._load_plugin_state(resume_from_checkpoint)
+        try:
+            return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+        finally:
+            self.engines.close()
+
+    def _load_plugin_state(self, checkpoint: str) -> None:
+        path = os.path.join(checkpoint, PLUGIN_STATE_FILE)
+        if not os.path.exists(path):
+            return
+        with open(path, encoding="utf-8") as fh:
+            states = json.load(fh)
+        for impl in self.plugin_set.pm.hook.rlvr_load_state_dict.get_hookimpls():
+            if impl.plugin_name in states:
+                impl.function(state=states[impl.plugin_name])
+
+
+def check_vector(plugin: str, hook: str, value: Any, like: torch.Tensor, valid: torch.Tensor | None = None):
+    """A hook's ``(N,)`` result as a float tensor on ``like``'s device, or a clear error naming the plugin."""
+    if not isinstance(value, torch.Tensor):
+        raise PluginContractError(f"plugin {plugin!r}: {hook} returned {type(value).__name__}; expected a tensor")
+    if value.shape != like.shape:
+        raise PluginContractError(
+            f"plugin {plugin!r}: {hook} returned shape {tuple(value.shape)}; expected {tuple(like.shape)}"
+        )
+    value = value.to(device=like.device, dtype=like.dtype)
+    check = value if valid is None else value[valid]
+    if not torch.isfinite(check).all():
+        raise PluginContractError(f"plugin {plugin!r}: {hook} returned NaN or infinite values: {check.tolist()[:8]}")
+    return value

@@ -1,0 +1,196 @@
+"""The trainer subclass: fidelity with plain TRL, and every hook observed doing its job in training."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from datasets import Dataset
+from trl import GRPOTrainer
+
+from conftest import grpo_args, tiny_model, tiny_rows
+from rlvr_plugins import Plugin, RewardFunction, hookimpl
+from rlvr_plugins.advantages import grpo_advantages
+from rlvr_plugins.errors import PluginContractError, PluginError
+from rlvr_plugins.manager import build_plugin_set, temporary_plugin
+from rlvr_plugins.rewards import Engines
+from rlvr_plugins.trainer import RLVRTrainer
+
+
+def digit_share(*, prompt, completion, example):
+    return sum(c.isdigit() for c in completion) / max(1, len(completion))
+
+
+def digit_share_reward(completions, **kwargs):
+    return [digit_share(prompt=None, completion=c, example=None) for c in completions]
+
+
+class DigitReward(Plugin):
+    name = "digit-reward"
+
+    @hookimpl
+    def rlvr_reward_functions(self, register):
+        register(RewardFunction("digit_share_reward", digit_share, isolated=False))
+
+
+class Recorder(Plugin):
+    """Records what the trainer hands to the hooks; adds a length penalty of -0.01 per token."""
+
+    name = "recorder"
+    calls: list = []
+
+    @hookimpl
+    def rlvr_length_penalty(self, completion_lengths, num_generations, step):
+        Recorder.calls.append(("penalty", completion_lengths.clone(), num_generations, step))
+        return -0.01 * completion_lengths.float()
+
+    @hookimpl
+    def rlvr_on_rewards(self, example_indices, rewards, advantages, valid, rewards_per_func, log_metric):
+        Recorder.calls.append(("rewards", list(example_indices), rewards.clone(), advantages.clone(),
+                               rewards_per_func.clone()))
+        log_metric("recorder/seen", float(len(example_indices)))
+
+
+def make_trainer(tmp_path, plugins, tokenizer, model=None, **overrides):
+    ps = build_plugin_set(plugins)
+    return RLVRTrainer(plugin_set=ps, engines=Engines(in_process=True), model=model or tiny_model(tokenizer),
+                       args=grpo_args(tmp_path, **overrides), train_dataset=Dataset.from_list(tiny_rows()),
+                       processing_class=tokenizer)
+
+
+def losses(trainer):
+    return [h["loss"] for h in trainer.state.log_history if "loss" in h]
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.1])
+def test_defaults_give_the_same_loss_as_plain_trl_at_every_step(tmp_path, tokenizer, beta):
+    overrides = dict(max_steps=3, beta=beta)
+    model_dir = str(tmp_path / "init")  # a path, so that TRL can build the reference model for beta > 0
+    tiny_model(tokenizer).save_pretrained(model_dir)
+    plain = GRPOTrainer(model=model_dir, reward_funcs=[digit_share_reward],
+                        args=grpo_args(tmp_path / "plain", **overrides),
+                        train_dataset=Dataset.from_list(tiny_rows()), processing_class=tokenizer)
+    plain.train()
+    with temporary_plugin(DigitReward):
+        ours = make_trainer(tmp_path / "ours", {"digit-reward": {}}, tokenizer, model=model_dir, **overrides)
+    ours.train()
+    assert len(losses(plain)) == 3
+    assert losses(ours) == pytest.approx(losses(plain), rel=1e-6, abs=1e-8)
+    assert any(abs(x) > 0 for x in losses(plain))
+    for key in ("reward", "rewards/digit_share_reward/mean"):
+        assert [h[key] for h in ours.state.log_history if key in h] == pytest.approx(
+            [h[key] for h in plain.state.log_history if key in h])
+
+
+def test_hooks_receive_gathered_batch_and_shape_the_advantages(tmp_path, tokenizer):
+    Recorder.calls = []
+    with temporary_plugin(DigitReward), temporary_plugin(Recorder):
+        trainer = make_trainer(tmp_path, {"digit-reward": {}, "recorder": {}, "rloo": {}}, tokenizer, max_steps=2)
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    trainer.train()
+    penalties = [c for c in Recorder.calls if c[0] == "penalty"]
+    observed = [c for c in Recorder.calls if c[0] == "rewards"]
+    assert len(penalties) == 2 and len(observed) == 2
+    _, lengths, G, step = penalties[0]
+    assert G == 4 and step == 0 and lengths.shape == (8,) and 1 <= lengths.min() and lengths.max() <= 8
+    _, indices, rewards, adv, per_func = observed[0]
+    # the total reward is the digit share plus the recorder's length penalty
+    assert torch.allclose(rewards, per_func[:, 0] - 0.01 * lengths.float(), atol=1e-6)
+    # each prompt repeated G times in a row (the sampler contract) and the rloo formula
+    assert indices[0:4] == [indices[0]] * 4 and indices[4:8] == [indices[4]] * 4
+    groups = rewards.view(-1, 4)
+    expected = (groups - (groups.sum(1, keepdim=True) - groups) / 3).reshape(-1)
+    zero_var = (groups.max(1).values == groups.min(1).values).repeat_interleave(4)
+    expected[zero_var] = 0
+    assert torch.allclose(adv, expected, atol=1e-6)
+    logged = trainer.state.log_history
+    assert any("penalties/recorder/mean" in h for h in logged)
+    assert [h["recorder/seen"] for h in logged if "recorder/seen" in h] == [8.0, 8.0]
+    assert any(not torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))
+
+
+class FixedSampler(Plugin):
+    name = "fixed-sampler"
+
+    @hookimpl
+    def rlvr_train_sampler(self, num_generations, prompts_per_batch, repeat_count):
+        order = [5, 3, 5, 3, 9, 1, 9, 1]
+        return [i for chunk in (order[:2], order[4:6]) for _ in range(repeat_count)
+                for i in chunk for _ in range(num_generations)][: 2 * 2 * num_generations * repeat_count]
+
+
+def test_sampler_plugin_decides_the_prompt_order(tmp_path, tokenizer):
+    Recorder.calls = []
+    with temporary_plugin(DigitReward), temporary_plugin(Recorder), temporary_plugin(FixedSampler):
+        trainer = make_trainer(tmp_path, {"digit-reward": {}, "recorder": {}, "fixed-sampler": {}}, tokenizer,
+                               max_steps=2)
+    trainer.train()
+    seen = [c[1] for c in Recorder.calls if c[0] == "rewards"]
+    assert seen == [[5] * 4 + [3] * 4, [9] * 4 + [1] * 4]
+
+
+class Flaky(Plugin):
+    """A reward that cannot score completions of rows with an even index."""
+
+    name = "flaky"
+
+    @hookimpl
+    def rlvr_reward_functions(self, register):
+        register(RewardFunction("flaky", flaky_score, isolated=False))
+
+
+def flaky_score(*, prompt, completion, example):
+    if example["rlvr_index"] % 2 == 0:
+        raise RuntimeError("scorer crashed")
+    return float(len(completion) % 3)
+
+
+def test_unscorable_completions_get_zero_advantage_and_are_counted(tmp_path, tokenizer):
+    Recorder.calls = []
+    with temporary_plugin(Flaky), temporary_plugin(Recorder):
+        trainer = make_trainer(tmp_path, {"flaky": {}, "recorder": {}}, tokenizer, max_steps=2)
+    trainer.train()
+    for _, indices, rewards, adv, _ in [c for c in Recorder.calls if c[0] == "rewards"]:
+        for i, idx in enumerate(indices):
+            if idx % 2 == 0:
+                assert adv[i] == 0 and math.isnan(rewards[i])
+    no_score = [h["rlvr/frac_no_score"] for h in trainer.state.log_history if "rlvr/frac_no_score" in h]
+    assert no_score and all(0 <= x <= 1 for x in no_score)
+    failed = sum(h["rlvr/failed/flaky"] for h in trainer.state.log_history if "rlvr/failed/flaky" in h)
+    evens = sum(idx % 2 == 0 for c in Recorder.calls if c[0] == "rewards" for idx in c[1])
+    assert failed == evens
+
+
+class BadEstimator(Plugin):
+    name = "bad-estimator"
+
+    @hookimpl
+    def rlvr_compute_advantages(self, rewards):
+        return rewards[:-1]
+
+
+def test_estimator_returning_wrong_shape_is_a_clear_error(tmp_path, tokenizer):
+    with temporary_plugin(DigitReward), temporary_plugin(BadEstimator):
+        trainer = make_trainer(tmp_path, {"digit-reward": {}, "bad-estimator": {}}, tokenizer)
+    with pytest.raises(PluginContractError, match=r"plugin 'bad-estimator': rlvr_compute_advantages returned "
+                                                  r"shape \(7,\); expected \(8,\)"):
+        trainer.train()
+
+
+def test_no_reward_plugin_is_an_error(tmp_path, tokenizer):
+    with pytest.raises(PluginError, match="no reward function is enabled"):
+        make_trainer(tmp_path, {}, tokenizer)
+
+
+def test_default_grpo_estimator_matches_formula_on_logged_batch(tmp_path, tokenizer):
+    Recorder.calls = []
+    with temporary_plugin(DigitReward), temporary_plugin(Recorder):
+        trainer = make_trainer(tmp_path, {"digit-reward": {}, "recorder": {}}, tokenizer, max_steps=1)
+    trainer.train()
+    _, _, rewards, adv, _ = [c for c in Recorder.calls if c[0] == "rewards"][0]
+    valid = torch.ones_like(rewards, dtype=torch.bool)
+    expected = grpo_advantages(rewards, valid, 4)
+    g = rewards.view(-1, 4)
+    expected[(g.max(1).values == g.min(1).values).repeat_interleave(4)] = 0
+    assert torch.allclose(adv, expected, atol=1e-6)
