@@ -51,7 +51,7 @@ def parse_args(argv=None):
     p.add_argument("--min-digits", type=int, default=1)
     p.add_argument("--max-digits", type=int, default=4)
     p.add_argument("--difficulty-weights", type=str, default=None, help="comma-separated, one per digit count")
-    p.add_argument("--cot", default="reverse", choices=["reverse", "carries", "none"])
+    p.add_argument("--cot", default="reverse", choices=["reverse", "carries", "columns", "none"])
     p.add_argument("--pad-operands", type=int, default=0, help="1: zero-pad operands to max-digits (fixed layout)")
     p.add_argument("--n-eval", type=int, default=400)
     p.add_argument("--n-grpo-prompts", type=int, default=4000, help="training prompts available to GRPO")

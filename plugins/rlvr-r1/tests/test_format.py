@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rlvr_r1.answers import extract_answer
 from rlvr_r1.format import format_score, has_extractable_answer
 
 GOOD = "<think>Add 2 and 3.</think><answer>5</answer>"
@@ -126,3 +127,5 @@ def test_well_formed_shape(think, answer, gap):
     completion = f"{gap}<think>{think}</think>{gap}<answer>{answer}</answer>{gap}"
     expected = float(think.strip() != "" and has_extractable_answer(answer))
     assert format_score(completion) == expected
+    if expected:
+        assert extract_answer(completion) == answer.strip()

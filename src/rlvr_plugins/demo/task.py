@@ -12,6 +12,8 @@ Worked-solution styles (``cot``):
 * ``"carries"``: one column per step, least-significant first, each written as
   ``<sum digit><carry out>`` and separated by spaces. ``57+68=`` →
   ``<think>51 21 1</think><answer>125</answer>`` (longer, more explicit).
+* ``"columns"``: each column spelled out, least-significant first:
+  ``57+68=`` → ``<think>7+8=15,5+6+1=12</think><answer>125</answer>`` (every step local).
 * ``"none"``: ``<think></think>`` is left out; only ``<answer>N</answer>``.
 
 ``difficulty`` is the number of digits of the longer operand. The operand digit
@@ -39,7 +41,7 @@ DEFAULT_TASK_OPTIONS: dict = {
     "pad_operands": False,
 }
 
-COT_STYLES = ("reverse", "carries", "none")
+COT_STYLES = ("reverse", "carries", "columns", "none")
 
 
 def _rand_number(rng: random.Random, digits: int) -> int:
@@ -63,6 +65,15 @@ def _worked_solution(a: int, b: int, cot: str, width: int = 0) -> str:
         if carry:
             steps.append(str(carry))
         think = " ".join(steps)
+    elif cot == "columns":
+        da, db = str(a)[::-1], str(b)[::-1]
+        steps, carry = [], 0
+        for i in range(max(len(da), len(db))):
+            x, y = (int(da[i]) if i < len(da) else 0), (int(db[i]) if i < len(db) else 0)
+            s = x + y + carry
+            steps.append(f"{x}+{y}" + (f"+{carry}" if carry else "") + f"={s}")
+            carry = s // 10
+        think = ",".join(steps)
     elif cot == "none":
         return f"<answer>{answer}</answer>"
     else:

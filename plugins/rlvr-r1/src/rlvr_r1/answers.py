@@ -17,8 +17,6 @@ from functools import lru_cache
 from itertools import islice
 from typing import Callable
 
-from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
-
 __all__ = [
     "split_completion",
     "extract_answer",
@@ -27,6 +25,7 @@ __all__ = [
     "parse_reference",
     "accuracy",
     "last_boxed",
+    "FALLBACKS",
     "PARSE_TIMEOUT_S",
     "VERIFY_TIMEOUT_S",
 ]
@@ -58,10 +57,6 @@ _LIST = re.compile(
     r"(?=[-+0-9(\[{\\.]|[^\W\d_]\s*[=<>])",
     re.IGNORECASE,
 )
-
-_LATEX_CONFIG = LatexExtractionConfig(boxed_match_priority=0)
-_EXPR_CONFIG = ExprExtractionConfig()
-_EXTRACTION_CONFIG = (_LATEX_CONFIG, _EXPR_CONFIG)
 
 
 def _last_match(pattern: re.Pattern[str], text: str, pos: int = 0) -> re.Match[str] | None:
@@ -287,15 +282,26 @@ def _parse_inputs(text: str) -> tuple[str, ...]:
     return (text, f"${text}$")
 
 
+@lru_cache(maxsize=1)
+def _extraction_config() -> tuple:
+    """LaTeX (boxes first) then plain expressions; math-verify (and sympy) imported on first use
+    so that the format and language rewards do not pay for it."""
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig
+
+    return (LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig())
+
+
 def _parse_math(text: str) -> list:
+    from math_verify import parse
+
     text = _normalise(text)
     if not text:
         return []
-    timeout = _timeout(PARSE_TIMEOUT_S)
+    config, timeout = _extraction_config(), _timeout(PARSE_TIMEOUT_S)
     return [
         parsed
         for shown in _parse_inputs(text)
-        for parsed in parse(shown, extraction_config=_EXTRACTION_CONFIG, parsing_timeout=timeout)
+        for parsed in parse(shown, extraction_config=config, parsing_timeout=timeout)
     ]
 
 
@@ -339,4 +345,6 @@ def accuracy(
     predicted = _parse_math(answer)
     if not predicted:
         return 0.0
+    from math_verify import verify
+
     return float(verify(list(gold), predicted, timeout_seconds=_timeout(VERIFY_TIMEOUT_S)))

@@ -1,0 +1,31 @@
+# Two commands set up a fresh machine: `make demo` (train the CPU demo) and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# CPU build of torch; on a GPU machine set TORCH_SPEC to the build you want.
+TORCH_SPEC ?= torch==2.13.0
+PLUGINS := plugins/rlvr-r1
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-fast clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e ".[dev]" $(addprefix -e ,$(PLUGINS))
+	touch $(STAMP)
+
+demo: install
+	$(VENV)/bin/rlvr train configs/demo.yaml
+
+test: install
+	$(PY) -m pytest -q -p no:cacheprovider
+
+test-fast: install
+	$(PY) -m pytest -q -m "not slow"
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,141 @@
+"""The ``rlvr`` command line: listing, config errors before any model loads, and end-to-end runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO
+from rlvr_plugins import cli
+from rlvr_plugins.runlog import read_metrics
+
+SMOKE = REPO / "tests" / "configs" / "smoke.yaml"
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "rlvr_plugins.cli", *args], capture_output=True, text=True,
+                          cwd=REPO, env={**os.environ, "PYTHONWARNINGS": "ignore"}, timeout=600)
+
+
+def write_config(tmp_path, **changes):
+    config = yaml.safe_load(SMOKE.read_text())
+    for key, value in changes.items():
+        config[key] = value
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_plugins_json_lists_builtins_and_installed_plugins(capsys):
+    assert cli.main(["plugins", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert {"grpo", "rloo", "batch-std", "repeat-sampler", "plain-template"} <= set(rows)
+    assert rows["r1-accuracy"]["distribution"] == "rlvr-r1"
+    assert rows["r1-accuracy"]["hooks"] == ["rlvr_reward_functions"]
+    assert any(o.startswith("weight (float") for o in rows["r1-accuracy"]["options"])
+
+
+def test_plugins_with_config_marks_enabled(capsys):
+    assert cli.main(["plugins", "--json", "--config", str(SMOKE)]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["r1-format"]["enabled"] and not rows["rloo"]["enabled"]
+
+
+def test_invalid_config_lists_every_problem_and_loads_nothing(tmp_path, capsys):
+    path = write_config(tmp_path, trainer={"learning_rat": 1e-5, "max_steps": 1}, sedd=3,
+                        model={"tiny": {}, "name_or_path": "x", "dtype": "float8"})
+    assert cli.main(["train", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "3 problem(s)" not in err  # counted below, one line each
+    assert "unknown top-level key 'sedd'; did you mean seed?" in err
+    assert "unknown trainer field 'learning_rat'; did you mean learning_rate" in err
+    assert "model needs exactly one of name_or_path" in err
+    assert "model.dtype must be one of" in err
+    assert "(4 problem(s))" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_unknown_plugin_exits_nonzero_listing_installed(tmp_path):
+    path = write_config(tmp_path, plugins={"r1-acuracy": {}})
+    result = run_cli("train", str(path))
+    assert result.returncode == 2
+    assert "not installed: 'r1-acuracy'" in result.stderr and "r1-accuracy" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_plugin_option_and_override(tmp_path, capsys):
+    assert cli.main(["train", str(SMOKE), "--set", "plugins.r1-format.wieght=2"]) == 2
+    err = capsys.readouterr().err
+    assert "plugin 'r1-format': unknown option 'wieght' (did you mean 'weight'?)" in err
+    assert cli.main(["train", str(SMOKE), "--set", "trainer.max_steps=3", "--check"]) == 0
+    assert "config OK; plugins: r1-accuracy, r1-format, grpo" in capsys.readouterr().out
+
+
+def test_grpo_config_rejection_is_reported_as_config_error(tmp_path, capsys):
+    assert cli.main(["train", str(SMOKE), "--check", "--set", "trainer.num_generations=3"]) == 2
+    assert "trainer:" in capsys.readouterr().err
+
+
+def test_missing_config_file(capsys):
+    assert cli.main(["train", "no/such/file.yaml"]) == 2
+    assert "config file 'no/such/file.yaml' does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_smoke_run_writes_a_complete_run_folder(tmp_path):
+    out = tmp_path / "run"
+    result = run_cli("train", str(SMOKE), "--set", f"output_dir={out}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    for name in ("config.yaml", "plugins.json", "metrics.jsonl", "summary.json", "checkpoint-2", "final"):
+        assert (out / name).exists(), name
+    plugins = json.loads((out / "plugins.json").read_text())
+    assert [p["name"] for p in plugins["plugins"]] == ["r1-accuracy", "r1-format", "grpo", "repeat-sampler",
+                                                       "plain-template"]
+    assert plugins["plugins"][1]["options"]["weight"] == 0.5
+    assert plugins["versions"]["trl"].startswith("1.16")
+    rows = [r for r in read_metrics(out / "metrics.jsonl") if "reward" in r]
+    assert [r["step"] for r in rows] == [1, 2]
+    for r in rows:
+        assert 0 <= r["rewards/r1-accuracy/mean"] <= 1 and 0 <= r["rewards/r1-format/mean"] <= 1
+        assert "rlvr/frac_zero_variance_groups" in r
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["grpo_steps"] == 2 and summary["sft_examples"] == 32
+    assert summary["eval_before"]["n"] == 16 and summary["eval_after"]["reward"] == "r1-accuracy"
+    assert "held-out accuracy" in result.stdout
+    resolved = yaml.safe_load((out / "config.yaml").read_text())
+    assert resolved["output_dir"] == str(out)
+
+
+@pytest.mark.slow
+def test_third_party_plugin_from_the_docs_is_installed_and_called(tmp_path):
+    target = tmp_path / "site"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                          "--target", str(target), str(REPO / "docs" / "example-plugin")],
+                         capture_output=True, text=True, timeout=300)
+    assert pip.returncode == 0, pip.stderr
+    config = yaml.safe_load(SMOKE.read_text())
+    config["plugins"]["no-repeat"] = {"n": 3, "weight": 0.5}
+    config.pop("sft")
+    config.pop("eval")
+    config["output_dir"] = str(tmp_path / "run")
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), os.environ.get("PYTHONPATH", "")])}
+    listed = subprocess.run([sys.executable, "-m", "rlvr_plugins.cli", "plugins", "--json"], capture_output=True,
+                            text=True, env=env, timeout=300)
+    assert "rlvr-no-repeat" in listed.stdout
+    result = subprocess.run([sys.executable, "-m", "rlvr_plugins.cli", "train", str(path)], capture_output=True,
+                            text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if "reward" in r]
+    values = [r["rewards/no-repeat/mean"] for r in rows]
+    assert len(values) == 2 and all(-1 <= v <= 0 for v in values)
+    assert any(v < 0 for v in values)  # an untrained tiny model repeats itself
+    weights = json.loads((tmp_path / "run" / "plugins.json").read_text())["rewards"]
+    assert {"plugin": "no-repeat", "name": "no-repeat", "weight": 0.5, "isolated": True} in weights
