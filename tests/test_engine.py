@@ -34,9 +34,9 @@ def engine(**kwargs) -> RewardEngine:
     return RewardEngine(**{"num_workers": 2, "timeout_s": TIMEOUT, **kwargs})
 
 
-def warm(e: RewardEngine, fn, item) -> None:
+def warm(e: RewardEngine, name: str, fn, item) -> None:
     """Start the workers and load fn in both, so timings below measure scoring only."""
-    e.score("warm-up", fn, [dict(item), dict(item)])
+    assert not any(e.score(name, fn, [dict(item), dict(item)]).failed)
 
 
 def children_of(pid: int) -> list[int]:
@@ -85,12 +85,19 @@ def test_values_and_order_across_two_workers():
 
 def test_contiguous_chunks_keep_groups_on_one_worker():
     with engine() as e:
-        warm(e, fx.slow_pid, {"x": 0})
+        warm(e, "pids", fx.slow_pid, {"x": 0})
         pids = e.score("pids", fx.slow_pid, [{"x": i} for i in range(40)]).values
     assert len(set(pids)) == 2
     switches = sum(a != b for a, b in zip(pids, pids[1:]))
     assert switches <= 3, pids
     assert pids[0] != pids[-1]
+
+
+def test_large_items_round_trip():
+    items = [{"value": float(i), "text": "\u00e9" * 50_000 + str(i)} for i in range(100)]
+    with engine() as e:
+        result = e.score("big", fx.returns_value, items)
+    assert result.values == [float(i) for i in range(100)] and not any(result.failed)
 
 
 def test_partial_callable_instance_and_accepted_scalars():
@@ -122,7 +129,7 @@ def test_empty_items():
 
 def test_sleeping_item_is_killed_at_the_deadline_and_the_worker_replaced():
     with engine() as e:
-        warm(e, fx.sleep_if, {"x": 0})
+        warm(e, "sleepy", fx.sleep_if, {"x": 0})
         items = [{"x": i, "hang": i == 3} for i in range(10)]
         result, elapsed = timed_score(e, "sleepy", fx.sleep_if, items)
         assert elapsed < TIMEOUT + SLACK
@@ -138,7 +145,7 @@ def test_sleeping_item_is_killed_at_the_deadline_and_the_worker_replaced():
 
 def test_gil_holding_big_integer_power_is_killed():
     with engine() as e:
-        warm(e, fx.big_power_if, {"x": 0})
+        warm(e, "bigint", fx.big_power_if, {"x": 0})
         result, elapsed = timed_score(e, "bigint", fx.big_power_if, [{"x": 1}, {"x": 2, "hang": True}, {"x": 3}])
         assert elapsed < TIMEOUT + SLACK
         assert result.failed == [False, True, False]
@@ -163,7 +170,7 @@ def test_math_verify_on_adversarial_latex_returns_within_the_deadline():
 def test_score_from_a_non_main_thread_with_a_hanging_item():
     box = {}
     with engine() as e:
-        warm(e, fx.sleep_if, {"x": 0})
+        warm(e, "sleepy", fx.sleep_if, {"x": 0})
 
         def run():
             box["result"], box["elapsed"] = timed_score(e, "sleepy", fx.sleep_if, [{"x": 1, "hang": True}, {"x": 2}])
@@ -183,6 +190,25 @@ def test_plugin_that_disarms_sigalrm_still_meets_the_deadline():
         assert result.failed == [True] and result.errors[0] == "timeout after 1s"
         assert elapsed < TIMEOUT + SLACK + 2.0  # includes starting the worker
         assert e.score("double", fx.double, [{"x": 1}]).values == [2.0]
+
+
+def test_interrupt_in_the_parent_kills_busy_workers_and_leaves_the_engine_usable():
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        with RewardEngine(num_workers=1, timeout_s=30) as e:
+            warm(e, "sleepy", fx.sleep_if, {"x": 0})
+            signal.setitimer(signal.ITIMER_REAL, 0.5)
+            start = time.monotonic()
+            with pytest.raises(KeyboardInterrupt):
+                e.score("sleepy", fx.sleep_if, [{"x": 1, "hang": True}])
+            assert time.monotonic() - start < 5
+            assert e.score("sleepy", fx.sleep_if, [{"x": 2}]).values == [2.0]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 # ------------------------------------------------------------------ failures

@@ -46,6 +46,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="resume from the last checkpoint of output_dir, or from CHECKPOINT")
     p.add_argument("--check", action="store_true", help="validate the config and plugins, then stop")
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("score", help="score saved completions with the enabled plugins (no training)")
+    p.add_argument("config")
+    p.add_argument("completions", help="JSONL rows: prompt, completion, answer, optional group")
+    p.add_argument("--output", help="write one scored JSONL row per input row")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--step", type=int, default=None,
+                   help="training step seen by step-dependent plugins (default: past any warm-up)")
+    p.set_defaults(func=cmd_score)
     return parser
 
 
@@ -85,6 +94,15 @@ def cmd_train(args) -> int:
         return 0
     configure_threads()
     train(config, resume=args.resume)
+    return 0
+
+
+def cmd_score(args) -> int:
+    from .config import load_config
+    from .score import LATE_STEP, run_score
+
+    config = load_config(args.config, args.overrides, need_data=False)
+    run_score(config, args.completions, args.output, LATE_STEP if args.step is None else args.step)
     return 0
 
 

@@ -45,8 +45,11 @@ ENGINE_KEYS = {"workers", "timeout_s", "max_consecutive_failures", "nonfinite", 
 SFT_EXTRA = {"completion_column", "examples"}
 
 
-def load_config(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
-    """Read, override (``a.b=value``, value parsed as YAML) and validate a config file."""
+def load_config(path: str | Path, overrides: list[str] | None = None, need_data: bool = True) -> dict[str, Any]:
+    """Read, override (``a.b=value``, value parsed as YAML) and validate a config file.
+
+    ``need_data=False`` (``rlvr score``) accepts a config without a ``data`` section.
+    """
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist")
@@ -58,7 +61,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> dict[st
         raise ConfigError(f"the top level must be a mapping, got {type(raw).__name__}", source=str(path))
     config = apply_overrides(raw, overrides or [])
     config.setdefault("_config_dir", str(path.parent.resolve()))
-    validate(config, source=str(path))
+    validate(config, source=str(path), need_data=need_data)
     return config
 
 
@@ -86,7 +89,7 @@ def apply_overrides(config: Mapping[str, Any], overrides: list[str]) -> dict[str
     return out
 
 
-def validate(config: Mapping[str, Any], source: str | None = None) -> None:
+def validate(config: Mapping[str, Any], source: str | None = None, need_data: bool = True) -> None:
     problems: list[str] = []
     for key in config:
         if key not in TOP_LEVEL and not str(key).startswith("_"):
@@ -96,7 +99,8 @@ def validate(config: Mapping[str, Any], source: str | None = None) -> None:
     if "seed" in config and (not isinstance(config["seed"], int) or isinstance(config["seed"], bool)):
         problems.append(f"seed must be an integer, got {config['seed']!r}")
     problems += _check_model(config.get("model"))
-    problems += _check_data(config.get("data"))
+    if need_data or "data" in config:
+        problems += _check_data(config.get("data"))
     plugins = config.get("plugins", {})
     if not isinstance(plugins, Mapping):
         problems.append("plugins must be a mapping of plugin name to options")

@@ -32,7 +32,7 @@ Start method
     long-lived daemon thread, because ``PR_SET_PDEATHSIG`` (set in the worker so that it
     dies with the parent even when busy) fires when the *thread* that forked it exits.
 
-Functions reach the worker by pickle, by reference: a module-level function, an instance
+POSIX only (tested on Linux). Functions reach the worker by pickle, by reference: a module-level function, an instance
 of a module-level class, or a ``functools.partial`` of those, importable in a fresh
 interpreter (the parent's ``sys.path`` is passed on). Functions defined in a script's
 ``__main__`` or a notebook cannot be loaded; use ``in_process=True`` for those. Each
@@ -50,7 +50,10 @@ Dispatch and deadline
     worker start-up or function loading is never counted against it. When the deadline
     passes, the item fails ("timeout after ...s"), the worker is killed, and its unstarted
     items go to the replacement. A worker that dies (``os._exit``, segfault, OOM kill)
-    fails the item it was running.
+    fails the item it was running. The parent reads each worker's socket in bulk (one
+    ``read`` for all the results waiting) and waits on ``select.poll``; measured overhead
+    is ~15-25 us/item (1,024 trivial items, 1 or 2 workers, busy 2-core box) against
+    ~2 us/item in-process, and ~25-35 us/item with 50 KB items.
 
 What is protected and what is not
     Protected: hangs, GIL-holding C code, exceptions of any kind, crashes, runaway
@@ -66,8 +69,10 @@ What is protected and what is not
 Values: a real number (bool, int, float, numpy or 0-d torch value) becomes a float; ``None``
 means "does not apply" (NaN, not failed, and it resets the consecutive-failure count like
 any successful call); anything else is a plugin bug (:class:`RewardContractError`). NaN and
-infinities are bugs too, unless ``nonfinite="mask"`` (then failed). Consecutive failures
-are counted per plugin name, across calls, in the order results arrive.
+infinities are bugs too, unless ``nonfinite="mask"`` (then failed). A contract error or
+too many consecutive failures stops the call at once: workers still busy with its items
+are killed and replaced. Consecutive failures are counted per plugin name, across calls,
+in the order results arrive; the count restarts after :class:`RewardPluginFailing`.
 """
 
 from __future__ import annotations
@@ -281,7 +286,11 @@ class _Spawner:
     def popen(self, args: list[str], **kwargs: Any) -> subprocess.Popen:
         future: concurrent.futures.Future = concurrent.futures.Future()
         self._queue().put((future, args, kwargs))
-        return future.result()
+        try:
+            return future.result()
+        except BaseException:
+            future.add_done_callback(_kill_unclaimed)
+            raise
 
     def _queue(self) -> queue.SimpleQueue:
         with self._lock:
@@ -300,6 +309,17 @@ class _Spawner:
                 future.set_result(subprocess.Popen(args, **kwargs))
             except BaseException as exc:
                 future.set_exception(exc)
+
+
+def _kill_unclaimed(future: concurrent.futures.Future) -> None:
+    """A worker started for a caller that was interrupted while waiting for it."""
+    if future.exception() is None:
+        proc = future.result()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.wait()
 
 
 _spawner = _Spawner()
@@ -323,6 +343,7 @@ class _Worker:
         self.memory_limit_mb = memory_limit_mb
         self.queue: collections.deque[int] = collections.deque()
         self.batches: collections.deque[collections.deque[int]] = collections.deque()
+        self.prepared: tuple[list[int], bytes] | None = None
         self.proc: subprocess.Popen | None = None
         self.conn: Connection | None = None
         self.start()
@@ -390,6 +411,15 @@ class _Worker:
             return True
         except OSError:
             return False
+
+    def requeue(self) -> None:
+        """Put every item sent or prepared, but not reported, back at the head of the queue."""
+        if self.prepared is not None:
+            self.queue.extendleft(reversed(self.prepared[0]))
+            self.prepared = None
+        for batch in reversed(self.batches):
+            self.queue.extendleft(reversed(batch))
+        self.batches.clear()
 
     @property
     def busy(self) -> bool:
@@ -516,23 +546,26 @@ class _Dispatch:
         if worker.loaded.get(name) != self.key:
             self._load(worker)
             return
-        if not worker.queue and not worker.busy:
+        if not worker.queue and not worker.busy and worker.prepared is None:
             self._steal(worker)
-        while worker.queue and len(worker.batches) < 2:
-            batch = [worker.queue.popleft() for _ in range(min(_BATCH_SIZE, len(worker.queue)))]
-            data = pickle.dumps(("run", name, [(i, self.tally.items[i]) for i in batch]), pickle.HIGHEST_PROTOCOL)
+        while (worker.queue or worker.prepared) and len(worker.batches) < 2:
+            batch, data = worker.prepared or self._prepare(worker)
             if worker.busy and len(data) > _QUEUED_BATCH_MAX_BYTES:
-                worker.queue.extendleft(reversed(batch))
+                worker.prepared = batch, data
                 return
-            was_idle = not worker.busy
-            worker.batches.append(collections.deque(batch))
+            worker.prepared = None
             if not worker.send(data):
-                worker.batches.pop()
-                worker.queue.extendleft(reversed(batch))
+                worker.prepared = batch, data
                 self._died(worker)
                 return
-            if was_idle:
+            if not worker.busy:
                 worker.deadline = time.monotonic() + self.timeout_s
+            worker.batches.append(collections.deque(batch))
+
+    def _prepare(self, worker: _Worker) -> tuple[list[int], bytes]:
+        batch = [worker.queue.popleft() for _ in range(min(_BATCH_SIZE, len(worker.queue)))]
+        items = [(i, self.tally.items[i]) for i in batch]
+        return batch, pickle.dumps(("run", self.tally.name, items), pickle.HIGHEST_PROTOCOL)
 
     def _load(self, worker: _Worker) -> None:
         worker.state = "loading"
@@ -642,10 +675,9 @@ class _Dispatch:
                  timeout: bool = False) -> int | None:
         """Kill the worker, fail its current item (if any), requeue the rest, start a new one."""
         status = worker.kill()
-        if worker.busy:
-            current = worker.batches[0].popleft()
-            for batch in reversed(worker.batches):
-                worker.queue.extendleft(reversed(batch))
+        current = worker.batches[0].popleft() if worker.busy else None
+        worker.requeue()
+        if current is not None:
             self.tally.lost(current, describe(status), timeout=timeout)
         self._restart(worker)
         return status
@@ -662,6 +694,7 @@ class _Dispatch:
                 worker.kill()
                 self._restart(worker)
             worker.queue.clear()
+            worker.prepared = None
 
 
 class RewardEngine:

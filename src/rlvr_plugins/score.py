@@ -1,0 +1,141 @@
+"""``rlvr score``: score saved rollouts with the enabled plugins, without training.
+
+Input rows: ``prompt``, ``completion``, ``answer`` (or whatever the reward plugins read),
+optional ``group`` (rows with the same group are one prompt's completions). Output: one
+row per input row with each reward and each length penalty under its name, the weighted
+total ``reward``, and the ``advantage`` the enabled estimator gives within the group.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+
+from .advantages import finalize_advantages
+from .data import DataError, read_jsonl
+from .errors import PluginContractError
+from .manager import PluginSet
+from .rewards import Engines, score_items
+
+LATE_STEP = 10**9
+
+
+def group_rows(rows: list[dict[str, Any]]) -> list[list[int]]:
+    """Row indices grouped by ``group`` (first-seen order); a row without a group is its own group."""
+    groups: OrderedDict[Any, list[int]] = OrderedDict()
+    for i, row in enumerate(rows):
+        key = ("group", json.dumps(row["group"], sort_keys=True)) if "group" in row else ("row", i)
+        groups.setdefault(key, []).append(i)
+    return list(groups.values())
+
+
+def check_rows(rows: list[dict[str, Any]], path: str) -> None:
+    for i, row in enumerate(rows, start=1):
+        for column in ("prompt", "completion"):
+            if column not in row:
+                raise DataError(f"{path}: row {i} has no {column!r} column; columns present: {sorted(row)}")
+        if not isinstance(row["completion"], (str, list)):
+            raise DataError(f"{path}: row {i}: 'completion' must be text, got {type(row['completion']).__name__}")
+
+
+def score_rows(rows: list[dict[str, Any]], plugin_set: PluginSet, engines: Engines, tokenizer,
+               step: int = LATE_STEP) -> list[dict[str, Any]]:
+    """Every reward, penalty, total and advantage for ``rows``, exactly as training would compute them."""
+    rewards = plugin_set.reward_functions()
+    names = [r.name for _, r in rewards]
+    weights = torch.tensor([float(r.weight) for _, r in rewards])
+    examples = [{k: v for k, v in row.items() if k not in ("prompt", "completion", "group")} for row in rows]
+    items = score_items([r["prompt"] for r in rows], [r["completion"] for r in rows], examples)
+    values = torch.full((len(rows), len(rewards)), float("nan"))
+    failed = torch.zeros((len(rows), len(rewards)), dtype=torch.bool)
+    for k, (_, reward) in enumerate(rewards):
+        result = engines.score(reward, items)
+        values[:, k] = torch.tensor(result.values, dtype=torch.float32)
+        failed[:, k] = torch.tensor(result.failed)
+    lengths = torch.tensor([len(tokenizer(item["completion"], add_special_tokens=False)["input_ids"])
+                            for item in items])
+    out: list[dict[str, Any]] = []
+    for i, row in enumerate(rows):
+        out.append({"row": i, **({"group": row["group"]} if "group" in row else {}),
+                    **{name: _num(values[i, k].item()) for k, name in enumerate(names)}})
+    for members in group_rows(rows):
+        idx = torch.tensor(members)
+        _score_group(out, idx, values[idx], failed[idx], lengths[idx], names, weights, plugin_set, step)
+    return out
+
+
+def _score_group(out, idx, values, failed, lengths, names, weights, plugin_set, step) -> None:
+    G = len(idx)
+    valid = ~failed.any(dim=1) & ~torch.isnan(values).all(dim=1)
+    total = (values * weights).nansum(dim=1)
+    for plugin, penalty in plugin_set.call_each("rlvr_length_penalty", completion_lengths=lengths, num_generations=G,
+                                                rewards_per_func=values, reward_names=names, step=step):
+        if penalty is None:
+            continue
+        if not isinstance(penalty, torch.Tensor) or penalty.shape != total.shape:
+            raise PluginContractError(f"plugin {plugin!r}: rlvr_length_penalty returned {penalty!r}; "
+                                      f"expected a tensor of shape {tuple(total.shape)}")
+        total = total + penalty.float()
+        for j, i in enumerate(idx.tolist()):
+            out[i][plugin] = _num(penalty[j].item())
+    total = torch.where(valid, total, torch.full_like(total, float("nan")))
+    raw = plugin_set.one("rlvr_compute_advantages", rewards=total, num_generations=G, valid=valid,
+                         rewards_per_func=values, reward_names=names)
+    advantages, _ = finalize_advantages(raw.float(), total, valid, G)
+    for j, i in enumerate(idx.tolist()):
+        out[i]["reward"] = _num(total[j].item())
+        out[i]["advantage"] = _num(advantages[j].item())
+        out[i]["scored"] = bool(valid[j])
+
+
+def _num(x: float) -> float | None:
+    return None if math.isnan(x) else round(x, 6)
+
+
+def format_table(rows: list[dict[str, Any]], limit: int = 30) -> str:
+    columns = [c for c in rows[0] if c != "scored"] if rows else []
+    lines = ["  ".join(f"{c[:14]:>14}" for c in columns)]
+    for row in rows[:limit]:
+        lines.append("  ".join(f"{_cell(row.get(c)):>14}" for c in columns))
+    if len(rows) > limit:
+        lines.append(f"... {len(rows) - limit} more rows")
+    means = {c: [row[c] for row in rows if isinstance(row.get(c), (int, float)) and not isinstance(row.get(c), bool)]
+             for c in columns if c not in ("row", "group")}
+    lines.append("mean: " + ", ".join(f"{c} {sum(v) / len(v):.4f}" for c, v in means.items() if v))
+    unscored = sum(not row["scored"] for row in rows)
+    if unscored:
+        lines.append(f"{unscored} row(s) could not be scored (advantage 0)")
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)[:14]
+
+
+def run_score(config: Mapping[str, Any], completions: str, output: str | None, step: int) -> list[dict[str, Any]]:
+    from .manager import build_plugin_set
+    from .modeling import load_tokenizer
+    from .run import engine_options
+
+    plugin_set = build_plugin_set(config.get("plugins"))
+    rows = read_jsonl(completions)
+    check_rows(rows, completions)
+    engines = Engines(**engine_options(config))
+    try:
+        scored = score_rows(rows, plugin_set, engines, load_tokenizer(config), step=step)
+    finally:
+        engines.close()
+    print(format_table(scored))
+    if output:
+        Path(output).write_text("".join(json.dumps(r) + "\n" for r in scored), encoding="utf-8")
+        print(f"wrote {len(scored)} rows to {output}")
+    return scored
