@@ -128,21 +128,9 @@ def fork_sleeper_then_hang(x, pid_file):
     return float(x)
 
 
-def torch_threads(x):
-    import torch
-
-    return torch.tensor(float(torch.get_num_threads()))
-
-
-class OnlyInParent:
-    """Pickles fine; unpickling it (which only the worker does) raises."""
-
-    def __reduce__(self):
-        return (_refuse, ())
-
-
-def _refuse():
-    raise RuntimeError("not available in the worker")
+def thread_env(x):
+    """What torch (or any OpenMP/BLAS library) imported here would use."""
+    return float(os.environ["OMP_NUM_THREADS"]) * float(os.environ["MKL_NUM_THREADS"])
 
 
 class Scaled:

@@ -16,6 +16,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    quiet_libraries()
     try:
         return args.func(args)
     except RLVRError as exc:
@@ -25,6 +26,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             traceback.print_exception(exc.__cause__, file=sys.stderr)
         return 2
+
+
+def quiet_libraries() -> None:
+    """Keep the console for the run: no dataset-map progress bars, no deprecation chatter."""
+    import os
+    import warnings
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning, module="transformers")
+    try:
+        import datasets
+        import transformers
+
+        datasets.disable_progress_bars()
+        transformers.logging.set_verbosity_error()
+        transformers.logging.disable_progress_bar()
+    except ImportError:
+        pass
 
 
 def build_parser() -> argparse.ArgumentParser:

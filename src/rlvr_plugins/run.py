@@ -102,7 +102,9 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
     from . import data, modeling
     from .evaluation import evaluate
     from .rewards import Engines
-    from .runlog import MetricsWriter
+    from transformers.trainer_callback import ProgressCallback
+
+    from .runlog import CompactProgress, MetricsWriter
     from .trainer import RLVRTrainer
 
     started = time.perf_counter()
@@ -156,6 +158,9 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
         peft_config=modeling.lora_config(config),
         callbacks=[MetricsWriter(out / "metrics.jsonl")],
     )
+    if not prepared.grpo_args.disable_tqdm:
+        trainer.remove_callback(ProgressCallback)
+        trainer.add_callback(CompactProgress())
     trainer.train(resume_from_checkpoint=resume or None)
     summary["stages"]["grpo_seconds"] = round(time.perf_counter() - t, 1)
     summary["grpo_steps"] = trainer.state.global_step
