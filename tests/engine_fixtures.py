@@ -133,6 +133,17 @@ def thread_env(x):
     return float(os.environ["OMP_NUM_THREADS"]) * float(os.environ["MKL_NUM_THREADS"])
 
 
+class OnlyInParent:
+    """Pickles fine; unpickling it (which only the worker does) raises."""
+
+    def __reduce__(self):
+        return (_refuse, ())
+
+
+def _refuse():
+    raise RuntimeError("not available in the worker")
+
+
 class Scaled:
     def __init__(self, k):
         self.k = k

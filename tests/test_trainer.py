@@ -194,3 +194,41 @@ def test_default_grpo_estimator_matches_formula_on_logged_batch(tmp_path, tokeni
     g = rewards.view(-1, 4)
     expected[(g.max(1).values == g.min(1).values).repeat_interleave(4)] = 0
     assert torch.allclose(adv, expected, atol=1e-6)
+
+
+class ConstantRollout(Plugin):
+    """Generation replaced by a rollout that answers every prompt with "12", the last token injected."""
+
+    name = "constant-rollout"
+
+    @hookimpl
+    def rlvr_rollout_func(self, tokenizer, num_generations):
+        def rollout(prompts, trainer):
+            ids = tokenizer("12", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            prompt_ids = [tokenizer(p)["input_ids"] for p in prompts]
+            n = len(prompt_ids)
+            return {"prompt_ids": prompt_ids, "completion_ids": [ids] * n, "logprobs": [[0.0] * len(ids)] * n,
+                    "env_mask": [[1] * (len(ids) - 1) + [0]] * n}
+        return rollout
+
+
+def test_rollout_plugin_replaces_generation(tmp_path, tokenizer):
+    Recorder.calls = []
+    with temporary_plugin(DigitReward), temporary_plugin(Recorder), temporary_plugin(ConstantRollout):
+        trainer = make_trainer(tmp_path, {"digit-reward": {}, "recorder": {}, "constant-rollout": {}}, tokenizer,
+                               max_steps=1)
+    trainer.train()
+    _, _, rewards, adv, per_func = [c for c in Recorder.calls if c[0] == "rewards"][0]
+    lengths = [c[1] for c in Recorder.calls if c[0] == "penalty"][0]
+    assert per_func[:, 0].tolist() == [1.0] * 8  # "12": all digits
+    assert lengths.tolist() == [3] * 8  # "1", "2" and the (injected) EOS: all completion tokens count
+    assert adv.abs().sum() == 0  # identical completions: zero-variance groups
+
+
+def test_two_rollout_plugins_conflict(tokenizer):
+    class OtherRollout(ConstantRollout):
+        name = "other-rollout"
+
+    with temporary_plugin(ConstantRollout), temporary_plugin(OtherRollout):
+        with pytest.raises(Exception, match="constant-rollout.*other-rollout.*rlvr_rollout_func"):
+            build_plugin_set({"constant-rollout": {}, "other-rollout": {}})

@@ -101,6 +101,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Mapping, Sequence
 
+from .errors import PluginContractError, RLVRError
+
 __all__ = ["RewardContractError", "RewardEngine", "RewardPluginFailing", "ScoreResult"]
 
 logger = logging.getLogger("rlvr_plugins.engine")
@@ -130,11 +132,11 @@ class ScoreResult:
     errors: list[str | None]
 
 
-class RewardContractError(Exception):
+class RewardContractError(PluginContractError):
     """A plugin returned something that is not a reward (or its function cannot be loaded)."""
 
 
-class RewardPluginFailing(Exception):
+class RewardPluginFailing(RLVRError):
     """A plugin failed on too many consecutive items."""
 
 

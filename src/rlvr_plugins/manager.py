@@ -204,6 +204,9 @@ class PluginSet:
         """Call a one-winner hook (exactly one implementation is registered)."""
         return getattr(self.pm.hook, hook)(**kwargs)
 
+    def implements(self, hook: str) -> bool:
+        return bool(self.pm.hook.__dict__[hook].get_hookimpls())
+
     def winner(self, hook: str) -> str:
         impls = self.pm.hook.__dict__[hook].get_hookimpls()
         return impls[-1].plugin_name
@@ -285,7 +288,7 @@ def build_plugin_set(plugins_config: Mapping[str, Any] | None) -> PluginSet:
         answering = [p.name for p in enabled if hook in implemented_hooks(type(p.instance))]
         if len(answering) > 1:
             raise PluginConflictError(hook, answering)
-        if not answering:
+        if not answering and hook in DEFAULTS:
             entry = available[DEFAULTS[hook]]
             cls = entry.load()
             enabled.append(EnabledPlugin(entry.name, cls(cls.Options()), entry, default=True))

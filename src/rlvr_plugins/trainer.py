@@ -4,6 +4,7 @@ Where each hook fires (see ``docs/architecture.md``):
 
 * ``rlvr_train_sampler``: ``_get_train_sampler``, once, when the dataloader is built.
 * ``rlvr_reward_functions``: ``__init__``; each reward becomes a TRL reward function.
+* ``rlvr_rollout_func``: ``__init__``; when a plugin answers, it is TRL's ``rollout_func``.
 * ``rlvr_length_penalty``, ``rlvr_compute_advantages``, ``rlvr_on_rewards``: after TRL
   has generated, scored and gathered a batch (``_generate_and_score_completions``); the
   advantages computed here on the gathered batch replace TRL's, sliced to this process.
@@ -62,6 +63,12 @@ class RLVRTrainer(GRPOTrainer):
         args.reward_weights = weights
         self._rlvr_batch: dict[str, torch.Tensor] = {}
         self._warned_no_score = False
+        if plugin_set.implements("rlvr_rollout_func"):
+            if kwargs.get("rollout_func") is not None:
+                raise TypeError(f"plugin {plugin_set.winner('rlvr_rollout_func')!r} provides the rollout_func; "
+                                "do not also pass rollout_func")
+            kwargs["rollout_func"] = plugin_set.one(
+                "rlvr_rollout_func", tokenizer=kwargs.get("processing_class"), num_generations=args.num_generations)
         super().__init__(reward_funcs=self.rlvr_rewards, args=args, **kwargs)
 
     # -- sampler -----------------------------------------------------------------

@@ -49,7 +49,8 @@ def centred(rewards, G):
 def test_two_steps_use_dr_grpo_loss_and_mean_baseline_advantages(tiny_trainer):
     Observer.seen = []
     with temporary_plugin(DigitReward), temporary_plugin(Observer):
-        trainer = tiny_trainer({"dr-grpo-test-digits": {}, "dr-grpo-test-observer": {}, "dr-grpo": {}})
+        trainer = tiny_trainer({"dr-grpo-test-digits": {}, "dr-grpo-test-observer": {}, "dr-grpo": {}},
+                               max_completion_length=16)
     assert trainer.args.loss_type == "dr_grpo" and trainer.loss_type == "dr_grpo"
     assert trainer.args.scale_rewards == "none"
     trainer.train()
@@ -69,3 +70,5 @@ def test_two_steps_use_dr_grpo_loss_and_mean_baseline_advantages(tiny_trainer):
         # on-policy, beta = 0: every token's loss is -A_i, summed and divided by B * max_completion_length
         assert loss == pytest.approx(-sum(a * n for a, n in zip(adv, lens)) / (batch * max_len), abs=1e-6)
     assert any(a != 0 for c in observed for a in c[3])
+    # the loss check tells dr_grpo from dapo (which divides by the number of tokens) only if some completion is short
+    assert any(sum(c[2]) != batch * max_len for c in lengths)

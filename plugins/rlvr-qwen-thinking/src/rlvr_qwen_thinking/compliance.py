@@ -1,0 +1,61 @@
+"""The mode-compliance reward: does the response follow the mode its prompt asked for?"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .modes import rendered_mode
+
+_OPEN = re.compile(r"\s*<think>")
+_EMPTY_BLOCK = re.compile(r"\s*<think>\s*</think>")
+
+
+def mode_compliance(prompt: Any, completion: str) -> float:
+    """1.0 when ``completion`` follows the mode of the rendered ``prompt``, else 0.0.
+
+    The mode comes from the rendered prompt (:func:`rlvr_qwen_thinking.modes.rendered_mode`):
+    it ends with the empty think block (non-thinking, block in the prompt), or its last
+    flag decides (no flag: thinking).
+
+    * Thinking: the completion opens ``<think>`` (leading whitespace allowed; not needed
+      when the prompt itself ends with ``<think>``), and closes it with ``</think>`` after
+      non-blank thinking, with no second ``<think>`` inside.
+    * Non-thinking, block in the prompt: the completion contains no ``<think>`` or
+      ``</think>`` and a non-blank answer.
+    * Non-thinking, block not in the prompt: the completion opens with an empty think block
+      (``<think>``, whitespace only, ``</think>``), followed by a non-blank answer with no
+      think tag.
+
+    >>> mode_compliance("2+2=", "<think>4</think><answer>4</answer>")
+    1.0
+    >>> mode_compliance("2+2= /no_think", "<think>4</think><answer>4</answer>")
+    0.0
+    >>> mode_compliance("2+2= /no_think<think>\\n\\n</think>\\n\\n", "<answer>4</answer>")
+    1.0
+    """
+    thinking, block_in_prompt = rendered_mode(prompt)
+    text = completion
+    if thinking:
+        if not (isinstance(prompt, str) and prompt.rstrip().endswith("<think>")):
+            opened = _OPEN.match(text)
+            if opened is None:
+                return 0.0
+            text = text[opened.end():]
+        thought, closed, _ = text.partition("</think>")
+        return 1.0 if closed and thought.strip() and "<think>" not in thought else 0.0
+    if not block_in_prompt:
+        block = _EMPTY_BLOCK.match(text)
+        if block is None:
+            return 0.0
+        text = text[block.end():]
+    return 1.0 if text.strip() and "<think>" not in text and "</think>" not in text else 0.0
+
+
+@dataclass(frozen=True)
+class ModeComplianceScorer:
+    """The reward function registered as ``qwen-mode-compliance`` (picklable)."""
+
+    def __call__(self, *, prompt, completion, example):
+        return mode_compliance(prompt, completion)

@@ -1,0 +1,83 @@
+"""The ``qwen-thinking`` plugin: Qwen3's thinking-mode fusion as a template, a reward and a rollout."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from rlvr_plugins import Plugin, RewardFunction, hookimpl
+from rlvr_plugins.errors import ConfigError
+
+from .budget import ThinkingBudgetRollout
+from .compliance import ModeComplianceScorer
+from .modes import explicit_flag, fused_no_think, render_prompt, with_no_think_flag
+
+COMPLIANCE_REWARD = "qwen-mode-compliance"
+
+
+def _trl_default(name: str):
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    return next(f.default for f in dataclasses.fields(GRPOConfig) if f.name == name)
+
+
+class QwenThinkingPlugin(Plugin):
+    """Renders prompts in thinking or non-thinking mode (``/think``, ``/no_think``; fusion by
+    ``no_think_share``), optionally rewards mode compliance and enforces a thinking budget."""
+
+    name = "qwen-thinking"
+    description = ("Qwen3 thinking-mode fusion: /think and /no_think flags, a share of unflagged prompts in "
+                   "non-thinking mode, a mode-compliance reward and a thinking budget")
+
+    @dataclass
+    class Options:
+        no_think_share: float = 0.0
+        compliance_weight: float = 0.0
+        thinking_budget: int | None = None
+
+        def __post_init__(self):
+            if not 0.0 <= self.no_think_share <= 1.0:
+                raise ValueError(f"no_think_share must be in [0, 1], got {self.no_think_share}")
+            if not math.isfinite(self.compliance_weight) or self.compliance_weight < 0:
+                raise ValueError(f"compliance_weight must be a finite number >= 0, got {self.compliance_weight}")
+            if self.thinking_budget is not None and self.thinking_budget < 1:
+                raise ValueError(f"thinking_budget must be >= 1 (or null for no budget), got {self.thinking_budget}")
+
+    @hookimpl
+    def rlvr_render_prompt(self, example, index, seed, tokenizer):
+        prompt = example["prompt"]
+        flag = explicit_flag(prompt)
+        if flag is None and fused_no_think(seed, index, self.options.no_think_share):
+            return render_prompt(with_no_think_flag(prompt), tokenizer, thinking=False)
+        return render_prompt(prompt, tokenizer, thinking=flag is not False)
+
+    @hookimpl
+    def rlvr_reward_functions(self, register):
+        if self.options.compliance_weight > 0:
+            register(RewardFunction(COMPLIANCE_REWARD, ModeComplianceScorer(), self.options.compliance_weight,
+                                    isolated=False))
+
+    @hookimpl
+    def rlvr_adjust_grpo_config(self, grpo_kwargs):
+        budget = self.options.thinking_budget
+        if budget is None:
+            return
+        problems = []
+        if grpo_kwargs.get("use_vllm"):
+            problems.append("plugins.qwen-thinking.thinking_budget generates with transformers in its rollout; "
+                            "set trainer.use_vllm to false or remove thinking_budget")
+        max_len = grpo_kwargs.get("max_completion_length", _trl_default("max_completion_length"))
+        if max_len is None or budget >= max_len:
+            problems.append(f"plugins.qwen-thinking.thinking_budget={budget} must be below "
+                            f"trainer.max_completion_length={max_len}, with room for the early-stop text and "
+                            "the answer")
+        if problems:
+            raise ConfigError(problems, source="plugins.qwen-thinking")
+
+    @hookimpl
+    def rlvr_rollout_func(self, tokenizer, num_generations):
+        if self.options.thinking_budget is None:
+            return None
+        return ThinkingBudgetRollout(self.options.thinking_budget)
