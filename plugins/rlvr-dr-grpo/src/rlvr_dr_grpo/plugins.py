@@ -22,6 +22,11 @@ REQUIRED_TRAINER_SETTINGS: dict[str, str] = {"loss_type": "dr_grpo", "scale_rewa
 # Values TRL's GRPOConfig treats as equal to the required ones (``scale_rewards=False`` means ``"none"``).
 _EQUIVALENT: dict[str, tuple[Any, ...]] = {"loss_type": ("dr_grpo",), "scale_rewards": ("none", False)}
 
+_WHY = {
+    "loss_type": "the token losses are divided by a constant, not by each completion's length",
+    "scale_rewards": "advantages are r - group mean, not divided by the group's standard deviation",
+}
+
 
 def trainer_contradictions(trainer_section: Mapping[str, Any], plugin: str = "dr-grpo") -> list[str]:
     """One message per key of the user's ``trainer:`` section that contradicts Dr. GRPO's settings.
@@ -45,12 +50,6 @@ def trainer_contradictions(trainer_section: Mapping[str, Any], plugin: str = "dr
             f"(Dr. GRPO: {_WHY[key]}); remove trainer.{key} or set it to {needed!r}"
         )
     return problems
-
-
-_WHY = {
-    "loss_type": "the token losses are divided by a constant, not by each completion's length",
-    "scale_rewards": "advantages are r - group mean, not divided by the group's standard deviation",
-}
 
 
 class DrGRPO(Plugin):
