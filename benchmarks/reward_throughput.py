@@ -33,8 +33,9 @@ def gold_answers(n: int, seed: int) -> list[str]:
     if (data / "eval" / "olympiadbench.jsonl").exists():
         for line in (data / "eval" / "olympiadbench.jsonl").read_text().splitlines():
             row = json.loads(line)
-            if row.get("final_answer"):
-                answers.append(row["final_answer"][0].strip("$ "))
+            final = (row.get("final_answer") or [""])[0].strip()
+            if final.startswith("$") and final.endswith("$") and final.count("$") == 2:
+                answers.append(final.strip("$ "))
         from rlvr_r1.answers import last_boxed
 
         for line in (data / "eval" / "minerva_math.jsonl").read_text().splitlines():

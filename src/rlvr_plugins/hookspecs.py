@@ -67,6 +67,21 @@ def rlvr_reward_functions(register: Callable[[RewardFunction], None]) -> None:
     """
 
 
+@hookspec
+def rlvr_validate_run(reward_names: list[str], grpo_args: Any) -> None:
+    """Check, at start-up, that the run makes sense for this plugin.
+
+    Called once when the trainer is built (and by ``rlvr train --check``), after every
+    reward is registered and before any batch is generated. Collect-all. Raise
+    :class:`rlvr_plugins.errors.ConfigError` naming the plugin and option to stop the run
+    (e.g. a penalty that reads a reward that is not enabled).
+
+    :param reward_names: the names of every registered reward, in column order.
+    :param grpo_args: the ``GRPOConfig`` the run will use (read-only).
+    :returns: nothing.
+    """
+
+
 @hookspec(firstresult=True)
 def rlvr_render_prompt(example: Mapping[str, Any], index: int, seed: int, tokenizer: Any) -> str | list[dict]:
     """Render one dataset row into the prompt the policy sees (the thinking-mode template).

@@ -30,8 +30,16 @@ def grpo_kwargs(config: Mapping[str, Any], plugin_set: PluginSet) -> dict[str, A
     trainer = dict(config.get("trainer") or {})
     kwargs = {**RUN_DEFAULTS, **trainer, "output_dir": config.get("output_dir", "runs/rlvr")}
     kwargs.setdefault("seed", config.get("seed", 42))
+    if not _has_accelerator():
+        kwargs.setdefault("use_cpu", True)
     plugin_set.pm.hook.rlvr_adjust_grpo_config(grpo_kwargs=kwargs, trainer_section=trainer)
     return kwargs
+
+
+def _has_accelerator() -> bool:
+    import torch
+
+    return torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
 
 
 def build_grpo_config(kwargs: dict[str, Any]):
@@ -64,8 +72,11 @@ class Prepared:
 
 
 def prepare(config: dict[str, Any]) -> Prepared:
+    from .trainer import validate_run
+
     plugin_set = build_plugin_set(config.get("plugins"))
     args = build_grpo_config(grpo_kwargs(config, plugin_set))
+    validate_run(plugin_set, args)
     return Prepared(config, plugin_set, args)
 
 

@@ -3,7 +3,8 @@
 Where each hook fires (see ``docs/architecture.md``):
 
 * ``rlvr_train_sampler``: ``_get_train_sampler``, once, when the dataloader is built.
-* ``rlvr_reward_functions``: ``__init__``; each reward becomes a TRL reward function.
+* ``rlvr_reward_functions``, ``rlvr_validate_run``: ``__init__``; each reward becomes a TRL
+  reward function, then every plugin may refuse the run.
 * ``rlvr_rollout_func``: ``__init__``; when a plugin answers, it is TRL's ``rollout_func``.
 * ``rlvr_length_penalty``, ``rlvr_compute_advantages``, ``rlvr_on_rewards``: after TRL
   has generated, scored and gathered a batch (``_generate_and_score_completions``); the
@@ -61,6 +62,7 @@ class RLVRTrainer(GRPOTrainer):
                 "set each reward's weight in its plugin options and remove trainer.reward_weights"
             )
         args.reward_weights = weights
+        validate_run(plugin_set, args)
         self._rlvr_batch: dict[str, torch.Tensor] = {}
         self._warned_no_score = False
         if plugin_set.implements("rlvr_rollout_func"):
@@ -208,6 +210,12 @@ class RLVRTrainer(GRPOTrainer):
         for impl in self.plugin_set.pm.hook.rlvr_load_state_dict.get_hookimpls():
             if impl.plugin_name in states:
                 impl.function(state=states[impl.plugin_name])
+
+
+def validate_run(plugin_set: PluginSet, grpo_args) -> None:
+    """Let every plugin check the run (``rlvr_validate_run``) before anything is generated."""
+    names = [reward.name for _, reward in plugin_set.reward_functions()]
+    plugin_set.call_each("rlvr_validate_run", reward_names=names, grpo_args=grpo_args)
 
 
 def check_vector(plugin: str, hook: str, value: Any, like: torch.Tensor, valid: torch.Tensor | None = None):

@@ -58,6 +58,16 @@ def test_missing_correctness_reward_names_plugin_option_and_available_rewards():
     assert "Available rewards: ['r1-format', 'digits']" in message
 
 
+def test_missing_correctness_reward_stops_the_run_at_start_up():
+    from rlvr_plugins.errors import ConfigError
+    from rlvr_plugins.run import prepare
+
+    config = {"plugins": {"r1-format": {}, "kimi-length": {"correctness_reward": "accuracy"}},
+              "trainer": {"report_to": "none"}, "output_dir": "/tmp/kimi-start-up"}
+    with pytest.raises(ConfigError, match="kimi-length.*correctness_reward='accuracy'.*\\['r1-format'\\]"):
+        prepare(config)
+
+
 def test_missing_correctness_reward_is_not_checked_during_warmup():
     assert penalty(names=["r1-format", "digits"], warmup_steps=5, step=0) is None
 
@@ -83,6 +93,6 @@ def test_installed_entry_point_and_defaults():
     ps = build_plugin_set({"kimi-length": {}})
     (described,) = [p for p in ps.describe() if p["name"] == "kimi-length"]
     assert described["distribution"] == "rlvr-kimi"
-    assert described["hooks"] == ["rlvr_length_penalty"]
+    assert described["hooks"] == ["rlvr_length_penalty", "rlvr_validate_run"]
     assert described["options"] == {"weight": 1.0, "warmup_steps": 0, "correctness_reward": "r1-accuracy",
                                     "threshold": 1.0}

@@ -22,3 +22,10 @@ def tokenizer():
     from rlvr_plugins.demo.tokenizer import build_char_tokenizer
 
     return build_char_tokenizer()
+
+
+@pytest.fixture
+def tiny_model(tokenizer):
+    from rlvr_plugins.demo.model import build_tiny_model
+
+    return build_tiny_model(tokenizer, seed=0, **TINY)

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 from rlvr_plugins import Plugin, hookimpl
-from rlvr_plugins.errors import PluginContractError
+from rlvr_plugins.errors import ConfigError, PluginContractError
 
 from .length import is_correct, kimi_length_reward
 
@@ -40,16 +40,24 @@ class KimiLengthPenalty(Plugin):
                 raise ValueError(f"option 'threshold' must be finite, got {self.threshold!r}")
 
     @hookimpl
+    def rlvr_validate_run(self, reward_names):
+        if self.options.correctness_reward not in reward_names:
+            raise ConfigError(self._missing_reward(reward_names))
+
+    def _missing_reward(self, reward_names) -> str:
+        return (
+            f"plugin {self.name!r}: option correctness_reward={self.options.correctness_reward!r} is not a reward "
+            f"of this run. Available rewards: {list(reward_names)}. Enable the plugin that registers it or set "
+            "correctness_reward to one of these."
+        )
+
+    @hookimpl
     def rlvr_length_penalty(self, completion_lengths, num_generations, rewards_per_func, reward_names, step):
         o = self.options
         if step < o.warmup_steps:
             return None
         if o.correctness_reward not in reward_names:
-            raise PluginContractError(
-                f"plugin {self.name!r}: option correctness_reward={o.correctness_reward!r} is not a reward of this "
-                f"run. Available rewards: {list(reward_names)}. Enable the plugin that registers it or set "
-                "correctness_reward to one of these."
-            )
+            raise PluginContractError(self._missing_reward(reward_names))
         column = rewards_per_func[:, list(reward_names).index(o.correctness_reward)]
         correct = is_correct(column, o.threshold)
         return o.weight * kimi_length_reward(completion_lengths, correct, num_generations).to(column.device)

@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import torch
-
 from .modes import rendered_mode
 
 THINK_END = "</think>"
@@ -44,6 +42,8 @@ def _generate(model, rows: list[list[int]], max_new_tokens: int, stop_ids: list[
     :param rows: ``B`` prefixes of token ids (any lengths).
     :returns: ``B`` lists of at most ``max_new_tokens`` new token ids.
     """
+    import torch
+
     if not rows:
         return []
     width = max(len(r) for r in rows)
@@ -169,6 +169,7 @@ class ThinkingBudgetRollout:
     stop_text: str = EARLY_STOP_TEXT
 
     def __call__(self, prompts: list, trainer: Any) -> dict[str, Any]:
+        import torch
         from trl.models.utils import unwrap_model_for_generation
 
         tokenizer = trainer.processing_class

@@ -5,7 +5,7 @@ the response is correct ... the model is required to provide the final answer in
 format (e.g., within a box), enabling reliable rule-based verification of correctness."
 
 Here the final answer is read only from outside the thinking part, an answer that sprays several
-candidates scores 0, and equivalence is decided by math-verify. See RULES.md for the full rules.
+candidates scores 0, and equivalence is decided by math-verify. See the plugin README for the full rules.
 """
 
 from __future__ import annotations

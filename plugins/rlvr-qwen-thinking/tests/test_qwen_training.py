@@ -1,0 +1,92 @@
+"""Two GRPO steps on a tiny model with ``qwen-thinking`` enabled: fusion, compliance reward and a budget of 3."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlvr_plugins import Plugin, RewardFunction, hookimpl
+from rlvr_plugins.manager import temporary_plugin
+from rlvr_qwen_thinking.budget import EARLY_STOP_TEXT
+
+BLOCK = "<think>\n\n</think>\n\n"
+STOP_TOKENS = 110  # EARLY_STOP_TEXT in the demo tokenizer
+BUDGET = 3
+
+
+def record(*, prompt, completion, example):
+    Observer.seen.append(("completion", prompt, completion, example["thinking_budget_hit"], example["rlvr_index"]))
+    return float(len(completion) % 2)
+
+
+class Observer(Plugin):
+    """A reward that records what it scores, and the lengths and reward names the trainer reports."""
+
+    name = "qwen-test-observer"
+    seen: list = []
+
+    @hookimpl
+    def rlvr_reward_functions(self, register):
+        register(RewardFunction("qwen-test-record", record, isolated=False))
+
+    @hookimpl
+    def rlvr_length_penalty(self, completion_lengths, step):
+        Observer.seen.append(("lengths", step, completion_lengths.tolist()))
+
+    @hookimpl
+    def rlvr_on_rewards(self, reward_names, rewards_per_func, step):
+        Observer.seen.append(("rewards", step, list(reward_names), rewards_per_func.tolist()))
+
+
+@pytest.mark.slow
+def test_two_grpo_steps_with_a_budget_inject_the_stop_text_and_keep_it_out_of_the_lengths(
+        tmp_path, tokenizer, tiny_model):
+    from datasets import Dataset
+
+    from rlvr_plugins.data import render
+    from rlvr_plugins.demo.task import split_train_eval
+    from rlvr_plugins.rewards import Engines
+    from rlvr_plugins.run import prepare
+    from rlvr_plugins.trainer import RLVRTrainer
+
+    Observer.seen = []
+    max_len = BUDGET + STOP_TOKENS + 5
+    config = {"output_dir": str(tmp_path / "run"), "seed": 7,
+              "plugins": {"qwen-thinking": {"no_think_share": 0.5, "compliance_weight": 1.0,
+                                            "thinking_budget": BUDGET},
+                          "qwen-test-observer": {}},
+              "trainer": {"per_device_train_batch_size": 8, "num_generations": 4, "max_completion_length": max_len,
+                          "max_steps": 2, "learning_rate": 1e-3, "save_strategy": "no", "use_cpu": True,
+                          "disable_tqdm": True, "beta": 0.0, "report_to": "none", "logging_steps": 1}}
+    with temporary_plugin(Observer):
+        prepared = prepare(config)
+        rows, _ = split_train_eval(16, 0, 0, max_digits=2)
+        rows = render(rows, prepared.plugin_set, tokenizer, seed=7)
+        trainer = RLVRTrainer(plugin_set=prepared.plugin_set, engines=Engines(in_process=True), model=tiny_model,
+                              args=prepared.grpo_args, train_dataset=Dataset.from_list(rows),
+                              processing_class=tokenizer)
+        trainer.train()
+    assert trainer.state.global_step == 2
+
+    completions = [c for c in Observer.seen if c[0] == "completion"]
+    assert len(completions) == 16
+    for _, prompt, completion, hit, index in completions:
+        assert prompt == rows[index]["prompt"]
+        if prompt.endswith(BLOCK):  # non-thinking: the budget does not apply
+            assert not hit and EARLY_STOP_TEXT not in completion
+        else:
+            assert hit == (EARLY_STOP_TEXT in completion)
+    assert sum(c[3] for c in completions) >= 1
+
+    # TRL counts only the policy's tokens (env_mask = 1): each cut completion has 110 tokens fewer
+    lengths = [c for c in Observer.seen if c[0] == "lengths"]
+    logged = [h["completions/mean_length"] for h in trainer.state.log_history if "completions/mean_length" in h]
+    for step, (_, _, full) in enumerate(lengths):
+        hits = [c[3] for c in completions[8 * step:8 * step + 8]]
+        assert max(full) <= max_len
+        assert logged[step] == pytest.approx(sum(n - STOP_TOKENS * h for n, h in zip(full, hits)) / 8)
+
+    ratio = [h["qwen_thinking/budget_hit_ratio"] for h in trainer.state.log_history
+             if "qwen_thinking/budget_hit_ratio" in h]
+    assert ratio == [pytest.approx(sum(c[3] for c in completions[8 * s:8 * s + 8]) / 8) for s in range(2)]
+    names = [c[2] for c in Observer.seen if c[0] == "rewards"][0]
+    assert names == ["qwen-mode-compliance", "qwen-test-record"]

@@ -1,0 +1,94 @@
+"""Rewards that hang, raise or return garbage during training: masked and counted, or a clear error."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from conftest import tiny_model, tiny_rows, grpo_args
+from datasets import Dataset
+from rlvr_plugins import Plugin, RewardFunction, hookimpl
+from rlvr_plugins.engine import RewardContractError, RewardPluginFailing
+from rlvr_plugins.manager import build_plugin_set, temporary_plugin
+from rlvr_plugins.rewards import Engines
+from rlvr_plugins.trainer import RLVRTrainer
+
+
+def hang_on_odd_rows(*, prompt, completion, example):
+    if example["rlvr_index"] % 2:
+        time.sleep(60)
+    return float(len(completion) % 3)
+
+
+def always_raises(*, prompt, completion, example):
+    raise ValueError("broken plugin")
+
+
+def returns_text(*, prompt, completion, example):
+    return "0.5"
+
+
+def returns_nan(*, prompt, completion, example):
+    return float("nan")
+
+
+def reward_plugin(fn):
+    class Reward(Plugin):
+        name = f"fault-{fn.__name__}"
+
+        @hookimpl
+        def rlvr_reward_functions(self, register):
+            register(RewardFunction(fn.__name__, fn))
+
+    return Reward
+
+
+class Observer(Plugin):
+    name = "observer"
+    seen: list = []
+
+    @hookimpl
+    def rlvr_on_rewards(self, example_indices, rewards, advantages, valid):
+        Observer.seen.append((list(example_indices), rewards.clone(), advantages.clone(), valid.clone()))
+
+
+def trainer_for(tmp_path, tokenizer, fn, **engine):
+    plugin = reward_plugin(fn)
+    with temporary_plugin(plugin), temporary_plugin(Observer):
+        ps = build_plugin_set({plugin.name: {}, "observer": {}})
+    engines = Engines(num_workers=2, timeout_s=engine.pop("timeout_s", 2.0), **engine)
+    return RLVRTrainer(plugin_set=ps, engines=engines, model=tiny_model(tokenizer), args=grpo_args(tmp_path),
+                       train_dataset=Dataset.from_list(tiny_rows()), processing_class=tokenizer)
+
+
+@pytest.mark.slow
+def test_hanging_reward_is_killed_masked_and_counted(tmp_path, tokenizer):
+    Observer.seen = []
+    trainer = trainer_for(tmp_path, tokenizer, hang_on_odd_rows, timeout_s=1.0)
+    started = time.perf_counter()
+    trainer.train()
+    assert time.perf_counter() - started < 120
+    for indices, rewards, adv, valid in Observer.seen:
+        for i, idx in enumerate(indices):
+            assert bool(valid[i]) == (idx % 2 == 0)
+            if idx % 2:
+                assert math.isnan(rewards[i]) and adv[i] == 0
+    failed = [h["rlvr/failed/hang_on_odd_rows"] for h in trainer.state.log_history if "rlvr/failed/hang_on_odd_rows" in h]
+    odd = [sum(idx % 2 for idx in s[0]) for s in Observer.seen]
+    assert failed == odd and sum(odd) > 0
+
+
+def test_reward_failing_every_call_stops_the_run(tmp_path, tokenizer):
+    trainer = trainer_for(tmp_path, tokenizer, always_raises, max_consecutive_failures=5)
+    with pytest.raises(RewardPluginFailing, match="always_raises"):
+        trainer.train()
+
+
+@pytest.mark.parametrize("fn, message", [(returns_text, "'0.5'"), (returns_nan, "nan")])
+def test_reward_returning_garbage_is_an_error_naming_it(tmp_path, tokenizer, fn, message):
+    trainer = trainer_for(tmp_path, tokenizer, fn)
+    with pytest.raises(RewardContractError) as exc:
+        trainer.train()
+    assert fn.__name__ in str(exc.value) and message in str(exc.value)
