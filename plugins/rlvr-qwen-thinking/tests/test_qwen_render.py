@@ -63,8 +63,9 @@ def test_template_with_enable_thinking_renders_both_modes(tokenizer):
 def test_template_with_enable_thinking_gets_it_from_the_plugin_not_from_an_append(tokenizer):
     # the template decides what non-thinking mode looks like; the plugin adds nothing itself
     tokenizer.chat_template = QWEN_LIKE.replace("<think>\n\n</think>\n\n", "[direct]")
-    assert render_prompt("2+2?", tokenizer, thinking=False) == "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n[direct]"
-    assert render_prompt("2+2?", tokenizer, thinking=True) == "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n"
+    header = "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n"
+    assert render_prompt("2+2?", tokenizer, thinking=False) == header + "[direct]"
+    assert render_prompt("2+2?", tokenizer, thinking=True) == header
 
 
 def test_template_without_enable_thinking_gets_the_block_appended(tokenizer):
@@ -137,3 +138,17 @@ def test_budget_options_are_checked_against_the_trainer_section():
         grpo_kwargs({"trainer": {"max_completion_length": 64}}, plugin_set)
     assert grpo_kwargs({"trainer": {"max_completion_length": 256}}, plugin_set)["max_completion_length"] == 256
     assert grpo_kwargs({"trainer": {}}, plugin_set)  # TRL's default (512) leaves room
+
+
+def test_a_budget_without_room_for_the_stop_text_fails_when_the_trainer_asks_for_the_rollout(tokenizer):
+    from rlvr_plugins.run import grpo_kwargs
+    from rlvr_qwen_thinking.budget import ThinkingBudgetRollout
+
+    plugin_set = build_plugin_set({"qwen-thinking": {"thinking_budget": 3}})
+    grpo_kwargs({"trainer": {"max_completion_length": 113}}, plugin_set)  # 3 < 113: fine before the tokenizer
+    with pytest.raises(ConfigError, match=r"early-stop text \(110 tokens\) leaves no room .* raise it above 113"):
+        plugin_set.one("rlvr_rollout_func", tokenizer=tokenizer, num_generations=4)
+    grpo_kwargs({"trainer": {"max_completion_length": 114}}, plugin_set)
+    assert plugin_set.one("rlvr_rollout_func", tokenizer=tokenizer, num_generations=4) == ThinkingBudgetRollout(3)
+    assert build_plugin_set({"qwen-thinking": {}}).one("rlvr_rollout_func", tokenizer=tokenizer,
+                                                       num_generations=4) is None

@@ -69,6 +69,10 @@ def test_two_grpo_steps_with_a_budget_inject_the_stop_text_and_keep_it_out_of_th
 
     completions = [c for c in Observer.seen if c[0] == "completion"]
     assert len(completions) == 16
+    # TRL hands the rollout each prompt once per generation: G = 4 completions per prompt, in a row
+    indices = [c[4] for c in completions]
+    for g in range(0, 16, 4):
+        assert indices[g:g + 4] == [indices[g]] * 4
     for _, prompt, completion, hit, index in completions:
         assert prompt == rows[index]["prompt"]
         if prompt.endswith(BLOCK):  # non-thinking: the budget does not apply

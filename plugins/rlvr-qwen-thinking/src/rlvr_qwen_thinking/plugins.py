@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from rlvr_plugins import Plugin, RewardFunction, hookimpl
 from rlvr_plugins.errors import ConfigError
 
-from .budget import ThinkingBudgetRollout
+from .budget import EARLY_STOP_TEXT, THINK_END, ThinkingBudgetRollout, single_token_id
 from .compliance import ModeComplianceScorer
 from .modes import explicit_flag, fused_no_think, render_prompt, with_no_think_flag
 
@@ -75,9 +75,23 @@ class QwenThinkingPlugin(Plugin):
                             "the answer")
         if problems:
             raise ConfigError(problems, source="plugins.qwen-thinking")
+        self._max_completion_length = max_len
 
     @hookimpl
-    def rlvr_rollout_func(self, tokenizer, num_generations):
-        if self.options.thinking_budget is None:
+    def rlvr_rollout_func(self, tokenizer):
+        budget = self.options.thinking_budget
+        if budget is None:
             return None
-        return ThinkingBudgetRollout(self.options.thinking_budget)
+        max_len = getattr(self, "_max_completion_length", None)
+        if tokenizer is not None and max_len is not None:
+            try:
+                single_token_id(tokenizer, THINK_END)
+            except ValueError as exc:
+                raise ConfigError(str(exc), source="plugins.qwen-thinking") from exc
+            stop = len(tokenizer(EARLY_STOP_TEXT, add_special_tokens=False)["input_ids"])
+            if budget + stop >= max_len:
+                raise ConfigError(
+                    f"plugins.qwen-thinking.thinking_budget={budget} + the early-stop text ({stop} tokens) leaves no "
+                    f"room for the answer in trainer.max_completion_length={max_len}; raise it above {budget + stop}",
+                    source="plugins.qwen-thinking")
+        return ThinkingBudgetRollout(budget)

@@ -1,0 +1,49 @@
+"""Two processes (gloo on CPU) give the same gathered advantages and length penalties as one."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+SCRIPT = REPO / "tests" / "multiproc" / "two_ranks.py"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(out, per_device, processes):
+    cmd = [sys.executable, str(SCRIPT), str(out), str(per_device)]
+    if processes > 1:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes),
+               "--master_addr", "127.0.0.1", "--master_port", str(free_port()), *cmd[1:]]
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_groups_split_across_two_ranks_match_one_process(tmp_path):
+    pytest.importorskip("rlvr_kimi")
+    one = run(tmp_path / "one.jsonl", per_device=8, processes=1)
+    two = run(tmp_path / "two.jsonl", per_device=4, processes=2)  # each group of 8 is split 4 + 4
+    assert len(one) == len(two) == 2
+    for a, b in zip(one, two):
+        assert a["indices"] == b["indices"] and len(set(a["indices"])) == 1
+        assert a["per_func"] == b["per_func"]
+        assert a["rewards"] == pytest.approx(b["rewards"], abs=1e-6)
+        assert a["advantages"] == pytest.approx(b["advantages"], abs=1e-6)
+        weighted = [r[0] + 0.5 * r[1] for r in a["per_func"]]
+        penalty = [t - w for t, w in zip(a["rewards"], weighted)]
+        assert any(abs(p) > 1e-3 for p in penalty)  # kimi-length shaped the group's total reward
+        assert any(abs(x) > 0.1 for x in a["advantages"])
