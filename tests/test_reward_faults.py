@@ -15,23 +15,7 @@ from rlvr_plugins.manager import build_plugin_set, temporary_plugin
 from rlvr_plugins.rewards import Engines
 from rlvr_plugins.trainer import RLVRTrainer
 
-
-def hang_on_odd_rows(*, prompt, completion, example):
-    if example["rlvr_index"] % 2:
-        time.sleep(60)
-    return float(len(completion) % 3)
-
-
-def always_raises(*, prompt, completion, example):
-    raise ValueError("broken plugin")
-
-
-def returns_text(*, prompt, completion, example):
-    return "0.5"
-
-
-def returns_nan(*, prompt, completion, example):
-    return float("nan")
+from fault_rewards import always_raises, hang_on_odd_rows, returns_nan, returns_text
 
 
 def reward_plugin(fn):
