@@ -24,8 +24,11 @@ TOP_LEVEL = {
     "plugins": "enabled plugins and their options: {plugin-name: {option: value}}",
     "trainer": "any field of trl.GRPOConfig",
     "sft": "optional SFT cold start before RL: any field of trl.SFTConfig, plus completion_column",
-    "eval": "held-out accuracy before and after training: {reward, threshold, max_new_tokens, batch_size}",
+    "eval": "held-out accuracy before and after training: {reward, threshold, max_new_tokens, batch_size}; "
+            "rlvr eval: {mode, shots, n, temperature, k, backend, ...}",
     "engine": "reward engine: {workers, timeout_s, max_consecutive_failures, nonfinite, in_process}",
+    "filter": "rlvr filter: difficulty filtering by pass rate {n, temperature, min_pass_rate, max_pass_rate, ...}",
+    "distill": "rlvr distill: rejection sampling of teacher traces {n, temperature, thresholds, max_per_prompt, ...}",
     "output_dir": "the run folder",
     "seed": "the run's seed (also GRPOConfig.seed unless trainer.seed is set)",
 }
@@ -33,14 +36,23 @@ TOP_LEVEL = {
 MODEL_KEYS = {"name_or_path", "tiny", "tokenizer", "dtype", "lora", "trust_remote_code"}
 LORA_KEYS = {"r", "alpha", "dropout", "target_modules"}
 DTYPES = {"auto", "float32", "bfloat16", "float16"}
-DATA_KEYS = {"train", "eval", "columns"}
+DATA_KEYS = {"train", "eval", "columns", "answer_format"}
+ANSWER_FORMATS = ("gsm8k", "boxed", "olympiadbench", "plain")
 SOURCES = {
     "synthetic": {"task", "size", "seed", "options"},
     "jsonl": {"path"},
     "hub": {"name", "config", "split"},
 }
-SPLIT_COMMON = {"source", "limit"}
-EVAL_KEYS = {"reward", "threshold", "max_new_tokens", "batch_size"}
+SPLIT_COMMON = {"source", "limit", "answer_format"}
+GENERATION_KEYS = {"n", "temperature", "top_p", "max_new_tokens", "batch_size", "backend", "vllm_options", "split",
+                   "reward", "threshold"}
+BACKENDS = ("transformers", "vllm")
+PROMPTING_MODES = ("zero-shot", "few-shot", "cot")
+EVAL_KEYS = {"reward", "threshold", "max_new_tokens", "batch_size"} | GENERATION_KEYS | {
+    "mode", "shots", "shot_column", "cot_instruction", "k", "format_reward", "breakdown"}
+FILTER_KEYS = GENERATION_KEYS | {"min_pass_rate", "max_pass_rate", "drop_solved_without_cot", "no_cot_instruction",
+                                 "no_cot_max_new_tokens", "output"}
+DISTILL_KEYS = GENERATION_KEYS | {"thresholds", "max_per_prompt", "output"}
 ENGINE_KEYS = {"workers", "timeout_s", "max_consecutive_failures", "nonfinite", "in_process"}
 SFT_EXTRA = {"completion_column", "examples"}
 
@@ -112,6 +124,10 @@ def validate(config: Mapping[str, Any], source: str | None = None, need_data: bo
     if config.get("sft") is not None:
         problems += _check_fields("sft", config["sft"], _sft_fields() | SFT_EXTRA)
     problems += _check_keys("eval", config.get("eval", {}), EVAL_KEYS)
+    problems += _check_keys("filter", config.get("filter", {}), FILTER_KEYS)
+    problems += _check_keys("distill", config.get("distill", {}), DISTILL_KEYS)
+    for section in ("eval", "filter", "distill"):
+        problems += _check_generation(section, config.get(section))
     problems += _check_keys("engine", config.get("engine", {}), ENGINE_KEYS)
     if problems:
         raise ConfigError(problems, source=source)
@@ -155,12 +171,67 @@ def _check_data(data: Any) -> list[str]:
             problems.append(f"data.{split}.source must be one of {sorted(SOURCES)}, got {src!r}")
             continue
         problems += _check_keys(f"data.{split}", spec, SOURCES[src] | SPLIT_COMMON)
+        problems += _check_answer_format(f"data.{split}.answer_format", spec.get("answer_format"))
         required = {"synthetic": "task", "jsonl": "path", "hub": "name"}[src]
         if required not in spec:
             problems.append(f"data.{split}: source {src} needs {required!r}")
+    problems += _check_answer_format("data.answer_format", data.get("answer_format"))
     columns = data.get("columns", {})
     if not isinstance(columns, Mapping) or not all(isinstance(v, str) for v in columns.values()):
         problems.append("data.columns must map canonical names (prompt, answer, ...) to dataset column names")
+    return problems
+
+
+def _check_answer_format(where: str, value: Any) -> list[str]:
+    if value is None or value in ANSWER_FORMATS:
+        return []
+    return [f"{where} must be one of {list(ANSWER_FORMATS)}, got {value!r}"]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_generation(section: str, value: Any) -> list[str]:
+    """Values of the sampling keys shared by ``eval``, ``filter`` and ``distill``."""
+    if not isinstance(value, Mapping):
+        return []
+    problems = []
+    for key in ("n", "shots", "max_new_tokens", "batch_size", "max_per_prompt", "no_cot_max_new_tokens"):
+        if key in value and not (_is_int(value[key]) and value[key] >= (0 if key == "shots" else 1)):
+            problems.append(f"{section}.{key} must be a positive integer, got {value[key]!r}")
+    if "temperature" in value and not (_is_number(value["temperature"]) and value["temperature"] >= 0):
+        problems.append(f"{section}.temperature must be a number >= 0, got {value['temperature']!r}")
+    if "top_p" in value and not (_is_number(value["top_p"]) and 0 < value["top_p"] <= 1):
+        problems.append(f"{section}.top_p must be in (0, 1], got {value['top_p']!r}")
+    for key in ("min_pass_rate", "max_pass_rate"):
+        if key in value and not (_is_number(value[key]) and 0 <= value[key] <= 1):
+            problems.append(f"{section}.{key} must be in [0, 1], got {value[key]!r}")
+    if value.get("backend", "transformers") not in BACKENDS:
+        problems.append(f"{section}.backend must be one of {list(BACKENDS)}, got {value['backend']!r}")
+    if value.get("mode", "zero-shot") not in PROMPTING_MODES:
+        problems.append(f"{section}.mode must be one of {list(PROMPTING_MODES)}, got {value['mode']!r}")
+    if value.get("split", "eval") not in ("train", "eval"):
+        problems.append(f"{section}.split must be 'train' or 'eval', got {value['split']!r}")
+    k = value.get("k")
+    if k is not None and not (isinstance(k, list) and k and all(_is_int(x) and x >= 1 for x in k)):
+        problems.append(f"{section}.k must be a non-empty list of positive integers, got {k!r}")
+    n = value.get("n", 1)
+    if _is_int(n) and isinstance(k, list) and any(_is_int(x) and x > n for x in k):
+        problems.append(f"{section}.k={k} asks for more samples than {section}.n={n}")
+    if _is_int(n) and n > 1 and value.get("temperature", 1.0) == 0:
+        problems.append(f"{section}.n={n} samples at temperature 0 would be {n} copies of the greedy answer; "
+                        f"set {section}.temperature > 0 or n: 1")
+    for key in ("thresholds", "vllm_options"):
+        if key in value and not isinstance(value[key], Mapping):
+            problems.append(f"{section}.{key} must be a mapping, got {value[key]!r}")
+    if "breakdown" in value and not (isinstance(value["breakdown"], list)
+                                     and all(isinstance(c, str) for c in value["breakdown"])):
+        problems.append(f"{section}.breakdown must be a list of column names, got {value['breakdown']!r}")
     return problems
 
 

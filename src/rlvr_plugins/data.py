@@ -4,15 +4,22 @@ After loading, ``data.columns`` renames the source's columns to the canonical on
 (``prompt``, ``answer``, and anything a plugin reads, e.g. ``difficulty``), the enabled
 template plugin renders each prompt (``rlvr_render_prompt``), and a column
 ``rlvr_index`` records each row's position.
+
+``data.answer_format`` (or ``data.<split>.answer_format``) normalises the canonical
+``answer`` column after the renaming: ``gsm8k`` (``… #### 1,234`` → ``1234``), ``boxed``
+(a MATH-style solution → the content of its last ``\\boxed{…}``), ``olympiadbench`` (a
+list of LaTeX answers → the first, without ``$``) or ``plain`` (the value as text;
+``27.0`` → ``27``, ``025`` → ``25``). See :func:`normalise_answer`.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from .config import resolve_path
+from .config import ANSWER_FORMATS, resolve_path
 from .errors import ConfigError, RLVRError
 
 SYNTHETIC_TASKS = ("arithmetic",)
@@ -24,6 +31,11 @@ class DataError(RLVRError):
 
 def read_jsonl(path: str) -> list[dict[str, Any]]:
     """Rows of a JSONL file; errors name the file and the line."""
+    return [row for _, row in read_jsonl_numbered(path)]
+
+
+def read_jsonl_numbered(path: str) -> list[tuple[int, dict[str, Any]]]:
+    """``(line number, row)`` for every non-blank line of a JSONL file; errors name the file and the line."""
     p = Path(path)
     if not p.is_file():
         raise DataError(f"data file {path!r} does not exist")
@@ -38,7 +50,7 @@ def read_jsonl(path: str) -> list[dict[str, Any]]:
                 raise DataError(f"{path}:{lineno}: malformed JSON ({exc.msg} at column {exc.colno})") from exc
             if not isinstance(row, dict):
                 raise DataError(f"{path}:{lineno}: each line must be a JSON object, got {type(row).__name__}")
-            rows.append(row)
+            rows.append((lineno, row))
     if not rows:
         raise DataError(f"data file {path!r} is empty")
     return rows
@@ -74,28 +86,39 @@ def load_rows(config: Mapping[str, Any], split: str) -> list[dict[str, Any]] | N
         return None
     source = spec["source"]
     where = f"data.{split}"
+    lines = None
     if source == "synthetic":
         other = data.get("eval" if split == "train" else "train")
         rows = _synthetic(split, spec, other)
     elif source == "jsonl":
         where = resolve_path(config, spec["path"])
-        rows = read_jsonl(where)
+        numbered = read_jsonl_numbered(where)
+        lines = [n for n, _ in numbered]
+        rows = [row for _, row in numbered]
     else:
         rows = _hub(spec)
         where = f"hub dataset {spec['name']}"
     if spec.get("limit") is not None:
         rows = rows[: int(spec["limit"])]
-    return rename_columns(rows, data.get("columns") or {}, where)
+    rows = rename_columns(rows, data.get("columns") or {}, where, lines)
+    answer_format = spec.get("answer_format", data.get("answer_format"))
+    if answer_format is not None:
+        rows = normalise_answers(rows, answer_format, where, lines)
+    return rows
 
 
-def rename_columns(rows: list[dict[str, Any]], columns: Mapping[str, str], where: str) -> list[dict[str, Any]]:
-    """Apply ``{canonical: source_column}``; every row must end up with a ``prompt``."""
+def rename_columns(rows: list[dict[str, Any]], columns: Mapping[str, str], where: str,
+                   lines: list[int] | None = None) -> list[dict[str, Any]]:
+    """Apply ``{canonical: source_column}``; every row must end up with a ``prompt``.
+
+    ``lines``: the file line of each row (JSONL), named in errors next to the row index.
+    """
     out = []
     for i, row in enumerate(rows):
         missing = [src for src in columns.values() if src not in row]
         if missing:
             raise DataError(
-                f"{where}: row {i} has no column {missing[0]!r} (data.columns maps to it); "
+                f"{where}: row {i}{_line(lines, i)} has no column {missing[0]!r} (data.columns maps to it); "
                 f"columns present: {sorted(row)}"
             )
         new = dict(row)
@@ -103,7 +126,7 @@ def rename_columns(rows: list[dict[str, Any]], columns: Mapping[str, str], where
             new[canonical] = row[src]
         if "prompt" not in new:
             raise DataError(
-                f"{where}: row {i} has no 'prompt' column; map one with data.columns "
+                f"{where}: row {i}{_line(lines, i)} has no 'prompt' column; map one with data.columns "
                 f"(e.g. columns: {{prompt: question}}); columns present: {sorted(row)}"
             )
         out.append(new)
@@ -116,4 +139,116 @@ def render(rows: list[dict[str, Any]], plugin_set, tokenizer, seed: int) -> list
     for i, row in enumerate(rows):
         prompt = plugin_set.one("rlvr_render_prompt", example=row, index=i, seed=seed, tokenizer=tokenizer)
         out.append({**row, "raw_prompt": row["prompt"], "prompt": prompt, "rlvr_index": i})
+    return out
+
+
+def _line(lines: list[int] | None, i: int) -> str:
+    return f" (line {lines[i]})" if lines is not None and i < len(lines) else ""
+
+
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_GSM8K_FINAL = re.compile(r"####\s*\\?\$?\s*(-?[\d,]*\.?\d+)")
+_INTEGER = re.compile(r"[-+]?\d+")
+_DECIMAL = re.compile(r"[-+]?\d*\.\d+|[-+]?\d+\.\d*")
+
+
+def last_boxed_content(text: str) -> str | None:
+    r"""Content of the last ``\boxed{…}`` (or ``\fbox{…}``) in ``text``, braces balanced; None if none is closed.
+
+    >>> last_boxed_content(r"so $x=\boxed{\frac{1}{2}}$ cm")
+    '\\frac{1}{2}'
+    """
+    starts = [m.end() for m in _BOXED.finditer(text)]
+    if not starts:
+        return None
+    depth, i = 1, starts[-1]
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            i += 2
+            continue
+        depth += ch == "{"
+        depth -= ch == "}"
+        if depth == 0:
+            return text[starts[-1]: i].strip()
+        i += 1
+    return None
+
+
+def plain_answer(value: Any) -> str:
+    """A reference answer as text: numbers without a spurious ``.0`` or leading zeros, other text stripped.
+
+    >>> [plain_answer(27.0), plain_answer("025"), plain_answer(" 1.50 "), plain_answer("x+1")]
+    ['27', '25', '1.5', 'x+1']
+    """
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    text = str(value).strip()
+    if _INTEGER.fullmatch(text):
+        return str(int(text))
+    if _DECIMAL.fullmatch(text):
+        number = float(text)
+        return str(int(number)) if number.is_integer() else repr(number)
+    return text
+
+
+def normalise_answer(value: Any, answer_format: str) -> str | None:
+    r"""The final answer in a reference, by format; None when the format's marker is missing.
+
+    * ``gsm8k``: the number after the last ``####``, thousands commas removed (``"… #### 1,234"`` → ``"1234"``).
+    * ``boxed``: the content of the last ``\boxed{…}`` of a MATH-style solution.
+    * ``olympiadbench``: the first element of a list of answers, ``$`` removed
+      (``["$\frac{1}{2}$"]`` → ``"\frac{1}{2}"``); a string is taken as a one-element list.
+    * ``plain``: :func:`plain_answer`.
+
+    >>> normalise_answer("She pays 2 * 600 = <<2*600=1200>>1,200.\n#### 1,200", "gsm8k")
+    '1200'
+    """
+    if answer_format == "gsm8k":
+        found = _GSM8K_FINAL.findall(str(value))
+        return plain_answer(found[-1].replace(",", "")) if found else None
+    if answer_format == "boxed":
+        return last_boxed_content(str(value))
+    if answer_format == "olympiadbench":
+        items = value if isinstance(value, list) else [value]
+        if not items or items[0] is None or not str(items[0]).replace("$", "").strip():
+            return None
+        return str(items[0]).replace("$", "").strip()
+    if answer_format == "plain":
+        return plain_answer(value) if value is not None else None
+    raise ConfigError(f"data.answer_format {answer_format!r} is unknown; supported: {list(ANSWER_FORMATS)}")
+
+
+_EXPECTED = {
+    "gsm8k": "a worked solution ending in '#### N'",
+    "boxed": "a solution with a closed \\boxed{...}",
+    "olympiadbench": "a non-empty list of answers",
+    "plain": "an answer",
+}
+
+
+def normalise_answers(rows: list[dict[str, Any]], answer_format: str, where: str,
+                      lines: list[int] | None = None) -> list[dict[str, Any]]:
+    """Every row's ``answer`` normalised (:func:`normalise_answer`); the original is kept in ``raw_answer``.
+
+    A row without an ``answer`` column, or whose answer lacks the format's marker, is a
+    :class:`DataError` naming the file and line (JSONL) or the row.
+    """
+    if answer_format not in ANSWER_FORMATS:
+        raise ConfigError(f"data.answer_format {answer_format!r} is unknown; supported: {list(ANSWER_FORMATS)}")
+    out = []
+    for i, row in enumerate(rows):
+        at = f"{where}:{lines[i]}" if lines is not None and i < len(lines) else f"{where}: row {i}"
+        if "answer" not in row:
+            raise DataError(f"{at}: no 'answer' column to normalise (data.answer_format {answer_format}); map one "
+                            f"with data.columns (e.g. columns: {{answer: solution}}); columns present: {sorted(row)}")
+        answer = normalise_answer(row["answer"], answer_format)
+        if answer is None:
+            shown = str(row["answer"])
+            shown = shown if len(shown) <= 80 else "…" + shown[-80:]
+            raise DataError(f"{at}: answer_format {answer_format} expects {_EXPECTED[answer_format]} in the "
+                            f"'answer' column, got {shown!r}")
+        out.append({**row, "answer": answer, "raw_answer": row["answer"]})
     return out

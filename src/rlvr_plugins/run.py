@@ -105,37 +105,47 @@ def _versions() -> dict[str, str]:
 
 
 def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str, Any]:
-    """Run the whole pipeline; return the summary (also written to ``summary.json``)."""
+    """Run the whole pipeline; return the summary (also written to ``summary.json``).
+
+    ``resume`` (True for the newest complete checkpoint, or a checkpoint folder) skips the
+    SFT cold start and the first evaluation, and restarts GRPO from the checkpoint with the
+    policy saved in ``policy-init`` as its reference.
+    """
     import torch
     from datasets import Dataset
     from transformers import set_seed
+    from transformers.trainer_callback import ProgressCallback
 
     from . import data, modeling
     from .evaluation import evaluate
     from .rewards import Engines
-    from transformers.trainer_callback import ProgressCallback
-
-    from .runlog import CompactProgress, MetricsWriter
-    from .trainer import RLVRTrainer
+    from .runlog import CompactProgress, GracefulStop, MetricsWriter, truncate_metrics
+    from .trainer import RLVRTrainer, last_complete_checkpoint
 
     started = time.perf_counter()
     prepared = prepare(config)
     out = Path(prepared.grpo_args.output_dir)
+    if resume:
+        resume = last_complete_checkpoint(str(out)) if resume is True else str(resume)
+        if not resume or not Path(resume).is_dir():
+            raise ConfigError(f"--resume: no complete checkpoint in {out}")
+        truncate_metrics(out / "metrics.jsonl", int(Path(resume).name.rsplit("-", 1)[1]))
     write_run_header(out, prepared)
     seed = int(prepared.grpo_args.seed)
     set_seed(seed)
     tokenizer = modeling.load_tokenizer(config)
-    train_rows = data.load_rows(config, "train")
+    train_rows = data.render(data.load_rows(config, "train"), prepared.plugin_set, tokenizer, seed)
     eval_rows = data.load_rows(config, "eval")
-    model = modeling.load_model(config, tokenizer, seed)
-    train_rows = data.render(train_rows, prepared.plugin_set, tokenizer, seed)
     eval_rows = data.render(eval_rows, prepared.plugin_set, tokenizer, seed + 1) if eval_rows else None
+    sft_section = config.get("sft")
+    if sft_section:
+        sft_rows, train_rows = _split_for_sft(train_rows, sft_section)
     engines = Engines(**engine_options(config))
     rewards = prepared.plugin_set.reward_functions()
     summary: dict[str, Any] = {"output_dir": str(out), "plugins": prepared.plugin_set.names, "stages": {}}
     max_new = int(prepared.grpo_args.max_completion_length)
 
-    def run_eval(tag: str):
+    def run_eval(tag: str, model):
         if not eval_rows:
             return
         t = time.perf_counter()
@@ -145,19 +155,23 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
         print(f"[eval {tag}] accuracy {100 * result['accuracy']:.1f}% on {result['n']} held-out problems "
               f"({result['reward']}); rewards {_fmt(result['rewards'])}", flush=True)
 
-    sft_section = config.get("sft")
-    if sft_section and not resume:
-        from .sft import run_sft
+    policy_dir = out / "policy-init"
+    if resume and policy_dir.is_dir():
+        policy = str(policy_dir)
+        summary["resumed_from"] = resume
+    else:
+        model = modeling.load_model(config, tokenizer, seed)
+        if sft_section:
+            from .sft import run_sft
 
-        t = time.perf_counter()
-        sft_rows, train_rows = _split_for_sft(train_rows, sft_section)
-        model = run_sft(model, tokenizer, sft_rows, sft_section, out / "sft", seed, max_new)
-        summary["stages"]["sft_seconds"] = round(time.perf_counter() - t, 1)
-        summary["sft_examples"] = len(sft_rows)
-    if not resume:
-        run_eval("before")
-    built_here = "tiny" in config["model"] or "sft_examples" in summary
-    policy = _policy_path(model, tokenizer, out / "policy-init") if built_here else model
+            t = time.perf_counter()
+            model = run_sft(model, tokenizer, sft_rows, sft_section, out / "sft", seed, max_new)
+            summary["stages"]["sft_seconds"] = round(time.perf_counter() - t, 1)
+            summary["sft_examples"] = len(sft_rows)
+        run_eval("before", model)
+        built_here = "tiny" in config["model"] or sft_section
+        policy = _policy_path(model, tokenizer, policy_dir) if built_here else model
+    stop = GracefulStop()
     t = time.perf_counter()
     trainer = RLVRTrainer(
         plugin_set=prepared.plugin_set,
@@ -167,17 +181,22 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
         train_dataset=Dataset.from_list(train_rows),
         processing_class=tokenizer,
         peft_config=modeling.lora_config(config),
-        callbacks=[MetricsWriter(out / "metrics.jsonl")],
+        callbacks=[MetricsWriter(out / "metrics.jsonl"), stop],
     )
     if not prepared.grpo_args.disable_tqdm:
         trainer.remove_callback(ProgressCallback)
         trainer.add_callback(CompactProgress())
-    trainer.train(resume_from_checkpoint=resume or None)
+    with stop.installed():
+        trainer.train(resume_from_checkpoint=resume or None)
     summary["stages"]["grpo_seconds"] = round(time.perf_counter() - t, 1)
     summary["grpo_steps"] = trainer.state.global_step
-    model = trainer.model
-    trainer.save_model(str(out / "final"))
-    run_eval("after")
+    if stop.signal_name:
+        summary["stopped_by"] = stop.signal_name
+        print(f"stopped by {stop.signal_name} at step {trainer.state.global_step}; checkpoint written. "
+              f"Continue with: rlvr train CONFIG --resume", flush=True)
+    else:
+        trainer.save_model(str(out / "final"))
+        run_eval("after", trainer.model)
     if "eval_before" in summary and "eval_after" in summary:
         summary["accuracy_gain_points"] = round(
             100 * (summary["eval_after"]["accuracy"] - summary["eval_before"]["accuracy"]), 1)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
+import signal
+import threading
 from pathlib import Path
 
 from transformers import TrainerCallback
@@ -51,3 +55,49 @@ class CompactProgress(ProgressCallback):
                 parts.append(f"{key.removesuffix('/mean').replace('rlvr/', '')} {value:.3f}")
         if len(parts) > 1:
             self.training_bar.write("  ".join(parts))
+
+
+def truncate_metrics(path: str | Path, last_step: int) -> None:
+    """Drop rows logged after ``last_step`` (a resumed run logs them again), atomically."""
+    path = Path(path)
+    if not path.exists():
+        return
+    kept = [line for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip() and json.loads(line).get("step", 0) <= last_step]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+class GracefulStop(TrainerCallback):
+    """SIGINT / SIGTERM: finish the current step, write a checkpoint, stop cleanly.
+
+    A second signal while stopping falls back to the default behaviour (immediate exit).
+    """
+
+    def __init__(self):
+        self.signal_name: str | None = None
+
+    def _handle(self, signum, frame):
+        if self.signal_name is not None:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        self.signal_name = signal.Signals(signum).name
+
+    @contextlib.contextmanager
+    def installed(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.signal_name is not None:
+            control.should_save = True
+            control.should_training_stop = True

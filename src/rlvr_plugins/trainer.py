@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 from accelerate.utils import gather
-from transformers.trainer_utils import get_last_checkpoint
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
 from .advantages import finalize_advantages
@@ -191,9 +191,9 @@ class RLVRTrainer(GRPOTrainer):
 
     def train(self, resume_from_checkpoint=None, **kwargs):
         if resume_from_checkpoint is True:
-            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+            resume_from_checkpoint = last_complete_checkpoint(self.args.output_dir)
             if resume_from_checkpoint is None:
-                raise PluginError(f"--resume: no checkpoint found in {self.args.output_dir}")
+                raise PluginError(f"--resume: no complete checkpoint found in {self.args.output_dir}")
         if resume_from_checkpoint:
             self._load_plugin_state(resume_from_checkpoint)
         try:
@@ -210,6 +210,25 @@ class RLVRTrainer(GRPOTrainer):
         for impl in self.plugin_set.pm.hook.rlvr_load_state_dict.get_hookimpls():
             if impl.plugin_name in states:
                 impl.function(state=states[impl.plugin_name])
+
+
+def last_complete_checkpoint(output_dir: str) -> str | None:
+    """The newest ``checkpoint-N`` that was written to the end.
+
+    The plugin state file is the last thing a checkpoint gets (after model, optimizer,
+    RNG and trainer state), so a folder without it was interrupted while being written
+    and is skipped with a warning.
+    """
+    if not os.path.isdir(output_dir):
+        return None
+    steps = sorted((int(name.rsplit("-", 1)[1]), name) for name in os.listdir(output_dir)
+                   if name.startswith(PREFIX_CHECKPOINT_DIR + "-") and name.rsplit("-", 1)[1].isdigit())
+    for _, name in reversed(steps):
+        folder = os.path.join(output_dir, name)
+        if os.path.exists(os.path.join(folder, PLUGIN_STATE_FILE)):
+            return folder
+        logger.warning("checkpoint %s is incomplete (interrupted while saving); using an older one", folder)
+    return None
 
 
 def validate_run(plugin_set: PluginSet, grpo_args) -> None:

@@ -128,27 +128,34 @@ def test_bad_options_name_the_plugin(options, message):
     assert "qwen-thinking" in str(err.value)
 
 
-def test_budget_options_are_checked_against_the_trainer_section():
-    from rlvr_plugins.run import grpo_kwargs
+def check_run(tmp_path, plugin_set, **trainer):
+    from rlvr_plugins.run import build_grpo_config
+    from rlvr_plugins.trainer import validate_run
 
+    args = build_grpo_config({"output_dir": str(tmp_path), "report_to": "none", "use_cpu": True, **trainer})
+    validate_run(plugin_set, args)
+
+
+def test_budget_options_are_checked_against_the_trainer_section(tmp_path):
     plugin_set = build_plugin_set({"qwen-thinking": {"thinking_budget": 64}})
-    with pytest.raises(ConfigError, match="use_vllm"):
-        grpo_kwargs({"trainer": {"use_vllm": True, "max_completion_length": 256}}, plugin_set)
+    refused = "thinking_budget generates with transformers in its rollout; set trainer.use_vllm to false"
+    with pytest.raises(ConfigError, match=refused):
+        check_run(tmp_path, plugin_set, use_vllm=True, max_completion_length=256)
     with pytest.raises(ConfigError, match="thinking_budget=64 must be below trainer.max_completion_length=64"):
-        grpo_kwargs({"trainer": {"max_completion_length": 64}}, plugin_set)
-    assert grpo_kwargs({"trainer": {"max_completion_length": 256}}, plugin_set)["max_completion_length"] == 256
-    assert grpo_kwargs({"trainer": {}}, plugin_set)  # TRL's default (512) leaves room
+        check_run(tmp_path, plugin_set, max_completion_length=64)
+    check_run(tmp_path, plugin_set, max_completion_length=256)
+    check_run(tmp_path, plugin_set)  # TRL's default (512) leaves room
+    check_run(tmp_path, build_plugin_set({"qwen-thinking": {}}), use_vllm=True, max_completion_length=8)
 
 
-def test_a_budget_without_room_for_the_stop_text_fails_when_the_trainer_asks_for_the_rollout(tokenizer):
-    from rlvr_plugins.run import grpo_kwargs
+def test_a_budget_without_room_for_the_answer_fails_when_the_trainer_asks_for_the_rollout(tmp_path, tokenizer):
     from rlvr_qwen_thinking.budget import ThinkingBudgetRollout
 
     plugin_set = build_plugin_set({"qwen-thinking": {"thinking_budget": 3}})
-    grpo_kwargs({"trainer": {"max_completion_length": 113}}, plugin_set)  # 3 < 113: fine before the tokenizer
+    check_run(tmp_path, plugin_set, max_completion_length=113)  # 3 < 113: fine before the tokenizer is known
     with pytest.raises(ConfigError, match=r"early-stop text \(110 tokens\) leaves no room .* raise it above 113"):
         plugin_set.one("rlvr_rollout_func", tokenizer=tokenizer, num_generations=4)
-    grpo_kwargs({"trainer": {"max_completion_length": 114}}, plugin_set)
+    check_run(tmp_path, plugin_set, max_completion_length=114)
     assert plugin_set.one("rlvr_rollout_func", tokenizer=tokenizer, num_generations=4) == ThinkingBudgetRollout(3)
     assert build_plugin_set({"qwen-thinking": {}}).one("rlvr_rollout_func", tokenizer=tokenizer,
                                                        num_generations=4) is None

@@ -15,14 +15,6 @@ from .modes import explicit_flag, fused_no_think, render_prompt, with_no_think_f
 COMPLIANCE_REWARD = "qwen-mode-compliance"
 
 
-def _trl_default(name: str):
-    import dataclasses
-
-    from trl import GRPOConfig
-
-    return next(f.default for f in dataclasses.fields(GRPOConfig) if f.name == name)
-
-
 class QwenThinkingPlugin(Plugin):
     """Renders prompts in thinking or non-thinking mode (``/think``, ``/no_think``; fusion by
     ``no_think_share``), optionally rewards mode compliance and enforces a thinking budget."""
@@ -60,15 +52,15 @@ class QwenThinkingPlugin(Plugin):
                                     isolated=False))
 
     @hookimpl
-    def rlvr_adjust_grpo_config(self, grpo_kwargs):
+    def rlvr_validate_run(self, grpo_args):
         budget = self.options.thinking_budget
         if budget is None:
             return
         problems = []
-        if grpo_kwargs.get("use_vllm"):
+        if grpo_args.use_vllm:
             problems.append("plugins.qwen-thinking.thinking_budget generates with transformers in its rollout; "
                             "set trainer.use_vllm to false or remove thinking_budget")
-        max_len = grpo_kwargs.get("max_completion_length", _trl_default("max_completion_length"))
+        max_len = grpo_args.max_completion_length
         if max_len is None or budget >= max_len:
             problems.append(f"plugins.qwen-thinking.thinking_budget={budget} must be below "
                             f"trainer.max_completion_length={max_len}, with room for the early-stop text and "

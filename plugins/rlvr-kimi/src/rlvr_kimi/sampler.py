@@ -1,0 +1,262 @@
+"""The ``kimi-curriculum`` sampler: TRL's ``RepeatSampler`` contract, prompts drawn by curriculum and priority.
+
+Every chunk of ``prompts_per_batch`` distinct prompts is drawn lazily, when the
+dataloader first asks for it, from a random generator seeded by ``(seed, chunk number)``
+and the statistics known at that moment. Drawn chunks are recorded (``pending``) until
+their rewards arrive through ``rlvr_on_rewards``; the record is part of the checkpoint, so
+a resumed run replays the chunks the dataloader had already prefetched and draws every
+later chunk from the same statistics as the uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import torch
+from torch.utils.data import Sampler
+
+from .curriculum import admitted, admitted_difficulty, sampling_weights, success_histogram, success_rates
+
+STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class DrawRules:
+    """How a chunk is drawn (the plugin's options that matter to the sampler)."""
+
+    schedule: str = "linear"
+    start_quantile: float = 0.25
+    full_at_step: int = 100
+    num_stages: int = 4
+    floor: float = 0.05
+    prior_success: float = 0.5
+    prior_strength: float = 2.0
+    skip_zero_variance_steps: int = 0
+
+    def schedule_kwargs(self) -> dict[str, Any]:
+        return {"schedule": self.schedule, "start_quantile": self.start_quantile,
+                "full_at_step": self.full_at_step, "num_stages": self.num_stages}
+
+
+@dataclass
+class CurriculumState:
+    """Everything the sampler's future depends on, identical on every process.
+
+    * ``successes`` / ``attempts``: per prompt (dataset position), counts from every
+      scored batch so far.
+    * ``blocked_until``: a prompt is not drawn for chunk numbers ``< blocked_until[i]``
+      (zero-variance skipping).
+    * ``observed``: chunks whose rewards have been counted (chunk ``observed`` is next).
+    * ``drawn``: chunks drawn so far (the next new chunk has this number); the "RNG
+      state" is ``(seed, drawn)``, since chunk ``c`` is drawn from a generator seeded by
+      ``(seed, c)``.
+    * ``pending``: chunk number → prompt ids, drawn but not yet counted (the prefetch).
+    * ``last_observed``: the ids of chunk ``observed - 1`` (for a resume inside it).
+    """
+
+    successes: list[int]
+    attempts: list[int]
+    blocked_until: list[int]
+    observed: int = 0
+    drawn: int = 0
+    pending: dict[int, list[int]] = field(default_factory=dict)
+    last_observed: list[int] = field(default_factory=list)
+    seed: int | None = None
+    resumed: bool = False
+    cursor: int = 0
+
+    @classmethod
+    def fresh(cls, num_prompts: int) -> "CurriculumState":
+        return cls([0] * num_prompts, [0] * num_prompts, [0] * num_prompts)
+
+    @property
+    def num_prompts(self) -> int:
+        return len(self.successes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": STATE_VERSION, "num_prompts": self.num_prompts, "seed": self.seed,
+                "observed": self.observed, "drawn": self.drawn,
+                "pending": {str(c): list(ids) for c, ids in sorted(self.pending.items())},
+                "last_observed": list(self.last_observed), "successes": list(self.successes),
+                "attempts": list(self.attempts), "blocked_until": list(self.blocked_until)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], num_prompts: int) -> "CurriculumState":
+        if data.get("version") != STATE_VERSION:
+            raise ValueError(f"curriculum state version {data.get('version')!r} is not {STATE_VERSION}")
+        if data["num_prompts"] != num_prompts:
+            raise ValueError(f"the checkpoint's curriculum state covers {data['num_prompts']} prompts but the train "
+                             f"set has {num_prompts}; resume with the same data")
+        return cls(successes=[int(x) for x in data["successes"]], attempts=[int(x) for x in data["attempts"]],
+                   blocked_until=[int(x) for x in data["blocked_until"]], observed=int(data["observed"]),
+                   drawn=int(data["drawn"]), pending={int(c): [int(i) for i in ids]
+                                                      for c, ids in data["pending"].items()},
+                   last_observed=[int(i) for i in data["last_observed"]], seed=data.get("seed"), resumed=True)
+
+
+def chunk_seed(seed: int, chunk: int) -> int:
+    """The seed of chunk ``chunk``'s generator: a hash of ``(seed, chunk)``, in ``[0, 2**63)``."""
+    digest = hashlib.sha256(f"rlvr-kimi-curriculum:{seed}:{chunk}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & (2**63 - 1)
+
+
+class CurriculumSampler(Sampler[int]):
+    """Yields dataset indices with TRL's ``RepeatSampler`` layout, chunks drawn by curriculum and priority.
+
+    Layout: chunk ``c`` holds ``prompts_per_batch`` distinct prompts; each prompt is yielded
+    ``num_generations`` times in a row, and the whole chunk ``repeat_count`` times in a row.
+    One pass (an "epoch") is ``len(dataset) // prompts_per_batch`` chunks, as with
+    ``RepeatSampler``, so ``num_train_epochs`` means the same number of steps.
+
+    :param difficulties: ``(n,)`` float, or None when the curriculum is off.
+    :param state: the shared :class:`CurriculumState` (the plugin updates it from rewards).
+    :param gradient_accumulation_steps: to place chunk ``c`` at optimizer step
+        ``t(c) = c * repeat_count // gradient_accumulation_steps`` on the schedule.
+    :param ignore_data_skip: the Trainer's setting: whether a resumed run re-iterates the
+        batches it already trained on (False, the default) or starts afresh (True).
+    """
+
+    def __init__(self, *, num_prompts: int, difficulties: torch.Tensor | None, state: CurriculumState,
+                 rules: DrawRules, num_generations: int, prompts_per_batch: int, repeat_count: int, seed: int,
+                 gradient_accumulation_steps: int = 1, ignore_data_skip: bool = False):
+        if num_prompts < prompts_per_batch:
+            raise ValueError(f"the train set has {num_prompts} prompts; a batch needs {prompts_per_batch} distinct "
+                             "prompts (generation_batch_size / num_generations)")
+        if state.num_prompts != num_prompts:
+            raise ValueError(f"curriculum state covers {state.num_prompts} prompts, the train set has {num_prompts}")
+        self.num_prompts = num_prompts
+        self.difficulties = None if difficulties is None else difficulties.to(torch.float64)
+        self.state = state
+        self.rules = rules
+        self.num_generations = num_generations
+        self.prompts_per_batch = prompts_per_batch
+        self.repeat_count = repeat_count
+        self.seed = int(seed)
+        self.gradient_accumulation_steps = max(1, int(gradient_accumulation_steps))
+        self.ignore_data_skip = ignore_data_skip
+        self.chunks_per_epoch = num_prompts // prompts_per_batch
+        state.seed = self.seed
+
+    def __len__(self) -> int:
+        return self.chunks_per_epoch * self.prompts_per_batch * self.num_generations * self.repeat_count
+
+    def __iter__(self) -> Iterator[int]:
+        state = self.state
+        if state.resumed:
+            # The Trainer skips the batches of the resumed epoch it already trained on
+            # (skip_first_batches) unless ignore_data_skip, in which case it starts afresh.
+            start = state.observed if self.ignore_data_skip else \
+                (state.observed // self.chunks_per_epoch) * self.chunks_per_epoch
+            state.resumed = False
+        else:
+            start = state.cursor
+        state.cursor = start + self.chunks_per_epoch
+        for c in range(start, start + self.chunks_per_epoch):
+            ids = self.chunk(c)
+            for _ in range(self.repeat_count):
+                for i in ids:
+                    for _ in range(self.num_generations):
+                        yield i
+
+    # -- drawing ------------------------------------------------------------------------
+    def chunk_step(self, c: int) -> int:
+        """The optimizer step at which chunk ``c`` is first trained on (its place on the schedule)."""
+        return c * self.repeat_count // self.gradient_accumulation_steps
+
+    def chunk(self, c: int) -> list[int]:
+        """The prompt ids of chunk ``c``: replayed when already drawn, otherwise drawn now and recorded."""
+        state = self.state
+        if c in state.pending:
+            return state.pending[c]
+        if c < state.observed:
+            # Only reached for batches the Trainer skips on resume; chunk observed - 1 may be
+            # partly trained on after a resume inside it, so it is replayed exactly.
+            if c == state.observed - 1 and state.last_observed:
+                return state.last_observed
+            return list(range(self.prompts_per_batch))
+        ids = self.draw(c)
+        state.pending[c] = ids
+        state.drawn = max(state.drawn, c + 1)
+        return ids
+
+    def admitted_pool(self, c: int) -> torch.Tensor:
+        """``(m,)`` long: the prompts the curriculum admits for chunk ``c`` (all when it is off)."""
+        if self.difficulties is None or self.rules.schedule == "none":
+            return torch.arange(self.num_prompts)
+        return admitted(self.difficulties, self.chunk_step(c), min_count=self.prompts_per_batch,
+                        **self.rules.schedule_kwargs())
+
+    def draw(self, c: int) -> list[int]:
+        """Draw chunk ``c`` from the current statistics: a pure function of ``(seed, c, state)``.
+
+        Among the admitted prompts not blocked for chunk ``c`` (blocked ones come back,
+        soonest-unblocked first, when fewer than ``prompts_per_batch`` remain),
+        ``prompts_per_batch`` distinct prompts are drawn without replacement with
+        probability proportional to :func:`rlvr_kimi.curriculum.sampling_weights`.
+        """
+        pool = self.admitted_pool(c)
+        blocked_until = torch.tensor(self.state.blocked_until, dtype=torch.long)[pool]
+        blocked = blocked_until > c
+        eligible = pool[~blocked]
+        if eligible.numel() < self.prompts_per_batch:
+            rest = sorted(zip(blocked_until[blocked].tolist(), pool[blocked].tolist()))
+            extra = [i for _, i in rest[: self.prompts_per_batch - eligible.numel()]]
+            eligible = torch.cat([eligible, torch.tensor(extra, dtype=torch.long)])
+        r = self.rules
+        weights = sampling_weights(torch.tensor(self.state.successes)[eligible],
+                                   torch.tensor(self.state.attempts)[eligible],
+                                   floor=r.floor, prior_success=r.prior_success, prior_strength=r.prior_strength)
+        generator = torch.Generator().manual_seed(chunk_seed(self.seed, c))
+        picked = torch.multinomial(weights, self.prompts_per_batch, replacement=False, generator=generator)
+        return eligible[picked].tolist()
+
+    # -- statistics -----------------------------------------------------------------------
+    def observe(self, ids: list[int], successes: list[int], attempts: list[int],
+                zero_variance: list[bool]) -> dict[str, float] | None:
+        """Count one scored chunk (the groups of prompts ``ids``); return the metrics to log.
+
+        The chunk must be the next one not yet counted (chunk ``observed``), in any group
+        order. A batch with the prompts of the chunk counted last is a regeneration after a
+        resume inside that chunk: it is not counted again and ``None`` is returned.
+
+        :raises ValueError: when the prompts are not those of the next chunk.
+        """
+        state = self.state
+        k = state.observed
+        expected = state.pending.get(k)
+        if expected is None or sorted(ids) != sorted(expected):
+            if state.last_observed and sorted(ids) == sorted(state.last_observed):
+                return None
+            raise ValueError(f"the scored batch holds prompts {sorted(ids)}, but the next chunk this sampler drew "
+                             f"(#{k}) holds {None if expected is None else sorted(expected)}")
+        block = self.rules.skip_zero_variance_steps
+        for i, s, a, z in zip(ids, successes, attempts, zero_variance, strict=True):
+            state.successes[i] += int(s)
+            state.attempts[i] += int(a)
+            if z and block > 0:
+                state.blocked_until[i] = max(state.blocked_until[i], state.drawn + block)
+        del state.pending[k]
+        state.observed = k + 1
+        state.last_observed = list(expected)
+        return self.metrics(k, zero_variance)
+
+    def metrics(self, k: int, zero_variance: list[bool]) -> dict[str, float]:
+        state, r = self.state, self.rules
+        pool = self.admitted_pool(k)
+        attempts = torch.tensor(state.attempts)
+        seen = attempts > 0
+        rates = success_rates(torch.tensor(state.successes)[seen], attempts[seen],
+                              prior_success=r.prior_success, prior_strength=r.prior_strength)
+        out = {"admitted_prompts": float(pool.numel()), "prompts_seen": float(seen.sum()),
+               "zero_variance_share": sum(map(bool, zero_variance)) / max(1, len(zero_variance)),
+               "draw_lead": float(state.drawn - 1 - k)}
+        if self.difficulties is not None and r.schedule != "none":
+            out["admitted_difficulty"] = admitted_difficulty(self.difficulties, self.chunk_step(k),
+                                                             min_count=self.prompts_per_batch,
+                                                             **r.schedule_kwargs())
+        if r.skip_zero_variance_steps > 0:
+            out["blocked_prompts"] = float(sum(b > state.drawn for b in state.blocked_until))
+        out.update({f"success_hist/{name}": share for name, share in success_histogram(rates).items()})
+        return out

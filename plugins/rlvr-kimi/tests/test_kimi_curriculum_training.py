@@ -1,0 +1,124 @@
+"""``kimi-curriculum`` inside real GRPO runs on a tiny model: exact resume, prefetch lag, metrics."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rlvr_plugins import Plugin, RewardFunction, hookimpl
+from rlvr_plugins.manager import temporary_plugin
+
+TINY = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+        "num_key_value_heads": 2, "head_dim": 16}
+TRAINER = {"per_device_train_batch_size": 8, "num_generations": 4, "max_completion_length": 8,
+           "learning_rate": 1e-3, "use_cpu": True, "disable_tqdm": True, "beta": 0.0, "report_to": "none"}
+
+
+def has_digit(*, prompt, completion, example):
+    return 1.0 if any(c.isdigit() for c in completion) else 0.0
+
+
+class ToyCorrectness(Plugin):
+    """Correct = the completion contains a digit: depends on the sampled text, so groups are mixed."""
+
+    name = "kimi-cur-test-correct"
+
+    @hookimpl
+    def rlvr_reward_functions(self, register):
+        register(RewardFunction("kimi-cur-test-correct", has_digit, isolated=False))
+
+
+class Recorder(Plugin):
+    """Records the prompt ids of every scored batch, and how far the sampler has drawn at that moment."""
+
+    name = "kimi-cur-test-recorder"
+    seen: list = []
+    curriculum = None
+
+    @hookimpl
+    def rlvr_on_rewards(self, example_indices, num_generations, step):
+        state = Recorder.curriculum.state
+        Recorder.seen.append({"step": step, "ids": example_indices[::num_generations],
+                              "chunk": state.observed, "drawn": state.drawn})
+
+
+def build(tmp_path, *, rows=8, callbacks=(), curriculum=None, **trainer):
+    from datasets import Dataset
+
+    from rlvr_plugins.demo.model import build_tiny_model
+    from rlvr_plugins.demo.task import split_train_eval
+    from rlvr_plugins.demo.tokenizer import build_char_tokenizer
+    from rlvr_plugins.rewards import Engines
+    from rlvr_plugins.run import prepare
+    from rlvr_plugins.trainer import RLVRTrainer
+
+    plugins = {"kimi-cur-test-correct": {}, "kimi-cur-test-recorder": {},
+               "kimi-curriculum": {"correctness_reward": "kimi-cur-test-correct", "full_at_step": 4,
+                                   "start_quantile": 0.5, **(curriculum or {})}}
+    config = {"output_dir": str(tmp_path / "run"), "seed": 7, "plugins": plugins,
+              "trainer": {**TRAINER, "save_strategy": "no", **trainer}}
+    with temporary_plugin(ToyCorrectness), temporary_plugin(Recorder):
+        prepared = prepare(config)
+    tokenizer = build_char_tokenizer()
+    data, _ = split_train_eval(rows, 0, 0, max_digits=2)
+    data = [{**row, "rlvr_index": i} for i, row in enumerate(data)]
+    trainer = RLVRTrainer(plugin_set=prepared.plugin_set, engines=Engines(in_process=True),
+                          model=build_tiny_model(tokenizer, seed=0, **TINY), args=prepared.grpo_args,
+                          train_dataset=Dataset.from_list(data), processing_class=tokenizer,
+                          callbacks=list(callbacks))
+    Recorder.curriculum = prepared.plugin_set.get("kimi-curriculum")
+    return trainer
+
+
+def stop_after(step):
+    from transformers import TrainerCallback
+
+    class Stop(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step >= step:
+                control.should_training_stop = True
+
+    return Stop()
+
+
+@pytest.mark.slow
+def test_resumed_run_draws_exactly_the_uninterrupted_sequence(tmp_path):
+    """Run A trains 6 steps; run B is interrupted right after checkpoint-3 and resumed to step 6.
+
+    8 prompts, 2 per batch: an epoch is 4 steps, so the resumed part crosses an epoch
+    boundary. Trainer and TRL defaults (data skip on resume, linear LR decay over
+    max_steps=6, prefetching dataloader); run B's interruption is a callback, so both runs
+    have the same config and thus the same LR schedule.
+    """
+    settings = {"max_steps": 6, "save_strategy": "steps", "save_steps": 3}
+    Recorder.seen = []
+    a = build(tmp_path / "a", **settings)
+    a.train()
+    seen_a, state_a = Recorder.seen, Recorder.curriculum.state
+
+    Recorder.seen = []
+    b = build(tmp_path / "b", callbacks=[stop_after(3)], **settings)
+    b.train()
+    assert b.state.global_step == 3 and [r["step"] for r in Recorder.seen] == [0, 1, 2]
+    saved = json.loads((tmp_path / "b" / "run" / "checkpoint-3" / "rlvr_plugin_state.json").read_text())
+    # the dataloader had already drawn chunk 3 when checkpoint-3 was written: it is saved, not redrawn
+    assert saved["kimi-curriculum"]["observed"] == 3 and list(saved["kimi-curriculum"]["pending"]) == ["3"]
+    first_b = Recorder.seen
+
+    Recorder.seen = []
+    resumed = build(tmp_path / "b", **settings)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "b" / "run" / "checkpoint-3"))
+    seen_b = first_b + Recorder.seen
+
+    assert [r["step"] for r in seen_a] == [0, 1, 2, 3, 4, 5]
+    assert [r["step"] for r in seen_b] == [0, 1, 2, 3, 4, 5]
+    assert [r["ids"] for r in seen_b] == [r["ids"] for r in seen_a]
+    assert [r["chunk"] for r in seen_a] == [0, 1, 2, 3, 4, 5]
+    state_b = Recorder.curriculum.state
+    assert state_b.to_dict() == state_a.to_dict()
+    assert sum(state_a.attempts) == 6 * 2 * 4  # 6 batches of 2 prompts x 4 completions, all scored
+    # the prefetch lag: when the rewards of chunk k arrive, chunk k+1 has already been drawn
+    assert [r["drawn"] - 1 - r["chunk"] for r in seen_a] == [1, 1, 1, 0, 1, 1]
+    logged = [h["curriculum/draw_lead"] for h in a.state.log_history if "curriculum/draw_lead" in h]
+    assert logged == [1, 1, 1, 0, 1, 1]

@@ -1,0 +1,104 @@
+"""Crash-safe runs: SIGKILL mid-training then --resume gives the uninterrupted run's metrics; SIGTERM stops cleanly."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from conftest import REPO
+from rlvr_plugins.runlog import read_metrics, truncate_metrics
+from rlvr_plugins.trainer import PLUGIN_STATE_FILE, last_complete_checkpoint
+
+SMOKE = REPO / "tests" / "configs" / "smoke.yaml"
+KEYS = ("loss", "reward", "rewards/r1-accuracy/mean", "rewards/r1-format/mean", "completions/mean_length")
+
+
+def config(tmp_path, name, **trainer):
+    cfg = yaml.safe_load(SMOKE.read_text())
+    cfg["output_dir"] = str(tmp_path / name)
+    cfg.pop("eval")
+    cfg["trainer"].update({"max_steps": 4, "save_steps": 1, "gradient_accumulation_steps": 2,
+                           "per_device_train_batch_size": 4, **trainer})
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def rlvr(*args, **kw):
+    return subprocess.Popen([sys.executable, "-m", "rlvr_plugins.cli", *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"}, **kw)
+
+
+def finish(proc, timeout=600):
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def steps(folder):
+    return [r for r in read_metrics(folder / "metrics.jsonl") if "loss" in r]
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_matches_the_uninterrupted_run(tmp_path):
+    code, _, err = finish(rlvr("train", str(config(tmp_path, "a"))))
+    assert code == 0, err[-3000:]
+    b = config(tmp_path, "b")
+    proc = rlvr("train", str(b))
+    marker = tmp_path / "b" / "checkpoint-2" / PLUGIN_STATE_FILE
+    deadline = time.time() + 300
+    while not marker.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    assert marker.exists()
+    code, out, err = finish(rlvr("train", str(b), "--resume"))
+    assert code == 0, err[-3000:]
+    a_rows, b_rows = steps(tmp_path / "a"), steps(tmp_path / "b")
+    assert [r["step"] for r in b_rows] == [1, 2, 3, 4]  # append-only, nothing duplicated or missing
+    for ra, rb in zip(a_rows, b_rows):
+        for key in KEYS:
+            assert ra[key] == pytest.approx(rb[key], rel=1e-5, abs=1e-7), (ra["step"], key)
+    summary = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert summary["grpo_steps"] == 4 and summary["resumed_from"].endswith(("checkpoint-2", "checkpoint-3"))
+
+
+def test_incomplete_checkpoint_is_skipped(tmp_path):
+    for step, complete in ((1, True), (2, True), (3, False)):
+        folder = tmp_path / f"checkpoint-{step}"
+        folder.mkdir()
+        if complete:
+            (folder / PLUGIN_STATE_FILE).write_text("{}")
+    assert last_complete_checkpoint(str(tmp_path)) == str(tmp_path / "checkpoint-2")
+    assert last_complete_checkpoint(str(tmp_path / "missing")) is None
+
+
+def test_truncate_metrics_keeps_rows_up_to_the_checkpoint(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps({"step": s, "loss": s / 10}) + "\n" for s in (1, 2, 3, 4)))
+    truncate_metrics(path, 2)
+    assert [r["step"] for r in read_metrics(path)] == [1, 2]
+
+
+@pytest.mark.slow
+def test_sigterm_writes_a_checkpoint_and_stops_cleanly(tmp_path):
+    cfg = config(tmp_path, "t", max_steps=400, save_steps=1000)
+    proc = rlvr("train", str(cfg))
+    deadline = time.time() + 300
+    metrics = tmp_path / "t" / "metrics.jsonl"
+    while (not metrics.exists() or not metrics.read_text().strip()) and time.time() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    code, out, err = finish(proc)
+    assert code == 0, err[-3000:]
+    assert "stopped by SIGTERM" in out
+    summary = json.loads((tmp_path / "t" / "summary.json").read_text())
+    step = summary["grpo_steps"]
+    assert summary["stopped_by"] == "SIGTERM" and 1 <= step < 400
+    assert last_complete_checkpoint(str(tmp_path / "t")) == str(tmp_path / "t" / f"checkpoint-{step}")
