@@ -49,9 +49,9 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=2)
     # task
     p.add_argument("--min-digits", type=int, default=1)
-    p.add_argument("--max-digits", type=int, default=4)
+    p.add_argument("--max-digits", type=int, default=3)
     p.add_argument("--difficulty-weights", type=str, default=None, help="comma-separated, one per digit count")
-    p.add_argument("--cot", default="reverse", choices=["reverse", "carries", "columns", "none"])
+    p.add_argument("--cot", default="columns", choices=["reverse", "carries", "columns", "none"])
     p.add_argument("--pad-operands", type=int, default=0, help="1: zero-pad operands to max-digits (fixed layout)")
     p.add_argument("--n-eval", type=int, default=400)
     p.add_argument("--n-grpo-prompts", type=int, default=4000, help="training prompts available to GRPO")
@@ -61,7 +61,7 @@ def parse_args(argv=None):
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--intermediate", type=int, default=512)
     # SFT
-    p.add_argument("--sft-examples", type=int, default=3000)
+    p.add_argument("--sft-examples", type=int, default=9600, help="= 300 steps at batch 32, 1 epoch")
     p.add_argument("--sft-epochs", type=float, default=1.0)
     p.add_argument("--sft-lr", type=float, default=3e-3)
     p.add_argument("--sft-batch", type=int, default=32)

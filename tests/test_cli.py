@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO
 from rlvr_plugins import cli
 from rlvr_plugins.runlog import read_metrics
+
+REPO = Path(__file__).resolve().parents[1]
 
 SMOKE = REPO / "tests" / "configs" / "smoke.yaml"
 

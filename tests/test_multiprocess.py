@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 import json
 import os
 import socket
@@ -10,7 +11,8 @@ import sys
 
 import pytest
 
-from conftest import REPO
+REPO = Path(__file__).resolve().parents[1]
+
 
 SCRIPT = REPO / "tests" / "multiproc" / "two_ranks.py"
 

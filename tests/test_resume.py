@@ -1,7 +1,12 @@
-"""Crash-safe runs: SIGKILL mid-training then --resume gives the uninterrupted run's metrics; SIGTERM stops cleanly."""
+"""Crash-safe runs: SIGKILL mid-training then --resume gives the uninterrupted run's metrics; SIGTERM stops cleanly.
+
+The runs use one thread (RLVR_THREADS=1): with several, CPU float reductions in the backward
+pass can differ from run to run, so even two uninterrupted runs are not bitwise equal.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 import json
 import os
 import signal
@@ -12,9 +17,10 @@ import time
 import pytest
 import yaml
 
-from conftest import REPO
 from rlvr_plugins.runlog import read_metrics, truncate_metrics
 from rlvr_plugins.trainer import PLUGIN_STATE_FILE, last_complete_checkpoint
+
+REPO = Path(__file__).resolve().parents[1]
 
 SMOKE = REPO / "tests" / "configs" / "smoke.yaml"
 KEYS = ("loss", "reward", "rewards/r1-accuracy/mean", "rewards/r1-format/mean", "completions/mean_length")
@@ -33,7 +39,7 @@ def config(tmp_path, name, **trainer):
 
 def rlvr(*args, **kw):
     return subprocess.Popen([sys.executable, "-m", "rlvr_plugins.cli", *args], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"}, **kw)
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore", "RLVR_THREADS": "1"}, **kw)
 
 
 def finish(proc, timeout=600):

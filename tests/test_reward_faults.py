@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import tiny_model, tiny_rows, grpo_args
+from rlvr_plugins.testing import grpo_args, tiny_model, tiny_rows
 from datasets import Dataset
 from rlvr_plugins import Plugin, RewardFunction, hookimpl
 from rlvr_plugins.engine import RewardContractError, RewardPluginFailing

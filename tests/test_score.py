@@ -1,13 +1,15 @@
 """``rlvr score``: rewards, penalties, totals and advantages per group, computed by hand."""
 
+from pathlib import Path
 import json
 import math
 
 import pytest
 
-from conftest import REPO
 from rlvr_plugins import cli
 from rlvr_plugins.data import DataError
+
+REPO = Path(__file__).resolve().parents[1]
 
 SMOKE = REPO / "tests" / "configs" / "smoke.yaml"
 ROWS = [

@@ -9,7 +9,7 @@ import torch
 from datasets import Dataset
 from trl import GRPOTrainer
 
-from conftest import grpo_args, tiny_model, tiny_rows
+from rlvr_plugins.testing import grpo_args, tiny_model, tiny_rows
 from rlvr_plugins import Plugin, RewardFunction, hookimpl
 from rlvr_plugins.advantages import grpo_advantages
 from rlvr_plugins.errors import PluginContractError, PluginError
@@ -225,10 +225,24 @@ def test_rollout_plugin_replaces_generation(tmp_path, tokenizer):
     assert adv.abs().sum() == 0  # identical completions: zero-variance groups
 
 
-def test_two_rollout_plugins_conflict(tokenizer):
+class AbstainingRollout(Plugin):
+    name = "abstaining-rollout"
+
+    @hookimpl
+    def rlvr_rollout_func(self):
+        return None
+
+
+def test_two_rollout_plugins_conflict_unless_one_abstains(tmp_path, tokenizer):
+    from rlvr_plugins.errors import PluginConflictError
+
     class OtherRollout(ConstantRollout):
         name = "other-rollout"
 
-    with temporary_plugin(ConstantRollout), temporary_plugin(OtherRollout):
-        with pytest.raises(Exception, match="constant-rollout.*other-rollout.*rlvr_rollout_func"):
-            build_plugin_set({"constant-rollout": {}, "other-rollout": {}})
+    with temporary_plugin(DigitReward), temporary_plugin(ConstantRollout), temporary_plugin(OtherRollout), \
+            temporary_plugin(AbstainingRollout):
+        with pytest.raises(PluginConflictError, match="constant-rollout.*other-rollout.*rlvr_rollout_func"):
+            make_trainer(tmp_path, {"digit-reward": {}, "constant-rollout": {}, "other-rollout": {}}, tokenizer)
+        trainer = make_trainer(tmp_path, {"digit-reward": {}, "constant-rollout": {}, "abstaining-rollout": {}},
+                               tokenizer)
+    assert trainer.rollout_func is not None

@@ -75,6 +75,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--step", type=int, default=None,
                    help="training step seen by step-dependent plugins (default: past any warm-up)")
     p.set_defaults(func=cmd_score)
+
+    for name, func, text in (
+        ("eval", "cmd_eval", "evaluate a model: zero-shot, few-shot or chain-of-thought prompting; accuracy, "
+                             "pass@k, maj@k, format rate (writes eval.json and eval.md)"),
+        ("sft", "cmd_sft", "SFT cold start alone (TRL SFTTrainer); the model is saved to <output_dir>/model"),
+        ("filter", "cmd_filter", "difficulty filtering: keep prompts whose pass rate is in a band (filtered.jsonl)"),
+        ("distill", "cmd_distill", "rejection sampling: keep a teacher's correct, well-formed traces as an SFT set"),
+    ):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("config")
+        p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a config value, e.g. --set eval.n=8 (repeatable)")
+        p.set_defaults(func=globals()[func])
     return parser
 
 
@@ -123,6 +136,43 @@ def cmd_score(args) -> int:
 
     config = load_config(args.config, args.overrides, need_data=False)
     run_score(config, args.completions, args.output, LATE_STEP if args.step is None else args.step)
+    return 0
+
+
+def _command_config(args):
+    from .config import load_config
+    from .run import configure_threads
+
+    config = load_config(args.config, args.overrides)
+    configure_threads()
+    return config
+
+
+def cmd_eval(args) -> int:
+    from .commands.eval_cmd import run_eval
+
+    run_eval(_command_config(args))
+    return 0
+
+
+def cmd_sft(args) -> int:
+    from .commands.sft_cmd import run_sft_command
+
+    run_sft_command(_command_config(args))
+    return 0
+
+
+def cmd_filter(args) -> int:
+    from .commands.filter_cmd import run_filter
+
+    run_filter(_command_config(args))
+    return 0
+
+
+def cmd_distill(args) -> int:
+    from .commands.distill_cmd import run_distill
+
+    run_distill(_command_config(args))
     return 0
 
 

@@ -129,8 +129,27 @@ def validate(config: Mapping[str, Any], source: str | None = None, need_data: bo
     for section in ("eval", "filter", "distill"):
         problems += _check_generation(section, config.get(section))
     problems += _check_keys("engine", config.get("engine", {}), ENGINE_KEYS)
+    problems += _check_engine(config.get("engine") or {})
     if problems:
         raise ConfigError(problems, source=source)
+
+
+def _check_engine(engine: Any) -> list[str]:
+    if not isinstance(engine, Mapping):
+        return []
+    problems = []
+    rules = {
+        "workers": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer >= 1"),
+        "timeout_s": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0, "a number > 0"),
+        "max_consecutive_failures": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+                                     "an integer >= 1"),
+        "nonfinite": (lambda v: v in ("error", "mask"), "'error' or 'mask'"),
+        "in_process": (lambda v: isinstance(v, bool), "true or false"),
+    }
+    for key, (ok, what) in rules.items():
+        if key in engine and not ok(engine[key]):
+            problems.append(f"engine.{key} must be {what}, got {engine[key]!r}")
+    return problems
 
 
 def _check_model(model: Any) -> list[str]:
@@ -176,6 +195,13 @@ def _check_data(data: Any) -> list[str]:
         if required not in spec:
             problems.append(f"data.{split}: source {src} needs {required!r}")
     problems += _check_answer_format("data.answer_format", data.get("answer_format"))
+    train, evaluation = data.get("train"), data.get("eval")
+    if (isinstance(train, Mapping) and isinstance(evaluation, Mapping)
+            and train.get("source") == evaluation.get("source") == "synthetic"
+            and train.get("task") == evaluation.get("task")
+            and (train.get("seed", 0), train.get("options")) != (evaluation.get("seed", 0), evaluation.get("options"))):
+        problems.append("data.train and data.eval draw from the same synthetic task: give them the same seed and "
+                        "options, so that the eval problems are held out from the train problems")
     columns = data.get("columns", {})
     if not isinstance(columns, Mapping) or not all(isinstance(v, str) for v in columns.values()):
         problems.append("data.columns must map canonical names (prompt, answer, ...) to dataset column names")

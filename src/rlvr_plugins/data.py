@@ -208,7 +208,7 @@ def normalise_answer(value: Any, answer_format: str) -> str | None:
     """
     if answer_format == "gsm8k":
         found = _GSM8K_FINAL.findall(str(value))
-        return plain_answer(found[-1].replace(",", "")) if found else None
+        return found[-1].replace(",", "") if found else None
     if answer_format == "boxed":
         return last_boxed_content(str(value))
     if answer_format == "olympiadbench":

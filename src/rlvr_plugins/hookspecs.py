@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 hookspec = pluggy.HookspecMarker(PROJECT)
 
 ONE_WINNER_HOOKS = ("rlvr_compute_advantages", "rlvr_train_sampler", "rlvr_render_prompt", "rlvr_rollout_func")
+ABSTAINING_HOOKS = ("rlvr_rollout_func",)
 
 
 @hookspec
@@ -129,11 +130,13 @@ def rlvr_train_sampler(
 
 
 @hookspec(firstresult=True)
-def rlvr_rollout_func(tokenizer: Any, num_generations: int) -> Callable[[list, Any], dict] | None:
+def rlvr_rollout_func(tokenizer: Any, num_generations: int, grpo_args: Any) -> Callable[[list, Any], dict] | None:
     """Provide a custom generation procedure (TRL's ``rollout_func``), e.g. a thinking budget.
 
-    Called once when the trainer is built. One winner, with no default: when no enabled
-    plugin implements it, TRL generates as usual (transformers ``generate`` or vLLM).
+    Called once when the trainer is built. One winner, with no default, and a plugin may
+    abstain by returning ``None`` (e.g. when its budget option is off): two plugins that
+    both return a rollout are an error naming both; when none does, TRL generates as
+    usual (transformers ``generate`` or vLLM).
 
     The returned callable is TRL's ``rollout_func(prompts, trainer) -> dict``: it receives
     this process's prompts, in which the sampler already repeats each prompt
@@ -145,6 +148,7 @@ def rlvr_rollout_func(tokenizer: Any, num_generations: int) -> Callable[[list, A
 
     :param tokenizer: the policy's tokenizer.
     :param num_generations: G, completions per prompt in training.
+    :param grpo_args: the run's ``GRPOConfig`` (read-only; e.g. ``max_completion_length``).
     :returns: the rollout callable, or ``None`` to leave generation to TRL.
     """
 

@@ -169,6 +169,7 @@ class PluginSet:
 
     def __init__(self, enabled: list[EnabledPlugin]):
         self.enabled = enabled
+        self._rewards: list[tuple[str, RewardFunction]] | None = None
         self.pm = pluggy.PluginManager(PROJECT)
         self.pm.add_hookspecs(hookspecs)
         for plugin in enabled:
@@ -212,7 +213,15 @@ class PluginSet:
         return impls[-1].plugin_name
 
     def reward_functions(self) -> list[tuple[str, RewardFunction]]:
-        """Every registered reward as ``(plugin name, RewardFunction)``, names unique."""
+        """Every registered reward as ``(plugin name, RewardFunction)``, names unique.
+
+        ``rlvr_reward_functions`` is called once per plugin set; later calls return the same list.
+        """
+        if self._rewards is None:
+            self._rewards = self._collect_rewards()
+        return list(self._rewards)
+
+    def _collect_rewards(self) -> list[tuple[str, RewardFunction]]:
         rewards: list[tuple[str, RewardFunction]] = []
         current = {"plugin": ""}
 
@@ -286,7 +295,7 @@ def build_plugin_set(plugins_config: Mapping[str, Any] | None) -> PluginSet:
         raise ConfigError([str(p) for p in problems], source="plugins")
     for hook in hookspecs.ONE_WINNER_HOOKS:
         answering = [p.name for p in enabled if hook in implemented_hooks(type(p.instance))]
-        if len(answering) > 1:
+        if len(answering) > 1 and hook not in hookspecs.ABSTAINING_HOOKS:
             raise PluginConflictError(hook, answering)
         if not answering and hook in DEFAULTS:
             entry = available[DEFAULTS[hook]]

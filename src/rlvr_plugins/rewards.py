@@ -35,6 +35,7 @@ class Engines:
         self.options = options
         self._isolated: RewardEngine | None = None
         self._local: RewardEngine | None = None
+        self._closed_stats: dict[str, Any] = {}
 
     def for_reward(self, reward: RewardFunction) -> RewardEngine:
         if reward.isolated and not self.options.get("in_process", False):
@@ -49,7 +50,8 @@ class Engines:
         return self.for_reward(reward).score(reward.name, reward.fn, items)
 
     def stats(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+        """Cumulative counts over the life of this object, engines closed since included."""
+        out = dict(self._closed_stats)
         for engine in (self._isolated, self._local):
             if engine is not None:
                 for key, value in engine.stats.items():
@@ -57,6 +59,7 @@ class Engines:
         return out
 
     def close(self) -> None:
+        self._closed_stats = self.stats()
         for engine in (self._isolated, self._local):
             if engine is not None:
                 engine.close()

@@ -22,6 +22,14 @@ from .manager import PluginSet, build_plugin_set
 
 logger = logging.getLogger(__name__)
 
+TRAINER_OWNED = {
+    "output_dir": "set output_dir at the top level of the config, not in trainer:",
+    "reward_weights": "set each reward's weight in its plugin's options (e.g. plugins: {r1-format: {weight: 0.5}})",
+    "multi_objective_aggregation": "advantages come from the estimator plugin (grpo, rloo, batch-std, dr-grpo, ...); "
+                                   "TRL's aggregation would not be used",
+}
+ESTIMATOR_SCALE = {"grpo": "group", "batch-std": "batch", "dr-grpo": "none"}
+
 RUN_DEFAULTS = {"report_to": "none", "logging_steps": 1, "save_strategy": "steps", "save_steps": 100}
 
 
@@ -32,8 +40,27 @@ def grpo_kwargs(config: Mapping[str, Any], plugin_set: PluginSet) -> dict[str, A
     kwargs.setdefault("seed", config.get("seed", 42))
     if not _has_accelerator():
         kwargs.setdefault("use_cpu", True)
-    plugin_set.pm.hook.rlvr_adjust_grpo_config(grpo_kwargs=kwargs, trainer_section=trainer)
+    for name, value in trainer.items():
+        if name in TRAINER_OWNED:
+            raise ConfigError(f"trainer.{name}: {TRAINER_OWNED[name]}")
+    plugin_set.call_each("rlvr_adjust_grpo_config", grpo_kwargs=kwargs, trainer_section=trainer)
+    _check_scale_rewards(trainer, plugin_set)
     return kwargs
+
+
+def _check_scale_rewards(trainer: Mapping[str, Any], plugin_set: PluginSet) -> None:
+    """``trainer.scale_rewards`` is TRL's estimator switch; here the estimator plugin decides."""
+    if "scale_rewards" not in trainer:
+        return
+    estimator = plugin_set.winner("rlvr_compute_advantages")
+    value = trainer["scale_rewards"]
+    value = "none" if value is False else "group" if value is True else value
+    if ESTIMATOR_SCALE.get(estimator) != value:
+        raise ConfigError(
+            f"trainer.scale_rewards={trainer['scale_rewards']!r} would have no effect: advantages come from the "
+            f"estimator plugin {estimator!r}. Choose the estimator instead: grpo (group std), batch-std (batch std), "
+            "dr-grpo or rloo (no std); remove trainer.scale_rewards"
+        )
 
 
 def _has_accelerator() -> bool:
@@ -77,6 +104,10 @@ def prepare(config: dict[str, Any]) -> Prepared:
     plugin_set = build_plugin_set(config.get("plugins"))
     args = build_grpo_config(grpo_kwargs(config, plugin_set))
     validate_run(plugin_set, args)
+    names = [r.name for _, r in plugin_set.reward_functions()]
+    eval_reward = (config.get("eval") or {}).get("reward")
+    if eval_reward is not None and eval_reward not in names:
+        raise ConfigError(f"eval.reward {eval_reward!r} is not a registered reward; registered: {names}")
     return Prepared(config, plugin_set, args)
 
 
@@ -136,7 +167,7 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
     tokenizer = modeling.load_tokenizer(config)
     train_rows = data.render(data.load_rows(config, "train"), prepared.plugin_set, tokenizer, seed)
     eval_rows = data.load_rows(config, "eval")
-    eval_rows = data.render(eval_rows, prepared.plugin_set, tokenizer, seed + 1) if eval_rows else None
+    eval_rows = data.render(eval_rows, prepared.plugin_set, tokenizer, seed) if eval_rows else None
     sft_section = config.get("sft")
     if sft_section:
         sft_rows, train_rows = _split_for_sft(train_rows, sft_section)

@@ -18,9 +18,9 @@ import torch
 
 from .advantages import finalize_advantages
 from .data import DataError, read_jsonl
-from .errors import PluginContractError
 from .manager import PluginSet
 from .rewards import Engines, score_items
+from .trainer import check_vector
 
 LATE_STEP = 10**9
 
@@ -77,10 +77,8 @@ def _score_group(out, idx, values, failed, lengths, names, weights, plugin_set, 
                                                 rewards_per_func=values, reward_names=names, step=step):
         if penalty is None:
             continue
-        if not isinstance(penalty, torch.Tensor) or penalty.shape != total.shape:
-            raise PluginContractError(f"plugin {plugin!r}: rlvr_length_penalty returned {penalty!r}; "
-                                      f"expected a tensor of shape {tuple(total.shape)}")
-        total = total + penalty.float()
+        penalty = check_vector(plugin, "rlvr_length_penalty", penalty, total)
+        total = total + penalty
         for j, i in enumerate(idx.tolist()):
             out[i][plugin] = _num(penalty[j].item())
     total = torch.where(valid, total, torch.full_like(total, float("nan")))

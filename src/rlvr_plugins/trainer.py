@@ -25,7 +25,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
 from .advantages import finalize_advantages
-from .errors import PluginContractError, PluginError
+from .errors import PluginConflictError, PluginContractError, PluginError
 from .manager import PluginSet
 from .rewards import Engines, TRLReward
 
@@ -50,10 +50,7 @@ class RLVRTrainer(GRPOTrainer):
         self.plugin_set = plugin_set
         self.engines = engines if engines is not None else Engines(**(engine_options or {}))
         registered = plugin_set.reward_functions()
-        if not registered:
-            raise PluginError(
-                "no reward function is enabled: enable at least one reward plugin (for example r1-accuracy)"
-            )
+        validate_run(plugin_set, args)
         self.rlvr_rewards = [TRLReward(reward, owner, self.engines) for owner, reward in registered]
         weights = [float(r.weight) for _, r in registered]
         if args.reward_weights is not None and list(args.reward_weights) != weights:
@@ -62,15 +59,17 @@ class RLVRTrainer(GRPOTrainer):
                 "set each reward's weight in its plugin options and remove trainer.reward_weights"
             )
         args.reward_weights = weights
-        validate_run(plugin_set, args)
         self._rlvr_batch: dict[str, torch.Tensor] = {}
         self._warned_no_score = False
-        if plugin_set.implements("rlvr_rollout_func"):
+        rollouts = [(name, fn) for name, fn in plugin_set.call_each(
+            "rlvr_rollout_func", tokenizer=kwargs.get("processing_class"), num_generations=args.num_generations,
+            grpo_args=args) if fn is not None]
+        if len(rollouts) > 1:
+            raise PluginConflictError("rlvr_rollout_func", [name for name, _ in rollouts])
+        if rollouts:
             if kwargs.get("rollout_func") is not None:
-                raise TypeError(f"plugin {plugin_set.winner('rlvr_rollout_func')!r} provides the rollout_func; "
-                                "do not also pass rollout_func")
-            kwargs["rollout_func"] = plugin_set.one(
-                "rlvr_rollout_func", tokenizer=kwargs.get("processing_class"), num_generations=args.num_generations)
+                raise TypeError(f"plugin {rollouts[0][0]!r} provides the rollout_func; do not also pass rollout_func")
+            kwargs["rollout_func"] = rollouts[0][1]
         super().__init__(reward_funcs=self.rlvr_rewards, args=args, **kwargs)
 
     # -- sampler -----------------------------------------------------------------
@@ -234,6 +233,10 @@ def last_complete_checkpoint(output_dir: str) -> str | None:
 def validate_run(plugin_set: PluginSet, grpo_args) -> None:
     """Let every plugin check the run (``rlvr_validate_run``) before anything is generated."""
     names = [reward.name for _, reward in plugin_set.reward_functions()]
+    if not names:
+        raise PluginError(
+            "no reward function is enabled: enable at least one reward plugin (for example r1-accuracy)"
+        )
     plugin_set.call_each("rlvr_validate_run", reward_names=names, grpo_args=grpo_args)
 
 

@@ -17,7 +17,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from conftest import grpo_args, tiny_model, tiny_rows  # noqa: E402
+from rlvr_plugins.testing import grpo_args, tiny_model, tiny_rows  # noqa: E402
 from datasets import Dataset  # noqa: E402
 
 from rlvr_plugins import Plugin, RewardFunction, hookimpl  # noqa: E402

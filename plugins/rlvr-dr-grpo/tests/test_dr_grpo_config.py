@@ -13,7 +13,7 @@ from rlvr_plugins.run import grpo_kwargs, prepare
 
 
 def config(**trainer):
-    return {"output_dir": "unused", "plugins": {"dr-grpo": {}}, "trainer": trainer}
+    return {"output_dir": "unused", "plugins": {"r1-format": {}, "dr-grpo": {}}, "trainer": trainer}
 
 
 def test_entry_point_is_installed_and_replaces_the_default_estimator():

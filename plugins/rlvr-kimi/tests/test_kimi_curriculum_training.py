@@ -122,3 +122,34 @@ def test_resumed_run_draws_exactly_the_uninterrupted_sequence(tmp_path):
     assert [r["drawn"] - 1 - r["chunk"] for r in seen_a] == [1, 1, 1, 0, 1, 1]
     logged = [h["curriculum/draw_lead"] for h in a.state.log_history if "curriculum/draw_lead" in h]
     assert logged == [1, 1, 1, 0, 1, 1]
+
+
+@pytest.mark.slow
+def test_demo_run_with_kimi_length_and_kimi_curriculum_logs_curriculum_metrics(tmp_path):
+    """``rlvr train tests/configs/smoke.yaml`` with both Kimi plugins (SFT and evals left out for time)."""
+    from pathlib import Path
+
+    from rlvr_plugins import cli
+
+    smoke = Path(__file__).resolve().parents[3] / "tests" / "configs" / "smoke.yaml"
+    out = tmp_path / "run"
+    code = cli.main(["train", str(smoke), "--set", f"output_dir={out}", "--set", "plugins.kimi-length={}",
+                     "--set", "plugins.kimi-curriculum={full_at_step: 2}", "--set", "sft=null", "--set", "eval=null",
+                     "--set", "data.eval=null"])
+    assert code == 0
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if "curriculum/admitted_prompts" in r]
+    assert [r["step"] for r in rows] == [1, 2]
+    bins = ["0.0-0.2", "0.2-0.4", "0.4-0.6", "0.6-0.8", "0.8-1.0"]
+    for r in rows:
+        assert "penalties/kimi-length/mean" in r and r["curriculum/draw_lead"] == 1
+        assert sum(r[f"curriculum/success_hist/{b}"] for b in bins) == pytest.approx(1.0)
+        assert 0 <= r["curriculum/zero_variance_share"] <= 1
+    # 48 synthetic prompts of difficulty 1 or 2: step 0 admits ceil(0.25 * 48) = 12 -> every difficulty-1 prompt
+    difficulty_one = rows[0]["curriculum/admitted_prompts"]
+    assert rows[0]["curriculum/admitted_difficulty"] == 1 and 12 <= difficulty_one < 48
+    assert rows[1]["curriculum/admitted_prompts"] == 48 and rows[1]["curriculum/admitted_difficulty"] == 2
+    plugins = json.loads((out / "plugins.json").read_text())
+    assert [p["name"] for p in plugins["plugins"]][-3:] == ["kimi-curriculum", "grpo", "plain-template"]
+    saved = json.loads((out / "checkpoint-2" / "rlvr_plugin_state.json").read_text())["kimi-curriculum"]
+    assert saved["observed"] == 2 and sum(saved["attempts"]) == 2 * 2 * 4

@@ -137,7 +137,7 @@ def check_run(tmp_path, plugin_set, **trainer):
 
 
 def test_budget_options_are_checked_against_the_trainer_section(tmp_path):
-    plugin_set = build_plugin_set({"qwen-thinking": {"thinking_budget": 64}})
+    plugin_set = build_plugin_set({"qwen-thinking": {"thinking_budget": 64, "compliance_weight": 1.0}})
     refused = "thinking_budget generates with transformers in its rollout; set trainer.use_vllm to false"
     with pytest.raises(ConfigError, match=refused):
         check_run(tmp_path, plugin_set, use_vllm=True, max_completion_length=256)
@@ -145,17 +145,24 @@ def test_budget_options_are_checked_against_the_trainer_section(tmp_path):
         check_run(tmp_path, plugin_set, max_completion_length=64)
     check_run(tmp_path, plugin_set, max_completion_length=256)
     check_run(tmp_path, plugin_set)  # TRL's default (512) leaves room
-    check_run(tmp_path, build_plugin_set({"qwen-thinking": {}}), use_vllm=True, max_completion_length=8)
+    check_run(tmp_path, build_plugin_set({"qwen-thinking": {"compliance_weight": 1.0}}), use_vllm=True,
+              max_completion_length=8)
 
 
 def test_a_budget_without_room_for_the_answer_fails_when_the_trainer_asks_for_the_rollout(tmp_path, tokenizer):
     from rlvr_qwen_thinking.budget import ThinkingBudgetRollout
 
-    plugin_set = build_plugin_set({"qwen-thinking": {"thinking_budget": 3}})
+    from rlvr_plugins.run import build_grpo_config
+
+    def args(n):
+        return build_grpo_config({"output_dir": str(tmp_path), "report_to": "none", "use_cpu": True,
+                                  "max_completion_length": n})
+
+    plugin_set = build_plugin_set({"qwen-thinking": {"thinking_budget": 3, "compliance_weight": 1.0}})
     check_run(tmp_path, plugin_set, max_completion_length=113)  # 3 < 113: fine before the tokenizer is known
     with pytest.raises(ConfigError, match=r"early-stop text \(110 tokens\) leaves no room .* raise it above 113"):
-        plugin_set.one("rlvr_rollout_func", tokenizer=tokenizer, num_generations=4)
-    check_run(tmp_path, plugin_set, max_completion_length=114)
-    assert plugin_set.one("rlvr_rollout_func", tokenizer=tokenizer, num_generations=4) == ThinkingBudgetRollout(3)
+        plugin_set.one("rlvr_rollout_func", tokenizer=tokenizer, num_generations=4, grpo_args=args(113))
+    assert plugin_set.one("rlvr_rollout_func", tokenizer=tokenizer, num_generations=4,
+                          grpo_args=args(114)) == ThinkingBudgetRollout(3)
     assert build_plugin_set({"qwen-thinking": {}}).one("rlvr_rollout_func", tokenizer=tokenizer,
-                                                       num_generations=4) is None
+                                                       num_generations=4, grpo_args=args(114)) is None

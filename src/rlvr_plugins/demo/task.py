@@ -5,16 +5,16 @@ inside ``<think>…</think>`` followed by the number in ``<answer>…</answer>``
 
 Worked-solution styles (``cot``):
 
-* ``"reverse"`` (default): the digits of the sum written least-significant digit
-  first, i.e. in the order column addition with carries produces them; the answer
-  is then that string read backwards. ``57+68=`` → ``<think>521</think><answer>125</answer>``.
-  Short (fast to sample on CPU) and the order a small transformer can actually learn.
-* ``"carries"``: one column per step, least-significant first, each written as
-  ``<sum digit><carry out>`` and separated by spaces. ``57+68=`` →
-  ``<think>51 21 1</think><answer>125</answer>`` (longer, more explicit).
-* ``"columns"``: each column spelled out, least-significant first:
-  ``57+68=`` → ``<think>7+8=15,5+6+1=12</think><answer>125</answer>`` (every step local).
-* ``"none"``: ``<think></think>`` is left out; only ``<answer>N</answer>``.
+* ``"columns"`` (default): each column spelled out, least-significant first, carry
+  included: ``57+68=`` → ``<think>7+8=15,5+6+1=12</think><answer>125</answer>``.
+  Every step only needs nearby tokens, which a ~1M-parameter model learns within a
+  few hundred SFT steps (the compact styles below are not learned in that budget).
+* ``"reverse"``: the digits of the sum, least-significant first:
+  ``57+68=`` → ``<think>521</think><answer>125</answer>`` (short, but hard to learn fast).
+* ``"carries"``: per column ``<sum digit><carry out>``: ``<think>51 21 1</think>``.
+* ``"none"``: no ``<think>`` part; only ``<answer>N</answer>``.
+
+With ``pad_operands=True`` operands are zero-padded to ``max_digits`` (fixed layout).
 
 ``difficulty`` is the number of digits of the longer operand. The operand digit
 counts are drawn as: difficulty ``d`` from ``difficulty_weights`` over
@@ -34,9 +34,9 @@ from collections.abc import Iterable, Sequence
 
 DEFAULT_TASK_OPTIONS: dict = {
     "min_digits": 1,
-    "max_digits": 4,
+    "max_digits": 3,
     "difficulty_weights": None,
-    "cot": "reverse",
+    "cot": "columns",
     "op": "+",
     "pad_operands": False,
 }

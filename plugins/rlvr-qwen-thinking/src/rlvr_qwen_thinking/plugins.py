@@ -67,14 +67,13 @@ class QwenThinkingPlugin(Plugin):
                             "the answer")
         if problems:
             raise ConfigError(problems, source="plugins.qwen-thinking")
-        self._max_completion_length = max_len
 
     @hookimpl
-    def rlvr_rollout_func(self, tokenizer):
+    def rlvr_rollout_func(self, tokenizer, grpo_args):
         budget = self.options.thinking_budget
         if budget is None:
             return None
-        max_len = getattr(self, "_max_completion_length", None)
+        max_len = grpo_args.max_completion_length
         if tokenizer is not None and max_len is not None:
             try:
                 single_token_id(tokenizer, THINK_END)

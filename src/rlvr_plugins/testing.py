@@ -1,0 +1,59 @@
+"""Helpers for testing rlvr plugins in-process: a tiny model, rows of the demo task, a GRPOConfig.
+
+Nothing here downloads anything: the model is a seeded tiny Qwen3 built from a config and
+the tokenizer is the demo's character-level one.
+
+>>> from rlvr_plugins.testing import tiny_rows
+>>> tiny_rows(2)[0]["rlvr_index"]
+0
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+TINY = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+        "num_key_value_heads": 2, "head_dim": 16}
+
+
+def shared_data() -> Path | None:
+    """The shared math sets: ``$RLVR_SHARED_DATA``, else ``../shared/data`` next to the working directory's repo."""
+    env = os.environ.get("RLVR_SHARED_DATA")
+    candidates = [Path(env)] if env else [Path.cwd().parent / "shared" / "data",
+                                          Path(__file__).resolve().parents[3] / "shared" / "data"]
+    return next((p for p in candidates if p.is_dir()), None)
+
+
+def char_tokenizer():
+    from .demo.tokenizer import build_char_tokenizer
+
+    return build_char_tokenizer()
+
+
+def tiny_model(tokenizer, seed: int = 0, **overrides: Any):
+    from .demo.model import build_tiny_model
+
+    return build_tiny_model(tokenizer, seed=seed, **{**TINY, **overrides})
+
+
+def tiny_rows(n: int = 16, seed: int = 0) -> list[dict[str, Any]]:
+    """``n`` rows of 1–2 digit additions with ``prompt``, ``answer``, ``solution``, ``rlvr_index``."""
+    from .demo.task import split_train_eval
+
+    rows, _ = split_train_eval(n, 0, seed, max_digits=2)
+    return [{**r, "rlvr_index": i} for i, r in enumerate(rows)]
+
+
+def grpo_args(tmp_path, **overrides: Any):
+    """A small CPU GRPOConfig: 8 completions per step in groups of 4, 8 new tokens, 2 steps."""
+    from trl import GRPOConfig
+
+    kwargs = dict(
+        output_dir=str(Path(tmp_path) / "run"), per_device_train_batch_size=8, num_generations=4,
+        max_completion_length=8, max_steps=2, learning_rate=1e-3, logging_steps=1, report_to="none",
+        save_strategy="no", use_cpu=True, seed=7, disable_tqdm=True, beta=0.0,
+    )
+    kwargs.update(overrides)
+    return GRPOConfig(**kwargs)
