@@ -69,10 +69,10 @@ def parse_args(argv=None):
     p.add_argument("--sft-scheduler", default="constant_with_warmup")
     p.add_argument("--sft-eval-every", type=int, default=0, help="greedy eval every N SFT steps (0: off)")
     # GRPO
-    p.add_argument("--grpo-steps", type=int, default=150)
+    p.add_argument("--grpo-steps", type=int, default=250)
     p.add_argument("--grpo-lr", type=float, default=2e-4)
-    p.add_argument("--prompts-per-step", type=int, default=8)
-    p.add_argument("--num-generations", type=int, default=8)
+    p.add_argument("--prompts-per-step", type=int, default=16)
+    p.add_argument("--num-generations", type=int, default=4)
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--beta", type=float, default=0.0)
     p.add_argument("--loss-type", default="dapo")

@@ -24,6 +24,16 @@ DATA = shared_data()
 needs_data = pytest.mark.skipif(DATA is None, reason="../shared/data is absent (set RLVR_SHARED_DATA)")
 
 
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Tiny models run faster on one thread; on a shared, busy machine two threads contend (5x slower)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
 # ---------------------------------------------------------------- pass@k, maj@k, summaries
 
 
@@ -217,6 +227,33 @@ def test_data_errors_name_the_file_and_line_on_real_files(tmp_path):
         load_rows(config, "train")
 
 
+def test_hub_split_is_loaded_by_name_and_normalised(tmp_path, monkeypatch):
+    import datasets
+
+    calls = []
+
+    def fake_load_dataset(name, config=None, split=None):
+        calls.append((name, config, split))
+        return datasets.Dataset.from_list([
+            {"problem": "What is $1+1$?", "solution": r"It is $\boxed{2}$.", "level": "Level 1", "type": "Algebra"},
+            {"problem": "Half of 1?", "solution": r"So $\boxed{\frac{1}{2}}$", "level": "Level 2", "type": "Algebra"},
+        ])
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    config = _config(tmp_path, {"train": {"source": "hub", "name": "DigitalLearningGmbH/MATH-lighteval",
+                                          "config": "default", "split": "train", "limit": 2},
+                                "columns": {"prompt": "problem", "answer": "solution"}, "answer_format": "boxed"})
+    rows = load_rows(config, "train")
+    assert calls == [("DigitalLearningGmbH/MATH-lighteval", "default", "train")]
+    assert [r["answer"] for r in rows] == ["2", r"\frac{1}{2}"] and rows[1]["raw_answer"].startswith("So")
+    assert metrics.breakdown_columns(rows) == ["level", "type"]
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: datasets.Dataset.from_list([{"problem": "x",
+                                                                                               "solution": "y"}]))
+    with pytest.raises(DataError, match=r"hub dataset DigitalLearningGmbH/MATH-lighteval: row 0: answer_format "
+                                        r"boxed expects a solution with a closed \\boxed\{...\}"):
+        load_rows(config, "train")
+
+
 def test_unknown_answer_format_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match=r"data.answer_format must be one of \['gsm8k', 'boxed', 'olympiadbench', "
                                           r"'plain'\], got 'latex'"):
@@ -329,5 +366,7 @@ def test_eval_end_to_end_metrics_match_the_samples(tmp_path):
     assert sum(g["problems"] for g in levels.values()) == 6
     md = (out / "eval.md").read_text()
     assert "| accuracy | pass@1 | pass@2 | pass@4 | maj@1 | maj@2 | maj@4 |" in md and "## By difficulty" in md
-    assert json.loads((out / "plugins.json").read_text())["rewards"][0]["name"] == "even-length"
+    assert json.loads((out / "eval_plugins.json").read_text())["rewards"][0]["name"] == "even-length"
+    assert yaml.safe_load((out / "eval_config.yaml").read_text())["eval"]["n"] == 4
+    assert not (out / "config.yaml").exists()  # a training run's own config.yaml is never overwritten
     shutil.rmtree(out)

@@ -157,27 +157,43 @@ def test_zero_variance_prompts_are_skipped_for_the_next_draws_without_changing_t
     assert len(set(chunk1)) == 2 and len(set(chunk1) & set(chunk0)) == 1
 
 
-@pytest.mark.parametrize("lead", [1, 3])
-def test_state_round_trips_and_a_resumed_sampler_replays_prefetched_chunks(lead):
+@pytest.mark.parametrize("lead, stop", [(1, 2), (3, 2), (1, 8), (2, 11)])
+def test_state_round_trips_and_a_resumed_sampler_replays_prefetched_chunks(lead, stop):
+    """Stop after ``stop`` chunks (inside epoch 0, at its end, inside epoch 1), resume, compare."""
     ds = dataset(n=24)  # 3 prompts per chunk: 8 chunks per epoch
     correct_of = lambda i, j: i % 2 == 0  # noqa: E731 (with no prior, one batch makes s_i 0 or 1)
-    p = plugin(start_quantile=0.5, full_at_step=5, prior_strength=0.0)
-    uninterrupted = list(run_pipeline(p, make_sampler(p, ds, ppb=3, repeat=1, seed=1), 10, correct_of, lead=lead))
-    # a second run stops after 2 chunks, when the dataloader has drawn `lead` more, and saves its state
-    p1 = plugin(start_quantile=0.5, full_at_step=5, prior_strength=0.0)
-    list(run_pipeline(p1, make_sampler(p1, ds, ppb=3, repeat=1, seed=1), 2, correct_of, lead=lead))
+    options = {"start_quantile": 0.5, "full_at_step": 5, "prior_strength": 0.0}
+    p = plugin(**options)
+    uninterrupted = list(run_pipeline(p, make_sampler(p, ds, ppb=3, repeat=1, seed=1), 20, correct_of, lead=lead))
+    # a second run stops after `stop` chunks, when the dataloader has drawn up to `lead` more, and saves
+    p1 = plugin(**options)
+    list(run_pipeline(p1, make_sampler(p1, ds, ppb=3, repeat=1, seed=1), stop, correct_of, lead=lead))
     saved = p1.rlvr_state_dict()
-    assert saved["observed"] == 2 and saved["drawn"] == 2 + lead
-    assert list(saved["pending"]) == [str(c) for c in range(2, 2 + lead)]
-    p2 = plugin(start_quantile=0.5, full_at_step=5, prior_strength=0.0)
+    drawn = min(stop + lead, -(-stop // 8) * 8)  # the dataloader does not draw across an epoch's end
+    assert saved["observed"] == stop and saved["drawn"] == drawn
+    assert list(saved["pending"]) == [str(c) for c in range(stop, drawn)]
+    p2 = plugin(**options)
     p2.rlvr_load_state_dict(state=saved)
     assert p2.rlvr_state_dict() == saved  # a checkpoint before the sampler is rebuilt keeps the state
     resumed = make_sampler(p2, ds, ppb=3, repeat=1, seed=1)
-    # not vacuous: drawn now, from the newer statistics, some prefetched chunk would differ
-    assert any(resumed.draw(int(c)) != ids for c, ids in saved["pending"].items())
-    # the Trainer skips the 2 chunks it already trained on (skip_first_batches) and goes on, across an epoch
-    assert list(run_pipeline(p2, resumed, 8, correct_of, skip=2, lead=lead)) == uninterrupted[2:]
+    if stop == 2:  # not vacuous: drawn now, from the newer statistics, some prefetched chunk would differ
+        assert any(resumed.draw(int(c)) != ids for c, ids in saved["pending"].items())
+    # the Trainer restarts the epoch of the checkpoint and skips the chunks of it already trained on
+    resumed_blocks = list(run_pipeline(p2, resumed, 20 - stop, correct_of, skip=stop % 8, lead=lead))
+    assert resumed_blocks == uninterrupted[stop:]
     assert p2.rlvr_state_dict() == p.rlvr_state_dict()
+
+
+def test_resume_with_other_batch_settings_or_data_is_refused():
+    p1 = plugin(schedule="none")
+    list(run_pipeline(p1, make_sampler(p1), 2, lambda i, j: j == 0))
+    p2 = plugin(schedule="none")
+    p2.rlvr_load_state_dict(state=p1.rlvr_state_dict())
+    with pytest.raises(PluginContractError, match=r"the saved chunks hold \[3\] prompts but a batch now needs 2"):
+        make_sampler(p2, ppb=2)
+    p2.rlvr_load_state_dict(state=p1.rlvr_state_dict())
+    with pytest.raises(PluginContractError, match="covers 12 prompts but the train set has 10; resume with the same"):
+        make_sampler(p2, dataset(n=10))
 
 
 def test_resume_with_ignore_data_skip_starts_at_the_first_untrained_chunk():

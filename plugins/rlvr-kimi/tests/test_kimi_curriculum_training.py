@@ -43,7 +43,7 @@ class Recorder(Plugin):
                               "chunk": state.observed, "drawn": state.drawn})
 
 
-def build(tmp_path, *, rows=8, callbacks=(), curriculum=None, **trainer):
+def build(tmp_path, *, rows=8, seed=7, callbacks=(), curriculum=None, **trainer):
     from datasets import Dataset
 
     from rlvr_plugins.demo.model import build_tiny_model
@@ -56,7 +56,7 @@ def build(tmp_path, *, rows=8, callbacks=(), curriculum=None, **trainer):
     plugins = {"kimi-cur-test-correct": {}, "kimi-cur-test-recorder": {},
                "kimi-curriculum": {"correctness_reward": "kimi-cur-test-correct", "full_at_step": 4,
                                    "start_quantile": 0.5, **(curriculum or {})}}
-    config = {"output_dir": str(tmp_path / "run"), "seed": 7, "plugins": plugins,
+    config = {"output_dir": str(tmp_path / "run"), "seed": seed, "plugins": plugins,
               "trainer": {**TRAINER, "save_strategy": "no", **trainer}}
     with temporary_plugin(ToyCorrectness), temporary_plugin(Recorder):
         prepared = prepare(config)
@@ -91,7 +91,8 @@ def test_resumed_run_draws_exactly_the_uninterrupted_sequence(tmp_path):
     max_steps=6, prefetching dataloader); run B's interruption is a callback, so both runs
     have the same config and thus the same LR schedule.
     """
-    settings = {"max_steps": 6, "save_strategy": "steps", "save_steps": 3}
+    settings = {"max_steps": 6, "save_strategy": "steps", "save_steps": 3, "seed": 1,
+                "curriculum": {"prior_strength": 0.0}}
     Recorder.seen = []
     a = build(tmp_path / "a", **settings)
     a.train()
@@ -116,6 +117,12 @@ def test_resumed_run_draws_exactly_the_uninterrupted_sequence(tmp_path):
     assert [r["ids"] for r in seen_b] == [r["ids"] for r in seen_a]
     assert [r["chunk"] for r in seen_a] == [0, 1, 2, 3, 4, 5]
     state_b = Recorder.curriculum.state
+    # not vacuous: chunk 3, drawn afresh from the statistics at checkpoint-3, would differ from the saved one
+    from rlvr_kimi.sampler import CurriculumState
+
+    sampler = Recorder.curriculum.sampler
+    sampler.state = CurriculumState.from_dict(saved["kimi-curriculum"], 8)
+    assert sampler.draw(3) != saved["kimi-curriculum"]["pending"]["3"]
     assert state_b.to_dict() == state_a.to_dict()
     assert sum(state_a.attempts) == 6 * 2 * 4  # 6 batches of 2 prompts x 4 completions, all scored
     # the prefetch lag: when the rewards of chunk k arrive, chunk k+1 has already been drawn

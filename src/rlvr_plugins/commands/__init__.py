@@ -35,17 +35,33 @@ class Context:
 
 
 def setup(config: dict[str, Any], section: str, need_rewards: bool = True) -> Context:
-    """Resolve the plugins and the run folder; write ``config.yaml`` and ``plugins.json`` there."""
-    from ..run import Prepared, write_run_header
-
+    """Resolve the plugins and the run folder; write ``<section>_config.yaml`` and
+    ``<section>_plugins.json`` there (prefixed, so a command run in a training run's folder
+    does not overwrite that run's ``config.yaml`` and ``plugins.json``)."""
     plugin_set = build_plugin_set(config.get("plugins"))
     rewards = plugin_set.reward_functions()
     if need_rewards and not rewards:
         raise ConfigError(f"rlvr {section} scores completions with the reward plugins, but the config enables none; "
                           "enable one (e.g. plugins: {r1-accuracy: {}})", source="plugins")
     out = Path(config.get("output_dir", f"runs/{section}"))
-    write_run_header(out, Prepared(config, plugin_set, None))
+    write_header(out, section, config, plugin_set, rewards)
     return Context(config, plugin_set, rewards, out, int(config.get("seed", 42)))
+
+
+def write_header(out: Path, section: str, config: Mapping[str, Any], plugin_set: PluginSet,
+                 rewards: list[tuple[str, RewardFunction]]) -> None:
+    import yaml
+
+    from ..config import public
+    from ..run import _versions
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{section}_config.yaml").write_text(yaml.safe_dump(public(config), sort_keys=False), encoding="utf-8")
+    write_json(out / f"{section}_plugins.json", {
+        "plugins": plugin_set.describe(),
+        "rewards": [{"plugin": p, "name": r.name, "weight": r.weight, "isolated": r.isolated} for p, r in rewards],
+        "versions": _versions(),
+    })
 
 
 def target_reward(ctx: Context, section: str, name: str | None) -> str:

@@ -11,6 +11,7 @@ from typing import Literal
 import torch
 
 from rlvr_plugins import Plugin, hookimpl
+from rlvr_plugins.advantages import zero_variance_groups
 from rlvr_plugins.errors import ConfigError, PluginContractError, PluginError
 
 from .curriculum import SCHEDULES, difficulties_from_column, group_outcomes
@@ -129,13 +130,15 @@ class KimiCurriculum(Plugin):
             if not (self.prior_strength >= 0.0 and math.isfinite(self.prior_strength)):
                 raise ValueError(f"option 'prior_strength' must be a finite number >= 0, got {self.prior_strength!r}")
             if self.skip_zero_variance_steps < 0:
-                raise ValueError(f"option 'skip_zero_variance_steps' must be >= 0, got {self.skip_zero_variance_steps!r}")
+                raise ValueError("option 'skip_zero_variance_steps' must be >= 0, "
+                                 f"got {self.skip_zero_variance_steps!r}")
 
     def __init__(self, options=None):
         super().__init__(options)
         self.state: CurriculumState | None = None
         self.sampler: CurriculumSampler | None = None
         self._loaded: dict | None = None
+        self._position: dict[int, int] = {}
         self._gradient_accumulation_steps = 1
         self._ignore_data_skip = False
 
@@ -215,8 +218,6 @@ class KimiCurriculum(Plugin):
         o = self.options
         if o.correctness_reward not in reward_names:
             raise PluginContractError(self._missing_reward(reward_names))
-        from rlvr_plugins.advantages import zero_variance_groups
-
         column = rewards_per_func[:, list(reward_names).index(o.correctness_reward)]
         correct = is_correct(column, o.threshold)
         counted = valid.to(torch.bool) & ~torch.isnan(column)

@@ -54,6 +54,9 @@ class CurriculumState:
       ``(seed, c)``.
     * ``pending``: chunk number → prompt ids, drawn but not yet counted (the prefetch).
     * ``last_observed``: the ids of chunk ``observed - 1`` (for a resume inside it).
+
+    Not saved: ``resumed`` (set by :meth:`from_dict`: the next epoch starts from
+    ``observed``) and ``cursor`` (the first chunk of the next epoch in this process).
     """
 
     successes: list[int]
@@ -126,6 +129,12 @@ class CurriculumSampler(Sampler[int]):
                              "prompts (generation_batch_size / num_generations)")
         if state.num_prompts != num_prompts:
             raise ValueError(f"curriculum state covers {state.num_prompts} prompts, the train set has {num_prompts}")
+        sizes = {len(ids) for ids in [*state.pending.values(), *([state.last_observed] if state.last_observed else [])]}
+        if sizes - {prompts_per_batch}:
+            raise ValueError(f"the saved chunks hold {sorted(sizes)} prompts but a batch now needs "
+                             f"{prompts_per_batch}; resume with the same batch settings "
+                             "(per_device_train_batch_size, num_generations, steps_per_generation, "
+                             "number of processes)")
         self.num_prompts = num_prompts
         self.difficulties = None if difficulties is None else difficulties.to(torch.float64)
         self.state = state
