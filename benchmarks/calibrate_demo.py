@@ -69,7 +69,7 @@ def parse_args(argv=None):
     p.add_argument("--sft-scheduler", default="constant_with_warmup")
     p.add_argument("--sft-eval-every", type=int, default=0, help="greedy eval every N SFT steps (0: off)")
     # GRPO
-    p.add_argument("--grpo-steps", type=int, default=250)
+    p.add_argument("--grpo-steps", type=int, default=200)
     p.add_argument("--grpo-lr", type=float, default=2e-4)
     p.add_argument("--prompts-per-step", type=int, default=16)
     p.add_argument("--num-generations", type=int, default=4)

@@ -208,3 +208,18 @@ def test_sft_command_with_qwen_fusion_on_the_cpu_recipe(tmp_path):
     assert summary["fusion"] is True and summary["examples"] == 32
     assert summary["thinking"] + summary["non_thinking"] == 32 and summary["non_thinking"] > 0
     assert (out / "model" / "config.json").is_file()
+
+
+def test_without_the_fusion_builder_sft_uses_the_rows_as_they_are_and_says_so(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("rlvr_qwen_thinking", reason="rlvr-qwen-thinking is not installed")
+    from rlvr_plugins.commands import setup, sft_cmd
+    from rlvr_plugins.testing import char_tokenizer, tiny_rows
+
+    monkeypatch.setattr(sft_cmd, "fusion_builder", lambda: None)
+    config = {"output_dir": str(tmp_path / "run"), "seed": 5, "model": {"tiny": {}},
+              "plugins": {"qwen-thinking": {"no_think_share": 0.5}}}
+    rows = [{k: v for k, v in r.items() if k != "rlvr_index"} for r in tiny_rows(4)]
+    out, info = sft_cmd.sft_rows(setup(config, "sft", need_rewards=False), rows, "solution", char_tokenizer())
+    assert info["fusion"] is False and "build_fusion_sft is not installed" in info["fusion_note"]
+    assert "note: qwen-thinking is enabled but" in capsys.readouterr().out
+    assert [r["solution"] for r in out] == [r["solution"] for r in rows]

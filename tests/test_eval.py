@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -370,3 +369,23 @@ def test_eval_end_to_end_metrics_match_the_samples(tmp_path):
     assert yaml.safe_load((out / "eval_config.yaml").read_text())["eval"]["n"] == 4
     assert not (out / "config.yaml").exists()  # a training run's own config.yaml is never overwritten
     shutil.rmtree(out)
+
+
+@needs_data
+@pytest.mark.slow
+def test_eval_few_shot_on_gsm8k_with_the_cpu_recipe(tmp_path):
+    out = tmp_path / "run"
+    gsm = DATA / "gsm8k"
+    recipe = Path(__file__).resolve().parents[1] / "configs" / "cpu" / "r1_zero.yaml"
+    assert cli.main(["eval", str(recipe), "--set", f"output_dir={out}", "--set", "engine.in_process=true",
+                     "--set", f"data.train.path={gsm / 'train.jsonl'}", "--set", f"data.eval.path={gsm / 'test.jsonl'}",
+                     "--set", "eval={mode: few-shot, shots: 1, n: 2, temperature: 1.0, max_new_tokens: 4}"]) == 0
+    report = json.loads((out / "eval.json").read_text())
+    samples = [json.loads(line) for line in (out / "eval_samples.jsonl").read_text().splitlines()]
+    assert report["metrics"]["problems"] == 4 and len(samples) == 8 and report["mode"] == "few-shot"
+    assert [s["answer"] for s in samples[::2]] == ["18", "3", "70000", "540"]  # GSM8K test, normalised
+    prompt = samples[0]["prompt"]
+    assert prompt.startswith("A conversation between User and Assistant.")  # the R1-Zero template
+    assert "Question: Natalia sold clips" in prompt and "#### 72\n\nQuestion: Janet" in prompt
+    assert report["metrics"]["accuracy"] == pytest.approx(sum(s["correct"] for s in samples) / 8)
+    assert report["format"] == "r1-format" and report["reward"] == "r1-accuracy"

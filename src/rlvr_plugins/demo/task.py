@@ -16,6 +16,12 @@ Worked-solution styles (``cot``):
 
 With ``pad_operands=True`` operands are zero-padded to ``max_digits`` (fixed layout).
 
+``carry_slip`` (default 0) imitates an imperfect cold-start teacher: that share of the
+worked solutions (the ``solution`` column, the SFT target) are written by a teacher who
+forgets to add the carry, ``57+68=`` → ``<think>7+8=15,5+6=11</think><answer>115</answer>``.
+The ``answer`` column (what the rewards check) is always the true sum. Which rows slip
+is drawn from its own random stream, so the problems do not depend on ``carry_slip``.
+
 ``difficulty`` is the number of digits of the longer operand. The operand digit
 counts are drawn as: difficulty ``d`` from ``difficulty_weights`` over
 ``min_digits..max_digits`` (uniform by default), one operand gets exactly ``d``
@@ -39,6 +45,7 @@ DEFAULT_TASK_OPTIONS: dict = {
     "cot": "columns",
     "op": "+",
     "pad_operands": False,
+    "carry_slip": 0.0,
 }
 
 COT_STYLES = ("reverse", "carries", "columns", "none")
@@ -81,6 +88,18 @@ def _worked_solution(a: int, b: int, cot: str, width: int = 0) -> str:
     return f"<think>{think}</think><answer>{answer}</answer>"
 
 
+def _slipped_solution(a: int, b: int) -> str:
+    """The columns solution of a teacher who never adds the carry: each column's last digit, the top column whole."""
+    da, db = str(a)[::-1], str(b)[::-1]
+    steps, digits = [], []
+    n = max(len(da), len(db))
+    for i in range(n):
+        x, y = (int(da[i]) if i < len(da) else 0), (int(db[i]) if i < len(db) else 0)
+        steps.append(f"{x}+{y}={x + y}")
+        digits.append(str(x + y) if i == n - 1 else str((x + y) % 10))
+    return f"<think>{','.join(steps)}</think><answer>{int(''.join(reversed(digits)))}</answer>"
+
+
 def make_problem(a: int, b: int, cot: str = "reverse", op: str = "+", width: int = 0) -> dict:
     """One problem row for operands ``a`` and ``b`` (zero-padded to ``width`` digits if ``width``)."""
     if op != "+":
@@ -121,7 +140,11 @@ def make_problems(
     if weights is not None and len(weights) != len(levels):
         raise ValueError(f"difficulty_weights needs {len(levels)} entries, got {len(weights)}")
 
+    slip = float(opts["carry_slip"])
+    if slip and opts["cot"] != "columns":
+        raise ValueError("carry_slip needs cot='columns'")
     rng = random.Random(f"rlvr-demo/{stream}/{seed}")  # str seeds are hashed with sha512: stable
+    slip_rng = random.Random(f"rlvr-demo/{stream}/{seed}/slip")
     excluded = set(exclude or ())
     seen: set[str] = set()
     rows: list[dict] = []
@@ -138,6 +161,8 @@ def make_problems(
         if row["prompt"] in excluded or (unique and row["prompt"] in seen):
             continue
         seen.add(row["prompt"])
+        if slip and slip_rng.random() < slip:
+            row["solution"] = _slipped_solution(a, b)
         rows.append(row)
     return rows
 
