@@ -12,6 +12,26 @@ from .errors import ConfigError
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 
 
+def has_accelerator() -> bool:
+    """A CUDA or XPU device is visible (otherwise trainers get ``use_cpu: true`` by default)."""
+    return torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
+
+
+CPU_DEFAULTS = {"use_cpu": True, "bf16": False, "gradient_checkpointing": False}
+
+
+def cpu_defaults(kwargs: dict) -> dict:
+    """Without an accelerator: train on the CPU in float32 without recomputation, unless the config says otherwise.
+
+    TRL defaults to ``bf16=True`` and gradient checkpointing, which on a CPU only cost time
+    (bf16 autocast is emulated; a small model has no memory to save).
+    """
+    if not has_accelerator():
+        for key, value in CPU_DEFAULTS.items():
+            kwargs.setdefault(key, value)
+    return kwargs
+
+
 def load_tokenizer(config: Mapping[str, Any]):
     """The tokenizer named by ``model.tokenizer`` (``char`` = the demo's), else the model's own."""
     from transformers import AutoTokenizer

@@ -19,6 +19,7 @@ import yaml
 from . import config as cfg
 from .errors import ConfigError
 from .manager import PluginSet, build_plugin_set
+from .modeling import cpu_defaults
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +39,7 @@ def grpo_kwargs(config: Mapping[str, Any], plugin_set: PluginSet) -> dict[str, A
     trainer = dict(config.get("trainer") or {})
     kwargs = {**RUN_DEFAULTS, **trainer, "output_dir": config.get("output_dir", "runs/rlvr")}
     kwargs.setdefault("seed", config.get("seed", 42))
-    if not _has_accelerator():
-        kwargs.setdefault("use_cpu", True)
+    cpu_defaults(kwargs)
     for name, value in trainer.items():
         if name in TRAINER_OWNED:
             raise ConfigError(f"trainer.{name}: {TRAINER_OWNED[name]}")
@@ -61,12 +61,6 @@ def _check_scale_rewards(trainer: Mapping[str, Any], plugin_set: PluginSet) -> N
             f"estimator plugin {estimator!r}. Choose the estimator instead: grpo (group std), batch-std (batch std), "
             "dr-grpo or rloo (no std); remove trainer.scale_rewards"
         )
-
-
-def _has_accelerator() -> bool:
-    import torch
-
-    return torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
 
 
 def build_grpo_config(kwargs: dict[str, Any]):
@@ -145,12 +139,10 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
     import torch
     from datasets import Dataset
     from transformers import set_seed
-    from transformers.trainer_callback import ProgressCallback
-
     from . import data, modeling
     from .evaluation import evaluate
     from .rewards import Engines
-    from .runlog import CompactProgress, GracefulStop, MetricsWriter, truncate_metrics
+    from .runlog import GracefulStop, MetricsWriter, compact_console, truncate_metrics
     from .trainer import RLVRTrainer, last_complete_checkpoint
 
     started = time.perf_counter()
@@ -161,7 +153,9 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
         if not resume or not Path(resume).is_dir():
             raise ConfigError(f"--resume: no complete checkpoint in {out}")
         truncate_metrics(out / "metrics.jsonl", int(Path(resume).name.rsplit("-", 1)[1]))
-    write_run_header(out, prepared)
+    dist = _distributed_state()
+    if dist.is_main_process:
+        write_run_header(out, prepared)
     seed = int(prepared.grpo_args.seed)
     set_seed(seed)
     tokenizer = modeling.load_tokenizer(config)
@@ -183,8 +177,9 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
         result = evaluate(model, tokenizer, eval_rows, rewards, engines, config.get("eval") or {}, max_new)
         result["seconds"] = round(time.perf_counter() - t, 1)
         summary[f"eval_{tag}"] = result
-        print(f"[eval {tag}] accuracy {100 * result['accuracy']:.1f}% on {result['n']} held-out problems "
-              f"({result['reward']}); rewards {_fmt(result['rewards'])}", flush=True)
+        if dist.is_main_process:
+            print(f"[eval {tag}] accuracy {100 * result['accuracy']:.1f}% on {result['n']} held-out problems "
+                  f"({result['reward']}); rewards {_fmt(result['rewards'])}", flush=True)
 
     policy_dir = out / "policy-init"
     if resume and policy_dir.is_dir():
@@ -201,7 +196,13 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
             summary["sft_examples"] = len(sft_rows)
         run_eval("before", model)
         built_here = "tiny" in config["model"] or sft_section
-        policy = _policy_path(model, tokenizer, policy_dir) if built_here else model
+        if built_here:
+            if dist.is_main_process:
+                _policy_path(model, tokenizer, policy_dir)
+            dist.wait_for_everyone()
+            policy = str(policy_dir)
+        else:
+            policy = model
     stop = GracefulStop()
     t = time.perf_counter()
     trainer = RLVRTrainer(
@@ -214,17 +215,16 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
         peft_config=modeling.lora_config(config),
         callbacks=[MetricsWriter(out / "metrics.jsonl"), stop],
     )
-    if not prepared.grpo_args.disable_tqdm:
-        trainer.remove_callback(ProgressCallback)
-        trainer.add_callback(CompactProgress())
+    compact_console(trainer, show_bar=not prepared.grpo_args.disable_tqdm)
     with stop.installed():
         trainer.train(resume_from_checkpoint=resume or None)
     summary["stages"]["grpo_seconds"] = round(time.perf_counter() - t, 1)
     summary["grpo_steps"] = trainer.state.global_step
     if stop.signal_name:
         summary["stopped_by"] = stop.signal_name
-        print(f"stopped by {stop.signal_name} at step {trainer.state.global_step}; checkpoint written. "
-              f"Continue with: rlvr train CONFIG --resume", flush=True)
+        if dist.is_main_process:
+            print(f"stopped by {stop.signal_name} at step {trainer.state.global_step}; checkpoint written. "
+                  f"Continue with: rlvr train CONFIG --resume", flush=True)
     else:
         trainer.save_model(str(out / "final"))
         run_eval("after", trainer.model)
@@ -235,8 +235,9 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
     engines.close()
     summary["seconds"] = round(time.perf_counter() - started, 1)
     summary["threads"] = torch.get_num_threads()
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
-    _print_summary(summary)
+    if dist.is_main_process:
+        (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+        _print_summary(summary)
     return summary
 
 
@@ -245,6 +246,13 @@ def _policy_path(model, tokenizer, folder: Path) -> str:
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)
+
+
+def _distributed_state():
+    """accelerate's process state: under ``accelerate launch`` / ``torchrun`` only the main process writes files."""
+    from accelerate import PartialState
+
+    return PartialState()
 
 
 def _split_for_sft(rows: list[dict[str, Any]], section: Mapping[str, Any]):

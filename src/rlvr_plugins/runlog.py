@@ -13,7 +13,8 @@ from pathlib import Path
 from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
-SHOWN = ("reward", "rlvr/frac_zero_variance_groups", "completions/mean_length", "kl", "entropy")
+SHOWN = ("reward", "rlvr/frac_zero_variance_groups", "completions/mean_length", "kl", "entropy",
+         "mean_token_accuracy")
 
 
 class MetricsWriter(TrainerCallback):
@@ -43,18 +44,39 @@ def read_metrics(path: str | Path) -> list[dict]:
 
 
 class CompactProgress(ProgressCallback):
-    """TRL's progress bar, with one short line per logging step instead of the whole metrics dict."""
+    """TRL's progress bar (when enabled), with one short line per logging step instead of the metrics dict."""
+
+    def __init__(self, show_bar: bool = True):
+        super().__init__()
+        self.show_bar = show_bar
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if self.show_bar:
+            super().on_train_begin(args, state, control, **kwargs)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.show_bar:
+            super().on_step_end(args, state, control, **kwargs)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if not state.is_world_process_zero or self.training_bar is None or not logs:
+        if not state.is_world_process_zero or not logs:
             return
         parts = [f"step {state.global_step}"]
         for key, value in logs.items():
-            if (key in SHOWN or (key.startswith(("rewards/", "penalties/")) and key.endswith("/mean"))) \
+            if (key in SHOWN or key == "loss" or (key.startswith(("rewards/", "penalties/")) and key.endswith("/mean"))) \
                     and isinstance(value, (int, float)):
                 parts.append(f"{key.removesuffix('/mean').replace('rlvr/', '')} {value:.3f}")
         if len(parts) > 1:
-            self.training_bar.write("  ".join(parts))
+            (self.training_bar.write if self.training_bar is not None else print)("  ".join(parts))
+
+
+def compact_console(trainer, show_bar: bool) -> None:
+    """Replace the Trainer's console output (a dict per log, or a bar that prints dicts) with CompactProgress."""
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    trainer.add_callback(CompactProgress(show_bar))
 
 
 def truncate_metrics(path: str | Path, last_step: int) -> None:

@@ -28,7 +28,9 @@ def run_sft(model, tokenizer, rows: list[dict[str, Any]], section: Mapping[str, 
         raise ConfigError(f"sft.completion_column {column!r}: train row {missing[0]} has no such column; "
                           f"columns present: {sorted(rows[missing[0]])}")
     options = {k: v for k, v in section.items() if k not in ("completion_column", "examples")}
-    kwargs = {**SFT_DEFAULTS, "seed": seed, "data_seed": seed, **options, "output_dir": str(output_dir)}
+    from .modeling import cpu_defaults
+
+    kwargs = cpu_defaults({**SFT_DEFAULTS, "seed": seed, "data_seed": seed, **options, "output_dir": str(output_dir)})
     if "max_length" not in kwargs:
         longest_prompt = max(len(tokenizer(r["prompt"])["input_ids"]) for r in rows if isinstance(r["prompt"], str))
         kwargs["max_length"] = longest_prompt + max_completion_length
@@ -38,5 +40,8 @@ def run_sft(model, tokenizer, rows: list[dict[str, Any]], section: Mapping[str, 
         raise ConfigError(f"sft: {exc}") from exc
     dataset = Dataset.from_list([{"prompt": r["prompt"], "completion": r[column]} for r in rows])
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+    from .runlog import compact_console
+
+    compact_console(trainer, show_bar=not args.disable_tqdm)
     trainer.train()
     return trainer.model

@@ -53,7 +53,8 @@ def grpo_args(tmp_path, **overrides: Any):
     kwargs = dict(
         output_dir=str(Path(tmp_path) / "run"), per_device_train_batch_size=8, num_generations=4,
         max_completion_length=8, max_steps=2, learning_rate=1e-3, logging_steps=1, report_to="none",
-        save_strategy="no", use_cpu=True, seed=7, disable_tqdm=True, beta=0.0,
+        save_strategy="no", use_cpu=True, bf16=False, gradient_checkpointing=False, seed=7, disable_tqdm=True,
+        beta=0.0,
     )
     kwargs.update(overrides)
     return GRPOConfig(**kwargs)
