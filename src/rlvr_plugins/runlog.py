@@ -58,6 +58,22 @@ class CompactProgress(ProgressCallback):
         if self.show_bar:
             super().on_step_end(args, state, control, **kwargs)
 
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.show_bar:
+            super().on_train_end(args, state, control, **kwargs)
+
+    def on_prediction_step(self, args, state, control, eval_dataloader=None, **kwargs):
+        if self.show_bar:
+            super().on_prediction_step(args, state, control, eval_dataloader=eval_dataloader, **kwargs)
+
+    def on_evaluate(self, args, state, control, **kwargs):
+        if self.show_bar:
+            super().on_evaluate(args, state, control, **kwargs)
+
+    def on_predict(self, args, state, control, **kwargs):
+        if self.show_bar:
+            super().on_predict(args, state, control, **kwargs)
+
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
             return
