@@ -8,7 +8,10 @@ gets 8 completions: correct in several equivalent forms, and wrong ones.
     python benchmarks/reward_throughput.py [--repeats 3] [--workers 2] [--json out.json]
 
 Verdicts are compared on the completions both can decide (TRL returns None when it cannot
-parse the gold answer; ours masks a completion on timeout).
+parse the gold answer; ours masks a completion on timeout). Each repeat starts fresh
+worker processes (started and warmed on one unrelated item, outside the timing), so no
+verdict is cached from an earlier repeat; within a repeat, identical (answer, reference)
+pairs are verified once, as in training.
 """
 
 from __future__ import annotations
@@ -114,15 +117,18 @@ def main(argv=None):
 
     rows = build(args.prompts, args.per_prompt, args.seed)
     reward = build_plugin_set({"r1-accuracy": {"fallback": None}}).reward_functions()[0][1]
-    engines = Engines(num_workers=args.workers, timeout_s=10.0)
-    cold, _ = run_ours(rows[:8], engines, reward)  # start the workers and import math-verify in them
-    ours_t, trl_t = [], []
+    warm_up = [{"completion": "<answer>\\boxed{1}</answer>", "gold": "2"}] * (2 * args.workers)
+    ours_t, trl_t, starts = [], [], []
     for _ in range(args.repeats):
+        engines = Engines(num_workers=args.workers, timeout_s=10.0)  # fresh workers: no cached verdicts
+        start, _ = run_ours(warm_up, engines, reward)  # start the workers, import math-verify in them
+        starts.append(start)
         t, ours = run_ours(rows, engines, reward)
         ours_t.append(t)
+        engines.close()
         t, theirs = run_trl(rows)
         trl_t.append(t)
-    engines.close()
+    cold = statistics.median(starts)
     both = [(a, b) for a, b in zip(ours, theirs) if a is not None and b is not None]
     agree = sum(float(a) == float(b) for a, b in both)
     disagreements = [(rows[i]["completion"], rows[i]["gold"], ours[i], theirs[i]) for i in range(len(rows))

@@ -338,6 +338,14 @@ def accuracy(
     answer, region = _locate_answer(completion, think_opened, fallback)
     if answer is None or is_sprayed(answer, reference) or _count_boxes(region) > 1:
         return 0.0
+    return _answer_matches(answer, reference)
+
+
+@lru_cache(maxsize=16384)
+def _answer_matches(answer: str, reference: str) -> float:
+    """The verdict for one extracted answer against one reference, cached per process: the
+    completions of a GRPO group often end in the same answer, which is then parsed and
+    verified once."""
     gold = parse_reference(reference)
     if not gold:
         expected = _plain(reference_answer(reference))
