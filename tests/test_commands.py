@@ -18,15 +18,7 @@ from rlvr_plugins.testing import TINY
 N = 4
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny models run faster on one thread; on a shared, busy machine two threads contend (5x slower)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 class Scripted:
     """Scores by the row's ``kind`` and by how often this prompt text was scored before.

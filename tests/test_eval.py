@@ -23,15 +23,7 @@ DATA = shared_data()
 needs_data = pytest.mark.skipif(DATA is None, reason="../shared/data is absent (set RLVR_SHARED_DATA)")
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny models run faster on one thread; on a shared, busy machine two threads contend (5x slower)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 # ---------------------------------------------------------------- pass@k, maj@k, summaries
 

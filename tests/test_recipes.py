@@ -23,15 +23,7 @@ CPU_RECIPES = ["r1_zero", "r1", "dr_grpo", "kimi", "qwen3_fusion"]
 USES_SHARED_DATA = {"r1_zero", "dr_grpo"}
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny models run faster on one thread; on a shared, busy machine two threads contend (5x slower)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def test_every_recipe_is_tested():
     assert sorted(p.stem for p in CONFIGS.glob("*.yaml") if p.stem != "demo") == sorted(GPU_RECIPES)

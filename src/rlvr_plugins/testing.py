@@ -58,3 +58,28 @@ def grpo_args(tmp_path, **overrides: Any):
     )
     kwargs.update(overrides)
     return GRPOConfig(**kwargs)
+
+
+TINY_TRAINER = {"per_device_train_batch_size": 8, "num_generations": 4, "max_completion_length": 8, "max_steps": 2,
+                "learning_rate": 1e-3, "save_strategy": "no", "use_cpu": True, "disable_tqdm": True, "beta": 0.0}
+
+
+def tiny_trainer(tmp_path, plugins: dict, tokenizer=None, **trainer_overrides: Any):
+    """An ``RLVRTrainer`` on a tiny model and 16 demo rows, its config built through ``run.prepare``.
+
+    ``plugins`` is the config's ``plugins:`` section; call it inside the ``temporary_plugin``
+    blocks of any in-process plugin it enables. Rewards run in-process.
+    """
+    from datasets import Dataset
+
+    from .rewards import Engines
+    from .run import prepare
+    from .trainer import RLVRTrainer
+
+    tokenizer = tokenizer if tokenizer is not None else char_tokenizer()
+    config = {"output_dir": str(Path(tmp_path) / "run"), "seed": 7, "plugins": plugins,
+              "trainer": {**TINY_TRAINER, **trainer_overrides}}
+    prepared = prepare(config)
+    return RLVRTrainer(plugin_set=prepared.plugin_set, engines=Engines(in_process=True),
+                       model=tiny_model(tokenizer), args=prepared.grpo_args,
+                       train_dataset=Dataset.from_list(tiny_rows()), processing_class=tokenizer)
