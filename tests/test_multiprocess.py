@@ -49,3 +49,20 @@ def test_groups_split_across_two_ranks_match_one_process(tmp_path):
         penalty = [t - w for t, w in zip(a["rewards"], weighted)]
         assert any(abs(p) > 1e-3 for p in penalty)  # kimi-length shaped the group's total reward
         assert any(abs(x) > 0.1 for x in a["advantages"])
+
+
+@pytest.mark.slow
+def test_rlvr_train_smoke_recipe_on_two_processes(tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+           "--master_port", str(free_port()), "-m", "rlvr_plugins.cli", "train",
+           str(REPO / "tests" / "configs" / "smoke.yaml"), "--set", f"output_dir={out}",
+           "--set", "trainer.per_device_train_batch_size=4"]
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert result.stdout.count("gain from GRPO") == 1  # only the main process reports
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "reward" in r] == [1, 2]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["grpo_steps"] == 2 and (out / "checkpoint-2" / "rlvr_plugin_state.json").exists()
