@@ -21,6 +21,15 @@ from .sampler import CurriculumSampler, CurriculumState, DrawRules
 logger = logging.getLogger(__name__)
 
 
+
+def missing_reward_message(plugin: str, correctness_reward: str, reward_names) -> str:
+    """The error for a ``correctness_reward`` option that names no reward of the run."""
+    return (
+        f"plugin {plugin!r}: option correctness_reward={correctness_reward!r} is not a reward "
+        f"of this run. Available rewards: {list(reward_names)}. Enable the plugin that registers it or set "
+        "correctness_reward to one of these."
+    )
+
 class KimiLengthPenalty(Plugin):
     """Adds ``weight * kimi_length_reward`` to the reward from step ``warmup_steps`` on.
 
@@ -55,11 +64,7 @@ class KimiLengthPenalty(Plugin):
             raise ConfigError(self._missing_reward(reward_names))
 
     def _missing_reward(self, reward_names) -> str:
-        return (
-            f"plugin {self.name!r}: option correctness_reward={self.options.correctness_reward!r} is not a reward "
-            f"of this run. Available rewards: {list(reward_names)}. Enable the plugin that registers it or set "
-            "correctness_reward to one of these."
-        )
+        return missing_reward_message(self.name, self.options.correctness_reward, reward_names)
 
     @hookimpl
     def rlvr_length_penalty(self, completion_lengths, num_generations, rewards_per_func, reward_names, step):
@@ -160,11 +165,7 @@ class KimiCurriculum(Plugin):
         self._ignore_data_skip = bool(getattr(grpo_args, "ignore_data_skip", False))
 
     def _missing_reward(self, reward_names) -> str:
-        return (
-            f"plugin {self.name!r}: option correctness_reward={self.options.correctness_reward!r} is not a reward "
-            f"of this run. Available rewards: {list(reward_names)}. Enable the plugin that registers it or set "
-            "correctness_reward to one of these."
-        )
+        return missing_reward_message(self.name, self.options.correctness_reward, reward_names)
 
     @hookimpl
     def rlvr_train_sampler(self, dataset, num_generations, prompts_per_batch, repeat_count, shuffle, seed):
