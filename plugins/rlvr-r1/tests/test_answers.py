@@ -379,3 +379,13 @@ def test_olympiadbench_final_answers(capsys):
         print(f"\nolympiadbench: {passed}/{len(rows)} pass; failures: {failures}")
     assert passed / len(rows) >= 0.98
     assert {failure[0] for failure in failures} <= OLYMPIADBENCH_KNOWN_FAILURES
+
+
+@pytest.mark.parametrize("answer, reference, expected", [
+    ("18", "18.0", 1.0), ("-0.50", "-.5", 1.0), ("$7$", "7", 1.0), ("19", "18", 0.0), ("1.5", "3/2", None),
+    ("x", "1", None), ("18 dollars", "18", None),
+])
+def test_plain_numbers_are_compared_by_value_without_sympy(answer, reference, expected):
+    from rlvr_r1.answers import _numeric_verdict
+
+    assert _numeric_verdict(answer, reference) == expected

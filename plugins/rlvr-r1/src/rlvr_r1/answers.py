@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import signal
 import threading
+from fractions import Fraction
 from functools import lru_cache
 from itertools import islice
 from typing import Callable
@@ -341,11 +342,26 @@ def accuracy(
     return _answer_matches(answer, reference)
 
 
+_PLAIN_NUMBER = re.compile(r"^\$?\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*\$?$")
+
+
+def _numeric_verdict(answer: str, reference: str) -> float | None:
+    """When both sides are plain decimal numbers (``18``, ``-0.50``, ``$7$``), compare their values
+    exactly, without sympy; ``None`` (ask math-verify) otherwise."""
+    a, b = _PLAIN_NUMBER.match(answer), _PLAIN_NUMBER.match(reference)
+    if a is None or b is None:
+        return None
+    return float(Fraction(a.group(1)) == Fraction(b.group(1)))
+
+
 @lru_cache(maxsize=16384)
 def _answer_matches(answer: str, reference: str) -> float:
     """The verdict for one extracted answer against one reference, cached per process: the
     completions of a GRPO group often end in the same answer, which is then parsed and
     verified once."""
+    fast = _numeric_verdict(_normalise(answer), _normalise(reference_answer(reference)))
+    if fast is not None:
+        return fast
     gold = parse_reference(reference)
     if not gold:
         expected = _plain(reference_answer(reference))
