@@ -9,9 +9,10 @@ gets 8 completions: correct in several equivalent forms, and wrong ones.
 
 Verdicts are compared on the completions both can decide (TRL returns None when it cannot
 parse the gold answer; ours masks a completion on timeout). Each repeat starts fresh
-worker processes (started and warmed on one unrelated item, outside the timing), so no
-verdict is cached from an earlier repeat; within a repeat, identical (answer, reference)
-pairs are verified once, as in training.
+worker processes for ours and a fresh interpreter for TRL's function, each warmed on one
+unrelated item outside the timing (imports done, sympy's caches cold), so neither side
+reuses anything from an earlier repeat; within a repeat, ours verifies identical
+(answer, reference) pairs once, as in training.
 """
 
 from __future__ import annotations
@@ -89,6 +90,28 @@ def run_trl(rows):
     return time.perf_counter() - t, values
 
 
+def run_trl_fresh(args) -> tuple[float, list]:
+    """TRL's function in a fresh interpreter (cold sympy caches, like our fresh workers), warmed on one item."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, __file__, "--trl-once", "--prompts", str(args.prompts), "--per-prompt",
+           str(args.per_prompt), "--seed", str(args.seed)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    return result["seconds"], result["values"]
+
+
+def trl_once(args) -> None:
+    import logging
+
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+    rows = build(args.prompts, args.per_prompt, args.seed)
+    run_trl([{"completion": "<answer>\\boxed{\\frac{1}{2}}</answer>", "gold": "\\frac{1}{3}"}])
+    seconds, values = run_trl(rows)
+    print(json.dumps({"seconds": seconds, "values": values}))
+
+
 def run_ours(rows, engines, reward):
     from rlvr_plugins.rewards import score_items
 
@@ -107,7 +130,10 @@ def main(argv=None):
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json")
+    p.add_argument("--trl-once", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.trl_once:
+        return trl_once(args)
 
     import logging
 
@@ -117,7 +143,7 @@ def main(argv=None):
 
     rows = build(args.prompts, args.per_prompt, args.seed)
     reward = build_plugin_set({"r1-accuracy": {"fallback": None}}).reward_functions()[0][1]
-    warm_up = [{"completion": "<answer>\\boxed{1}</answer>", "gold": "2"}] * (2 * args.workers)
+    warm_up = [{"completion": "<answer>\\boxed{\\frac{1}{2}}</answer>", "gold": "\\frac{1}{3}"}] * (2 * args.workers)
     ours_t, trl_t, starts = [], [], []
     for _ in range(args.repeats):
         engines = Engines(num_workers=args.workers, timeout_s=10.0)  # fresh workers: no cached verdicts
@@ -126,7 +152,7 @@ def main(argv=None):
         t, ours = run_ours(rows, engines, reward)
         ours_t.append(t)
         engines.close()
-        t, theirs = run_trl(rows)
+        t, theirs = run_trl_fresh(args)
         trl_t.append(t)
     cold = statistics.median(starts)
     both = [(a, b) for a, b in zip(ours, theirs) if a is not None and b is not None]
