@@ -105,6 +105,21 @@ def render_texts(rows: list[dict[str, Any]], ctx: Context, tokenizer, seed: int)
     return prompt_texts(render(rows, ctx.plugin_set, tokenizer, seed), tokenizer)
 
 
+def sample_rows(config: Mapping[str, Any], ctx: Context, rows: list[dict[str, Any]], options, desc: str):
+    """Render ``rows`` with the template plugin and sample ``options.n`` completions per prompt.
+
+    Returns ``(tokenizer, model, texts, samples)``; ``model`` is None with the vLLM backend.
+    """
+    from ..modeling import load_tokenizer
+    from .sampling import sample
+
+    tokenizer = load_tokenizer(config)
+    texts = render_texts(rows, ctx, tokenizer, ctx.seed)
+    model = load_policy(config, tokenizer, ctx.seed) if options.backend == "transformers" else None
+    samples = sample(texts, options, model=model, tokenizer=tokenizer, config=config, seed=ctx.seed, desc=desc)
+    return tokenizer, model, texts, samples
+
+
 def score(ctx: Context, engines, prompts: Sequence[str], completions: Sequence[str],
           rows: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
     """Every reward's raw value per completion (NaN where it did not apply or could not score)."""

@@ -18,9 +18,8 @@ import time
 from typing import Any, Mapping
 
 from ..errors import ConfigError
-from . import (engines_for, load_policy, reaches, render_texts, score, setup, source_row, split_rows, write_json,
-               write_jsonl)
-from .sampling import SamplingOptions, require_backend, sample
+from . import engines_for, reaches, sample_rows, score, setup, source_row, split_rows, write_json, write_jsonl
+from .sampling import SamplingOptions, require_backend
 
 DEFAULTS = {"n": 4, "temperature": 0.6, "top_p": 0.95, "max_new_tokens": 2048, "batch_size": 16,
             "backend": "transformers"}
@@ -37,7 +36,6 @@ def accepted(values: Mapping[str, float], thresholds: Mapping[str, float]) -> bo
 
 def run_distill(config: dict[str, Any]) -> dict[str, Any]:
     """Sample, filter and write the SFT set; return the report (also ``distill_report.json``)."""
-    from ..modeling import load_tokenizer
 
     section = dict(config.get("distill") or {})
     options = SamplingOptions.from_section(section, DEFAULTS)
@@ -51,10 +49,7 @@ def run_distill(config: dict[str, Any]) -> dict[str, Any]:
                           f"registered: {ctx.reward_names}", source="distill")
     max_per_prompt = int(section.get("max_per_prompt", 1))
     split, rows = split_rows(config, "distill", section.get("split"), "train")
-    tokenizer = load_tokenizer(config)
-    texts = render_texts(rows, ctx, tokenizer, ctx.seed)
-    model = load_policy(config, tokenizer, ctx.seed) if options.backend == "transformers" else None
-    samples = sample(texts, options, model=model, tokenizer=tokenizer, config=config, seed=ctx.seed, desc="distill")
+    tokenizer, model, texts, samples = sample_rows(config, ctx, rows, options, desc="distill")
     n = options.n
     flat = [s for per in samples for s in per]
     engines = engines_for(config)

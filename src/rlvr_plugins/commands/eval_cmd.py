@@ -21,9 +21,19 @@ from typing import Any, Mapping
 
 from .. import metrics
 from ..errors import ConfigError
-from . import (engines_for, load_policy, reaches, render_texts, score, setup, split_rows, target_reward,
-               with_suffix, write_json, write_jsonl)
-from .sampling import SamplingOptions, require_backend, sample
+from . import (
+    engines_for,
+    reaches,
+    sample_rows,
+    score,
+    setup,
+    split_rows,
+    target_reward,
+    with_suffix,
+    write_json,
+    write_jsonl,
+)
+from .sampling import SamplingOptions, require_backend
 
 COT_INSTRUCTION = "\nPlease reason step by step, and put your final answer within \\boxed{}."
 SHOT_TEMPLATE = "Question: {question}\nAnswer: {solution}\n\n"
@@ -91,7 +101,6 @@ def build_prompts(rows: list[dict[str, Any]], section: Mapping[str, Any], config
 
 def run_eval(config: dict[str, Any]) -> dict[str, Any]:
     """Evaluate ``model`` on ``data.<eval.split>``; return the report (also written to ``eval.json``)."""
-    from ..modeling import load_tokenizer
 
     section = dict(config.get("eval") or {})
     options = eval_options(section, config)
@@ -113,11 +122,8 @@ def run_eval(config: dict[str, Any]) -> dict[str, Any]:
     except KeyError as exc:
         raise ConfigError(f"eval.breakdown: {exc.args[0]}", source="eval") from exc
     rows, prompted = build_prompts(rows, section, config, split)
-    tokenizer = load_tokenizer(config)
-    texts = render_texts(prompted, ctx, tokenizer, ctx.seed + 1)
-    model = load_policy(config, tokenizer, ctx.seed) if options.backend == "transformers" else None
-    samples = sample(texts, options, model=model, tokenizer=tokenizer, config=config, seed=ctx.seed,
-                     desc=f"eval {section.get('mode', 'zero-shot')}")
+    tokenizer, model, texts, samples = sample_rows(config, ctx, prompted, options,
+                                                   desc=f"eval {section.get('mode', 'zero-shot')}")
     flat_rows = [row for row in rows for _ in range(options.n)]
     flat_prompts = [t for t in texts for _ in range(options.n)]
     flat = [s for per in samples for s in per]
@@ -126,7 +132,7 @@ def run_eval(config: dict[str, Any]) -> dict[str, Any]:
         values = score(ctx, engines, flat_prompts, [s.text for s in flat], flat_rows)
     finally:
         engines.close()
-    problems, sample_rows = [], []
+    problems, sample_records = [], []
     for i, row in enumerate(rows):
         idx = range(i * options.n, (i + 1) * options.n)
         answers = [metrics.extract_final_answer(flat[j].text) for j in idx]
@@ -136,7 +142,7 @@ def run_eval(config: dict[str, Any]) -> dict[str, Any]:
         problems.append(metrics.ProblemSamples(correct, formatted, [metrics.answer_key(a) for a in answers],
                                                [flat[j].length for j in idx], {c: row.get(c) for c in columns}))
         for s, j in enumerate(idx):
-            sample_rows.append({"problem": i, "sample": s, "prompt": texts[i], "completion": flat[j].text,
+            sample_records.append({"problem": i, "sample": s, "prompt": texts[i], "completion": flat[j].text,
                                 "length": flat[j].length, "answer": row.get("answer"), "extracted": answers[s],
                                 "correct": correct[s], **{n: values[n][j] for n in ctx.reward_names}})
     report = {
@@ -157,7 +163,7 @@ def run_eval(config: dict[str, Any]) -> dict[str, Any]:
         "seconds": round(time.perf_counter() - started, 1),
     }
     write_json(ctx.out / "eval.json", report)
-    write_jsonl(ctx.out / "eval_samples.jsonl", sample_rows)
+    write_jsonl(ctx.out / "eval_samples.jsonl", sample_records)
     (ctx.out / "eval.md").write_text(markdown_report(report, ks), encoding="utf-8")
     print(markdown_report(report, ks), flush=True)
     print(f"wrote {ctx.out / 'eval.json'}, eval.md and eval_samples.jsonl", flush=True)

@@ -19,8 +19,20 @@ import time
 from collections import Counter
 from typing import Any
 
-from . import (engines_for, load_policy, reaches, render_texts, score, setup, source_row, split_rows, target_reward,
-               with_suffix, write_json, write_jsonl)
+from . import (
+    engines_for,
+    reaches,
+    render_texts,
+    sample_rows,
+    score,
+    setup,
+    source_row,
+    split_rows,
+    target_reward,
+    with_suffix,
+    write_json,
+    write_jsonl,
+)
 from .sampling import SamplingOptions, require_backend, sample
 
 NO_COT_INSTRUCTION = "\nAnswer with the final answer only, without any explanation."
@@ -44,7 +56,6 @@ def in_band(passes: int, n: int, min_pass_rate: float | None, max_pass_rate: flo
 
 def run_filter(config: dict[str, Any]) -> dict[str, Any]:
     """Filter the split; return the report (also written to ``filter_report.json``)."""
-    from ..modeling import load_tokenizer
 
     section = dict(config.get("filter") or {})
     options = SamplingOptions.from_section(section, DEFAULTS)
@@ -55,10 +66,7 @@ def run_filter(config: dict[str, Any]) -> dict[str, Any]:
     threshold = float(section.get("threshold", 1.0))
     low, high = section.get("min_pass_rate"), section.get("max_pass_rate")
     split, rows = split_rows(config, "filter", section.get("split"), "train")
-    tokenizer = load_tokenizer(config)
-    texts = render_texts(rows, ctx, tokenizer, ctx.seed)
-    model = load_policy(config, tokenizer, ctx.seed) if options.backend == "transformers" else None
-    samples = sample(texts, options, model=model, tokenizer=tokenizer, config=config, seed=ctx.seed, desc="filter")
+    tokenizer, model, texts, samples = sample_rows(config, ctx, rows, options, desc="filter")
     n = options.n
     engines = engines_for(config)
     try:
