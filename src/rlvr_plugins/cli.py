@@ -88,6 +88,18 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config value, e.g. --set eval.n=8 (repeatable)")
         p.set_defaults(func=globals()[func])
+
+    from .commands import audit_cmd, compare_cmd
+
+    for name, module, text in (
+        ("audit", audit_cmd, "estimator lab: bias and variance of each advantage estimator against the exact "
+                             "policy gradient (table and PNG plots)"),
+        ("compare", compare_cmd, "compare run folders: PNG plots per metric and a markdown table"),
+    ):
+        p = sub.add_parser(name, help=text, description=module.__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(p)
+        p.set_defaults(func=module.run)
     return parser
 
 
