@@ -1,12 +1,140 @@
-"""``rlvr compare``: placeholder, being written."""
+"""``rlvr compare RUN_DIR [RUN_DIR ...]``: compare training runs.
+
+Reads each run folder (the output_dir of rlvr train: metrics.jsonl, summary.json,
+config.yaml, plugins.json) and writes to --output:
+
+  compare.md    a table, one row per run: final / best of every metric, held-out accuracy
+  compare.json  the same values, with the step of each best value
+  *.png         one plot per metric group against steps, runs overlaid: rewards.png (total and
+                per reward plugin), accuracy.png, length.png (all, correct, wrong responses),
+                kl.png, entropy.png, clip_ratio.png
+
+A metric a run did not log is skipped for that run and listed in compare.md.
+Plots need matplotlib: pip install rlvr-plugins[plots]
+"""
 
 from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import RLVRError
+
+PLOTS_HINT = "pip install rlvr-plugins[plots]"
 
 
 def add_arguments(parser) -> None:
     """Add this command's arguments to its argparse sub-parser (keep imports here light)."""
+    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folders (output_dir of rlvr train)")
+    parser.add_argument("--label", action="append", default=[], metavar="NAME",
+                        help="legend and table name of each run, in the order of RUN_DIR (repeat once per run; "
+                             "default: the folder name)")
+    parser.add_argument("--output", default="runs/compare", metavar="DIR",
+                        help="where compare.md, compare.json and the PNGs go (default: runs/compare)")
+    parser.add_argument("--smooth", type=_window, default=1, metavar="N",
+                        help="trailing mean over N logged steps, for plots and table (default: 1, no smoothing)")
+
+
+def _window(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--smooth takes a whole number of steps >= 1, got {text!r}")
+    return value
 
 
 def run(args) -> int:
     """Run the command from parsed arguments; return the exit code."""
-    raise NotImplementedError("rlvr compare is not written yet")
+    from .. import compare
+    from . import write_json
+
+    if args.label and len(args.label) != len(args.runs):
+        raise RLVRError(f"--label given {len(args.label)} time(s) for {len(args.runs)} run folder(s); "
+                        "give one --label per RUN_DIR, in the same order, or none")
+    figure_class = _figure_class()
+    labels = args.label or [None] * len(args.runs)
+    runs = [compare.load_run(path, label) for path, label in zip(args.runs, labels)]
+    compare.check_labels(runs)
+    result = compare.compare(runs, args.smooth)
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    plots = [(f"{group.name}.png", group.title)
+             for group in compare.metric_groups(runs)
+             if draw_group(figure_class, group, runs, args.smooth, out / f"{group.name}.png")]
+    result["plots"] = [name for name, _ in plots]
+    write_json(out / "compare.json", result)
+    (out / "compare.md").write_text(compare.report(result, plots), encoding="utf-8")
+    print(compare.markdown_table(result))
+    for note in result["notes"]:
+        print(f"note: {note}")
+    print(f"wrote compare.md, compare.json and {len(plots)} plot(s) to {out}")
+    return 0
+
+
+def _figure_class():
+    """matplotlib's ``Figure`` (drawn with the Agg canvas; no pyplot, no display needed)."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise RLVRError(f"rlvr compare draws its plots with matplotlib, which is not installed: {PLOTS_HINT}") \
+            from exc
+    return Figure
+
+
+def draw_group(figure_class, group, runs: Sequence[Any], window: int, path: Path) -> bool:
+    """One PNG for ``group``: a panel per metric that some run logged, runs overlaid in fixed colours.
+
+    Returns False (and writes nothing) when no run logged any metric of the group.
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    from ..compare import TRAIN_ACCURACY, smooth
+
+    shown = [m for m in group.metrics if any(r.has(m.name) for r in runs)]
+    if group.name == "accuracy" and not shown and any(_held_out(r) for r in runs):
+        shown = list(group.metrics)
+    if not shown:
+        return False
+    cols = min(3, len(shown))
+    rows = math.ceil(len(shown) / cols)
+    fig = figure_class(figsize=(5.2 * cols, 3.8 * rows), layout="constrained")
+    colours = [f"C{i % 10}" for i in range(len(runs))]
+    suffix = f" (trailing mean over {window} steps)" if window > 1 else ""
+    fig.suptitle(f"{group.title}{suffix}")
+    for i, metric in enumerate(shown):
+        ax = fig.add_subplot(rows, cols, i + 1)
+        for run, colour in zip(runs, colours):
+            points = smooth(run.series(metric.name), window)
+            if points:
+                ax.plot([s for s, _ in points], [v for _, v in points], color=colour, label=run.label,
+                        marker="." if len(points) < 30 else None)
+            if metric.name == TRAIN_ACCURACY:
+                _draw_held_out(ax, run, colour)
+        title = metric.title
+        if metric.name == TRAIN_ACCURACY:
+            names = sorted({r.correctness_reward for r in runs if r.correctness_reward})
+            title = f"{title}: {', '.join(names) or 'no reward'}; ◆ held-out before/after"
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        if i == 0:
+            ax.legend(fontsize=8)
+    fig.savefig(path, dpi=100)
+    return True
+
+
+def _held_out(run) -> list[tuple[int, float]]:
+    """Held-out accuracy of ``summary.json`` as points: before GRPO at step 0, after it at the last step."""
+    points = [(0, run.eval_accuracy("before")), (run.last_step, run.eval_accuracy("after"))]
+    return [(s, v) for s, v in points if v is not None]
+
+
+def _draw_held_out(ax, run, colour: str) -> None:
+    points = _held_out(run)
+    if points:
+        ax.plot([s for s, _ in points], [v for _, v in points], linestyle=":", marker="D", color=colour)
