@@ -1,0 +1,185 @@
+"""The ``judge-equivalence`` reward plugin: rlvr-r1's rules first, a judge model where they cannot decide."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal
+
+from rlvr_plugins import Plugin, RewardFunction, hookimpl
+from rlvr_plugins.errors import ConfigError
+from rlvr_r1.answers import reference_answer
+
+from .cache import VerdictCache, make_key
+from .judges import HTTP_TEMPLATE, LOCAL_TEMPLATE, HttpJudge, LocalJudge, check_template, render_prompt
+from .rules import rule_verdict
+
+REPLACES = "r1-accuracy"
+_CACHES: dict[str | None, VerdictCache] = {}
+
+
+def verdict_cache(path: str | None) -> VerdictCache:
+    """This process's cache for ``path`` (``None``: memory only)."""
+    if path not in _CACHES:
+        _CACHES[path] = VerdictCache(path)
+    return _CACHES[path]
+
+
+def question_text(prompt: Any) -> str:
+    """The prompt as text: a string as is; chat messages → their user turns, one a line."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list):
+        return "\n".join(str(m.get("content", "")) for m in prompt if isinstance(m, dict) and m.get("role") == "user")
+    return str(prompt)
+
+
+@dataclass(frozen=True)
+class JudgeScorer:
+    """1.0 / 0.0 by rlvr-r1's rules where they decide (``rules.rule_verdict``), else by the judge.
+
+    Returns ``None`` for a row without a reference; raises :class:`rlvr_judge.JudgeError`
+    when the judge gives no verdict (the engine masks the completion). When a worker
+    process unpickles the scorer it loads a local judge model at once, so that the load
+    counts against the engine's start-up limit, not against an item's deadline.
+    """
+
+    judge: HttpJudge | LocalJudge
+    template: str
+    answer_column: str = "answer"
+    think_opened: bool = False
+    fallback: str | None = "gsm8k"
+    include_question: bool = False
+    question_column: str | None = None
+    cache_path: str | None = None
+
+    def __call__(self, *, prompt, completion, example):
+        reference = example.get(self.answer_column)
+        if reference is None:
+            return None
+        reference = str(reference)
+        rules = rule_verdict(completion, reference, think_opened=self.think_opened, fallback=self.fallback)
+        if rules.value is not None:
+            return rules.value
+        return float(self.ask(rules.answer, reference_answer(reference), self._question(prompt, example)))
+
+    def ask(self, answer: str, reference: str, question: str | None) -> bool:
+        """The judge's verdict on a pair, from the cache when it was asked before."""
+        key = make_key(self.fingerprint(), answer, reference, question)
+        cache = verdict_cache(self.cache_path)
+        verdict = cache.get(key)
+        if verdict is None:
+            _, answer, reference, question = key
+            verdict = self.judge.judge(render_prompt(self.template, answer=answer, reference=reference,
+                                                     question=question))
+            cache.put(key, verdict)
+        return verdict
+
+    def fingerprint(self) -> str:
+        """A digest of what can change a verdict: backend, model, its verdict settings, template."""
+        operational = {"base_url", "api_key_env", "timeout_s", "retries", "backoff_s", "budget_s", "device"}
+        identity = {k: v for k, v in asdict(self.judge).items() if k not in operational}
+        text = json.dumps([type(self.judge).__name__, identity, self.template], sort_keys=True)
+        return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+    def _question(self, prompt: Any, example: dict) -> str | None:
+        if not self.include_question:
+            return None
+        if self.question_column is not None:
+            return question_text(example.get(self.question_column, ""))
+        return question_text(prompt)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+        if isinstance(self.judge, LocalJudge):
+            self.judge.load()
+
+
+class JudgeEquivalencePlugin(Plugin):
+    name = "judge-equivalence"
+    description = ("accuracy by rlvr-r1's rules, with a judge model (local or OpenAI-compatible HTTP) "
+                   "for answers the rules cannot compare; replaces r1-accuracy")
+
+    @dataclass
+    class Options:
+        model: str
+        backend: Literal["http", "local"] = "http"
+        weight: float = 1.0
+        answer_column: str = "answer"
+        think_opened: bool = False
+        fallback: Literal["gsm8k"] | None = "gsm8k"
+        include_question: bool = False
+        question_column: str | None = None
+        template: str | None = None
+        cache_path: str | None = None
+        base_url: str = "http://127.0.0.1:8000/v1"
+        api_key_env: str | None = None
+        timeout_s: float = HttpJudge.timeout_s
+        retries: int = HttpJudge.retries
+        backoff_s: float = HttpJudge.backoff_s
+        budget_s: float = HttpJudge.budget_s
+        max_tokens: int = HttpJudge.max_tokens
+        device: str = LocalJudge.device
+        threshold: float = LocalJudge.threshold
+        yes_token: str = LocalJudge.yes_token
+        no_token: str = LocalJudge.no_token
+        max_prompt_tokens: int = LocalJudge.max_prompt_tokens
+
+        def __post_init__(self):
+            problems = option_problems(self)
+            if problems:
+                raise ValueError("; ".join(problems))
+
+    @hookimpl
+    def rlvr_reward_functions(self, register):
+        register(RewardFunction(self.name, build_scorer(self.options), self.options.weight))
+
+    @hookimpl
+    def rlvr_validate_run(self, reward_names):
+        if REPLACES in reward_names:
+            raise ConfigError(
+                f"plugins {self.name!r} and {REPLACES!r} are both enabled: {self.name} already applies "
+                f"{REPLACES}'s rules (and asks the judge only where they cannot decide), so the run would count "
+                f"accuracy twice. Enable only {self.name!r} (and point other plugins that read the correctness "
+                f"reward, e.g. kimi-length's correctness_reward, at {self.name!r})."
+            )
+
+
+def option_problems(o: Any) -> list[str]:
+    """Every problem with a set of options, for one error at start-up."""
+    problems = []
+    if not o.model.strip():
+        problems.append("model must name the judge (an HTTP model name, or a local path or hub name)")
+    for name in ("timeout_s", "budget_s"):
+        if not getattr(o, name) > 0:
+            problems.append(f"{name} must be > 0, got {getattr(o, name)}")
+    if o.timeout_s > o.budget_s:
+        problems.append(f"timeout_s ({o.timeout_s}) must not exceed budget_s ({o.budget_s})")
+    if o.retries < 0 or o.backoff_s < 0 or o.max_tokens < 1 or o.max_prompt_tokens < 1:
+        problems.append("retries and backoff_s must be >= 0, max_tokens and max_prompt_tokens >= 1")
+    if not 0.0 < o.threshold < 1.0:
+        problems.append(f"threshold must be strictly between 0 and 1, got {o.threshold}")
+    if o.question_column is not None and not o.include_question:
+        problems.append("question_column is set but include_question is false")
+    template = o.template if o.template is not None else default_template(o.backend)
+    problems += check_template(template, o.include_question)
+    if o.api_key_env is not None and not os.environ.get(o.api_key_env):
+        problems.append(f"api_key_env names {o.api_key_env!r}, which is not set in the environment "
+                        "(put the key in that variable, never in the config)")
+    return problems
+
+
+def default_template(backend: str) -> str:
+    return HTTP_TEMPLATE if backend == "http" else LOCAL_TEMPLATE
+
+
+def build_scorer(o: Any) -> JudgeScorer:
+    """The picklable scorer for a plugin's options."""
+    judge_cls = HttpJudge if o.backend == "http" else LocalJudge
+    judge = judge_cls(**{f.name: getattr(o, f.name) for f in fields(judge_cls)})
+    template = o.template if o.template is not None else default_template(o.backend)
+    shared = {f.name for f in fields(JudgeScorer)} - {"judge", "template"}
+    return JudgeScorer(judge=judge, template=template, **{name: getattr(o, name) for name in shared})

@@ -1,0 +1,94 @@
+"""When the rules decide an answer, and when a judge must.
+
+The rules are rlvr-r1's: its answer extraction, its spraying rule and its math-verify
+comparison (``rlvr_r1.answers``). They decide in four cases; everything else is
+"cannot decide" and goes to the judge model:
+
+1. no final answer outside the thinking → 0 (``"no-answer"``);
+2. the answer sprays several candidates → 0 (``"sprayed"``);
+3. rlvr-r1's accuracy says equal (math-verify, or the plain-string comparison of a
+   reference math-verify cannot parse) → 1 (``"rules-equal"``);
+4. both the answer and the reference are *plain math* and both parse to a math object,
+   yet they differ → 0 (``"rules-differ"``).
+
+*Plain math* means no prose word: after removing LaTeX commands (``\\frac``, ``\\text``,
+…) no run of two or more letters is left, except the names of common functions and
+constants (``sqrt``, ``sin``, ``log``, ``pi``, …). math-verify "parses" prose too (``"one
+half"`` becomes the product of its letters, ``"5 cm"`` becomes 5), so a parse alone proves
+nothing; units in words, free-form expressions and statements are therefore left to the
+judge. *Parses* means math-verify returns at least one math object (not only the input
+string back, as it does for broken LaTeX such as ``\\frac{1}{``).
+
+>>> rule_verdict("<answer>5</answer>", "5").value
+1.0
+>>> rule_verdict("<answer>6</answer>", "5").reason
+'rules-differ'
+>>> rule_verdict("<answer>0.5 metres</answer>", "50 cm").value is None
+True
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rlvr_r1.answers import accuracy, extract_answer, is_sprayed, parse_reference, reference_answer, split_completion
+
+_LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
+_WORD = re.compile(r"[^\W\d_]{2,}")
+_ANSWER_TAG = re.compile(r"<answer>", re.IGNORECASE)
+_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
+MATH_WORDS = frozenset({
+    "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
+    "log", "ln", "lg", "exp", "pi", "oo", "inf", "infty", "mod", "gcd", "lcm", "max", "min", "det",
+})
+
+
+@dataclass(frozen=True)
+class RuleVerdict:
+    """``value`` is 0.0 or 1.0 when the rules decide, ``None`` when the judge must; ``answer`` is
+    the extracted final answer (None when there is none); ``reason`` names the case."""
+
+    value: float | None
+    answer: str | None
+    reason: str
+
+
+def prose_words(text: str) -> list[str]:
+    """Runs of two or more letters outside LaTeX commands, less ``MATH_WORDS``.
+
+    >>> prose_words(r"5\\text{ cm}"), prose_words(r"\\sqrt{2} + sin(x)")
+    (['cm'], [])
+    """
+    return [w for w in _WORD.findall(_LATEX_COMMAND.sub(" ", text)) if w.lower() not in MATH_WORDS]
+
+
+def is_plain_math(text: str) -> bool:
+    """No prose word, and math-verify parses it to at least one math object."""
+    if not text.strip() or prose_words(text):
+        return False
+    return any(not isinstance(parsed, str) for parsed in parse_reference(text))
+
+
+def _sprayed(completion: str, answer: str, reference: str, think_opened: bool) -> bool:
+    """rlvr-r1's spraying rule: ``is_sprayed``, or several boxes in the answer part when no
+    ``<answer>`` block gives the answer."""
+    if is_sprayed(answer, reference):
+        return True
+    _, rest = split_completion(completion, think_opened=think_opened)
+    return _ANSWER_TAG.search(rest) is None and len(_BOX.findall(rest)) > 1
+
+
+def rule_verdict(completion: str, reference: str, *, think_opened: bool = False,
+                 fallback: str | None = "gsm8k") -> RuleVerdict:
+    """The rules' verdict on one completion against one reference (see the module docstring)."""
+    answer = extract_answer(completion, think_opened=think_opened, fallback=fallback)
+    if answer is None:
+        return RuleVerdict(0.0, None, "no-answer")
+    if _sprayed(completion, answer, reference, think_opened):
+        return RuleVerdict(0.0, answer, "sprayed")
+    if accuracy(completion, reference, think_opened=think_opened, fallback=fallback) == 1.0:
+        return RuleVerdict(1.0, answer, "rules-equal")
+    if is_plain_math(answer) and is_plain_math(reference_answer(reference)):
+        return RuleVerdict(0.0, answer, "rules-differ")
+    return RuleVerdict(None, answer, "judge")

@@ -1,0 +1,58 @@
+"""Where the rules decide and where the judge must: every case of ``rule_verdict``, by hand."""
+
+import pytest
+
+from rlvr_judge.rules import is_plain_math, prose_words, rule_verdict
+
+DECIDED = [
+    # (completion, reference, value, reason)
+    ("<answer>5</answer>", "5", 1.0, "rules-equal"),
+    ("<answer>\\frac{1}{2}</answer>", "0.5", 1.0, "rules-equal"),
+    ("<answer>5 \\text{cm}</answer>", "5", 1.0, "rules-equal"),          # math-verify drops the unit
+    ("<answer>Yes.</answer>", "yes", 1.0, "rules-equal"),                 # plain-string reference
+    ("The total is \\boxed{18}.", "Natalia sold 18. #### 18", 1.0, "rules-equal"),
+    ("<answer>6</answer>", "5", 0.0, "rules-differ"),
+    ("<answer>x^2+1</answer>", "x^2-1", 0.0, "rules-differ"),
+    ("<answer>\\sqrt{3}</answer>", "sqrt(2)", 0.0, "rules-differ"),       # function names are not prose
+    ("<think>the answer is 5</think>", "5", 0.0, "no-answer"),            # only inside the thinking
+    ("I am not sure.", "5", 0.0, "no-answer"),
+    ("<answer>4 or 5</answer>", "5", 0.0, "sprayed"),
+    ("\\boxed{4} and then \\boxed{five}", "5", 0.0, "sprayed"),          # two boxes in the answer part
+]
+
+UNDECIDED = [
+    ("<answer>0.5 metres</answer>", "50 cm"),         # units in words on both sides
+    ("<answer>one half</answer>", "\\frac{1}{2}"),     # words against math
+    ("<answer>6</answer>", "five apples"),             # math against words
+    ("<answer>\\frac{1}{</answer>", "1/2"),           # the answer does not parse
+    ("<answer>3</answer>", "\\frac{1}{"),             # the reference does not parse
+    ("<answer>the set of all even numbers</answer>", "2\\mathbb{Z}"),
+    ("<answer>2xy</answer>", "4xy"),                  # juxtaposed variables read as a word: judged
+]
+
+
+@pytest.mark.parametrize("completion, reference, value, reason", DECIDED)
+def test_rules_decide(completion, reference, value, reason):
+    verdict = rule_verdict(completion, reference)
+    assert (verdict.value, verdict.reason) == (value, reason)
+
+
+@pytest.mark.parametrize("completion, reference", UNDECIDED)
+def test_rules_cannot_decide(completion, reference):
+    verdict = rule_verdict(completion, reference)
+    assert verdict.value is None and verdict.reason == "judge"
+    assert verdict.answer == completion.removeprefix("<answer>").removesuffix("</answer>")
+
+
+def test_plain_math_is_no_prose_word_and_a_parse():
+    assert prose_words("5 \\text{ cm}") == ["cm"]
+    assert prose_words("\\sqrt{2} + \\sin(x) + ln(2) + pi") == []
+    assert is_plain_math("2^{10}") and is_plain_math("x = 3") and is_plain_math("\\infty")
+    assert not is_plain_math("one half")           # math-verify would "parse" it to a product of letters
+    assert not is_plain_math("\\frac{1}{")         # math-verify gives only the string back
+    assert not is_plain_math("   ")
+
+
+def test_think_opened_and_fallback_are_passed_to_the_extractor():
+    assert rule_verdict("5</think> #### 5", "5", think_opened=True).value == 1.0
+    assert rule_verdict("#### 5", "5", fallback=None).reason == "no-answer"
