@@ -1,0 +1,147 @@
+"""What ``code-tests`` reads from a completion and a dataset row, and how outputs are compared.
+
+The exact rules are in the plugin README; each function's docstring restates its part.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+__all__ = ["TestCase", "AssertTests", "extract_program", "load_cases", "load_assert_tests", "normalise_output",
+           "outputs_match", "PYTHON_TAGS"]
+
+PYTHON_TAGS = ("python", "python3", "py")
+
+_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
+_FENCE = re.compile(r"^[ \t]*```[ \t]*([^\s`]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.MULTILINE | re.DOTALL)
+
+
+@dataclass(frozen=True)
+class TestCase:
+    """One stdin/stdout case."""
+
+    input: str
+    output: str
+
+
+@dataclass(frozen=True)
+class AssertTests:
+    """Assert-style test code run after the program (MBPP / HumanEval)."""
+
+    code: str
+
+
+def answer_part(completion: str, *, think_opened: bool = False) -> str:
+    """The text after the last ``</think>`` (tags case-insensitive).
+
+    Without ``</think>``: the whole completion if no thinking was opened, else ``""`` (the
+    completion is still thinking). A ``<think>`` re-opened after the last ``</think>`` ends it.
+    """
+    closes = list(_THINK_CLOSE.finditer(completion))
+    if not closes:
+        return "" if think_opened or _THINK_OPEN.search(completion) else completion
+    rest = completion[closes[-1].end():]
+    reopened = _THINK_OPEN.search(rest)
+    return rest[: reopened.start()] if reopened else rest
+
+
+def extract_program(completion: str, *, think_opened: bool = False) -> str | None:
+    """The program: the last closed fenced block tagged ``python``/``python3``/``py`` in the
+    answer part (see :func:`answer_part`); if there is none, the last closed untagged block;
+    else None. Blocks in other languages are ignored; an unclosed fence is not a block.
+
+    >>> extract_program("<think>```python\\nprint(0)\\n```</think>Answer:\\n```python\\nprint(1)\\n```")
+    'print(1)\\n'
+    """
+    tagged, untagged = None, None
+    for match in _FENCE.finditer(answer_part(completion, think_opened=think_opened)):
+        tag = match.group(1).lower()
+        if tag in PYTHON_TAGS:
+            tagged = match.group(2)
+        elif not tag:
+            untagged = match.group(2)
+    program = tagged if tagged is not None else untagged
+    return program if program is not None and program.strip() else None
+
+
+def _text(value: Any, what: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return "\n".join(value) + ("\n" if value else "")
+    raise ValueError(f"test case {what} must be a string (or a list of lines), got {type(value).__name__}")
+
+
+def load_cases(raw: Any) -> list[TestCase]:
+    """Stdin/stdout cases from a ``tests`` value: a list of ``{"input", "output"}``, a mapping
+    of parallel lists ``{"inputs": [...], "outputs": [...]}`` (APPS) or ``{"input": [...],
+    "output": [...]}`` (CodeContests), or a JSON string of any of these. ``None`` or an
+    empty string gives no cases. APPS call-based problems (``fn_name``) are refused.
+    """
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return []
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"tests column is not valid JSON: {exc}") from exc
+    if isinstance(raw, Mapping):
+        if raw.get("fn_name"):
+            raise ValueError("call-based tests (fn_name) are not supported; use stdin/stdout or assert tests")
+        inputs = raw.get("inputs", raw.get("input"))
+        outputs = raw.get("outputs", raw.get("output"))
+        if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs):
+            raise ValueError("tests mapping needs parallel lists 'inputs'/'outputs' (or 'input'/'output') "
+                             f"of equal length; keys present: {sorted(raw)}")
+        return [TestCase(_text(i, "input"), _text(o, "output")) for i, o in zip(inputs, outputs)]
+    if isinstance(raw, list):
+        cases = []
+        for k, case in enumerate(raw):
+            if not isinstance(case, Mapping) or "input" not in case or "output" not in case:
+                raise ValueError(f"test case {k} must be a mapping with 'input' and 'output', got {case!r:.80}")
+            cases.append(TestCase(_text(case["input"], "input"), _text(case["output"], "output")))
+        return cases
+    raise ValueError(f"tests column must be a list, a mapping or a JSON string, got {type(raw).__name__}")
+
+
+def load_assert_tests(test: Any, *, entry_point: Any = None, setup: Any = None) -> AssertTests | None:
+    """Assert-style test code: a string, or a list of statements (MBPP ``test_list``) joined by
+    newlines. ``setup`` (MBPP ``test_setup_code``) goes before it. When ``entry_point`` is set and
+    the code defines ``check`` (HumanEval), ``check(<entry_point>)`` is appended."""
+    if test is None or (isinstance(test, (str, list)) and not test):
+        return None
+    code = _text(test, "test code")
+    if not code.strip():
+        return None
+    if setup:
+        code = _text(setup, "setup code") + "\n" + code
+    if entry_point and re.search(r"^def check\(", code, re.MULTILINE):
+        if not str(entry_point).isidentifier():
+            raise ValueError(f"entry_point must be a Python identifier, got {entry_point!r}")
+        code += f"\n\ncheck({entry_point})\n"
+    return AssertTests(code)
+
+
+def normalise_output(text: str) -> str:
+    r"""``\r\n`` → ``\n``, spaces/tabs/``\r`` at the end of each line removed, trailing empty
+    lines removed. Nothing else: case, leading spaces, blank lines between lines and the
+    number formatting all count.
+
+    >>> normalise_output("1 2  \r\n3\n\n")
+    '1 2\n3'
+    """
+    lines = text.replace("\r\n", "\n").split("\n")
+    return "\n".join(line.rstrip(" \t\r") for line in lines).rstrip("\n")
+
+
+def outputs_match(actual: str, expected: str) -> bool:
+    r"""Whole-output equality after :func:`normalise_output` on both sides.
+
+    >>> outputs_match("1\n", "1\n2\n")
+    False
+    """
+    return normalise_output(actual) == normalise_output(expected)

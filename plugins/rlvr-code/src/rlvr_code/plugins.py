@@ -1,0 +1,150 @@
+"""The ``code-tests`` reward plugin: a completion's Python program run against the row's tests."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+from rlvr_plugins import Plugin, RewardFunction, hookimpl
+
+from .cases import AssertTests, TestCase, extract_program, load_assert_tests, load_cases, outputs_match
+from .sandbox import Limits, run_python
+
+__all__ = ["CodeTestsPlugin", "CodeTestsScorer", "HARNESS"]
+
+MIN_CASE_TIME_S = 0.05
+
+HARNESS = """\
+import os, sys
+code = compile(open("solution.py", encoding="utf-8").read(), "solution.py", "exec")
+try:
+    exec(code, {{"__name__": "__main__", "__builtins__": __builtins__}})
+except BaseException:
+    import traceback
+    traceback.print_exc()
+    sys.stderr.flush()
+    os._exit(1)
+sys.stdout.flush()
+os.write(1, b"\\n{marker}\\n")
+os._exit(0)
+"""
+
+
+@dataclass(frozen=True)
+class CodeTestsScorer:
+    """1.0 when the program passes every test case (``mode="all"``) or the share passed (``"share"``).
+
+    ``None`` when the row has no tests; 0.0 when the completion has no program. Raises (the
+    engine masks the item) when the row's tests are malformed or the sandbox cannot be built.
+    """
+
+    mode: str = "all"
+    limits: Limits = Limits()
+    total_time_s: float = 8.0
+    max_cases: int = 0
+    isolation: str = "auto"
+    python: str = ""
+    tests_column: str = "tests"
+    test_code_column: str = "test"
+    entry_point_column: str = "entry_point"
+    setup_column: str = "test_setup_code"
+    think_opened: bool = False
+
+    def __call__(self, *, prompt, completion, example):
+        cases: list[TestCase] | AssertTests | None = load_cases(example.get(self.tests_column))
+        if not cases:
+            cases = load_assert_tests(example.get(self.test_code_column),
+                                      entry_point=example.get(self.entry_point_column),
+                                      setup=example.get(self.setup_column))
+        if not cases:
+            return None
+        program = extract_program(completion, think_opened=self.think_opened)
+        if program is None:
+            return 0.0
+        if isinstance(cases, AssertTests):
+            return float(self.run_asserts(program, cases))
+        if self.max_cases:
+            cases = cases[: self.max_cases]
+        return self.run_cases(program, cases)
+
+    def _run(self, source: str, stdin: str, time_s: float, argv: list[str] | None = None):
+        limits = Limits(**{**self.limits.__dict__, "time_s": time_s})
+        return run_python(source, stdin=stdin, limits=limits, isolation=self.isolation, argv=argv,
+                          interpreter=self.python or None)
+
+    def run_cases(self, program: str, cases: list[TestCase]) -> float:
+        """Run the program once per case, within the total time budget; cases not run fail."""
+        end = time.monotonic() + self.total_time_s
+        passed = 0
+        for case in cases:
+            left = end - time.monotonic()
+            if left < MIN_CASE_TIME_S:
+                break
+            result = self._run(program, case.input, min(self.limits.time_s, left))
+            ok = result.ok and outputs_match(result.stdout.decode("utf-8", "surrogateescape"), case.output)
+            passed += ok
+            if not ok and self.mode == "all":
+                break
+        if self.mode == "all":
+            return float(passed == len(cases))
+        return passed / len(cases)
+
+    def run_asserts(self, program: str, tests: AssertTests) -> bool:
+        """Program and tests in one module; passes only if it runs to its end (a random marker
+        printed by the harness after the module finished, exit status 0)."""
+        marker = secrets.token_hex(16)
+        source = program.rstrip("\n") + "\n\n\n" + tests.code
+        result = self._run(source, "", min(self.limits.time_s, self.total_time_s),
+                           argv=["-c", HARNESS.format(marker=marker)])
+        return result.ok and result.stdout.endswith(b"\n" + marker.encode() + b"\n")
+
+
+class CodeTestsPlugin(Plugin):
+    name = "code-tests"
+    description = "Code reward: the completion's Python program run against the row's tests in a sandbox"
+
+    @dataclass
+    class Options:
+        weight: float = 1.0
+        mode: Literal["all", "share"] = "all"
+        time_limit_s: float = 2.0
+        total_time_s: float = 8.0
+        memory_mb: int = 512
+        max_processes: int = 8
+        output_limit_kb: int = 1024
+        open_files: int = 64
+        disk_mb: int = 64
+        max_cases: int = 0
+        isolation: Literal["auto", "namespaces", "basic"] = "auto"
+        python: str = ""
+        tests_column: str = "tests"
+        test_code_column: str = "test"
+        entry_point_column: str = "entry_point"
+        setup_column: str = "test_setup_code"
+        think_opened: bool = False
+
+        def __post_init__(self):
+            for name in ("time_limit_s", "total_time_s"):
+                if not getattr(self, name) > 0:
+                    raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+            for name in ("memory_mb", "max_processes", "output_limit_kb", "open_files", "disk_mb"):
+                if getattr(self, name) < 1:
+                    raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+            if self.max_cases < 0:
+                raise ValueError(f"max_cases must be >= 0 (0 = all), got {self.max_cases!r}")
+            if self.memory_mb < 64:
+                raise ValueError(f"memory_mb must be >= 64 (the interpreter needs ~30 MB), got {self.memory_mb}")
+
+    def scorer(self) -> CodeTestsScorer:
+        o = self.options
+        limits = Limits(time_s=o.time_limit_s, memory_mb=o.memory_mb, max_processes=o.max_processes,
+                        output_bytes=o.output_limit_kb * 1024, open_files=o.open_files, disk_mb=o.disk_mb)
+        return CodeTestsScorer(o.mode, limits, o.total_time_s, o.max_cases, o.isolation, o.python,
+                               o.tests_column, o.test_code_column, o.entry_point_column, o.setup_column,
+                               o.think_opened)
+
+    @hookimpl
+    def rlvr_reward_functions(self, register):
+        register(RewardFunction(self.name, self.scorer(), self.options.weight))

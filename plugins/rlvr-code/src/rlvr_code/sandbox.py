@@ -1,0 +1,589 @@
+"""Run one untrusted Python program with hard limits: the sandbox behind ``code-tests``.
+
+Process layout (Linux only)::
+
+    caller (the reward worker)
+      └─ keeper   forked copy of the caller: builds the sandbox, enforces the wall-clock
+           │      deadline, reaps the program, reports its wait status on a pipe
+           └─ program   ``python -I -S solution.py`` after ``execve``, empty environment
+
+``isolation="namespaces"`` (the default when the kernel allows it): the keeper enters new
+mount, user, PID, network, IPC and UTS namespaces. The program's filesystem is a size-capped
+tmpfs holding only read-only binds of ``/usr`` (and the interpreter's prefix), four device
+nodes and a writable ``/work`` and ``/tmp`` (``pivot_root``; the host tree is unmounted).
+The program is PID 1 of its own PID namespace: when it exits or is killed, the kernel kills
+every process it started, whatever session or group they moved to. The network namespace
+has only a loopback interface that is down. ``RLIMIT_NPROC`` is counted per user namespace
+(Linux >= 5.14), so ``max_processes`` bounds this program's tree alone and cannot be eaten
+by, or eat into, the host user's processes. When the caller runs as root, the program runs
+as ``nobody`` (uid 65534) inside a user namespace owned by ``nobody``.
+
+``isolation="basic"`` (the fallback when namespaces are refused, e.g. inside a container
+without user namespaces): the program runs in a fresh temporary directory on the host
+filesystem as the caller's user (``nobody`` when the caller is root), in its own process
+group, and the keeper is a child subreaper that kills the group and every descendant that
+re-parented to it. It does NOT hide the filesystem; see the README.
+
+Both modes: rlimits (CPU time, address space, processes, file size = output cap, open
+files, no core dumps), ``PR_SET_NO_NEW_PRIVS`` and a seccomp filter that makes
+``socket(2)`` fail with EACCES for every address family and blocks io_uring and
+foreign-architecture system calls (so neither ctypes nor ``_socket`` can open a socket);
+``PR_SET_PDEATHSIG`` on the keeper and the program, so that a SIGKILL of the caller (the
+reward engine's deadline) takes the sandbox down with it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import logging
+import math
+import os
+import platform
+import resource
+import select
+import shutil
+import signal
+import struct
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["Limits", "RunResult", "SandboxError", "run_python", "namespaces_available", "seccomp_filter"]
+
+logger = logging.getLogger("rlvr_code.sandbox")
+
+Isolation = Literal["auto", "namespaces", "basic"]
+
+NOBODY = 65534
+INNER_UID = 1000
+PROGRAM_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work"}
+KEEPER_GRACE_S = 5.0
+
+_CLONE_NEWNS, _CLONE_NEWUTS, _CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+_CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
+_MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME = 1024, 2048, 1 << 21
+_ST_TO_MS = {1: _MS_RDONLY, 2: _MS_NOSUID, 4: _MS_NODEV, 8: _MS_NOEXEC, 1024: _MS_NOATIME,
+             2048: _MS_NODIRATIME, 4096: _MS_RELATIME}
+_MNT_DETACH = 2
+_PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _PR_SET_CHILD_SUBREAPER = 1, 38, 22, 36
+_PR_SET_DUMPABLE = 4
+_SECCOMP_MODE_FILTER = 2
+
+# (audit arch, socket, pivot_root, io_uring_setup/enter/register, x32 bit)
+_ARCH = {
+    "x86_64": (0xC000003E, 41, 155, (425, 426, 427), 0x40000000),
+    "aarch64": (0xC00000B7, 198, 41, (425, 426, 427), None),
+}
+_READ_ONLY_TREES = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
+_DEVICES = ("null", "zero", "random", "urandom")
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself could not be set up (not the program's fault)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-run limits. ``time_s`` is wall-clock (interpreter start-up included); the CPU-time
+    limit is ``ceil(time_s)`` seconds per process; ``memory_mb`` is the address space per
+    process; ``disk_mb`` caps the tmpfs (namespaces mode only)."""
+
+    time_s: float = 2.0
+    memory_mb: int = 512
+    max_processes: int = 8
+    output_bytes: int = 1 << 20
+    open_files: int = 64
+    disk_mb: int = 64
+
+
+@dataclass(frozen=True)
+class RunResult:
+    stdout: bytes
+    stderr: bytes
+    exit_code: int | None
+    signal: int | None
+    timed_out: bool
+    output_exceeded: bool
+    elapsed_s: float
+    isolation: str
+    pgid: int
+
+    @property
+    def ok(self) -> bool:
+        """Exited with status 0, in time, within the output cap."""
+        return self.exit_code == 0 and not self.timed_out and not self.output_exceeded
+
+
+# ---------------------------------------------------------------- system calls
+
+
+@functools.lru_cache(maxsize=1)
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+    libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    libc.unshare.argtypes = [ctypes.c_int]
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    return libc
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _prctl(option: int, arg: int, what: str) -> None:
+    _check(_libc().prctl(option, arg, 0, 0, 0), what)
+
+
+def _die_with_parent(parent_pid: int | None, signum: int = signal.SIGKILL) -> None:
+    _prctl(_PR_SET_PDEATHSIG, signum, "prctl(PR_SET_PDEATHSIG)")
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os._exit(137)
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = lambda s: None if s is None else s.encode()  # noqa: E731
+    _check(_libc().mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
+
+
+def _bind_read_only(source: str, target: str) -> None:
+    _mount(source, target, None, _MS_BIND)
+    kept = os.statvfs(target).f_flag
+    flags = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
+    flags |= sum(ms for st, ms in _ST_TO_MS.items() if kept & st)
+    _mount(None, target, None, flags)
+
+
+def seccomp_filter(arch: str | None = None) -> bytes:
+    """The BPF program: EACCES for ``socket`` and io_uring, kill on a foreign ABI, allow the rest."""
+    audit, sys_socket, _, io_uring, x32 = _ARCH[arch or platform.machine()]
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, deny, kill = 0x7FFF0000, 0x00050000 | errno.EACCES, 0x80000000
+    denied = ([("jge", x32)] if x32 else []) + [("jeq", sys_socket)] + [("jeq", n) for n in io_uring]
+    prog = [(ld, 0, 0, 4), (jeq, 1, 0, audit), (ret, 0, 0, kill), (ld, 0, 0, 0)]
+    body_end = len(prog) + len(denied)  # index of "ret allow"
+    for i, (op, nr) in enumerate(denied):
+        here = len(prog)
+        prog.append((jge if op == "jge" else jeq, body_end + 1 - here - 1, 0, nr))
+    prog += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+    return b"".join(struct.pack("HBBI", *ins) for ins in prog)
+
+
+def _install_seccomp() -> None:
+    code = seccomp_filter()
+    buf = ctypes.create_string_buffer(code)
+    fprog = struct.pack("HxxxxxxP", len(code) // 8, ctypes.addressof(buf))
+    fbuf = ctypes.create_string_buffer(fprog)
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1, "prctl(PR_SET_NO_NEW_PRIVS)")
+    _check(_libc().prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fbuf), 0, 0),
+           "prctl(PR_SET_SECCOMP)")
+
+
+def _set_limits(limits: Limits, nproc: int) -> None:
+    cpu = max(1, math.ceil(limits.time_s))
+    memory = limits.memory_mb * 1024 * 1024
+    for which, value in (
+        (resource.RLIMIT_CPU, (cpu, cpu + 1)),
+        (resource.RLIMIT_AS, (memory, memory)),
+        (resource.RLIMIT_NPROC, (nproc, nproc)),
+        (resource.RLIMIT_FSIZE, (limits.output_bytes + 1, limits.output_bytes + 1)),
+        (resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files)),
+        (resource.RLIMIT_CORE, (0, 0)),
+        (resource.RLIMIT_MEMLOCK, (0, 0)),
+        (resource.RLIMIT_MSGQUEUE, (0, 0)),
+    ):
+        resource.setrlimit(which, value)
+
+
+def _write(path: str, text: str, dir_fd: int | None = None) -> None:
+    fd = os.open(path, os.O_WRONLY, dir_fd=dir_fd)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _interpreter() -> str:
+    base = os.path.join(sys.base_prefix, "bin", f"python{sys.version_info.major}.{sys.version_info.minor}")
+    return base if os.access(base, os.X_OK) else os.path.realpath(sys.executable)
+
+
+# ---------------------------------------------------------------- namespaces mode (keeper side)
+
+
+def _build_root(root: str, limits: Limits, interpreter: str, source: bytes, owner: int | None) -> None:
+    """Mount the tmpfs root with read-only binds, write the program, pivot into it."""
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+    _mount("tmpfs", root, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={limits.disk_mb}m,mode=0755")
+    prefix = os.path.dirname(os.path.dirname(os.path.realpath(interpreter)))
+    trees = list(_READ_ONLY_TREES)
+    if not any(prefix == t or prefix.startswith(t + "/") for t in trees):
+        trees.append(prefix)
+    for tree in trees:
+        target = root + tree
+        if os.path.islink(tree):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.symlink(os.readlink(tree), target)
+        elif os.path.isdir(tree):
+            os.makedirs(target, exist_ok=True)
+            _bind_read_only(tree, target)
+    os.makedirs(root + "/etc", exist_ok=True)
+    if os.path.isfile("/etc/ld.so.cache"):
+        open(root + "/etc/ld.so.cache", "wb").close()
+        _bind_read_only("/etc/ld.so.cache", root + "/etc/ld.so.cache")
+    os.makedirs(root + "/dev", exist_ok=True)
+    for dev in _DEVICES:
+        if os.path.exists("/dev/" + dev):
+            open(root + "/dev/" + dev, "wb").close()
+            _mount("/dev/" + dev, root + "/dev/" + dev, None, _MS_BIND)
+    os.mkdir(root + "/tmp", 0o1777)
+    os.chmod(root + "/tmp", 0o1777)
+    os.mkdir(root + "/work", 0o755)
+    with open(root + "/work/solution.py", "wb") as f:
+        f.write(source)
+    if owner is not None:
+        os.chown(root + "/work", owner, owner)
+        os.chown(root + "/work/solution.py", owner, owner)
+    os.chdir(root)
+    _check(_libc().syscall(_ARCH[platform.machine()][2], b".", b"."), "pivot_root")
+    _check(_libc().umount2(b".", _MNT_DETACH), "umount old root")
+    os.chdir("/work")
+
+
+def _enter_user_namespace(flags: int, proc: int) -> None:
+    """``proc`` is a directory fd of the host's /proc (still usable after ``pivot_root``)."""
+    uid, gid = os.geteuid(), os.getegid()
+    _check(_libc().unshare(_CLONE_NEWUSER | flags), "unshare")
+    _write("self/setgroups", "deny", proc)
+    _write("self/uid_map", f"{INNER_UID} {uid} 1\n", proc)
+    _write("self/gid_map", f"{INNER_UID} {gid} 1\n", proc)
+
+
+def _drop_root() -> None:
+    os.setgroups([])
+    os.setresgid(NOBODY, NOBODY, NOBODY)
+    os.setresuid(NOBODY, NOBODY, NOBODY)
+    _prctl(_PR_SET_DUMPABLE, 1, "prctl(PR_SET_DUMPABLE)")  # else /proc/self/uid_map stays root's
+
+
+def _setup_namespaces(cfg: _Config) -> None:
+    others = _CLONE_NEWPID | _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS
+    proc = os.open("/proc", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        if os.geteuid() == 0:
+            _check(_libc().unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+            _build_root(cfg.root, cfg.limits, cfg.interpreter, cfg.source, owner=NOBODY)
+            _drop_root()
+            _enter_user_namespace(others, proc)
+        else:
+            _enter_user_namespace(_CLONE_NEWNS, proc)
+            _build_root(cfg.root, cfg.limits, cfg.interpreter, cfg.source, owner=None)
+            _check(_libc().unshare(others), "unshare(pid, net, ipc, uts)")
+    finally:
+        os.close(proc)
+
+
+# ---------------------------------------------------------------- basic mode (keeper side)
+
+
+def _setup_basic(cfg: _Config) -> None:
+    work = cfg.root
+    with open(os.path.join(work, "solution.py"), "wb") as f:
+        f.write(cfg.source)
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1, "prctl(PR_SET_CHILD_SUBREAPER)")
+    if os.geteuid() == 0:
+        os.chown(work, NOBODY, NOBODY)
+        _drop_root()
+        if not os.access(cfg.interpreter, os.X_OK):
+            raise PermissionError(f"basic isolation runs the program as nobody (uid {NOBODY}), who cannot "
+                                  f"execute {cfg.interpreter}; choose an interpreter nobody can run "
+                                  "(option python, e.g. /usr/bin/python3)")
+    os.chdir(work)
+
+
+def _processes_of(uid: int) -> int:
+    count = 0
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                count += os.stat("/proc/" + name).st_uid == uid
+            except OSError:
+                pass
+    return count
+
+
+def _children_of(pid: int) -> list[int]:
+    kids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+                if int(fields[1]) == pid:
+                    kids.append(int(name))
+            except (OSError, IndexError, ValueError):
+                pass
+    return kids
+
+
+def _sweep_descendants() -> None:
+    """Kill and reap every child of this (subreaper) process until none is left."""
+    me = os.getpid()
+    while True:
+        for kid in _children_of(me):
+            try:
+                os.kill(kid, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            pid, _ = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+        del pid
+
+
+# ---------------------------------------------------------------- keeper and program
+
+
+@dataclass
+class _Config:
+    source: bytes
+    argv: list[str]
+    limits: Limits
+    interpreter: str
+    isolation: str
+    root: str
+    caller: int
+    fds: tuple[int, int, int]
+    report: int
+
+
+def _program(cfg: _Config, nproc: int) -> None:
+    """In the program process, after fork: limits, seccomp, exec. Never returns."""
+    try:
+        _die_with_parent(None)
+        if cfg.isolation == "basic":
+            os.setpgid(0, 0)
+        for target, fd in enumerate(cfg.fds):
+            os.dup2(fd, target)
+        os.closerange(3, 1 << 16)
+        _set_limits(cfg.limits, nproc)
+        _install_seccomp()
+        os.execve(cfg.interpreter, [cfg.interpreter, "-I", "-S", "-B", *cfg.argv], PROGRAM_ENV)
+    except BaseException as exc:
+        try:
+            os.write(2, f"sandbox: cannot start the program: {exc}\n".encode())
+        finally:
+            os._exit(126)
+
+
+def _wait_with_deadline(pid: int, deadline: float) -> tuple[int, bool]:
+    """(wait status, timed out); the child is killed at ``deadline`` (monotonic)."""
+    timed_out = False
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    if pidfd is not None:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        while not poller.poll(max(0, math.ceil((deadline - time.monotonic()) * 1000))):
+            if time.monotonic() >= deadline:
+                timed_out = True
+                break
+        os.close(pidfd)
+    else:
+        delay = 0.0005
+        while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+            if time.monotonic() >= deadline:
+                timed_out = True
+                break
+            time.sleep(delay)
+            delay = min(delay * 2, 0.02)
+    return pid, timed_out
+
+
+class _CallerDied(BaseException):
+    pass
+
+
+def _raise_caller_died(signum, frame):
+    raise _CallerDied()
+
+
+def _stop(pid: int, isolation: str) -> int:
+    """Kill the program (and in basic mode its group and every adopted descendant); its wait status."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        if isolation == "basic":
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)  # PID 1 of its namespace: the kernel kills the rest
+    except OSError:
+        pass
+    _, status = os.waitpid(pid, 0)
+    if isolation == "basic":
+        _sweep_descendants()
+    return status
+
+
+def _keeper(cfg: _Config) -> None:
+    """In the keeper process, after fork. Never returns; reports on ``cfg.report``.
+
+    Its parent-death signal is SIGTERM, handled: when the caller is SIGKILLed (the reward
+    engine's deadline) the keeper still kills and reaps the program before exiting.
+    """
+    code, pid = 1, None
+    try:
+        signal.signal(signal.SIGTERM, _raise_caller_died)
+        os.setpgid(0, 0)
+        _die_with_parent(cfg.caller, signal.SIGTERM)
+        if cfg.isolation == "namespaces":
+            _setup_namespaces(cfg)
+            nproc = cfg.limits.max_processes + 1  # the keeper counts in the new user namespace too
+        else:
+            _setup_basic(cfg)
+            nproc = cfg.limits.max_processes + _processes_of(os.getuid())
+        _die_with_parent(cfg.caller, signal.SIGTERM)  # a credential change clears it
+        start = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            _program(cfg, nproc)
+        for fd in cfg.fds:
+            os.close(fd)
+        _, timed_out = _wait_with_deadline(pid, start + cfg.limits.time_s)
+        status, pid = _stop(pid, cfg.isolation), None
+        elapsed = time.monotonic() - start
+        os.write(cfg.report, f"ok {status} {int(timed_out)} {elapsed:.6f}".encode())
+        code = 0
+    except BaseException as exc:
+        try:
+            os.write(cfg.report, f"error {type(exc).__name__}: {exc}".encode()[:2000])
+        except BaseException:
+            pass
+    finally:
+        try:
+            if pid is not None:
+                _stop(pid, cfg.isolation)
+        finally:
+            os._exit(code)
+
+
+def _read_capped(path: str, cap: int) -> tuple[bytes, bool]:
+    with open(path, "rb") as f:
+        data = f.read(cap + 1)
+    return data[:cap], len(data) > cap
+
+
+def run_python(source: str, *, stdin: str | bytes = b"", limits: Limits = Limits(),
+               isolation: Isolation = "auto", argv: list[str] | None = None,
+               interpreter: str | None = None) -> RunResult:
+    """Run ``source`` (saved as ``solution.py`` in the working directory) with ``stdin``.
+
+    ``argv`` is passed to the interpreter after ``-I -S -B`` (default ``["solution.py"]``);
+    ``interpreter`` defaults to the base interpreter of the running Python (no venv).
+    Raises :class:`SandboxError` when the sandbox cannot be built; the program's own
+    failures are reported in the result.
+    """
+    if not sys.platform.startswith("linux"):
+        raise SandboxError("the code sandbox needs Linux")
+    mode = _resolve(isolation)
+    data = stdin.encode() if isinstance(stdin, str) else bytes(stdin)
+    tmp = tempfile.mkdtemp(prefix="rlvr-code-")
+    report_r, report_w = os.pipe()
+    fds: list[int] = []
+    pid = None
+    try:
+        root = os.path.join(tmp, "root" if mode == "namespaces" else "work")
+        os.mkdir(root, 0o755)
+        if os.geteuid() == 0:
+            os.chmod(tmp, 0o711)
+        fds = [_stdin_fd(tmp, data),
+               os.open(os.path.join(tmp, "stdout"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600),
+               os.open(os.path.join(tmp, "stderr"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)]
+        cfg = _Config(source.encode(), argv or ["solution.py"], limits, interpreter or _interpreter(), mode, root,
+                      os.getpid(), tuple(fds), report_w)
+        pid = os.fork()
+        if pid == 0:
+            os.close(report_r)
+            _keeper(cfg)
+        os.close(report_w)
+        report_w = -1
+        _, keeper_late = _wait_with_deadline(pid, time.monotonic() + limits.time_s + KEEPER_GRACE_S)
+        if keeper_late:
+            os.killpg(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pgid, pid = pid, None
+        report = os.read(report_r, 4096).decode(errors="replace")
+        if keeper_late or not report.startswith("ok "):
+            raise SandboxError(f"sandbox keeper failed ({mode}): {report or 'no report'}"
+                               + (" (killed after its grace period)" if keeper_late else ""))
+        _, status, timed_out, elapsed = report.split()
+        status = int(status)
+        stdout, exceeded = _read_capped(os.path.join(tmp, "stdout"), limits.output_bytes)
+        stderr, _ = _read_capped(os.path.join(tmp, "stderr"), limits.output_bytes)
+        return RunResult(
+            stdout=stdout, stderr=stderr,
+            exit_code=os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+            signal=os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+            timed_out=timed_out == "1", output_exceeded=exceeded, elapsed_s=float(elapsed),
+            isolation=mode, pgid=pgid,
+        )
+    finally:
+        if pid is not None:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        for fd in [report_r, report_w, *fds]:
+            if fd >= 0:
+                os.close(fd)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _stdin_fd(tmp: str, data: bytes) -> int:
+    path = os.path.join(tmp, "stdin")
+    with open(path, "wb") as f:
+        f.write(data)
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    os.unlink(path)
+    return fd
+
+
+_probed: dict[str, bool] = {}
+
+
+def namespaces_available() -> bool:
+    """Whether the namespaces sandbox works here (probed once per process)."""
+    if "namespaces" not in _probed:
+        try:
+            result = run_python("print('ok')", limits=Limits(time_s=10.0), isolation="namespaces")
+            _probed["namespaces"] = result.ok and result.stdout == b"ok\n"
+            why = result.stderr.decode(errors="replace")[-300:]
+        except SandboxError as exc:
+            _probed["namespaces"] = False
+            why = str(exc)
+        if not _probed["namespaces"]:
+            logger.warning("code sandbox: namespaces unavailable, falling back to basic isolation "
+                           "(no filesystem isolation, see the rlvr-code README): %s", why)
+    return _probed["namespaces"]
+
+
+def _resolve(isolation: Isolation) -> str:
+    if isolation == "auto":
+        return "namespaces" if namespaces_available() else "basic"
+    if isolation not in ("namespaces", "basic"):
+        raise ValueError(f"Unsupported isolation: {isolation!r}. Supported: ['auto', 'namespaces', 'basic']")
+    return isolation
