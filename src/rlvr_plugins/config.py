@@ -27,7 +27,8 @@ TOP_LEVEL = {
     "eval": "held-out accuracy before and after training: {reward, threshold, max_new_tokens, batch_size}; "
             "rlvr eval: {mode, shots, n, temperature, k, backend, ...}",
     "engine": "reward engine: {workers, timeout_s, max_consecutive_failures, nonfinite, in_process}",
-    "filter": "rlvr filter: difficulty filtering by pass rate {n, temperature, min_pass_rate, max_pass_rate, ...}",
+    "filter": "rlvr filter: data hygiene and difficulty filtering by pass rate "
+              "{hygiene, difficulty, n, temperature, min_pass_rate, max_pass_rate, ...}",
     "distill": "rlvr distill: rejection sampling of teacher traces {n, temperature, thresholds, max_per_prompt, ...}",
     "output_dir": "the run folder",
     "seed": "the run's seed (also GRPOConfig.seed unless trainer.seed is set)",
@@ -51,7 +52,10 @@ PROMPTING_MODES = ("zero-shot", "few-shot", "cot")
 EVAL_KEYS = {"reward", "threshold", "max_new_tokens", "batch_size"} | GENERATION_KEYS | {
     "mode", "shots", "shot_column", "cot_instruction", "k", "format_reward", "breakdown"}
 FILTER_KEYS = GENERATION_KEYS | {"min_pass_rate", "max_pass_rate", "drop_solved_without_cot", "no_cot_instruction",
-                                 "no_cot_max_new_tokens", "output"}
+                                 "no_cot_max_new_tokens", "output", "difficulty", "hygiene"}
+HYGIENE_KEYS = {"drop_multiple_choice", "drop_true_false", "decontaminate", "examples"}
+DECONTAMINATE_KEYS = {"eval_sets", "n", "short_n", "threshold"}
+EVAL_SET_KEYS = {"path", "column", "name"}
 DISTILL_KEYS = GENERATION_KEYS | {"thresholds", "max_per_prompt", "output"}
 ENGINE_KEYS = {"workers", "timeout_s", "max_consecutive_failures", "nonfinite", "in_process"}
 SFT_EXTRA = {"completion_column", "examples"}
@@ -128,6 +132,7 @@ def validate(config: Mapping[str, Any], source: str | None = None, need_data: bo
     problems += _check_keys("distill", config.get("distill", {}), DISTILL_KEYS)
     for section in ("eval", "filter", "distill"):
         problems += _check_generation(section, config.get(section))
+    problems += _check_filter(config)
     problems += _check_keys("engine", config.get("engine", {}), ENGINE_KEYS)
     problems += _check_engine(config.get("engine") or {})
     if problems:
@@ -258,6 +263,76 @@ def _check_generation(section: str, value: Any) -> list[str]:
     if "breakdown" in value and not (isinstance(value["breakdown"], list)
                                      and all(isinstance(c, str) for c in value["breakdown"])):
         problems.append(f"{section}.breakdown must be a list of column names, got {value['breakdown']!r}")
+    return problems
+
+
+def _check_filter(config: Mapping[str, Any]) -> list[str]:
+    """``filter.difficulty`` and the ``filter.hygiene`` section (see :mod:`rlvr_plugins.hygiene`)."""
+    section = config.get("filter")
+    if not isinstance(section, Mapping):
+        return []
+    problems = []
+    if "difficulty" in section and not isinstance(section["difficulty"], bool):
+        problems.append(f"filter.difficulty must be true or false, got {section['difficulty']!r}")
+    hygiene = section.get("hygiene")
+    if hygiene is None:
+        if section.get("difficulty") is False:
+            problems.append("filter.difficulty is false and there is no filter.hygiene section: nothing to filter; "
+                            "add hygiene: {} (drop multiple-choice and true/false problems) or drop difficulty: false")
+        return problems
+    problems += _check_keys("filter.hygiene", hygiene, HYGIENE_KEYS)
+    if not isinstance(hygiene, Mapping):
+        return problems
+    for key in ("drop_multiple_choice", "drop_true_false"):
+        if key in hygiene and not isinstance(hygiene[key], bool):
+            problems.append(f"filter.hygiene.{key} must be true or false, got {hygiene[key]!r}")
+    if "examples" in hygiene and not (_is_int(hygiene["examples"]) and hygiene["examples"] >= 0):
+        problems.append(f"filter.hygiene.examples must be an integer >= 0, got {hygiene['examples']!r}")
+    decontaminate = hygiene.get("decontaminate")
+    if decontaminate is not None:
+        problems += _check_decontaminate(config, decontaminate)
+    return problems
+
+
+def _check_decontaminate(config: Mapping[str, Any], value: Any) -> list[str]:
+    where = "filter.hygiene.decontaminate"
+    problems = _check_keys(where, value, DECONTAMINATE_KEYS)
+    if not isinstance(value, Mapping):
+        return problems
+    n, short_n = value.get("n", 13), value.get("short_n")
+    if not (_is_int(n) and n >= 1):
+        problems.append(f"{where}.n must be an integer >= 1 (words per n-gram), got {n!r}")
+    if short_n is not None and not (_is_int(short_n) and short_n >= 1 and (not _is_int(n) or short_n < n)):
+        problems.append(f"{where}.short_n must be an integer >= 1 and smaller than n={n!r}, got {short_n!r}")
+    threshold = value.get("threshold", 0.0)
+    if not (_is_number(threshold) and 0 <= threshold < 1):
+        problems.append(f"{where}.threshold must be a number in [0, 1) (a prompt is dropped when its overlap "
+                        f"is above it), got {threshold!r}")
+    eval_sets = value.get("eval_sets")
+    if not isinstance(eval_sets, list) or not eval_sets:
+        problems.append(f"{where}.eval_sets must be a non-empty list of JSONL paths, {{path, column, name}} "
+                        f"mappings or 'data.eval', got {eval_sets!r}")
+        return problems
+    for i, spec in enumerate(eval_sets):
+        at = f"{where}.eval_sets[{i}]"
+        if spec == "data.eval":
+            if not isinstance(config.get("data"), Mapping) or config["data"].get("eval") is None:
+                problems.append(f"{at} is 'data.eval' but the config has no data.eval")
+            continue
+        if isinstance(spec, Mapping):
+            problems += _check_keys(at, spec, EVAL_SET_KEYS)
+            for key in ("column", "name"):
+                if key in spec and not isinstance(spec[key], str):
+                    problems.append(f"{at}.{key} must be a string, got {spec[key]!r}")
+            path = spec.get("path")
+        else:
+            path = spec
+        if not isinstance(path, str) or not path:
+            problems.append(f"{at} must be a JSONL path, a mapping {{path, column, name}} or 'data.eval', "
+                            f"got {spec!r}")
+        elif not Path(resolve_path(config, path)).is_file():
+            problems.append(f"{at}: eval set file {path!r} does not exist (relative paths are tried from the "
+                            f"current directory, then from the config file's folder)")
     return problems
 
 

@@ -1,24 +1,36 @@
-"""``rlvr filter CONFIG``: keep the prompts of useful difficulty for RL (Kimi k1.5 §2.2, Qwen3 §4.2).
+"""``rlvr filter CONFIG``: data hygiene, then keep the prompts of useful difficulty for RL
+(Kimi k1.5 §2.2, Qwen3 §4.1–4.2).
 
-Each prompt of ``data.<filter.split>`` (default ``train``) is sampled ``filter.n`` times
-with the config's model; its pass rate is the share of samples whose ``filter.reward``
-reaches ``filter.threshold``. A prompt is kept when its pass rate is in the band: by
-default ``0 < pass rate < 1`` (drop the prompts the model always or never solves, which
-give GRPO no signal); ``min_pass_rate`` / ``max_pass_rate`` set inclusive bounds instead.
+**Hygiene** (``filter.hygiene``, when the section is given; no model): each row of
+``data.<filter.split>`` (default ``train``) is dropped when :mod:`rlvr_plugins.hygiene` finds
+it multiple-choice (``drop_multiple_choice``, default true), true/false or yes/no
+(``drop_true_false``, default true), or overlapping an evaluation set
+(``decontaminate: {eval_sets, n, short_n, threshold}``), checked in that order. It runs first,
+so the sampling below never spends time on a dropped prompt.
+
+**Difficulty** (unless ``filter.difficulty: false``): each remaining prompt is sampled
+``filter.n`` times with the config's model; its pass rate is the share of samples whose
+``filter.reward`` reaches ``filter.threshold``. A prompt is kept when its pass rate is in the
+band: by default ``0 < pass rate < 1`` (drop the prompts the model always or never solves,
+which give GRPO no signal); ``min_pass_rate`` / ``max_pass_rate`` set inclusive bounds instead.
 With ``drop_solved_without_cot``, a kept prompt is also dropped when one greedy answer to
 the prompt followed by ``no_cot_instruction`` (no chain of thought) is already correct
-(Qwen3's filter).
+(Qwen3's filter). With ``difficulty: false`` no model is loaded and no reward is needed.
 
-Writes ``filtered.jsonl`` (the kept rows as loaded, answer as in the source, plus
-``pass_rate`` and ``passes``) and ``filter_report.json`` (counts) to the run folder.
+Writes to the run folder ``filtered.jsonl`` (the kept rows as loaded, answer as in the source,
+plus ``pass_rate`` and ``passes`` when sampled), ``dropped.jsonl`` (the dropped rows, each with
+a ``drop`` record: stage, reason, rule and evidence or overlap), ``filter_report.json``
+(counts, examples) and ``filter_report.md`` (the same for people).
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, Mapping
 
+from .. import hygiene
+from ..config import resolve_path
 from . import (
     engines_for,
     reaches,
@@ -55,38 +67,191 @@ def in_band(passes: int, n: int, min_pass_rate: float | None, max_pass_rate: flo
 
 
 def run_filter(config: dict[str, Any]) -> dict[str, Any]:
-    """Filter the split; return the report (also written to ``filter_report.json``)."""
+    """Filter the split; return the report (also written to ``filter_report.json`` and ``.md``)."""
 
     section = dict(config.get("filter") or {})
+    difficulty = section.get("difficulty", True)
     options = SamplingOptions.from_section(section, DEFAULTS)
-    require_backend(options.backend, "filter")
+    if difficulty:
+        require_backend(options.backend, "filter")
     started = time.perf_counter()
-    ctx = setup(config, "filter")
+    ctx = setup(config, "filter", need_rewards=difficulty)
+    split, rows = split_rows(config, "filter", section.get("split"), "train")
+    drops: dict[int, dict[str, Any]] = {}
+    report: dict[str, Any] = {"split": split}
+    if section.get("hygiene") is not None:
+        report["hygiene"], hygiene_drops = run_hygiene(config, section["hygiene"], rows)
+        drops.update(hygiene_drops)
+    candidates = [i for i in range(len(rows)) if i not in drops]
+    extra: dict[int, dict[str, Any]] = {}
+    if difficulty:
+        stage, difficulty_drops, extra = _difficulty(config, ctx, section, options, rows, candidates)
+        report.update(stage)
+        drops.update(difficulty_drops)
+    else:
+        report["difficulty"] = "skipped (filter.difficulty: false)"
+    kept = [i for i in candidates if i not in drops]
+    output = ctx.out / section.get("output", "filtered.jsonl")
+    dropped_output = ctx.out / "dropped.jsonl"
+    write_jsonl(output, [{**source_row(rows[i]), **extra.get(i, {})} for i in kept])
+    write_jsonl(dropped_output, [{**source_row(rows[i]), "drop": drops[i]} for i in sorted(drops)])
+    report = {"split": split, "prompts": len(rows), "kept": len(kept), **report, "output": str(output),
+              "dropped_output": str(dropped_output),
+              "seconds": round(time.perf_counter() - started, 1)}
+    write_json(ctx.out / "filter_report.json", report)
+    (ctx.out / "filter_report.md").write_text(report_markdown(report), encoding="utf-8")
+    summary = f"hygiene dropped {report['hygiene']['dropped']}; " if "hygiene" in report else ""
+    if difficulty:
+        summary += f"pass rate band {report['band']['rule']} dropped {report['dropped']}; "
+    print(f"kept {len(kept)} of {len(rows)} prompts; {summary}wrote {output}", flush=True)
+    return report
+
+
+PROMPT_COLUMNS = ("prompt", "question", "problem")
+
+
+def run_hygiene(config: Mapping[str, Any], spec: Mapping[str, Any], rows: list[dict[str, Any]]):
+    """The ``filter.hygiene`` stage: ``(report part, {index: drop record})`` (see :func:`hygiene.screen`)."""
+    started = time.perf_counter()
+    decontaminate = spec.get("decontaminate")
+    index, threshold, eval_sets, part = None, 0.0, {}, {}
+    if decontaminate is not None:
+        eval_sets = load_eval_sets(config, decontaminate["eval_sets"])
+        threshold = float(decontaminate.get("threshold", 0.0))
+        index = hygiene.EvalIndex({name: s["prompts"] for name, s in eval_sets.items()},
+                                  n=int(decontaminate.get("n", 13)), short_n=decontaminate.get("short_n"))
+    records = hygiene.screen(rows, multiple_choice=spec.get("drop_multiple_choice", True),
+                             true_false=spec.get("drop_true_false", True), index=index, threshold=threshold)
+    for record in records:
+        if record is not None and record["reason"] == hygiene.CONTAMINATED:
+            record["eval_prompt"] = hygiene.excerpt(eval_sets[record["eval_set"]]["prompts"][record["eval_row"]])
+    if index is not None:
+        part["decontamination"] = {
+            "n": index.n, "short_n": index.short_n, "threshold": threshold,
+            "overlap": "distinct n-grams of the training prompt found in any eval prompt / its distinct n-grams; "
+                       "dropped when > threshold",
+            "eval_sets": {name: {"source": s["source"], "column": s["column"], "prompts": len(s["prompts"])}
+                          for name, s in eval_sets.items()},
+            "eval_ngrams": len(index),
+            "dropped_per_eval_set": dict(Counter(r["eval_set"] for r in records
+                                                 if r is not None and r["reason"] == hygiene.CONTAMINATED)),
+        }
+    summary = hygiene.summarise(rows, records, int(spec.get("examples", 3)))
+    report = {"drop_multiple_choice": spec.get("drop_multiple_choice", True),
+              "drop_true_false": spec.get("drop_true_false", True), **summary, **part,
+              "seconds": round(time.perf_counter() - started, 2)}
+    return report, {i: {"stage": "hygiene", **r} for i, r in enumerate(records) if r is not None}
+
+
+def load_eval_sets(config: Mapping[str, Any], specs: list) -> dict[str, dict[str, Any]]:
+    """``{name: {source, column, prompts}}`` for ``filter.hygiene.decontaminate.eval_sets``.
+
+    An entry is ``data.eval`` (the config's eval split, its ``prompt`` column), a JSONL path, or
+    ``{path, column, name}``; without ``column`` the first of ``prompt``, ``question``,
+    ``problem`` that the first row has. The name defaults to the path as written.
+    """
+    from ..data import DataError, load_rows, read_jsonl
+
+    out: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        if spec == "data.eval":
+            rows = load_rows(config, "eval") or []
+            out["data.eval"] = {"source": "data.eval", "column": "prompt", "prompts": [r["prompt"] for r in rows]}
+            continue
+        spec = spec if isinstance(spec, Mapping) else {"path": spec}
+        path = resolve_path(config, spec["path"])
+        rows = read_jsonl(path)
+        column = spec.get("column") or next((c for c in PROMPT_COLUMNS if c in rows[0]), None)
+        missing = next((i for i, r in enumerate(rows) if column not in r), None)
+        if missing is not None:
+            raise DataError(f"eval set {spec['path']!r}: row {missing} has no {column or 'prompt'!r} column; "
+                            f"columns present: {sorted(rows[missing])}; set column: in "
+                            f"filter.hygiene.decontaminate.eval_sets")
+        out[spec.get("name", spec["path"])] = {"source": path, "column": column, "prompts": [r[column] for r in rows]}
+    return out
+
+
+def report_markdown(report: Mapping[str, Any]) -> str:
+    """``filter_report.md``: the report for people, with the dropped examples."""
+    lines = [f"# rlvr filter: data.{report['split']}", "",
+             f"Kept **{report['kept']}** of {report['prompts']} prompts.", ""]
+    hyg = report.get("hygiene")
+    if hyg is not None:
+        lines += ["## Hygiene", "",
+                  f"Multiple-choice detector: {'on' if hyg['drop_multiple_choice'] else 'off'}; "
+                  f"true/false detector: {'on' if hyg['drop_true_false'] else 'off'}; "
+                  f"decontamination: {'on' if 'decontamination' in hyg else 'off'}. "
+                  "A row is dropped by the first check that fires, in that order.", "",
+                  "| reason | dropped |", "|---|---|"]
+        lines += [f"| {reason} | {count} |" for reason, count in hyg["dropped"].items()]
+        if hyg["by_rule"]:
+            lines += ["", "| rule | dropped |", "|---|---|"]
+            lines += [f"| `{rule}` | {count} |" for rule, count in hyg["by_rule"].items()]
+        decon = hyg.get("decontamination")
+        if decon is not None:
+            lines += ["", f"Decontamination: word {decon['n']}-grams"
+                          + (f" ({decon['short_n']}-grams for shorter prompts)" if decon["short_n"] else "")
+                          + f"; overlap = {decon['overlap']} ({decon['threshold']}); "
+                          f"{decon['eval_ngrams']} distinct eval n-grams from:", ""]
+            lines += [f"- `{name}`: {s['prompts']} prompts (column `{s['column']}`), "
+                      f"{decon['dropped_per_eval_set'].get(name, 0)} training prompts dropped"
+                      for name, s in decon["eval_sets"].items()]
+        for rule, shown in hyg["examples"].items():
+            lines += ["", f"### `{rule}`", ""]
+            for ex in shown:
+                why = (f"overlap {ex['overlap']} with `{ex['eval_set']}` row {ex['eval_row']}: {ex['eval_prompt']}"
+                       if "overlap" in ex else f"matched: `{ex['evidence']}`")
+                lines.append(f"- row {ex['row']}: {ex['prompt']}" + (f" (answer: {ex['answer']})" if "answer" in ex
+                                                                      else "") + f"\n  - {why}")
+    if "band" in report:
+        lines += ["", "## Difficulty", "",
+                  f"{report['sampled']} prompts sampled {report['n']} times at temperature {report['temperature']} "
+                  f"with `{report['model']}`; solved: `{report['reward']}` >= {report['threshold']}; "
+                  f"kept: {report['band']['rule']}.", "", "| dropped | prompts |", "|---|---|"]
+        lines += [f"| {reason} | {count} |" for reason, count in report["dropped"].items()]
+        lines += ["", "Pass-count histogram: " + ", ".join(f"{c}/{report['n']}: {k}"
+                                                           for c, k in report["pass_count_histogram"].items())]
+    lines += ["", f"Kept rows: `{report['output']}`; dropped rows with the reason: `{report['dropped_output']}`.", ""]
+    return "\n".join(lines)
+
+
+def _difficulty(config, ctx, section, options, rows, candidates):
+    """Sample the ``candidates`` (indices into ``rows``) and keep those in the pass-rate band.
+
+    Returns ``(report part, {index: drop record}, {index: pass_rate and passes columns})``.
+    """
     target = target_reward(ctx, "filter", section.get("reward"))
     threshold = float(section.get("threshold", 1.0))
     low, high = section.get("min_pass_rate"), section.get("max_pass_rate")
-    split, rows = split_rows(config, "filter", section.get("split"), "train")
-    tokenizer, model, texts, samples = sample_rows(config, ctx, rows, options, desc="filter")
+    sampled = [rows[i] for i in candidates]
     n = options.n
-    engines = engines_for(config)
-    try:
-        values = score(ctx, engines, [t for t in texts for _ in range(n)], [s.text for per in samples for s in per],
-                       [r for r in rows for _ in range(n)])[target]
-        passes = [sum(reaches(v, threshold) for v in values[i * n:(i + 1) * n]) for i in range(len(rows))]
-        banded = [i for i in range(len(rows)) if in_band(passes[i], n, low, high)]
-        solved_direct: set[int] = set()
-        if section.get("drop_solved_without_cot", False) and banded:
-            solved_direct = _solved_without_cot(ctx, engines, section, options, config, tokenizer, model,
-                                                [rows[i] for i in banded], target, threshold, banded)
-    finally:
-        engines.close()
-    kept = [i for i in banded if i not in solved_direct]
-    out_of_band = [p for p in passes if not in_band(p, n, low, high)]
-    out_rows = [{**source_row(rows[i]), "pass_rate": passes[i] / n, "passes": passes[i]} for i in kept]
-    output = ctx.out / section.get("output", "filtered.jsonl")
-    write_jsonl(output, out_rows)
-    report = {
-        "split": split,
+    passes: list[int] = []
+    solved_direct: set[int] = set()
+    if sampled:
+        tokenizer, model, texts, samples = sample_rows(config, ctx, sampled, options, desc="filter")
+        engines = engines_for(config)
+        try:
+            values = score(ctx, engines, [t for t in texts for _ in range(n)],
+                           [s.text for per in samples for s in per], [r for r in sampled for _ in range(n)])[target]
+            passes = [sum(reaches(v, threshold) for v in values[j * n:(j + 1) * n]) for j in range(len(sampled))]
+            banded = [j for j in range(len(sampled)) if in_band(passes[j], n, low, high)]
+            if section.get("drop_solved_without_cot", False) and banded:
+                solved_direct = _solved_without_cot(ctx, engines, section, options, config, tokenizer, model,
+                                                    [sampled[j] for j in banded], target, threshold, banded)
+        finally:
+            engines.close()
+    drops, extra = {}, {}
+    for j, i in enumerate(candidates):
+        columns = {"pass_rate": passes[j] / n, "passes": passes[j]}
+        if not in_band(passes[j], n, low, high):
+            reason = "never_solved" if passes[j] == 0 else "always_solved" if passes[j] == n else "outside_band"
+            drops[i] = {"stage": "difficulty", "reason": reason, **columns}
+        elif j in solved_direct:
+            drops[i] = {"stage": "difficulty", "reason": "solved_without_cot", **columns}
+        else:
+            extra[i] = columns
+    reasons = Counter(d["reason"] for d in drops.values())
+    stage = {
         "model": config["model"].get("name_or_path", "tiny"),
         "reward": target,
         "threshold": threshold,
@@ -94,23 +259,13 @@ def run_filter(config: dict[str, Any]) -> dict[str, Any]:
         "temperature": options.temperature,
         "band": {"min_pass_rate": low, "max_pass_rate": high,
                  "rule": "0 < pass rate < 1" if low is None and high is None else "inclusive bounds"},
-        "prompts": len(rows),
-        "kept": len(kept),
-        "dropped": {
-            "never_solved": sum(p == 0 for p in out_of_band),
-            "always_solved": sum(p == n for p in out_of_band),
-            "outside_band": sum(0 < p < n for p in out_of_band),
-            "solved_without_cot": len(solved_direct),
-        },
+        "sampled": len(sampled),
+        "dropped": {key: reasons[key] for key in ("never_solved", "always_solved", "outside_band",
+                                                  "solved_without_cot")},
         "pass_count_histogram": {str(c): count for c, count in sorted(Counter(passes).items())},
-        "mean_pass_rate": sum(passes) / (n * len(rows)),
-        "output": str(output),
-        "seconds": round(time.perf_counter() - started, 1),
+        "mean_pass_rate": sum(passes) / (n * len(sampled)) if sampled else float("nan"),
     }
-    write_json(ctx.out / "filter_report.json", report)
-    print(f"kept {len(kept)} of {len(rows)} prompts (pass rate band {report['band']['rule']}); "
-          f"dropped {report['dropped']}; wrote {output}", flush=True)
-    return report
+    return stage, drops, extra
 
 
 def _solved_without_cot(ctx, engines, section, options, config, tokenizer, model, rows, target, threshold,
