@@ -367,8 +367,9 @@ def _percent(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
-def report(result: Mapping[str, Any], plots: Sequence[tuple[str, str]]) -> str:
-    """``compare.md``: the table, how to read it, the plots (``[(file, title)]``) and the skipped metrics."""
+def report(result: Mapping[str, Any], plots: Sequence[tuple[str, str]] | None) -> str:
+    """``compare.md``: the table, how to read it, the plots (``[(file, title)]``; ``None``: not drawn)
+    and the skipped metrics."""
     window = result["smooth"]
     smoothing = f"trailing mean over {window} logged steps" if window > 1 else "raw logged values (no smoothing)"
     parts = [
@@ -385,7 +386,10 @@ def report(result: Mapping[str, Any], plots: Sequence[tuple[str, str]]) -> str:
         "## Plots",
         "",
     ]
-    parts += [f"- [{title}]({name})" for name, title in plots] or ["- (none: no run logged a plotted metric)"]
+    if plots is None:
+        parts.append("- (not drawn: --no-plots)")
+    else:
+        parts += [f"- [{title}]({name})" for name, title in plots] or ["- (none: no run logged a plotted metric)"]
     if result["notes"]:
         parts += ["", "## Skipped metrics", ""] + [f"- {note}" for note in result["notes"]]
     return "\n".join(parts) + "\n"

@@ -10,7 +10,7 @@ config.yaml, plugins.json) and writes to --output:
                 kl.png, entropy.png, clip_ratio.png
 
 A metric a run did not log is skipped for that run and listed in compare.md.
-Plots need matplotlib: pip install rlvr-plugins[plots]
+Plots need matplotlib: pip install rlvr-plugins[plots] (--no-plots writes the table alone).
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ def add_arguments(parser) -> None:
                         help="where compare.md, compare.json and the PNGs go (default: runs/compare)")
     parser.add_argument("--smooth", type=_window, default=1, metavar="N",
                         help="trailing mean over N logged steps, for plots and table (default: 1, no smoothing)")
+    parser.add_argument("--no-plots", action="store_true",
+                        help="write compare.md and compare.json only (no PNGs; matplotlib not needed)")
 
 
 def _window(text: str) -> int:
@@ -55,23 +57,22 @@ def run(args) -> int:
     if args.label and len(args.label) != len(args.runs):
         raise RLVRError(f"--label given {len(args.label)} time(s) for {len(args.runs)} run folder(s); "
                         "give one --label per RUN_DIR, in the same order, or none")
-    figure_class = _figure_class()
+    figure_class = None if args.no_plots else _figure_class()
     labels = args.label or [None] * len(args.runs)
     runs = [compare.load_run(path, label) for path, label in zip(args.runs, labels)]
     compare.check_labels(runs)
     result = compare.compare(runs, args.smooth)
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    plots = [(f"{group.name}.png", group.title)
-             for group in compare.metric_groups(runs)
-             if draw_group(figure_class, group, runs, args.smooth, out / f"{group.name}.png")]
-    result["plots"] = [name for name, _ in plots]
+    plots = None if figure_class is None else draw_all(figure_class, compare.metric_groups(runs), runs, args.smooth,
+                                                       out)
+    result["plots"] = [name for name, _ in plots or []]
     write_json(out / "compare.json", result)
     (out / "compare.md").write_text(compare.report(result, plots), encoding="utf-8")
     print(compare.markdown_table(result))
     for note in result["notes"]:
         print(f"note: {note}")
-    print(f"wrote compare.md, compare.json and {len(plots)} plot(s) to {out}")
+    print(f"wrote compare.md, compare.json and {len(result['plots'])} plot(s) to {out}")
     return 0
 
 
@@ -80,9 +81,22 @@ def _figure_class():
     try:
         from matplotlib.figure import Figure
     except ImportError as exc:
-        raise RLVRError(f"rlvr compare draws its plots with matplotlib, which is not installed: {PLOTS_HINT}") \
-            from exc
+        raise RLVRError(f"rlvr compare draws its plots with matplotlib, which is not installed: {PLOTS_HINT} "
+                        "(or pass --no-plots for the table alone)") from exc
     return Figure
+
+
+def draw_all(figure_class, groups, runs: Sequence[Any], window: int, out: Path) -> list[tuple[str, str]]:
+    """Draw every group that has data; ``[(file name, title)]`` of the PNGs written. A group without
+    data has no PNG (one left in ``out`` by an earlier comparison is removed)."""
+    drawn = []
+    for group in groups:
+        path = out / f"{group.name}.png"
+        if draw_group(figure_class, group, runs, window, path):
+            drawn.append((path.name, group.title))
+        else:
+            path.unlink(missing_ok=True)
+    return drawn
 
 
 def draw_group(figure_class, group, runs: Sequence[Any], window: int, path: Path) -> bool:
@@ -101,7 +115,10 @@ def draw_group(figure_class, group, runs: Sequence[Any], window: int, path: Path
         return False
     cols = min(3, len(shown))
     rows = math.ceil(len(shown) / cols)
-    fig = figure_class(figsize=(5.2 * cols, 3.8 * rows), layout="constrained")
+    width, height = 5.2 * cols, 3.8 * rows + 0.5
+    fig = figure_class(figsize=(width, height))
+    fig.subplots_adjust(left=0.7 / width, right=1 - 0.2 / width, bottom=0.55 / height, top=1 - 0.7 / height,
+                        wspace=0.3, hspace=0.45)
     colours = [f"C{i % 10}" for i in range(len(runs))]
     suffix = f" (trailing mean over {window} steps)" if window > 1 else ""
     fig.suptitle(f"{group.title}{suffix}")
