@@ -79,7 +79,7 @@ class StubJudge:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
         self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
@@ -138,3 +138,20 @@ def tiny_judges(tmp_path_factory):
     root = tmp_path_factory.mktemp("judges")
     return {"yes": save_tiny_judge(root / "yes", 4.0, 0.0), "no": save_tiny_judge(root / "no", 0.0, 4.0),
             "three_to_one": save_tiny_judge(root / "three", math.log(3.0), 0.0)}
+
+
+@pytest.fixture(autouse=True)
+def fresh_verdict_caches():
+    """Each test starts as a fresh worker would: no verdict in memory."""
+    from rlvr_judge import plugins
+
+    plugins._CACHES.clear()
+    yield
+    plugins._CACHES.clear()
+
+
+def make_scorer(**options):
+    """The scorer ``judge-equivalence`` registers for these options (parsed as from a config)."""
+    from rlvr_judge.plugins import JudgeEquivalencePlugin, build_scorer
+
+    return build_scorer(JudgeEquivalencePlugin.parse_options({"model": "judge-model", **options}))

@@ -1,0 +1,98 @@
+"""The plugin as the framework sees it: options refused at start-up, the r1-accuracy conflict, masking in the engine."""
+
+import math
+
+import pytest
+
+from conftest import make_scorer
+from rlvr_plugins.engine import RewardEngine, RewardPluginFailing
+from rlvr_plugins.errors import ConfigError, PluginOptionError
+from rlvr_judge.plugins import JudgeEquivalencePlugin
+
+ITEMS = [
+    {"prompt": "p", "completion": "<answer>5</answer>", "example": {"answer": "5"}},             # rules: 1
+    {"prompt": "p", "completion": "<answer>0.5 metres</answer>", "example": {"answer": "50 cm"}},  # judge
+    {"prompt": "p", "completion": "<answer>6</answer>", "example": {"answer": "5"}},             # rules: 0
+    {"prompt": "p", "completion": "<answer>5 metres</answer>", "example": {"answer": "50 cm"}},   # judge
+]
+
+
+@pytest.mark.slow  # the plugin manager imports torch (10-30 s on a busy box)
+def test_registered_through_its_entry_point():
+    from rlvr_plugins.manager import build_plugin_set
+
+    plugin_set = build_plugin_set({"judge-equivalence": {"model": "m", "weight": 2.0}})
+    (plugin, reward), = plugin_set.reward_functions()
+    assert (plugin, reward.name, reward.weight, reward.isolated) == (
+        "judge-equivalence", "judge-equivalence", 2.0, True)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({}, "option 'model' is required"),
+    ({"model": " "}, "model must name the judge"),
+    ({"model": "m", "backend": "vllm"}, "option 'backend' must be one of 'http', 'local'"),
+    ({"model": "m", "timeout_s": 10.0}, r"timeout_s \(10.0\) must not exceed budget_s \(8.0\)"),
+    ({"model": "m", "threshold": 1.0}, "threshold must be strictly between 0 and 1"),
+    ({"model": "m", "question_column": "problem"}, "question_column is set but include_question is false"),
+    ({"model": "m", "template": "{answer} vs {ref}"}, r"unknown placeholder \{ref\}"),
+    ({"model": "m", "api_key_env": "RLVR_JUDGE_TEST_UNSET"}, "'RLVR_JUDGE_TEST_UNSET', which is not set"),
+])
+def test_bad_options_fail_at_start_up_naming_the_plugin(options, message, monkeypatch):
+    monkeypatch.delenv("RLVR_JUDGE_TEST_UNSET", raising=False)
+    with pytest.raises(PluginOptionError, match=message) as info:
+        JudgeEquivalencePlugin.parse_options(options)
+    assert "plugin 'judge-equivalence'" in str(info.value)
+
+
+@pytest.mark.slow
+def test_refuses_a_run_that_also_enables_r1_accuracy():
+    from rlvr_plugins.manager import build_plugin_set
+
+    plugin_set = build_plugin_set({"judge-equivalence": {"model": "m"}, "r1-accuracy": {}})
+    names = [r.name for _, r in plugin_set.reward_functions()]
+    with pytest.raises(ConfigError, match="'judge-equivalence' and 'r1-accuracy' are both enabled"):
+        plugin_set.call_each("rlvr_validate_run", reward_names=names, grpo_args=None)
+    alone = build_plugin_set({"judge-equivalence": {"model": "m"}, "r1-format": {}})
+    alone.call_each("rlvr_validate_run", reward_names=["judge-equivalence", "r1-format"], grpo_args=None)
+
+
+def test_in_worker_processes_judge_failures_are_masked_and_counted(stub, dead_url):
+    up = make_scorer(base_url=stub.base_url)
+    down = make_scorer(base_url=dead_url, model="judge-down", retries=1, backoff_s=0.05)
+    with RewardEngine(num_workers=1, timeout_s=10.0) as engine:
+        ok = engine.score("judge-equivalence", up, ITEMS)
+        masked = engine.score("judge-equivalence", down, ITEMS)
+        stats = engine.stats
+    assert ok.values == [1.0, 1.0, 0.0, 0.0] and not any(ok.failed)
+    assert stub.count == 2
+    assert masked.failed == [False, True, False, True]
+    assert masked.values[0] == 1.0 and masked.values[2] == 0.0
+    assert math.isnan(masked.values[1]) and math.isnan(masked.values[3])
+    assert "JudgeUnavailable" in masked.errors[1] and "after 2 attempt(s)" in masked.errors[1]
+    assert stats["failures"] == 2 and stats["timeouts"] == 0
+
+
+def test_a_worker_serves_a_judged_pair_from_memory_whatever_the_endpoint(stub, dead_url):
+    """The cache key is the judge model and template, not where it is served: no request is made."""
+    with RewardEngine(num_workers=1, timeout_s=10.0) as engine:
+        engine.score("judge-equivalence", make_scorer(base_url=stub.base_url), ITEMS)
+        again = engine.score("judge-equivalence", make_scorer(base_url=dead_url), ITEMS)
+    assert again.values == [1.0, 1.0, 0.0, 0.0] and not any(again.failed)
+    assert stub.count == 2
+
+
+def test_a_judge_slower_than_the_engine_deadline_is_masked_as_a_timeout(stub):
+    stub.default = ("sleep", 5.0)
+    slow = make_scorer(base_url=stub.base_url, timeout_s=8.0, budget_s=8.0)  # misconfigured: over the deadline
+    with RewardEngine(num_workers=1, timeout_s=1.5) as engine:
+        result = engine.score("judge-equivalence", slow, ITEMS[:2])
+        assert engine.stats["timeouts"] == 1
+    assert result.failed == [False, True] and result.values[0] == 1.0
+    assert result.errors[1] == "timeout after 1.5s"
+
+
+def test_a_judge_down_for_long_stops_the_run(dead_url):
+    down = make_scorer(base_url=dead_url, retries=0)
+    with RewardEngine(in_process=True, max_consecutive_failures=2) as engine:
+        with pytest.raises(RewardPluginFailing, match="failed on 2 consecutive items.*JudgeUnavailable"):
+            engine.score("judge-equivalence", down, [ITEMS[1], ITEMS[3]])
