@@ -69,7 +69,10 @@ What is protected and what is not
 Values: a real number (bool, int, float, numpy or 0-d torch value) becomes a float; ``None``
 means "does not apply" (NaN, not failed, and it resets the consecutive-failure count like
 any successful call); anything else is a plugin bug (:class:`RewardContractError`). NaN and
-infinities are bugs too, unless ``nonfinite="mask"`` (then failed). A contract error or
+infinities are bugs too, and so is a value larger in magnitude than ``max_abs_value`` when it is
+set (the run's engines set it, see ``rlvr_plugins.rewards.MAX_ABS_REWARD``: a float64 ``1e30`` is
+finite, but it swamps the group statistics and overflows them once squared in float32), unless
+``nonfinite="mask"`` (then failed). A contract error or
 too many consecutive failures stops the call at once: workers still busy with its items
 are killed and replaced. Consecutive failures are counted per plugin name, across calls,
 in the order results arrive; the count restarts after :class:`RewardPluginFailing`.
@@ -461,14 +464,16 @@ class _Tally:
     def record(self, index: int, kind: str, payload: Any) -> None:
         self.remaining -= 1
         self.engine._stats["calls"] += 1
-        if kind == "ok" and math.isfinite(payload):
+        limit = self.engine.max_abs_value
+        if kind == "ok" and math.isfinite(payload) and (limit is None or abs(payload) <= limit):
             self._succeed(index, payload)
         elif kind == "none":
             self._succeed(index, math.nan)
         elif kind == "error":
             self.fail(index, payload)
         elif kind == "ok" and self.engine.nonfinite == "mask":
-            self.fail(index, f"non-finite value {payload!r}")
+            what = "non-finite" if not math.isfinite(payload) else f"out-of-range (max_abs_value={limit:g})"
+            self.fail(index, f"{what} value {payload!r}")
         else:
             self.abort = self.abort or self._contract_error(index, kind, payload)
 
@@ -501,9 +506,11 @@ class _Tally:
 
     def _contract_error(self, index: int, kind: str, payload: Any) -> RewardContractError:
         if kind == "ok":
+            limit = self.engine.max_abs_value
+            bound = "" if limit is None else f" and at most {limit:g} in magnitude (max_abs_value)"
             return RewardContractError(
-                f"reward plugin {self.name!r} returned {payload!r} for item {index}: rewards must be finite; "
-                f"return {_VALID_VALUES}, or set nonfinite='mask' to count non-finite values as failed items"
+                f"reward plugin {self.name!r} returned {payload!r} for item {index}: rewards must be finite{bound}; "
+                f"return {_VALID_VALUES}, or set nonfinite='mask' to count such values as failed items"
             )
         return RewardContractError(
             f"reward plugin {self.name!r} returned {payload} for item {index}; expected {_VALID_VALUES}"
@@ -703,7 +710,8 @@ class RewardEngine:
     """Scores reward plugins item by item, in worker processes, with a hard per-item deadline."""
 
     def __init__(self, *, num_workers: int = 2, timeout_s: float = 10.0, max_consecutive_failures: int = 64,
-                 nonfinite: str = "error", in_process: bool = False, memory_limit_mb: int | None = None) -> None:
+                 nonfinite: str = "error", in_process: bool = False, memory_limit_mb: int | None = None,
+                 max_abs_value: float | None = None) -> None:
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
         if not timeout_s > 0:
@@ -714,9 +722,12 @@ class RewardEngine:
             raise ValueError(f"nonfinite must be 'error' or 'mask', got {nonfinite!r}")
         if memory_limit_mb is not None and memory_limit_mb <= 0:
             raise ValueError(f"memory_limit_mb must be positive or None, got {memory_limit_mb}")
+        if max_abs_value is not None and not max_abs_value > 0:
+            raise ValueError(f"max_abs_value must be positive or None, got {max_abs_value}")
         self.num_workers, self.timeout_s = num_workers, float(timeout_s)
         self.max_consecutive_failures, self.nonfinite = max_consecutive_failures, nonfinite
         self.in_process, self.memory_limit_mb = in_process, memory_limit_mb
+        self.max_abs_value = None if max_abs_value is None else float(max_abs_value)
         self._lock = threading.RLock()
         self._stats = {"calls": 0, "failures": 0, "timeouts": 0, "workers_restarted": 0}
         self._consecutive: dict[str, int] = {}

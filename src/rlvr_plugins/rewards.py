@@ -10,6 +10,13 @@ from .plugin import RewardFunction
 
 TRL_CONTROL_KWARGS = frozenset({"trainer_state", "log_extra", "log_metric", "environments", "completion_ids"})
 
+MAX_ABS_REWARD = 1e6
+"""The largest reward magnitude a run accepts (``RewardEngine(max_abs_value=...)``; an option overrides it).
+
+Rewards are O(1) by design. A larger value is a plugin bug (``RewardContractError``, or a failed
+item with ``nonfinite="mask"``), like NaN: ``1e30`` is finite, but it would dominate the group mean,
+and its square overflows the float32 group statistics (std ``inf``)."""
+
 
 def completion_text(completion: Any) -> str:
     """TRL passes a string, or for chat data a list of messages: return the assistant's text."""
@@ -40,11 +47,14 @@ class Engines:
     def for_reward(self, reward: RewardFunction) -> RewardEngine:
         if reward.isolated and not self.options.get("in_process", False):
             if self._isolated is None:
-                self._isolated = RewardEngine(**{**self.options, "in_process": False})
+                self._isolated = self._engine(in_process=False)
             return self._isolated
         if self._local is None:
-            self._local = RewardEngine(**{**self.options, "in_process": True})
+            self._local = self._engine(in_process=True)
         return self._local
+
+    def _engine(self, in_process: bool) -> RewardEngine:
+        return RewardEngine(**{"max_abs_value": MAX_ABS_REWARD, **self.options, "in_process": in_process})
 
     def score(self, reward: RewardFunction, items: list[dict[str, Any]]) -> ScoreResult:
         return self.for_reward(reward).score(reward.name, reward.fn, items)
