@@ -299,6 +299,7 @@ def _setup_basic(cfg: _Config) -> None:
     with open(os.path.join(work, "solution.py"), "wb") as f:
         f.write(cfg.source)
     _prctl(_PR_SET_CHILD_SUBREAPER, 1, "prctl(PR_SET_CHILD_SUBREAPER)")
+    os.chdir(work)  # before dropping root: nobody may not be able to traverse $TMPDIR's parents
     if os.geteuid() == 0:
         os.chown(work, NOBODY, NOBODY)
         _drop_root()
@@ -306,7 +307,6 @@ def _setup_basic(cfg: _Config) -> None:
             raise PermissionError(f"basic isolation runs the program as nobody (uid {NOBODY}), who cannot "
                                   f"execute {cfg.interpreter}; choose an interpreter nobody can run "
                                   "(option python, e.g. /usr/bin/python3)")
-    os.chdir(work)
 
 
 def _processes_of(uid: int) -> int:
@@ -496,8 +496,11 @@ def run_python(source: str, *, stdin: str | bytes = b"", limits: Limits = Limits
     if not sys.platform.startswith("linux"):
         raise SandboxError("the code sandbox needs Linux")
     mode = _resolve(isolation)
+    interpreter = interpreter or _interpreter()
+    if not os.access(interpreter, os.X_OK):
+        raise SandboxError(f"{interpreter} is not an executable interpreter")
     data = stdin.encode() if isinstance(stdin, str) else bytes(stdin)
-    tmp = tempfile.mkdtemp(prefix="rlvr-code-")
+    tmp = tempfile.mkdtemp(prefix="rlvr-code-", dir=_temp_base(mode))
     report_r, report_w = os.pipe()
     fds: list[int] = []
     pid = None
@@ -509,7 +512,7 @@ def run_python(source: str, *, stdin: str | bytes = b"", limits: Limits = Limits
         fds = [_stdin_fd(tmp, data),
                os.open(os.path.join(tmp, "stdout"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600),
                os.open(os.path.join(tmp, "stderr"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)]
-        cfg = _Config(source.encode(), argv or ["solution.py"], limits, interpreter or _interpreter(), mode, root,
+        cfg = _Config(source.encode(), argv or ["solution.py"], limits, interpreter, mode, root,
                       os.getpid(), tuple(fds), report_w)
         pid = os.fork()
         if pid == 0:
@@ -551,6 +554,22 @@ def run_python(source: str, *, stdin: str | bytes = b"", limits: Limits = Limits
             if fd >= 0:
                 os.close(fd)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _traversable_by_others(path: str) -> bool:
+    parts = os.path.realpath(path).split("/")
+    return all(os.stat("/".join(parts[:i]) or "/").st_mode & 0o001 for i in range(1, len(parts) + 1))
+
+
+def _temp_base(mode: str) -> str | None:
+    """Where the temporary directory goes: $TMPDIR, except in basic mode as root when nobody
+    could not reach it (Python opens the script by its absolute path), then /tmp."""
+    base = tempfile.gettempdir()
+    if mode != "basic" or os.geteuid() != 0 or _traversable_by_others(base):
+        return base
+    if _traversable_by_others("/tmp"):
+        return "/tmp"
+    raise SandboxError(f"basic isolation as root: nobody cannot reach {base} or /tmp")
 
 
 def _stdin_fd(tmp: str, data: bytes) -> int:

@@ -1,0 +1,309 @@
+"""The sandbox against hostile programs: each is denied or fails, the host is unaffected,
+nothing of the program survives. Run in both isolation modes unless a gap is documented."""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import socket
+import struct
+import textwrap
+import time
+
+import pytest
+
+from conftest import group_gone, host_can_fork, survivors
+from rlvr_code.sandbox import Limits, SandboxError, run_python, seccomp_filter
+
+FAST = Limits(time_s=10.0)
+
+
+def run(source, isolation, limits=FAST, **kwargs):
+    mode, python = isolation
+    return run_python(textwrap.dedent(source), isolation=mode, interpreter=python, limits=limits, **kwargs)
+
+
+def assert_clean(result, token=None):
+    assert group_gone(result.pgid), f"process group {result.pgid} still has members"
+    if token is not None:
+        assert survivors(token, wait_s=2.0) == []
+    assert host_can_fork()
+
+
+def test_trivial_program_reads_stdin_and_writes_stdout(isolation):
+    result = run("import sys; print(sys.stdin.read().strip()[::-1])", isolation, stdin="abc\n")
+    assert result.ok and result.stdout == b"cba\n" and result.isolation == isolation[0]
+    assert_clean(result)
+
+
+def test_environment_is_empty_of_inherited_variables(isolation, monkeypatch):
+    monkeypatch.setenv("RLVR_CODE_SECRET", "hunter2")
+    result = run("import os; print(sorted(os.environ))", isolation)
+    names = eval(result.stdout)
+    assert "RLVR_CODE_SECRET" not in names
+    assert set(names) <= {"PATH", "HOME", "LC_CTYPE"}  # LC_CTYPE: Python's own C-locale coercion
+
+
+def test_busy_loop_is_killed_at_the_wall_deadline(isolation):
+    start = time.monotonic()
+    result = run("while True: pass", isolation, limits=Limits(time_s=1.0))
+    assert result.timed_out and not result.ok and result.signal is not None
+    assert time.monotonic() - start < 8.0  # deadline 1 s; generous margin for a loaded box
+    assert_clean(result)
+
+
+def test_sleep_is_killed_at_the_wall_deadline(isolation):
+    result = run("import time; time.sleep(100)", isolation, limits=Limits(time_s=1.0))
+    assert result.timed_out and not result.ok and 0.9 < result.elapsed_s < 6.0
+    assert_clean(result)
+
+
+def test_rlimits_are_set_inside(isolation):
+    result = run("""
+        import resource as r
+        for name in ("CPU", "AS", "NPROC", "FSIZE", "NOFILE", "CORE"):
+            print(name, *r.getrlimit(getattr(r, "RLIMIT_" + name)))
+        """, isolation, limits=Limits(time_s=1.5, memory_mb=256, max_processes=5, output_bytes=999, open_files=32))
+    lines = dict(line.split(" ", 1) for line in result.stdout.decode().splitlines())
+    assert lines["CPU"] == "2 3" and lines["AS"] == f"{256 << 20} {256 << 20}"
+    assert lines["FSIZE"] == "1000 1000" and lines["NOFILE"] == "32 32" and lines["CORE"] == "0 0"
+    if isolation[0] == "namespaces":
+        assert lines["NPROC"] == "6 6"  # the keeper counts in the program's user namespace
+
+
+def test_fork_bomb_is_bounded_and_fully_killed(isolation):
+    token = secrets.token_hex(6)
+    result = run(f"""
+        import os, time
+        while True:
+            try:
+                if os.fork() == 0:
+                    os.execv("/bin/sleep", ["sleep", "300.{int(token, 16) % 10**6}"])
+            except OSError:
+                time.sleep(0.01)
+        """, isolation, limits=Limits(time_s=1.5, max_processes=8))
+    assert result.timed_out and not result.ok
+    assert_clean(result, token=f"300.{int(token, 16) % 10**6}")
+
+
+def test_process_limit_counts_only_this_program(isolation):
+    result = run("""
+        import os, time
+        n = 0
+        try:
+            while True:
+                if os.fork() == 0:
+                    time.sleep(30); os._exit(0)
+                n += 1
+        except OSError as exc:
+            print(n, exc.errno)
+        """, isolation, limits=Limits(time_s=10.0, max_processes=6))
+    forked, err = map(int, result.stdout.split())
+    assert err == errno.EAGAIN
+    if isolation[0] == "namespaces":
+        assert forked == 5  # 6 processes in the tree: the program and 5 children
+    else:
+        assert 1 <= forked <= 5  # basic mode shares the user's count with concurrent programs
+    assert_clean(result)
+
+
+def test_posix_spawned_children_do_not_outlive_the_program(isolation):
+    token = f"301.{secrets.randbelow(10**6)}"
+    result = run(f"""
+        import os
+        for _ in range(3):
+            os.posix_spawn("/bin/sleep", ["sleep", "{token}"], {{}})
+        print("spawned")
+        """, isolation)
+    assert result.ok and result.stdout == b"spawned\n"
+    assert_clean(result, token=token)
+
+
+def test_children_that_leave_the_group_are_killed_too(isolation):
+    token = f"302.{secrets.randbelow(10**6)}"
+    result = run(f"""
+        import os
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                os.execv("/bin/sleep", ["sleep", "{token}"])
+            os._exit(0)
+        print("bye")
+        """, isolation)
+    assert result.ok
+    assert_clean(result, token=token)
+
+
+def test_allocating_10_gb_fails(isolation):
+    result = run("x = bytearray(10 * 1024**3)\nprint('allocated')", isolation)
+    assert not result.ok and b"MemoryError" in result.stderr and result.stdout == b""
+
+
+def test_one_gigabyte_of_output_is_cut_at_the_cap(isolation):
+    result = run("""
+        import sys
+        chunk = "x" * (1 << 20)
+        for _ in range(1024):
+            sys.stdout.write(chunk)
+        """, isolation, limits=Limits(time_s=10.0, output_bytes=1 << 16))
+    assert result.output_exceeded and not result.ok
+    assert len(result.stdout) == 1 << 16
+
+
+def test_output_just_under_the_cap_is_kept(isolation):
+    result = run("import sys; sys.stdout.write('y' * 1000)", isolation, limits=Limits(output_bytes=1000))
+    assert result.ok and result.stdout == b"y" * 1000
+
+
+def test_program_does_not_see_host_files_or_processes():
+    isolation = ("namespaces", None)
+    result = run("""
+        import os
+        for path in ("/etc/passwd", "/proc/1/environ", "/root/.bashrc", "/work/main", "/home", "/var"):
+            print(path, os.path.exists(path))
+        print(os.listdir("/etc"))
+        """, isolation)
+    lines = result.stdout.decode().splitlines()
+    assert lines[:-1] == [f"{p} False" for p in ("/etc/passwd", "/proc/1/environ", "/root/.bashrc", "/work/main",
+                                                  "/home", "/var")]
+    assert lines[-1] in ("['ld.so.cache']", "[]")
+
+
+def test_reading_etc_passwd_fails_in_namespaces():
+    result = run("print(open('/etc/passwd').read())", ("namespaces", None))
+    assert not result.ok and b"FileNotFoundError" in result.stderr and b"root:" not in result.stdout
+
+
+def test_writing_outside_the_temp_dir_leaves_no_file(tmp_path):
+    host_tmp = f"/tmp/rlvr-code-escape-{secrets.token_hex(6)}"
+    inside_test_dir = tmp_path / "escaped.txt"
+    result = run(f"""
+        import os
+        for path in ({host_tmp!r}, {str(inside_test_dir)!r}, "/usr/escaped", "/escaped"):
+            try:
+                open(path, "w").write("pwned")
+                print(path, "written")
+            except OSError as exc:
+                print(path, type(exc).__name__)
+        open("scratch.txt", "w").write("fine")
+        print(open("scratch.txt").read())
+        """, ("namespaces", None))
+    assert result.ok and result.stdout.decode().splitlines()[-1] == "fine"
+    assert not os.path.exists(host_tmp) and not inside_test_dir.exists()
+    assert not os.path.exists("/usr/escaped") and not os.path.exists("/escaped")
+
+
+def test_working_directory_is_removed_afterwards(isolation, tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    result = run("open('left.txt', 'w').write('x'); import os; print(os.getcwd())", isolation)
+    assert result.ok
+    if isolation[0] == "basic":  # the host directory itself (as root: /tmp when nobody cannot reach $TMPDIR)
+        cwd = result.stdout.decode().strip()
+        assert cwd.endswith("/work") and "rlvr-code-" in cwd and not os.path.exists(os.path.dirname(cwd))
+    else:
+        assert result.stdout == b"/work\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_tmpfs_caps_what_the_program_writes():
+    result = run("""
+        chunk = b"z" * (1 << 20)
+        n = 0
+        try:
+            for i in range(100):
+                with open(f"f{i}", "wb") as f:
+                    f.write(chunk)
+                n += 1
+        except OSError as exc:
+            print(n, exc.errno)
+        """, ("namespaces", None), limits=Limits(time_s=10.0, disk_mb=8, output_bytes=2 << 20))
+    written, err = map(int, result.stdout.split())
+    assert err == errno.ENOSPC and written < 8
+
+
+@pytest.fixture
+def listener():
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.setblocking(False)
+    yield server
+    server.close()
+
+
+def test_no_connection_reaches_a_host_listener(isolation, listener):
+    port = listener.getsockname()[1]
+    result = run(f"""
+        import ctypes, socket, struct
+        results = []
+        try:
+            socket.create_connection(("127.0.0.1", {port}), timeout=1).sendall(b"hi")
+            results.append("socket module: connected")
+        except OSError as exc:
+            results.append(f"socket module: {{exc.errno}}")
+        import _socket
+        try:
+            _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+            results.append("_socket: created")
+        except OSError as exc:
+            results.append(f"_socket: {{exc.errno}}")
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.syscall(41, 2, 1, 0)  # raw socket(AF_INET, SOCK_STREAM) on x86_64
+        if fd >= 0:
+            addr = struct.pack("!HH4s8x", 2, {port}, bytes([127, 0, 0, 1]))
+            addr = struct.pack("=H", 2) + addr[2:]
+            rc = libc.connect(fd, addr, len(addr))
+            results.append(f"raw syscall: fd {{fd}} connect {{rc}}")
+        else:
+            results.append(f"raw syscall: {{ctypes.get_errno()}}")
+        print("\\n".join(results))
+        """, isolation)
+    lines = result.stdout.decode().splitlines()
+    assert lines[:2] == [f"socket module: {errno.EACCES}", f"_socket: {errno.EACCES}"]
+    if os.uname().machine == "x86_64":
+        assert lines[2] == f"raw syscall: {errno.EACCES}"
+    with pytest.raises(BlockingIOError):
+        listener.accept()
+
+
+def test_io_uring_and_foreign_abi_are_blocked(isolation):
+    if os.uname().machine != "x86_64":
+        pytest.skip("syscall numbers below are x86_64")
+    result = run("""
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        params = ctypes.create_string_buffer(120)
+        print(libc.syscall(425, 8, params), ctypes.get_errno())       # io_uring_setup
+        print(libc.syscall(0x40000000 + 41, 2, 1, 0), ctypes.get_errno())  # x32 socket
+        """, isolation)
+    assert result.stdout.decode().split() == ["-1", str(errno.EACCES), "-1", str(errno.EACCES)]
+
+
+def test_unix_socketpair_still_works(isolation):
+    result = run("import socket; a, b = socket.socketpair(); a.send(b'x'); print(b.recv(1))", isolation)
+    assert result.ok and result.stdout == b"b'x'\n"
+
+
+def test_seccomp_filter_layout():
+    code = seccomp_filter("x86_64")
+    instructions = [struct.unpack("HBBI", code[i:i + 8]) for i in range(0, len(code), 8)]
+    assert instructions[0] == (0x20, 0, 0, 4)  # load arch
+    assert instructions[1][3] == 0xC000003E and instructions[2] == (0x06, 0, 0, 0x80000000)
+    deny = len(instructions) - 1
+    assert instructions[deny] == (0x06, 0, 0, 0x00050000 | errno.EACCES)
+    assert instructions[deny - 1] == (0x06, 0, 0, 0x7FFF0000)
+    for i, (op, jt, jf, k) in enumerate(instructions[4:deny - 1], start=4):
+        assert i + 1 + jt == deny and jf == 0 and k in (0x40000000, 41, 425, 426, 427)
+
+
+def test_unknown_isolation_is_refused():
+    with pytest.raises(ValueError, match=r"Unsupported isolation: 'docker'. Supported: \['auto', 'namespaces', 'basic'\]"):
+        run_python("pass", isolation="docker")
+
+
+def test_missing_interpreter_is_a_sandbox_error_not_a_program_failure():
+    with pytest.raises(SandboxError, match="/nonexistent/python3 is not an executable"):
+        run_python("pass", interpreter="/nonexistent/python3")
