@@ -24,41 +24,41 @@ REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "tests" / "configs" / "smoke.yaml"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
-# Run "grpo-run": steps 1-4, every metric; a null kl at step 3 (non-finite values are logged as null)
+def rows_from_columns(steps: list[int], columns: dict[str, list]) -> list[dict]:
+    """``metrics.jsonl`` rows, one per step, from one list of values per metric."""
+    return [{"step": step, **{name: values[i] for name, values in columns.items()}} for i, step in enumerate(steps)]
+
+
+# Run "grpo-run": steps 1-4, every metric (training accuracy from rlvr/correct_rate); a null kl at step 3 (non-finite values are logged as null)
 # and TRL's end-of-training row sharing step 4.
-GRPO_ROWS = [
-    {"step": 1, "reward": 0.2, "rewards/r1-accuracy/mean": 0.0, "rewards/r1-format/mean": 0.4, "kl": 0.01,
-     "entropy": 2.0, "completions/mean_length": 10.0, "completions/mean_length_correct": 8.0,
-     "completions/mean_length_wrong": 11.0, "clip_ratio/low_mean": 0.0, "clip_ratio/high_mean": 0.1,
-     "clip_ratio/region_mean": 0.1},
-    {"step": 2, "reward": 0.6, "rewards/r1-accuracy/mean": 0.5, "rewards/r1-format/mean": 0.2, "kl": 0.03,
-     "entropy": 1.5, "completions/mean_length": 20.0, "completions/mean_length_correct": 18.0,
-     "completions/mean_length_wrong": 22.0, "clip_ratio/low_mean": 0.02, "clip_ratio/high_mean": 0.0,
-     "clip_ratio/region_mean": 0.02},
-    {"step": 3, "reward": 0.5, "rewards/r1-accuracy/mean": 0.25, "rewards/r1-format/mean": 0.5, "kl": None,
-     "entropy": 1.8, "completions/mean_length": 30.0, "completions/mean_length_correct": 25.0,
-     "completions/mean_length_wrong": 35.0, "clip_ratio/low_mean": 0.01, "clip_ratio/high_mean": 0.01,
-     "clip_ratio/region_mean": 0.02},
-    {"step": 4, "reward": 0.4, "rewards/r1-accuracy/mean": 0.25, "rewards/r1-format/mean": 0.3, "kl": 0.05,
-     "entropy": 1.2, "completions/mean_length": 40.0, "completions/mean_length_correct": 30.0,
-     "completions/mean_length_wrong": 50.0, "clip_ratio/low_mean": 0.03, "clip_ratio/high_mean": 0.02,
-     "clip_ratio/region_mean": 0.05},
-    {"step": 4, "train_runtime": 1.5, "train_loss": 0.0, "epoch": 1.0},
-]
+GRPO_ROWS = rows_from_columns([1, 2, 3, 4], {
+    "reward": [0.2, 0.6, 0.5, 0.4],
+    "rewards/r1-accuracy/mean": [0.0, 0.5, 0.25, 0.25],
+    "rewards/r1-format/mean": [0.4, 0.2, 0.5, 0.3],
+    "rlvr/correct_rate": [0.0, 0.4, 0.3, 0.2],
+    "kl": [0.01, 0.03, None, 0.05],
+    "entropy": [2.0, 1.5, 1.8, 1.2],
+    "completions/mean_length": [10.0, 20.0, 30.0, 40.0],
+    "completions/mean_length_correct": [8.0, 18.0, 25.0, 30.0],
+    "completions/mean_length_wrong": [11.0, 22.0, 35.0, 50.0],
+    "clip_ratio/low_mean": [0.0, 0.02, 0.01, 0.03],
+    "clip_ratio/high_mean": [0.1, 0.0, 0.01, 0.02],
+    "clip_ratio/region_mean": [0.1, 0.02, 0.02, 0.05],
+}) + [{"step": 4, "train_runtime": 1.5, "train_loss": 0.0, "epoch": 1.0}]
 GRPO_SUMMARY = {"eval_before": {"accuracy": 0.25, "n": 8}, "eval_after": {"accuracy": 0.5, "n": 8}}
 
-# Run "rloo-run": logs every 2 steps, no kl, no length split, a length penalty, no summary.json (unfinished).
-RLOO_ROWS = [
-    {"step": 2, "reward": 0.1, "rewards/r1-accuracy/mean": 0.1, "rewards/r1-format/mean": 0.0, "entropy": 3.0,
-     "completions/mean_length": 50.0, "penalties/kimi-length/mean": -0.2, "clip_ratio/low_mean": 0.0,
-     "clip_ratio/high_mean": 0.0, "clip_ratio/region_mean": 0.0},
-    {"step": 4, "reward": 0.3, "rewards/r1-accuracy/mean": 0.3, "rewards/r1-format/mean": 0.0, "entropy": 2.5,
-     "completions/mean_length": 45.0, "penalties/kimi-length/mean": -0.1, "clip_ratio/low_mean": 0.0,
-     "clip_ratio/high_mean": 0.0, "clip_ratio/region_mean": 0.0},
-    {"step": 6, "reward": 0.2, "rewards/r1-accuracy/mean": 0.2, "rewards/r1-format/mean": 0.0, "entropy": 2.7,
-     "completions/mean_length": 40.0, "penalties/kimi-length/mean": -0.3, "clip_ratio/low_mean": 0.0,
-     "clip_ratio/high_mean": 0.0, "clip_ratio/region_mean": 0.0},
-]
+# Run "rloo-run": logs every 2 steps, no rlvr/correct_rate (accuracy from the reward mean), no kl, no length split, a length penalty, no summary.json (unfinished).
+RLOO_ROWS = rows_from_columns([2, 4, 6], {
+    "reward": [0.1, 0.3, 0.2],
+    "rewards/r1-accuracy/mean": [0.1, 0.3, 0.2],
+    "rewards/r1-format/mean": [0.0, 0.0, 0.0],
+    "entropy": [3.0, 2.5, 2.7],
+    "completions/mean_length": [50.0, 45.0, 40.0],
+    "penalties/kimi-length/mean": [-0.2, -0.1, -0.3],
+    "clip_ratio/low_mean": [0.0, 0.0, 0.0],
+    "clip_ratio/high_mean": [0.0, 0.0, 0.0],
+    "clip_ratio/region_mean": [0.0, 0.0, 0.0],
+})
 
 
 def plugins_json(estimator: str, chosen: list[str]) -> dict:
@@ -119,7 +119,8 @@ def test_final_and_best_values_in_the_table_and_json(runs, tmp_path):
     assert rloo["steps"] == "6"
     assert grpo["reward ↑"] == "0.4 / 0.6"
     assert grpo["rewards/r1-accuracy/mean ↑"] == "0.25 / 0.5"
-    assert grpo["accuracy/train ↑"] == "0.25 / 0.5"
+    assert grpo["accuracy/train ↑"] == "0.2 / 0.4"
+    assert rloo["accuracy/train ↑"] == "0.2 / 0.3"
     assert grpo["kl ↓"] == "0.05 / 0.01"
     assert grpo["entropy ↕"] == "1.2 / 1.2–2"
     assert grpo["completions/mean_length_correct ↕"] == "30 / 8–30"
@@ -138,7 +139,8 @@ def test_final_and_best_values_in_the_table_and_json(runs, tmp_path):
     assert (reward["best"], reward["best_step"], reward["better"]) == (0.6, 2, "max")
     entropy = by_label["grpo-run"]["metrics"]["entropy"]
     assert entropy["better"] is None and "best" not in entropy and (entropy["min"], entropy["max"]) == (1.2, 2.0)
-    assert by_label["rloo-run"]["metrics"][TRAIN_ACCURACY]["best"] == 0.3
+    assert by_label["grpo-run"]["accuracy_key"] == "rlvr/correct_rate"
+    assert by_label["rloo-run"]["accuracy_key"] == "rewards/r1-accuracy/mean"
     assert by_label["rloo-run"]["correctness_reward"] == "r1-accuracy"
     assert by_label["grpo-run"]["eval_accuracy"] == {"before": 0.25, "after": 0.5}
     assert by_label["rloo-run"]["eval_accuracy"] == {"before": None, "after": None}

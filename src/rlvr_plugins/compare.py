@@ -20,8 +20,10 @@ from typing import Any, Iterable, Mapping, Sequence
 from .errors import RLVRError
 
 TRAIN_ACCURACY = "accuracy/train"
-"""The per-step training accuracy: the run's correctness reward (``eval.reward``, default the first
-registered reward), read from ``rewards/<name>/mean``."""
+"""The per-step training accuracy: ``rlvr/correct_rate`` (the share of completions whose correctness
+reward reaches ``eval.threshold``) where the run logged it, else the mean of the correctness reward,
+``rewards/<name>/mean`` (the same for a 0/1 reward such as ``r1-accuracy``)."""
+CORRECT_RATE = "rlvr/correct_rate"
 
 Point = tuple[int, float]
 
@@ -63,9 +65,11 @@ class Run:
 
     def key(self, name: str) -> str:
         """The ``metrics.jsonl`` key of ``name`` in this run (resolves :data:`TRAIN_ACCURACY`)."""
-        if name == TRAIN_ACCURACY:
-            return f"rewards/{self.correctness_reward}/mean" if self.correctness_reward else name
-        return name
+        if name != TRAIN_ACCURACY:
+            return name
+        if any(CORRECT_RATE in row for row in self.rows.values()):
+            return CORRECT_RATE
+        return f"rewards/{self.correctness_reward}/mean" if self.correctness_reward else name
 
     def series(self, name: str) -> list[Point]:
         """``[(step, value)]`` in step order; empty when the run never logged ``name``."""
@@ -206,17 +210,19 @@ LENGTH = (
     Metric("completions/mean_length_wrong", "mean length, wrong responses", None),
 )
 CLIP = (
-    Metric("clip_ratio/low_mean", "clip ratio, low (ratio < 1 - eps)", "min"),
-    Metric("clip_ratio/high_mean", "clip ratio, high (ratio > 1 + eps)", "min"),
-    Metric("clip_ratio/region_mean", "clip ratio, either side", "min"),
+    Metric("clip_ratio/low_mean", "clipped low (ratio < 1 - eps, A < 0)", "min"),
+    Metric("clip_ratio/high_mean", "clipped high (ratio > 1 + eps, A > 0)", "min"),
+    Metric("clip_ratio/region_mean", "clipped, either side", "min"),
 )
 OPTIONAL = {"cispo_clip_ratio": Metric("cispo_clip_ratio", "CISPO clip ratio", "min")}
 """Metrics only some losses log: shown when a run has them, never noted as missing."""
 
+_CLIPPED_LOSSES = "TRL logs clip ratios for the grpo, bnpo, dr_grpo, dapo and luspo losses only"
 WHY_MISSING = {
     "kl": "TRL logs kl only when trainer.beta > 0",
     "completions/mean_length_correct": "logged by trainers that split lengths by correctness",
     "completions/mean_length_wrong": "logged by trainers that split lengths by correctness",
+    **{m.name: _CLIPPED_LOSSES for m in CLIP},
 }
 
 
@@ -318,6 +324,7 @@ def compare(runs: Sequence[Run], window: int = 1) -> dict[str, Any]:
             "estimator": run.estimator,
             "plugins": run.plugins,
             "correctness_reward": run.correctness_reward,
+            "accuracy_key": run.key(TRAIN_ACCURACY) if run.has(TRAIN_ACCURACY) else None,
             "last_step": run.last_step,
             "eval_accuracy": {"before": run.eval_accuracy("before"), "after": run.eval_accuracy("after")},
             "metrics": {m.name: s for m in metrics if (s := summarize(smooth(run.series(m.name), window), m.better))},

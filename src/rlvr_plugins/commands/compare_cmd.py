@@ -1,4 +1,4 @@
-"""``rlvr compare RUN_DIR [RUN_DIR ...]``: compare training runs.
+"""rlvr compare RUN_DIR [RUN_DIR ...]: compare training runs.
 
 Reads each run folder (the output_dir of rlvr train: metrics.jsonl, summary.json,
 config.yaml, plugins.json) and writes to --output:
@@ -133,8 +133,8 @@ def draw_group(figure_class, group, runs: Sequence[Any], window: int, path: Path
                 _draw_held_out(ax, run, colour)
         title = metric.title
         if metric.name == TRAIN_ACCURACY:
-            names = sorted({r.correctness_reward for r in runs if r.correctness_reward})
-            title = f"{title}: {', '.join(names) or 'no reward'}; ◆ held-out before/after"
+            keys = sorted({r.key(metric.name) for r in runs if r.has(metric.name)})
+            title = f"{title}: {', '.join(keys) or 'not logged'}; ◆ held-out before/after"
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("step")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
