@@ -24,6 +24,8 @@ _FENCE = re.compile(r"^[ \t]*```[ \t]*([^\s`]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", 
 class TestCase:
     """One stdin/stdout case."""
 
+    __test__ = False  # not a pytest test class
+
     input: str
     output: str
 

@@ -12,11 +12,27 @@ from rlvr_plugins import Plugin, RewardFunction, hookimpl
 from .cases import AssertTests, TestCase, extract_program, load_assert_tests, load_cases, outputs_match
 from .sandbox import Limits, run_python
 
-__all__ = ["CodeTestsPlugin", "CodeTestsScorer", "HARNESS"]
+__all__ = ["CodeTestsPlugin", "CodeTestsScorer", "STDIN_HARNESS", "ASSERT_HARNESS"]
 
 MIN_CASE_TIME_S = 0.05
 
-HARNESS = """\
+STDIN_HARNESS = """\
+import atexit as _a, os as _o, sys as _s
+def _end(w=_o.write, s=_s, m=b"\\n{marker}\\n"):
+    try:
+        s.stdout.flush()
+    except BaseException:
+        pass
+    w(1, m)
+_a.register(_end)
+_c = compile(open("solution.py", encoding="utf-8").read(), "solution.py", "exec")
+_s.argv[:] = ["solution.py"]
+del _a, _o, _s, _end
+__file__ = "solution.py"
+exec(_c)
+"""
+
+ASSERT_HARNESS = """\
 import os, sys
 code = compile(open("solution.py", encoding="utf-8").read(), "solution.py", "exec")
 try:
@@ -75,15 +91,23 @@ class CodeTestsScorer:
                           interpreter=self.python or None)
 
     def run_cases(self, program: str, cases: list[TestCase]) -> float:
-        """Run the program once per case, within the total time budget; cases not run fail."""
+        """Run the program once per case, within the total time budget; cases not run fail.
+
+        A case passes when the program exits with status 0 through the interpreter's normal
+        shutdown (``sys.exit(0)`` included; ``os._exit`` and signals are not), within its time
+        and output limits, and its output matches (see ``outputs_match``). The harness prints a
+        random marker from an ``atexit`` handler to tell a normal shutdown apart."""
         end = time.monotonic() + self.total_time_s
         passed = 0
         for case in cases:
             left = end - time.monotonic()
             if left < MIN_CASE_TIME_S:
                 break
-            result = self._run(program, case.input, min(self.limits.time_s, left))
-            ok = result.ok and outputs_match(result.stdout.decode("utf-8", "surrogateescape"), case.output)
+            marker = secrets.token_hex(16)
+            result = self._run(program, case.input, min(self.limits.time_s, left),
+                               argv=["-c", STDIN_HARNESS.format(marker=marker)])
+            ok = result.ok and _ran_to_exit(result.stdout, marker) and outputs_match(
+                result.stdout[: -(len(marker) + 2)].decode("utf-8", "surrogateescape"), case.output)
             passed += ok
             if not ok and self.mode == "all":
                 break
@@ -97,8 +121,12 @@ class CodeTestsScorer:
         marker = secrets.token_hex(16)
         source = program.rstrip("\n") + "\n\n\n" + tests.code
         result = self._run(source, "", min(self.limits.time_s, self.total_time_s),
-                           argv=["-c", HARNESS.format(marker=marker)])
-        return result.ok and result.stdout.endswith(b"\n" + marker.encode() + b"\n")
+                           argv=["-c", ASSERT_HARNESS.format(marker=marker)])
+        return result.ok and _ran_to_exit(result.stdout, marker)
+
+
+def _ran_to_exit(stdout: bytes, marker: str) -> bool:
+    return stdout.endswith(b"\n" + marker.encode() + b"\n")
 
 
 class CodeTestsPlugin(Plugin):

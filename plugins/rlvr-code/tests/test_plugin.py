@@ -1,0 +1,170 @@
+"""The code-tests scorer end to end through the sandbox, its options, and the engine's deadline."""
+
+from __future__ import annotations
+
+import secrets
+import time
+
+import pytest
+
+from conftest import host_can_fork, survivors
+from rlvr_code.plugins import CodeTestsPlugin, CodeTestsScorer
+from rlvr_code.sandbox import Limits, namespaces_available
+from rlvr_plugins.errors import PluginOptionError
+
+FENCE = "```"
+ADD = [{"input": "1 2\n", "output": "3\n"}, {"input": "5 7\n", "output": "12\n"}, {"input": "0 0\n", "output": "0\n"}]
+
+
+def answer(code):
+    return f"<think>I will add.</think>\n{FENCE}python\n{code}\n{FENCE}"
+
+
+def scorer(**options):
+    plugin = CodeTestsPlugin(CodeTestsPlugin.parse_options(options))
+    return plugin.scorer()
+
+
+def score(s, code, example):
+    return s(prompt="p", completion=answer(code), example=example)
+
+
+@pytest.fixture(scope="module")
+def share():
+    return scorer(mode="share", time_limit_s=5.0, total_time_s=20.0)
+
+
+@pytest.fixture(scope="module")
+def all_():
+    return scorer(time_limit_s=5.0, total_time_s=20.0)
+
+
+CORRECT = "a, b = map(int, input().split())\nprint(a + b)"
+PARTIAL = "a, b = map(int, input().split())\nprint(a + b if a < 5 else a * b)"
+
+
+def test_correct_wrong_and_partial_programs(share, all_):
+    tests = {"tests": ADD}
+    assert score(share, CORRECT, tests) == 1.0 and score(all_, CORRECT, tests) == 1.0
+    assert score(share, "print(42)", tests) == 0.0
+    assert score(share, PARTIAL, tests) == pytest.approx(2 / 3) and score(all_, PARTIAL, tests) == 0.0
+
+
+def test_json_string_tests_and_trailing_whitespace(share):
+    tests = {"tests": '[{"input": "2 2", "output": "4  \\n\\n"}]'}
+    assert score(share, CORRECT, tests) == 1.0
+
+
+def test_printing_only_the_first_expected_line_fails(share):
+    tests = {"tests": [{"input": "", "output": "1\n2\n3\n"}]}
+    assert score(share, "print(1)", tests) == 0.0
+    assert score(share, "print(1); print(2); print(3)", tests) == 1.0
+
+
+@pytest.mark.parametrize("code, expected", [
+    ("raise ValueError('boom')", 0.0),
+    ("import sys; sys.exit(3)", 0.0),
+    ("import os; os._exit(0)", 0.0),  # skips the interpreter's shutdown: not a normal exit
+    ("import ctypes; ctypes.string_at(0)", 0.0),  # segmentation fault
+    ("import sys; sys.exit(0)", 1.0),
+    ("pass", 1.0),
+])
+def test_empty_expected_output_needs_a_normal_exit(share, code, expected):
+    assert score(share, code, {"tests": [{"input": "", "output": ""}]}) == expected
+
+
+def test_output_after_the_program_ends_in_threads_counts(share):
+    code = "import threading\ndef main():\n    print(sum(map(int, input().split())))\nthreading.Thread(target=main).start()"
+    assert score(share, code, {"tests": ADD}) == 1.0
+
+
+def test_assert_style_tests(all_):
+    humaneval = {"test": "def check(candidate):\n    assert candidate(3) == 9\n    assert candidate(-2) == 4\n",
+                 "entry_point": "square", "tests": None}
+    assert score(all_, "def square(x):\n    return x * x", humaneval) == 1.0
+    assert score(all_, "def square(x):\n    return 9", humaneval) == 0.0
+    assert score(all_, "import sys\nsys.exit(0)\ndef square(x):\n    return 0", humaneval) == 0.0
+    assert score(all_, "import os\nos._exit(0)", humaneval) == 0.0
+    assert score(all_, "def square(x):\n    raise SystemExit(0)", humaneval) == 0.0
+    assert score(all_, "print('xx')\ndef square(x):\n    return x * x", humaneval) == 1.0
+    mbpp = {"test_list": None, "test": ["assert add(1, 2) == 3", "assert add(2, 2) == 4"]}
+    assert score(all_, "def add(a, b):\n    return a + b", mbpp) == 1.0
+    assert score(all_, "def add(a, b):\n    return 3", mbpp) == 0.0
+
+
+def test_no_tests_means_the_reward_does_not_apply_and_no_program_scores_zero(share):
+    assert share(prompt="p", completion=answer(CORRECT), example={"answer": "3"}) is None
+    assert share(prompt="p", completion="the answer is print(3)", example={"tests": ADD}) == 0.0
+    assert share(prompt="p", completion=f"<think>{FENCE}python\n{CORRECT}\n{FENCE}</think>", example={"tests": ADD}) == 0.0
+
+
+def test_malformed_tests_raise_so_the_engine_masks_the_item(share):
+    with pytest.raises(ValueError, match="call-based"):
+        score(share, CORRECT, {"tests": {"inputs": [], "outputs": [], "fn_name": "f"}})
+
+
+def test_total_time_budget_fails_the_cases_it_cannot_run():
+    s = scorer(mode="share", time_limit_s=1.0, total_time_s=1.5)
+    start = time.monotonic()
+    value = score(s, "import time; time.sleep(10)", {"tests": ADD * 3})
+    assert value == 0.0 and time.monotonic() - start < 8.0
+
+
+def test_max_cases_uses_the_first_cases():
+    s = scorer(mode="share", max_cases=2, time_limit_s=5.0, total_time_s=20.0)
+    assert score(s, PARTIAL, {"tests": ADD}) == 0.5  # cases 1 and 2 only: one passes
+
+
+def test_columns_are_configurable():
+    s = scorer(tests_column="io", time_limit_s=5.0, total_time_s=20.0)
+    assert score(s, CORRECT, {"io": ADD}) == 1.0
+    assert score(s, CORRECT, {"tests": ADD}) is None
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"mode": "most"}, "option 'mode' must be one of 'all', 'share'"),
+    ({"time_limit_s": 0}, "time_limit_s must be > 0"),
+    ({"memory_mb": 16}, "memory_mb must be >= 64"),
+    ({"max_processes": 0}, "max_processes must be >= 1"),
+    ({"max_cases": -1}, "max_cases must be >= 0"),
+    ({"isolation": "docker"}, "option 'isolation' must be one of 'auto', 'namespaces', 'basic'"),
+    ({"time_limit": 1}, "did you mean 'time_limit_s'"),
+])
+def test_bad_options_fail_naming_the_plugin(options, message):
+    with pytest.raises(PluginOptionError, match="code-tests") as info:
+        CodeTestsPlugin.parse_options(options)
+    assert message in str(info.value)
+
+
+def test_registers_one_picklable_reward():
+    import pickle
+
+    registered = []
+    CodeTestsPlugin(CodeTestsPlugin.parse_options({"weight": 2.0, "memory_mb": 256})).rlvr_reward_functions(
+        registered.append)
+    (reward,) = registered
+    assert reward.name == "code-tests" and reward.weight == 2.0 and reward.isolated
+    assert pickle.loads(pickle.dumps(reward.fn)) == reward.fn
+    assert reward.fn.limits == Limits(time_s=2.0, memory_mb=256, max_processes=8, output_bytes=1024 * 1024,
+                                      open_files=64, disk_mb=64)
+
+
+ISOLATIONS = [pytest.param("namespaces", marks=pytest.mark.skipif(not namespaces_available(), reason="no namespaces")),
+              "basic"]
+
+
+@pytest.mark.parametrize("mode", ISOLATIONS)
+def test_engine_deadline_kills_the_worker_and_leaves_no_process(mode):
+    from conftest import basic_python
+    from rlvr_plugins.engine import RewardEngine
+
+    token = f"303.{secrets.randbelow(10**6)}"
+    code = f"import os, time\nos.posix_spawn('/bin/sleep', ['sleep', '{token}'], {{}})\ntime.sleep(60)"
+    s = CodeTestsScorer(limits=Limits(time_s=60.0), total_time_s=60.0, isolation=mode,
+                        python=(basic_python() if mode == "basic" else None) or "")
+    item = {"prompt": "p", "completion": answer(code), "example": {"tests": ADD}}
+    with RewardEngine(num_workers=1, timeout_s=3.0) as engine:
+        result = engine.score("code-tests", s, [item])
+    assert result.failed == [True] and "timeout" in result.errors[0]
+    assert survivors(token, wait_s=5.0) == []
+    assert host_can_fork()
