@@ -110,11 +110,11 @@ def test_true_false_rules_fire_on_their_form(prompt, answer, rule):
 
 @pytest.mark.parametrize("prompt,answer", [
     # GSM8K train: true/false questions counted in a word problem
-    ("There are twice as many multiple choice problems as free response, and 7 more free response than "
-     "true/false.  How many true/false questions are there?", "x=6 true/false questions\n#### 6"),
+    (("There are twice as many multiple choice problems as free response, and 7 more free response than "
+      "true/false.  How many true/false questions are there?"), "x=6 true/false questions\n#### 6"),
     # Minerva: a sub-problem answered "Yes" inside the prompt; this row's answer is a number
-    ("Subproblem 0: Is an energy level allowed?\nSolution: The answer is \\boxed{Yes}.\n\nSubproblem 1: If your "
-     "answer is yes, determine its principal quantum number $(n)$.", "n = \\boxed{4}."),
+    (("Subproblem 0: Is an energy level allowed?\nSolution: The answer is \\boxed{Yes}.\n\nSubproblem 1: If your "
+      "answer is yes, determine its principal quantum number $(n)$."), "n = \\boxed{4}."),
     # OlympiadBench: "the following statement is true" as part of the question
     ("Find the largest possible integer $k$, such that the following statement is true: ...", ["$2$"]),
     ("If 83% of the guests RSVP with a Yes response, how many guests did not respond?", "16"),
@@ -147,7 +147,7 @@ def test_no_row_of_the_shared_sets_is_flagged(name):
     problem. Their near misses, which must not fire: GSM8K rows that count true/false
     questions, Minerva's "(A)" pre-exponential and "(B)" boron, a Minerva sub-problem answered
     "Yes" in the prompt, OlympiadBench's "such that the following statement is true"."""
-    file, column, answer = SETS[name]
+    _, column, answer = SETS[name]
     flagged = [(i, v.rule) for i, row in enumerate(shared_rows(name))
                for v in (multiple_choice_rule(row[column], row.get(answer)), true_false_rule(row[column],
                                                                                              row.get(answer))) if v]

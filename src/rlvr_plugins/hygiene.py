@@ -90,18 +90,18 @@ def _first_phrase(category: str, text: str, rules: Sequence[tuple[str, re.Patter
     return None
 
 
-_WHICH_OF_THE_FOLLOWING = re.compile(r"\bwhich\s+(?:one\s+)?of\s+the\s+following\b", re.I)
+_WHICH_OF_THE_FOLLOWING = re.compile(r"\bwhich\s+(?:one\s+)?of\s+the\s+following\b", re.IGNORECASE)
 _CHOICE_WORDS = re.compile(
     r"\banswer\s+(?:choices|options)\b|\b(?:choices|options)\s*:"
     r"|\b(?:choose|select|pick)\s+(?:the\s+|one\s+)?(?:correct|right|best)\s+(?:answer|option|choice)s?\b",
-    re.I)
+    re.IGNORECASE)
 # A line that starts with an option label: "(A) 5", "A) 5", "A. 5", "**A.** 5", "$\textbf{(A)}".
 _OPTION_LINE = re.compile(
-    r"^[ \t>*$-]*(?:\\(?:textbf|text|mathrm)\s*\{\s*)?\*{0,2}\(?([A-J])\s*(?:\)|\.|．)(?=[\s}*$]|$)", re.M)
+    r"^[ \t>*$-]*(?:\\(?:textbf|text|mathrm)\s*\{\s*)?\*{0,2}\(?([A-J])\s*(?:\)|\.|．)(?=[\s}*$]|$)", re.MULTILINE)
 _LATEX_OPTION = re.compile(r"\\(?:textbf|text|mathrm|mathbf)\s*\{\s*\(([A-E])\)")
 _INLINE_OPTION = re.compile(r"(?:^|(?<=[\s$:]))(?:\(([A-E])\)|([A-E])[.)．])\s*(?=\S)")
-_LETTER_ANSWER = re.compile(r"\(?([A-E])\)?(?:\s+\S.*)?", re.S)
-_LETTER_ANSWER_LABELLED = re.compile(r"\(([A-E])\)\s+\S.*", re.S)
+_LETTER_ANSWER = re.compile(r"\(?[A-E]\)?")
+_LETTER_ANSWER_LABELLED = re.compile(r"\(([A-E])\)\s+\S.*", re.DOTALL)
 
 
 def _in_order(found: Iterable[str], count: int) -> bool:
@@ -159,8 +159,7 @@ def multiple_choice_rule(prompt: Any, answer: Any = None) -> Verdict | None:
         if _in_order((m.group(1) or m.group(2) for m in inline), 4):
             return Verdict(category, "inline_options", line.strip()[:120])
     final = final_answer(answer)
-    if final is not None and (_LETTER_ANSWER.fullmatch(final) and len(final) <= 3
-                              or _LETTER_ANSWER_LABELLED.fullmatch(final)):
+    if final is not None and (_LETTER_ANSWER.fullmatch(final) or _LETTER_ANSWER_LABELLED.fullmatch(final)):
         return Verdict(category, "answer_is_option_letter", final[:120])
     return None
 
@@ -171,16 +170,16 @@ _TRUE_OR_FALSE = re.compile(
     r"|\btrue\s*(?:or|/)\s*false\s*[?:)\]]"
     r"|\b(?:answer|state|determine|decide|indicate|say|mark|write|whether)\b[^.?!\n]{0,80}"
     r"\btrue\s+or\s+false\b(?!\s+(?:questions?|statements?|items?)\b)",
-    re.I)
+    re.IGNORECASE)
 _IS_IT_TRUE = re.compile(
     r"\bis\s+it\s+(?:true|false)\s+that\b"
     r"|\bis\s+(?:the\s+following|this|that|the|each)\s+(?:statement|claim|assertion|proposition)s?\s+"
     r"(?:true|false|correct|valid)\b",
-    re.I)
+    re.IGNORECASE)
 _YES_OR_NO = re.compile(
     r"\b(?:answer|respond|reply)\s+(?:with\s+)?[\"'“]?yes[\"'”]?\s+or\s+[\"'“]?no\b"
     r"|\(\s*yes\s*/\s*no\s*\)|\byes\s+or\s+no\s*[?:)]",
-    re.I)
+    re.IGNORECASE)
 
 
 def true_false_rule(prompt: Any, answer: Any = None) -> Verdict | None:

@@ -177,12 +177,11 @@ def report_markdown(report: Mapping[str, Any]) -> str:
              f"Kept **{report['kept']}** of {report['prompts']} prompts.", ""]
     hyg = report.get("hygiene")
     if hyg is not None:
-        lines += ["## Hygiene", "",
-                  f"Multiple-choice detector: {'on' if hyg['drop_multiple_choice'] else 'off'}; "
-                  f"true/false detector: {'on' if hyg['drop_true_false'] else 'off'}; "
-                  f"decontamination: {'on' if 'decontamination' in hyg else 'off'}. "
-                  "A row is dropped by the first check that fires, in that order.", "",
-                  "| reason | dropped |", "|---|---|"]
+        switches = (f"Multiple-choice detector: {'on' if hyg['drop_multiple_choice'] else 'off'}; "
+                    f"true/false detector: {'on' if hyg['drop_true_false'] else 'off'}; "
+                    f"decontamination: {'on' if 'decontamination' in hyg else 'off'}. "
+                    "A row is dropped by the first check that fires, in that order.")
+        lines += ["## Hygiene", "", switches, "", "| reason | dropped |", "|---|---|"]
         lines += [f"| {reason} | {count} |" for reason, count in hyg["dropped"].items()]
         if hyg["by_rule"]:
             lines += ["", "| rule | dropped |", "|---|---|"]
@@ -204,10 +203,10 @@ def report_markdown(report: Mapping[str, Any]) -> str:
                 lines.append(f"- row {ex['row']}: {ex['prompt']}" + (f" (answer: {ex['answer']})" if "answer" in ex
                                                                       else "") + f"\n  - {why}")
     if "band" in report:
-        lines += ["", "## Difficulty", "",
-                  f"{report['sampled']} prompts sampled {report['n']} times at temperature {report['temperature']} "
-                  f"with `{report['model']}`; solved: `{report['reward']}` >= {report['threshold']}; "
-                  f"kept: {report['band']['rule']}.", "", "| dropped | prompts |", "|---|---|"]
+        how = (f"{report['sampled']} prompts sampled {report['n']} times at temperature {report['temperature']} "
+               f"with `{report['model']}`; solved: `{report['reward']}` >= {report['threshold']}; "
+               f"kept: {report['band']['rule']}.")
+        lines += ["", "## Difficulty", "", how, "", "| dropped | prompts |", "|---|---|"]
         lines += [f"| {reason} | {count} |" for reason, count in report["dropped"].items()]
         lines += ["", "Pass-count histogram: " + ", ".join(f"{c}/{report['n']}: {k}"
                                                            for c, k in report["pass_count_histogram"].items())]
