@@ -254,7 +254,7 @@ def test_no_plots_writes_the_table_alone_and_a_rerun_drops_stale_pngs(runs, tmp_
     ("empty", "is empty"),
     ("corrupt", ":2: malformed JSON"),
     ("no-step", ":1: the row has no integer 'step'"),
-    ("no-numbers", "metrics.jsonl has no numeric metrics"),
+    ("no-numbers", "metrics.jsonl has no numeric metric in any row"),
     ("bad-summary", "summary.json: not valid JSON"),
 ])
 def test_bad_folders_exit_2_naming_the_folder(runs, tmp_path, capsys, case, message):
@@ -307,7 +307,7 @@ def test_a_real_smoke_run_folder(tmp_path):
     env = {**os.environ, "RLVR_THREADS": "1", "PYTHONWARNINGS": "ignore"}
     trained = subprocess.run([sys.executable, "-m", "rlvr_plugins.cli", "train", str(SMOKE), "--set",
                               f"output_dir={run_dir}", "--set", "trainer.save_steps=100"],
-                             cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+                             cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert trained.returncode == 0, trained.stderr[-3000:]
     assert compare_cli(str(run_dir), "--output", str(out)) == 0
     result = read_result(out)

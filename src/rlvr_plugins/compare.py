@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+import yaml
+
 from .errors import RLVRError
 
 TRAIN_ACCURACY = "accuracy/train"
@@ -104,7 +106,7 @@ def load_run(path: str | Path, label: str | None = None) -> Run:
         raise RunFolderError(f"{folder} is not a run folder: it has no metrics.jsonl{hint}")
     rows = read_rows(metrics)
     if not rows:
-        raise RunFolderError(f"{folder}: metrics.jsonl has no numeric metrics (is the file empty?)")
+        raise RunFolderError(f"{folder}: metrics.jsonl has no numeric metric in any row")
     summary = _read_json(folder / "summary.json")
     plugins_file = _read_json(folder / "plugins.json") or {}
     config = _read_yaml(folder / "config.yaml")
@@ -151,8 +153,6 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    import yaml
-
     if not path.is_file():
         return {}
     try:
@@ -168,7 +168,7 @@ def plugin_labels(plugins_file: Mapping[str, Any], config: Mapping[str, Any]) ->
     The estimator is the plugin that implements ``rlvr_compute_advantages``; without
     ``plugins.json`` it is unknown (``None``).
     """
-    described = plugins_file.get("plugins") or []
+    described = [p for p in plugins_file.get("plugins") or [] if isinstance(p, dict) and "name" in p]
     if described:
         chosen = [p["name"] for p in described if not p.get("default")]
         estimators = [p["name"] for p in described if "rlvr_compute_advantages" in (p.get("hooks") or [])]
@@ -183,9 +183,9 @@ def correctness_reward(config: Mapping[str, Any], plugins_file: Mapping[str, Any
     chosen = (config.get("eval") or {}).get("reward")
     if chosen:
         return str(chosen)
-    registered = plugins_file.get("rewards") or []
+    registered = [r["name"] for r in plugins_file.get("rewards") or [] if isinstance(r, dict) and "name" in r]
     if registered:
-        return registered[0]["name"]
+        return registered[0]
     for row in rows.values():
         for key in row:
             if key.startswith("rewards/") and key.endswith("/mean"):
@@ -384,9 +384,9 @@ def report(result: Mapping[str, Any], plots: Sequence[tuple[str, str]] | None) -
         "",
         "Runs: " + ", ".join(f"`{r['label']}` ({r['path']})" for r in result["runs"]) + ".",
         "",
-        f"Each cell is `final / best` of the series ({smoothing}): ↑ best is the highest value, "
-        "↓ the lowest; ↕ has no better side and shows `final / min–max`. Held-out accuracy is the "
-        "greedy evaluation of `summary.json` before and after GRPO.",
+        (f"Each cell is `final / best` of the series ({smoothing}): ↑ best is the highest value, "
+         "↓ the lowest; ↕ has no better side and shows `final / min–max`. Held-out accuracy is the "
+         "greedy evaluation of `summary.json` before and after GRPO."),
         "",
         markdown_table(result),
         "",

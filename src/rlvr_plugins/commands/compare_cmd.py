@@ -99,50 +99,68 @@ def draw_all(figure_class, groups, runs: Sequence[Any], window: int, out: Path) 
     return drawn
 
 
+SHARED_Y = {"length"}
+"""Groups whose panels share the y axis (lengths of all, correct and wrong responses read on one scale)."""
+
+
 def draw_group(figure_class, group, runs: Sequence[Any], window: int, path: Path) -> bool:
     """One PNG for ``group``: a panel per metric that some run logged, runs overlaid in fixed colours.
 
     Returns False (and writes nothing) when no run logged any metric of the group.
     """
-    from matplotlib.ticker import MaxNLocator
-
-    from ..compare import TRAIN_ACCURACY, smooth
+    from matplotlib.lines import Line2D
 
     shown = [m for m in group.metrics if any(r.has(m.name) for r in runs)]
     if group.name == "accuracy" and not shown and any(_held_out(r) for r in runs):
         shown = list(group.metrics)
     if not shown:
         return False
-    cols = min(3, len(shown))
-    rows = math.ceil(len(shown) / cols)
-    width, height = 5.2 * cols, 3.8 * rows + 0.5
+    suffix = f" (trailing mean over {window} steps)" if window > 1 else ""
+    fig, axes = _panels(figure_class, len(shown), f"{group.title}{suffix}", group.name in SHARED_Y)
+    colours = [f"C{i % 10}" for i in range(len(runs))]
+    for ax, metric in zip(axes, shown):
+        _draw_panel(ax, metric, runs, colours, window)
+    axes[0].legend(handles=[Line2D([], [], color=c, marker=".", label=r.label) for r, c in zip(runs, colours)],
+                   fontsize=8)
+    fig.savefig(path, dpi=100)
+    return True
+
+
+def _panels(figure_class, count: int, title: str, share_y: bool):
+    """A figure with ``count`` panels, three a row, fixed margins (a layout engine costs ~1 s a figure)."""
+    cols = min(3, count)
+    rows = math.ceil(count / cols)
+    width, height = max(6.5, 5.2 * cols), 3.8 * rows + 0.5
     fig = figure_class(figsize=(width, height))
     fig.subplots_adjust(left=0.7 / width, right=1 - 0.2 / width, bottom=0.55 / height, top=1 - 0.7 / height,
                         wspace=0.3, hspace=0.45)
-    colours = [f"C{i % 10}" for i in range(len(runs))]
-    suffix = f" (trailing mean over {window} steps)" if window > 1 else ""
-    fig.suptitle(f"{group.title}{suffix}")
-    for i, metric in enumerate(shown):
-        ax = fig.add_subplot(rows, cols, i + 1)
-        for run, colour in zip(runs, colours):
-            points = smooth(run.series(metric.name), window)
-            if points:
-                ax.plot([s for s, _ in points], [v for _, v in points], color=colour, label=run.label,
-                        marker="." if len(points) < 30 else None)
-            if metric.name == TRAIN_ACCURACY:
-                _draw_held_out(ax, run, colour)
-        title = metric.title
+    fig.suptitle(title)
+    axes = [fig.add_subplot(rows, cols, 1)]
+    for i in range(1, count):
+        axes.append(fig.add_subplot(rows, cols, i + 1, sharey=axes[0] if share_y else None))
+    return fig, axes
+
+
+def _draw_panel(ax, metric, runs: Sequence[Any], colours: Sequence[str], window: int) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    from ..compare import TRAIN_ACCURACY, smooth
+
+    for run, colour in zip(runs, colours):
+        points = smooth(run.series(metric.name), window)
+        if points:
+            ax.plot([s for s, _ in points], [v for _, v in points], color=colour,
+                    marker="." if len(points) < 30 else None)
         if metric.name == TRAIN_ACCURACY:
-            keys = sorted({r.key(metric.name) for r in runs if r.has(metric.name)})
-            title = f"{title}: {', '.join(keys) or 'not logged'}; ◆ held-out before/after"
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel("step")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.grid(alpha=0.3)
-        if i == 0:
-            ax.legend(fontsize=8)
-    fig.savefig(path, dpi=100)
-    return True
+            _draw_held_out(ax, run, colour)
+    title = metric.title
+    if metric.name == TRAIN_ACCURACY:
+        keys = sorted({r.key(metric.name) for r in runs if r.has(metric.name)})
+        title = f"{title}: {', '.join(keys) or 'not logged'}\n◆ held-out (summary.json): before GRPO, after GRPO"
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(alpha=0.3)
 
 
 def _held_out(run) -> list[tuple[int, float]]:
