@@ -146,8 +146,10 @@ def fresh_verdict_caches():
     from rlvr_judge import plugins
 
     plugins._CACHES.clear()
+    plugins._FAILURES.clear()
     yield
     plugins._CACHES.clear()
+    plugins._FAILURES.clear()
 
 
 def make_scorer(**options):

@@ -7,6 +7,7 @@ import pytest
 from conftest import make_scorer
 from rlvr_plugins.engine import RewardEngine, RewardPluginFailing
 from rlvr_plugins.errors import ConfigError, PluginOptionError
+from rlvr_judge import JudgeError, JudgeUnavailable
 from rlvr_judge.plugins import JudgeEquivalencePlugin
 
 ITEMS = [
@@ -96,3 +97,32 @@ def test_a_judge_down_for_long_stops_the_run(dead_url):
     with RewardEngine(in_process=True, max_consecutive_failures=2) as engine:
         with pytest.raises(RewardPluginFailing, match="failed on 2 consecutive items.*JudgeUnavailable"):
             engine.score("judge-equivalence", down, [ITEMS[1], ITEMS[3]])
+
+
+def test_after_down_after_judge_failures_rule_rows_are_masked_until_the_judge_answers(stub):
+    scorer = make_scorer(base_url=stub.base_url, retries=0, down_after=2)
+    stub.script = [("status", 500), ("content", "no verdict here")]
+    rule_row, judge_row = ITEMS[0], ITEMS[1]
+    with pytest.raises(JudgeError):
+        scorer(**judge_row)
+    assert scorer(**rule_row) == 1.0  # one failure: rule rows still score
+    with pytest.raises(JudgeError):
+        scorer(**judge_row)
+    with pytest.raises(JudgeUnavailable, match=r"failed on its last 2 calls in this worker \(down_after=2\)"):
+        scorer(**rule_row)
+    assert scorer(**judge_row) == 1.0  # the judge answers again
+    assert scorer(**rule_row) == 1.0
+    assert stub.count == 3
+
+
+def test_a_judge_that_is_down_stops_the_run_even_between_rule_rows(dead_url):
+    """Rule rows reset the engine's consecutive count; with down_after they fail too, and the run stops."""
+    down = make_scorer(base_url=dead_url, retries=0, down_after=2)
+    items = [ITEMS[1], ITEMS[0], ITEMS[3], ITEMS[0], ITEMS[2], ITEMS[0], ITEMS[2]]
+    with RewardEngine(in_process=True, max_consecutive_failures=4) as engine:
+        with pytest.raises(RewardPluginFailing, match="failed on 4 consecutive items.*down_after=2"):
+            engine.score("judge-equivalence", down, items)
+    never = make_scorer(base_url=dead_url, retries=0, down_after=0)
+    with RewardEngine(in_process=True, max_consecutive_failures=4) as engine:
+        result = engine.score("judge-equivalence", never, items)
+    assert result.failed == [True, False, True, False, False, False, False]

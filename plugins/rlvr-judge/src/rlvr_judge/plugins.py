@@ -13,11 +13,13 @@ from rlvr_plugins.errors import ConfigError
 from rlvr_r1.answers import reference_answer
 
 from .cache import VerdictCache, make_key
-from .judges import HTTP_TEMPLATE, LOCAL_TEMPLATE, HttpJudge, LocalJudge, check_template, render_prompt
+from .judges import (HTTP_TEMPLATE, LOCAL_TEMPLATE, HttpJudge, JudgeError, JudgeUnavailable, LocalJudge,
+                     check_template, render_prompt)
 from .rules import rule_verdict
 
 REPLACES = "r1-accuracy"
 _CACHES: dict[str | None, VerdictCache] = {}
+_FAILURES: dict[Any, int] = {}
 
 
 def verdict_cache(path: str | None) -> VerdictCache:
@@ -41,7 +43,10 @@ class JudgeScorer:
     """1.0 / 0.0 by rlvr-r1's rules where they decide (``rules.rule_verdict``), else by the judge.
 
     Returns ``None`` for a row without a reference; raises :class:`rlvr_judge.JudgeError`
-    when the judge gives no verdict (the engine masks the completion). When a worker
+    when the judge gives no verdict (the engine masks the completion). After ``down_after``
+    consecutive judge failures in this process, rows the rules decide raise too, until the
+    judge answers again: the engine's consecutive-failure limit then stops a run whose judge
+    is down, which rule-decided rows in between would otherwise keep resetting. When a worker
     process unpickles the scorer it loads a local judge model at once, so that the load
     counts against the engine's start-up limit, not against an item's deadline.
     """
@@ -54,6 +59,7 @@ class JudgeScorer:
     include_question: bool = False
     question_column: str | None = None
     cache_path: str | None = None
+    down_after: int = 8
 
     def __call__(self, *, prompt, completion, example):
         reference = example.get(self.answer_column)
@@ -62,6 +68,10 @@ class JudgeScorer:
         reference = str(reference)
         rules = rule_verdict(completion, reference, think_opened=self.think_opened, fallback=self.fallback)
         if rules.value is not None:
+            failures = _FAILURES.get(self.judge, 0)
+            if self.down_after and failures >= self.down_after:
+                raise JudgeUnavailable(f"the judge failed on its last {failures} calls in this worker (down_after="
+                                       f"{self.down_after}); rows the rules decide are masked too until it answers")
             return rules.value
         return float(self.ask(rules.answer, reference_answer(reference), self._question(prompt, example)))
 
@@ -72,8 +82,13 @@ class JudgeScorer:
         verdict = cache.get(key)
         if verdict is None:
             _, answer, reference, question = key
-            verdict = self.judge.judge(render_prompt(self.template, answer=answer, reference=reference,
-                                                     question=question))
+            try:
+                verdict = self.judge.judge(render_prompt(self.template, answer=answer, reference=reference,
+                                                         question=question))
+            except JudgeError:
+                _FAILURES[self.judge] = _FAILURES.get(self.judge, 0) + 1
+                raise
+            _FAILURES[self.judge] = 0
             cache.put(key, verdict)
         return verdict
 
@@ -127,6 +142,7 @@ class JudgeEquivalencePlugin(Plugin):
         yes_token: str = LocalJudge.yes_token
         no_token: str = LocalJudge.no_token
         max_prompt_tokens: int = LocalJudge.max_prompt_tokens
+        down_after: int = 8
 
         def __post_init__(self):
             problems = option_problems(self)
@@ -158,8 +174,8 @@ def option_problems(o: Any) -> list[str]:
             problems.append(f"{name} must be > 0, got {getattr(o, name)}")
     if o.timeout_s > o.budget_s:
         problems.append(f"timeout_s ({o.timeout_s}) must not exceed budget_s ({o.budget_s})")
-    if o.retries < 0 or o.backoff_s < 0 or o.max_tokens < 1 or o.max_prompt_tokens < 1:
-        problems.append("retries and backoff_s must be >= 0, max_tokens and max_prompt_tokens >= 1")
+    if min(o.retries, o.backoff_s, o.down_after) < 0 or min(o.max_tokens, o.max_prompt_tokens) < 1:
+        problems.append("retries, backoff_s and down_after must be >= 0, max_tokens and max_prompt_tokens >= 1")
     if not 0.0 < o.threshold < 1.0:
         problems.append(f"threshold must be strictly between 0 and 1, got {o.threshold}")
     if o.question_column is not None and not o.include_question:
