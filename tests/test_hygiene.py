@@ -225,12 +225,14 @@ def test_screen_drops_by_the_first_check_that_fires():
             {"prompt": "Is it true that 3 = 3?", "answer": "3"},
             {"prompt": "So how many apples does Tom have left?", "answer": "2"},
             {"prompt": "How many pears does Ann eat?", "answer": "2"}]
-    records = screen(rows, index=index, threshold=0.5)
+    records, overlaps = screen(rows, index=index, threshold=0.5)
     assert [r and r["rule"] for r in records] == ["which_of_the_following", "is_it_true_that", "ngram_overlap", None]
     # "so how many apples does tom have left": 4-grams (so how many apples) no, the next 4 yes
     assert records[2]["overlap"] == 0.8 and records[2]["eval_row"] == 0
-    assert screen(rows, multiple_choice=False, true_false=False)[:2] == [None, None]
-    assert screen(rows, index=index, threshold=0.8)[2] is None   # dropped only above the threshold
+    assert overlaps[:2] == [None, None] and overlaps[3].overlap == 0.0   # not measured once a detector drops
+    assert screen(rows, multiple_choice=False, true_false=False) == ([None] * 4, [None] * 4)
+    records, overlaps = screen(rows, index=index, threshold=0.8)
+    assert records[2] is None and overlaps[2].overlap == 0.8   # dropped only above the threshold
 
 
 @needs_data
@@ -329,6 +331,7 @@ ROWS = [
     {"question": "Is 91 prime?", "answer": "No", "kind": "tf"},
     {"question": "Ann has 4 pears. She buys 5 more. How many pears does she have?", "answer": "9", "kind": "clean"},
     {"question": "A box holds 6 eggs. How many eggs are in 7 boxes?", "answer": "42", "kind": "clean"},
+    {"question": "Compute 6 * 7.", "answer": "42", "kind": "short"},
 ]
 EVAL = [{"problem": "tom has 3 apples and eats one at lunch: how many apples does tom have left"}]
 
@@ -349,7 +352,7 @@ def test_hygiene_only_filter_runs_without_a_model_and_writes_the_reports(tmp_pat
     assert cli.main(["filter", str(path)]) == 0
     out = tmp_path / "run"
     kept = [json.loads(line) for line in (out / "filtered.jsonl").read_text().splitlines()]
-    assert [r["kind"] for r in kept] == ["clean", "clean"] and "pass_rate" not in kept[0]
+    assert [r["kind"] for r in kept] == ["clean", "clean", "short"] and "pass_rate" not in kept[0]
     dropped = [json.loads(line) for line in (out / "dropped.jsonl").read_text().splitlines()]
     assert [(r["kind"], r["drop"]["reason"], r["drop"]["rule"]) for r in dropped] == [
         ("mc", "multiple_choice", "option_lines"), ("contaminated", "contaminated", "ngram_overlap"),
@@ -359,17 +362,21 @@ def test_hygiene_only_filter_runs_without_a_model_and_writes_the_reports(tmp_pat
     assert (record["grams"], record["shared"], record["overlap"]) == (12, 9, 0.75)
     assert (record["eval_set"], record["eval_row"], record["stage"]) == ("toy-eval", 0, "hygiene")
     report = json.loads((out / "filter_report.json").read_text())
-    assert (report["prompts"], report["kept"], report["difficulty"]) == (5, 2, "skipped (filter.difficulty: false)")
+    assert (report["prompts"], report["kept"], report["difficulty"]) == (6, 3, "skipped (filter.difficulty: false)")
     hyg = report["hygiene"]
     assert hyg["dropped"] == {"multiple_choice": 1, "true_false": 1, "contaminated": 1}
     assert hyg["by_rule"] == {"answer_is_truth_value": 1, "ngram_overlap": 1, "option_lines": 1}
     assert hyg["examples"]["option_lines"][0]["row"] == 0
     assert hyg["decontamination"]["eval_sets"]["toy-eval"]["prompts"] == 1
     assert hyg["decontamination"]["dropped_per_eval_set"] == {"toy-eval": 1}
+    # "Compute 6 * 7." (3 words) has no 8-gram; the two clean rows share none with the eval prompt;
+    # "Is 91 prime?" is dropped as true/false before it is measured
+    assert hyg["decontamination"]["not_measured_too_short"] == 1
+    assert hyg["decontamination"]["kept_with_overlap"] == 0
     markdown = (out / "filter_report.md").read_text()
-    assert "Kept **2** of 5 prompts." in markdown and "| contaminated | 1 |" in markdown
+    assert "Kept **3** of 6 prompts." in markdown and "| contaminated | 1 |" in markdown
     assert "overlap 0.75 with `toy-eval` row 0" in markdown and "| `option_lines` | 1 |" in markdown
-    assert "kept 2 of 5 prompts" in capsys.readouterr().out
+    assert "kept 3 of 6 prompts" in capsys.readouterr().out
 
 
 def test_an_eval_set_without_a_prompt_column_names_the_file_and_the_columns(tmp_path, capsys):
@@ -408,10 +415,14 @@ def test_hygiene_runs_before_the_difficulty_sampling(tmp_path, monkeypatch):
     path.write_text(yaml.safe_dump(spec))
     with temporary_plugin(SolvedPlugin):
         assert cli.main(["filter", str(path)]) == 0
-    assert sampled == [ROWS[3]["question"], ROWS[4]["question"]]
+    assert sampled == [row["question"] for row in ROWS[3:]]
     report = json.loads((tmp_path / "run" / "filter_report.json").read_text())
-    assert (report["prompts"], report["sampled"], report["kept"]) == (5, 2, 2)
-    assert report["hygiene"]["kept"] == 2 and report["pass_count_histogram"] == {"1": 2}
+    assert (report["prompts"], report["sampled"], report["kept"]) == (6, 3, 2)
+    assert report["hygiene"]["kept"] == 3 and report["pass_count_histogram"] == {"0": 1, "1": 2}
+    assert report["dropped"]["never_solved"] == 1   # the short row: the toy reward solves only "clean" rows
+    dropped = [json.loads(line) for line in (tmp_path / "run" / "dropped.jsonl").read_text().splitlines()]
+    assert [(r["kind"], r["drop"]["stage"], r["drop"]["reason"]) for r in dropped][-1] == \
+        ("short", "difficulty", "never_solved")
     kept = [json.loads(line) for line in (tmp_path / "run" / "filtered.jsonl").read_text().splitlines()]
     assert [r["pass_rate"] for r in kept] == [0.5, 0.5]
     assert re.search(r"## Difficulty", (tmp_path / "run" / "filter_report.md").read_text())

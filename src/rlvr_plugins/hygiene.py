@@ -297,8 +297,10 @@ CATEGORIES = (MULTIPLE_CHOICE, TRUE_FALSE, CONTAMINATED)
 
 
 def screen(rows: Sequence[Mapping[str, Any]], *, multiple_choice: bool = True, true_false: bool = True,
-           index: EvalIndex | None = None, threshold: float = 0.0) -> list[dict[str, Any] | None]:
-    """The drop record of every row, None for a row that is kept.
+           index: EvalIndex | None = None,
+           threshold: float = 0.0) -> tuple[list[dict[str, Any] | None], list[Overlap | None]]:
+    """``(records, overlaps)``: the drop record of every row (None for a row that is kept) and
+    its :class:`Overlap` (None where it was not measured: no ``index``, or dropped by a detector).
 
     Each row's ``prompt`` (and ``answer``, when it has one) is checked in this order, and the
     first check that fires drops it: :func:`multiple_choice_rule` (if ``multiple_choice``),
@@ -307,25 +309,28 @@ def screen(rows: Sequence[Mapping[str, Any]], *, multiple_choice: bool = True, t
     for a detector and ``{reason: "contaminated", rule: "ngram_overlap", overlap, n, grams,
     shared, eval_set, eval_row, eval_shared}`` (see :class:`Overlap`) for an overlap.
 
-    >>> screen([{"prompt": "Is 9 prime?", "answer": "No"}, {"prompt": "What is 2+2?", "answer": "4"}])
+    >>> screen([{"prompt": "Is 9 prime?", "answer": "No"}, {"prompt": "What is 2+2?", "answer": "4"}])[0]
     [{'reason': 'true_false', 'rule': 'answer_is_truth_value', 'evidence': 'No'}, None]
     """
     records: list[dict[str, Any] | None] = []
+    overlaps: list[Overlap | None] = []
     for row in rows:
         prompt, answer = row.get("prompt"), row.get("answer")
         verdict = (multiple_choice and multiple_choice_rule(prompt, answer)
                    or true_false and true_false_rule(prompt, answer) or None)
         if verdict is not None:
             records.append({"reason": verdict.category, "rule": verdict.rule, "evidence": verdict.evidence})
+            overlaps.append(None)
             continue
         found = index.overlap(prompt) if index is not None else None
+        overlaps.append(found)
         if found is not None and found.overlap > threshold:
             records.append({"reason": CONTAMINATED, "rule": "ngram_overlap", "overlap": round(found.overlap, 4),
                             "n": found.n, "grams": found.grams, "shared": found.shared, "eval_set": found.eval_set,
                             "eval_row": found.eval_row, "eval_shared": found.eval_shared})
         else:
             records.append(None)
-    return records
+    return records, overlaps
 
 
 def excerpt(text: Any, limit: int = 200) -> str:

@@ -120,7 +120,7 @@ def run_hygiene(config: Mapping[str, Any], spec: Mapping[str, Any], rows: list[d
         threshold = float(decontaminate.get("threshold", 0.0))
         index = hygiene.EvalIndex({name: s["prompts"] for name, s in eval_sets.items()},
                                   n=int(decontaminate.get("n", 13)), short_n=decontaminate.get("short_n"))
-    records = hygiene.screen(rows, multiple_choice=spec.get("drop_multiple_choice", True),
+    records, overlaps = hygiene.screen(rows, multiple_choice=spec.get("drop_multiple_choice", True),
                              true_false=spec.get("drop_true_false", True), index=index, threshold=threshold)
     for record in records:
         if record is not None and record["reason"] == hygiene.CONTAMINATED:
@@ -135,6 +135,8 @@ def run_hygiene(config: Mapping[str, Any], spec: Mapping[str, Any], rows: list[d
             "eval_ngrams": len(index),
             "dropped_per_eval_set": dict(Counter(r["eval_set"] for r in records
                                                  if r is not None and r["reason"] == hygiene.CONTAMINATED)),
+            "not_measured_too_short": sum(o is not None and o.grams == 0 for o in overlaps),
+            "kept_with_overlap": sum(o is not None and 0 < o.overlap <= threshold for o in overlaps),
         }
     summary = hygiene.summarise(rows, records, int(spec.get("examples", 3)))
     report = {"drop_multiple_choice": spec.get("drop_multiple_choice", True),
@@ -195,6 +197,8 @@ def report_markdown(report: Mapping[str, Any]) -> str:
             lines += [f"- `{name}`: {s['prompts']} prompts (column `{s['column']}`), "
                       f"{decon['dropped_per_eval_set'].get(name, 0)} training prompts dropped"
                       for name, s in decon["eval_sets"].items()]
+            lines += ["", f"Kept with some overlap at or below the threshold: {decon['kept_with_overlap']}; "
+                          f"too short to measure (no n-gram): {decon['not_measured_too_short']}."]
         for rule, shown in hyg["examples"].items():
             lines += ["", f"### `{rule}`", ""]
             for ex in shown:
