@@ -220,8 +220,10 @@ OPTIONAL = {"cispo_clip_ratio": Metric("cispo_clip_ratio", "CISPO clip ratio", "
 _CLIPPED_LOSSES = "TRL logs clip ratios for the grpo, bnpo, dr_grpo, dapo and luspo losses only"
 WHY_MISSING = {
     "kl": "TRL logs kl only when trainer.beta > 0",
-    "completions/mean_length_correct": "logged by trainers that split lengths by correctness",
-    "completions/mean_length_wrong": "logged by trainers that split lengths by correctness",
+    "completions/mean_length_correct": "logged at steps with a correct completion, by trainers that split "
+                                       "lengths by correctness",
+    "completions/mean_length_wrong": "logged at steps with a wrong completion, by trainers that split "
+                                     "lengths by correctness",
     **{m.name: _CLIPPED_LOSSES for m in CLIP},
 }
 
