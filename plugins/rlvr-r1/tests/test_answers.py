@@ -1,4 +1,6 @@
+import io
 import json
+import logging
 import os
 import signal
 import threading
@@ -389,3 +391,113 @@ def test_plain_numbers_are_compared_by_value_without_sympy(answer, reference, ex
     from rlvr_r1.answers import _numeric_verdict
 
     assert _numeric_verdict(answer, reference) == expected
+
+
+# --- Unicode digits and signs, hostile characters ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "answer,reference,expected",
+    [
+        ("\\boxed{１２}", "12", 1.0),
+        ("\\boxed{１２}", "13", 0.0),
+        ("\\boxed{٣}", "3", 1.0),
+        ("\\boxed{۳}", "3", 1.0),
+        ("\\boxed{٤٢}", "42", 1.0),
+        ("\\boxed{−5}", "-5", 1.0),
+        ("\\boxed{−5}", "5", 0.0),
+        ("\\boxed{－５}", "-5", 1.0),
+        ("\\boxed{３．５}", "3.5", 1.0),
+        ("\\boxed{１／２}", "0.5", 1.0),
+        ("\\boxed{\\frac{１}{２}}", "\\frac{1}{2}", 1.0),
+        ("\\boxed{x＋１}", "1+x", 1.0),
+        ("\\boxed{١٢٫٥}", "12.5", 1.0),
+        ("\\boxed{١٬٠٠٠}", "1000", 1.0),
+        ("\\boxed{12}", "１２", 1.0),
+    ],
+)
+def test_full_width_and_arabic_indic_digits_are_read_as_ascii(answer, reference, expected):
+    assert accuracy(wrap(answer), reference) == expected
+
+
+def test_gsm8k_fallback_reads_arabic_indic_digits():
+    assert accuracy("<think>t</think> ٩ × ٢\n#### ١٨", "#### 18") == 1.0
+
+
+def test_full_width_digits_in_a_list_are_still_a_list():
+    assert is_sprayed("１２, １３", "13") is True
+    assert accuracy(wrap("１２, １３"), "13") == 0.0
+
+
+@pytest.mark.parametrize(
+    "completion,reference,expected",
+    [
+        ("<think>首先计算：3 + 4 = 7，所以答案是 7。</think>答案是 \\boxed{7}", "7", 1.0),
+        ("<think>因此 x = −5。</think><answer>\\boxed{−5}</answer>", "-5", 1.0),
+        ("<think>a\x00b</think><answer>\\boxed{12}\x00</answer>", "12", 1.0),
+        ("<think>t</think>\x1b[31m\\boxed{12}\x1b[0m", "12", 1.0),
+        ("<think>\ud800 lone</think><answer>\\boxed{12}</answer>", "12", 1.0),
+        ("<think>t</think><answer>\\boxed{1\x002}</answer>", "12", 0.0),
+        ("<think>t</think><answer>\\boxed{12\udfff}</answer>", "12", None),
+        ("<think>t</think><answer>\x1b[2J\ud83d</answer>", "12", None),
+    ],
+)
+def test_hostile_characters_give_a_verdict(completion, reference, expected):
+    failures = []
+
+    class StrictUtf8Handler(logging.StreamHandler):
+        def handleError(self, record):
+            failures.append(record)
+
+    handler = StrictUtf8Handler(io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict"))
+    root = logging.getLogger()
+    previous = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        value = accuracy(completion, reference)
+        handler.flush()
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(previous)
+    assert value in (0.0, 1.0)
+    if expected is not None:
+        assert value == expected
+    assert failures == []
+
+
+# --- numeric refutation before simplify -------------------------------------------------------
+
+
+def test_numeric_refutation_only_refutes_what_differs():
+    import sympy
+
+    from rlvr_r1.answers import _refuted_numerically
+
+    x = sympy.Symbol("x", real=True)
+    z = sympy.Symbol("z")
+    n = sympy.Symbol("n", integer=True)
+    assert _refuted_numerically(sympy.Integer(188), sympy.exp(x) / 3) is True
+    assert _refuted_numerically(sympy.Integer(1024) - 256 * sympy.pi, sympy.log(2)) is True
+    assert _refuted_numerically(sympy.exp(2 * z) / (2 * z + 2), sympy.Rational(47, 300)) is True
+    assert _refuted_numerically(sympy.sin(x) ** 2 + sympy.cos(x) ** 2, sympy.Integer(1)) is False
+    assert _refuted_numerically(sympy.sqrt(x**2), x) is False
+    assert _refuted_numerically(sympy.Rational(1, 3), sympy.Float("0.3333333333333333")) is False
+    assert _refuted_numerically(n, sympy.Integer(1)) is False
+    assert _refuted_numerically(sympy.Function("f")(x), sympy.Integer(1)) is False
+    assert _refuted_numerically(sympy.FiniteSet(1), sympy.FiniteSet(2)) is False
+
+
+@pytest.mark.parametrize(
+    "answer,reference,expected",
+    [
+        ("\\sin^2 x + \\cos^2 x", "1", 1.0),
+        ("\\frac{e^{t}}{3} + c e^{-2t}", "188", 0.0),
+        ("\\frac{\\log 2}{\\log 2 - \\log 3}", "1024 - 256\\pi", 0.0),
+        ("\\sqrt{2}\\sqrt{3}", "\\sqrt{6}", 1.0),
+        ("(x+1)^2", "x^2 + 2x + 1", 1.0),
+        ("(x+1)^2", "x^2 + 2x + 2", 0.0),
+    ],
+)
+def test_symbolic_verdicts_with_numeric_refutation(answer, reference, expected):
+    assert accuracy(wrap(f"\\boxed{{{answer}}}"), reference) == expected

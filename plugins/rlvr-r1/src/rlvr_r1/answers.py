@@ -194,10 +194,31 @@ def _unbox(text: str) -> str:
     return core[box.end(): -1]
 
 
+_ASCII_FORMS = str.maketrans(
+    {
+        **{chr(zero + d): str(d) for zero in (0xFF10, 0x0660, 0x06F0) for d in range(10)},
+        "\u2212": "-",  # minus sign
+        "\uFF0D": "-",  # full-width hyphen-minus
+        "\uFF0B": "+",  # full-width plus
+        "\uFF0F": "/",  # full-width solidus
+        "\uFF0E": ".",  # full-width full stop
+        "\u066B": ".",  # Arabic decimal separator
+        "\u066C": ",",  # Arabic thousands separator
+    }
+)
+
+
+def _ascii_forms(text: str) -> str:
+    """Full-width and Arabic-Indic digits (``１２``, ``١٢``, ``۱۲``) as ASCII digits; the minus sign
+    U+2212 and full-width ``－ ＋ ／ ．`` as ``- + / .``; Arabic decimal and thousands separators as
+    ``.`` and ``,``."""
+    return text.translate(_ASCII_FORMS)
+
+
 def _normalise(text: str) -> str:
-    r"""Currency ``\$`` dropped, ``\fbox`` read as ``\boxed``, a lone box unwrapped, thousands
-    separators and a final period removed."""
-    text = _unbox(text.replace("\\$", "").replace("\\fbox", "\\boxed"))
+    r"""Digits and signs in ASCII form (``_ascii_forms``), currency ``\$`` dropped, ``\fbox`` read as
+    ``\boxed``, a lone box unwrapped, thousands separators and a final period removed."""
+    text = _unbox(_ascii_forms(text).replace("\\$", "").replace("\\fbox", "\\boxed"))
     return _remove_thousands_separators(text).strip().rstrip(".").rstrip()
 
 
@@ -293,17 +314,23 @@ def _extraction_config() -> tuple:
 
 
 def _parse_math(text: str) -> list:
+    return list(_parse_normalised(_normalise(text)))
+
+
+@lru_cache(maxsize=16384)
+def _parse_normalised(text: str) -> tuple:
+    """math-verify parse of a normalised answer, cached per process: ``\\boxed{X}``, ``$\\boxed{X}$``
+    and ``X.`` normalise to the same text and are parsed once."""
     from math_verify import parse
 
-    text = _normalise(text)
     if not text:
-        return []
+        return ()
     config, timeout = _extraction_config(), _timeout(PARSE_TIMEOUT_S)
-    return [
+    return tuple(
         parsed
         for shown in _parse_inputs(text)
         for parsed in parse(shown, extraction_config=config, parsing_timeout=timeout)
-    ]
+    )
 
 
 @lru_cache(maxsize=4096)
@@ -369,6 +396,106 @@ def _answer_matches(answer: str, reference: str) -> float:
     predicted = _parse_math(answer)
     if not predicted:
         return 0.0
-    from math_verify import verify
+    return float(_verify(reference, gold, tuple(predicted)))
 
-    return float(verify(list(gold), predicted, timeout_seconds=_timeout(VERIFY_TIMEOUT_S)))
+
+_VERDICTS: dict[tuple, bool] = {}
+_VERDICTS_MAX = 16384
+
+
+def _parsed_key(parsed: tuple) -> tuple:
+    """Exact identity of a parse result: ``srepr`` keeps types, float precision and symbol assumptions."""
+    from sympy import srepr
+
+    return tuple(("str", p) if isinstance(p, str) else ("sympy", srepr(p)) for p in parsed)
+
+
+def _verify(reference: str, gold: tuple, predicted: tuple) -> bool:
+    """``math_verify.verify(gold, predicted)``, cached per process on (reference, exact parse of the
+    answer): answers written differently that parse identically (``$\\boxed{X}$``, ``The answer is
+    $X$``) are verified once. ``simplify`` is skipped where ``_refuted_numerically`` shows that it
+    could only say "not equal" (see ``_symbolic_eq_unless_refuted``)."""
+    key = (reference, _parsed_key(predicted))
+    verdict = _VERDICTS.get(key)
+    if verdict is None:
+        if len(_VERDICTS) >= _VERDICTS_MAX:
+            _VERDICTS.clear()
+        grader, symbolic_eq = _math_verify_grader()
+        grader.sympy_symbolic_eq = _symbolic_eq_unless_refuted
+        try:
+            verdict = grader.verify(list(gold), list(predicted), timeout_seconds=_timeout(VERIFY_TIMEOUT_S))
+        finally:
+            grader.sympy_symbolic_eq = symbolic_eq
+        _VERDICTS[key] = verdict
+    return verdict
+
+
+@lru_cache(maxsize=1)
+def _math_verify_grader() -> tuple:
+    """math-verify's grader module and its own ``sympy_symbolic_eq`` (the last step of
+    ``sympy_expr_eq``: ``simplify(a - b).is_zero``)."""
+    from math_verify import grader
+
+    return grader, grader.sympy_symbolic_eq
+
+
+def _symbolic_eq_unless_refuted(a, b) -> bool:
+    """math-verify's ``sympy_symbolic_eq(a, b)``, answered ``False`` without ``simplify`` when ``a - b``
+    is non-zero at a point (then it is not identically zero, and ``simplify`` could not make it so).
+    Installed only while ``_verify`` runs."""
+    if _refuted_numerically(a, b):
+        return False
+    return _math_verify_grader()[1](a, b)
+
+
+_PROBE_VALUES = tuple(f"{n}/{d}" for n, d in ((7, 10), (11, 9), (13, 17), (19, 14), (23, 29), (31, 25)))
+_TOLERANCE = 1e-9
+
+
+def _probe_point(symbols) -> dict | None:
+    """Distinct values for ``symbols``: rationals in (0.5, 1.5), or, for a symbol assumed not real
+    (math-verify's complex mode), those plus ``3i/10``; None when a symbol is not a plain ``Symbol``
+    or no candidate satisfies its assumptions (integer, negative, …)."""
+    from sympy import I, Rational, Symbol
+
+    if len(symbols) > len(_PROBE_VALUES):
+        return None
+    point = {}
+    for symbol, real in zip(sorted(symbols, key=str), _PROBE_VALUES):
+        if not isinstance(symbol, Symbol):
+            return None
+        candidates = (Rational(real), Rational(real) + Rational(3, 10) * I)
+        fitting = [value for value in candidates if _satisfies(value, symbol.assumptions0)]
+        if not fitting:
+            return None
+        point[symbol] = fitting[0]
+    return point
+
+
+def _satisfies(value, assumptions: dict) -> bool:
+    return all(getattr(value, f"is_{name}") is holds for name, holds in assumptions.items())
+
+
+def _refuted_numerically(a, b) -> bool:
+    """Whether ``a - b`` is certainly not identically zero: both sides evaluate (30 digits) at a probe
+    point satisfying every symbol's assumptions to finite numbers that differ by more than
+    ``_TOLERANCE`` relative to their size. False (undecided) for anything else: sets, relations,
+    matrices, undefined functions, integrals, sums, limits, derivatives, values that are equal or
+    too close, or any error."""
+    try:
+        from sympy import Abs, Derivative, Expr, Integral, Limit, Product, Sum
+
+        if not (isinstance(a, Expr) and isinstance(b, Expr)):
+            return False
+        if a.has(Integral, Sum, Product, Limit, Derivative) or b.has(Integral, Sum, Product, Limit, Derivative):
+            return False
+        point = _probe_point(a.free_symbols | b.free_symbols)
+        if point is None:
+            return False
+        left, right = a.evalf(30, subs=point), b.evalf(30, subs=point)
+        if not (left.is_number and right.is_number and left.is_finite and right.is_finite):
+            return False
+        gap, size = Abs(left - right).evalf(30), (1 + Abs(left) + Abs(right)).evalf(30)
+        return bool(gap > _TOLERANCE * size)
+    except Exception:
+        return False
