@@ -8,26 +8,28 @@ DECIDED = [
     # (completion, reference, value, reason)
     ("<answer>5</answer>", "5", 1.0, "rules-equal"),
     ("<answer>\\frac{1}{2}</answer>", "0.5", 1.0, "rules-equal"),
-    ("<answer>5 \\text{cm}</answer>", "5", 1.0, "rules-equal"),          # math-verify drops the unit
-    ("<answer>Yes.</answer>", "yes", 1.0, "rules-equal"),                 # plain-string reference
+    ("<answer>5 \\text{cm}</answer>", "5", 1.0, "rules-equal"),  # math-verify drops the unit
+    ("<answer>Yes.</answer>", "yes", 1.0, "rules-equal"),  # plain-string reference
     ("The total is \\boxed{18}.", "Natalia sold 18. #### 18", 1.0, "rules-equal"),
     ("<answer>6</answer>", "5", 0.0, "rules-differ"),
     ("<answer>x^2+1</answer>", "x^2-1", 0.0, "rules-differ"),
-    ("<answer>\\sqrt{3}</answer>", "sqrt(2)", 0.0, "rules-differ"),       # function names are not prose
-    ("<think>the answer is 5</think>", "5", 0.0, "no-answer"),            # only inside the thinking
+    ("<answer>\\sqrt{3}</answer>", "sqrt(2)", 0.0, "rules-differ"),  # function names are not prose
+    ("<think>the answer is 5</think>", "5", 0.0, "no-answer"),  # only inside the thinking
     ("I am not sure.", "5", 0.0, "no-answer"),
     ("<answer>4 or 5</answer>", "5", 0.0, "sprayed"),
-    ("\\boxed{4} and then \\boxed{five}", "5", 0.0, "sprayed"),          # two boxes in the answer part
+    ("\\boxed{4} and then \\boxed{five}", "5", 0.0, "sprayed"),  # two boxes in the answer part
+    ("\\boxed{4} <answer>\\boxed{five}", "5", 0.0, "sprayed"),  # an unclosed block decides nothing
 ]
 
 UNDECIDED = [
-    ("<answer>0.5 metres</answer>", "50 cm"),         # units in words on both sides
-    ("<answer>one half</answer>", "\\frac{1}{2}"),     # words against math
-    ("<answer>6</answer>", "five apples"),             # math against words
-    ("<answer>\\frac{1}{</answer>", "1/2"),           # the answer does not parse
-    ("<answer>3</answer>", "\\frac{1}{"),             # the reference does not parse
-    ("<answer>the set of all even numbers</answer>", "2\\mathbb{Z}"),
-    ("<answer>2xy</answer>", "4xy"),                  # juxtaposed variables read as a word: judged
+    ("<answer>five</answer> (not \\boxed{4})", "5", "five"),  # the block decides: boxes around it do not count
+    ("<answer>0.5 metres</answer>", "50 cm", "0.5 metres"),  # units in words on both sides
+    ("<answer>one half</answer>", "\\frac{1}{2}", "one half"),  # words against math
+    ("<answer>6</answer>", "five apples", "6"),  # math against words
+    ("<answer>\\frac{1}{</answer>", "1/2", "\\frac{1}{"),  # the answer does not parse
+    ("<answer>3</answer>", "\\frac{1}{", "3"),  # the reference does not parse
+    ("<answer>the set of all even numbers</answer>", "2\\mathbb{Z}", "the set of all even numbers"),
+    ("<answer>2xy</answer>", "4xy", "2xy"),  # juxtaposed variables read as a word: judged
 ]
 
 
@@ -37,11 +39,10 @@ def test_rules_decide(completion, reference, value, reason):
     assert (verdict.value, verdict.reason) == (value, reason)
 
 
-@pytest.mark.parametrize("completion, reference", UNDECIDED)
-def test_rules_cannot_decide(completion, reference):
+@pytest.mark.parametrize("completion, reference, answer", UNDECIDED)
+def test_rules_cannot_decide(completion, reference, answer):
     verdict = rule_verdict(completion, reference)
-    assert verdict.value is None and verdict.reason == "judge"
-    assert verdict.answer == completion.removeprefix("<answer>").removesuffix("</answer>")
+    assert (verdict.value, verdict.reason, verdict.answer) == (None, "judge", answer)
 
 
 def test_plain_math_is_no_prose_word_and_a_parse():
@@ -56,3 +57,12 @@ def test_plain_math_is_no_prose_word_and_a_parse():
 def test_think_opened_and_fallback_are_passed_to_the_extractor():
     assert rule_verdict("5</think> #### 5", "5", think_opened=True).value == 1.0
     assert rule_verdict("#### 5", "5", fallback=None).reason == "no-answer"
+
+
+def test_docstring_examples():
+    import doctest
+
+    from rlvr_judge import cache, judges, rules
+
+    for module in (rules, judges, cache):
+        assert doctest.testmod(module).failed == 0

@@ -66,6 +66,12 @@ def test_question_column_overrides_the_prompt(stub):
     assert "Question: Rod length?\n" in stub.requests[0]["body"]["messages"][0]["content"]
 
 
+def test_question_keeps_its_lines_in_the_prompt(stub):
+    scorer = make_scorer(base_url=stub.base_url, include_question=True)
+    score(scorer, "<answer>0.5 metres</answer>", "50 cm", prompt="  A rod:\n$$x = 1$$\nHow long?\n")
+    assert "Question: A rod:\n$$x = 1$$\nHow long?\n" in stub.requests[0]["body"]["messages"][0]["content"]
+
+
 def test_without_include_question_no_question_is_sent(stub):
     scorer = make_scorer(base_url=stub.base_url)
     score(scorer, "<answer>0.5 metres</answer>", "50 cm", prompt="How long is the rod?")

@@ -81,10 +81,10 @@ class JudgeScorer:
         cache = verdict_cache(self.cache_path)
         verdict = cache.get(key)
         if verdict is None:
-            _, answer, reference, question = key
+            prompt = render_prompt(self.template, answer=key[1], reference=key[2],
+                                   question=question.strip() if question is not None else None)
             try:
-                verdict = self.judge.judge(render_prompt(self.template, answer=answer, reference=reference,
-                                                         question=question))
+                verdict = self.judge.judge(prompt)
             except JudgeError:
                 _FAILURES[self.judge] = _FAILURES.get(self.judge, 0) + 1
                 raise

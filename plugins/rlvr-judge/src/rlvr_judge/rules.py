@@ -36,7 +36,7 @@ from rlvr_r1.answers import accuracy, extract_answer, is_sprayed, parse_referenc
 
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
 _WORD = re.compile(r"[^\W\d_]{2,}")
-_ANSWER_TAG = re.compile(r"<answer>", re.IGNORECASE)
+_ANSWER_BLOCK = re.compile(r"<answer>.*?</answer>", re.IGNORECASE | re.DOTALL)
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
 MATH_WORDS = frozenset({
     "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
@@ -72,11 +72,11 @@ def is_plain_math(text: str) -> bool:
 
 def _sprayed(completion: str, answer: str, reference: str, think_opened: bool) -> bool:
     """rlvr-r1's spraying rule: ``is_sprayed``, or several boxes in the answer part when no
-    ``<answer>`` block gives the answer."""
+    complete ``<answer>…</answer>`` block gives the answer."""
     if is_sprayed(answer, reference):
         return True
     _, rest = split_completion(completion, think_opened=think_opened)
-    return _ANSWER_TAG.search(rest) is None and len(_BOX.findall(rest)) > 1
+    return _ANSWER_BLOCK.search(rest) is None and len(_BOX.findall(rest)) > 1
 
 
 def rule_verdict(completion: str, reference: str, *, think_opened: bool = False,
