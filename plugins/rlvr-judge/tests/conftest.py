@@ -21,8 +21,8 @@ EQUIVALENT_PAIRS = {("0.5 metres", "50 cm"), ("one half", "\\frac{1}{2}"), ("fiv
 
 def table_verdict(prompt: str) -> str:
     """The stub judge's rule: EQUIVALENT exactly for the pairs in ``EQUIVALENT_PAIRS``."""
-    answer = re.search(r"^Final answer: (.*)$", prompt, re.M).group(1)
-    reference = re.search(r"^Reference answer: (.*)$", prompt, re.M).group(1)
+    answer = re.search(r"^Final answer: (.*)$", prompt, re.MULTILINE).group(1)
+    reference = re.search(r"^Reference answer: (.*)$", prompt, re.MULTILINE).group(1)
     return "EQUIVALENT" if (answer, reference) in EQUIVALENT_PAIRS else "NOT EQUIVALENT"
 
 

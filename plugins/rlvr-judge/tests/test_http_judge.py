@@ -3,7 +3,6 @@
 import time
 
 import pytest
-
 from conftest import chat_reply
 from rlvr_judge import JudgeError, JudgeReplyError, JudgeUnavailable
 from rlvr_judge.judges import HttpJudge, check_template, parse_verdict, render_prompt

@@ -4,10 +4,8 @@ import math
 import pickle
 
 import pytest
-
 from conftest import make_scorer
-from rlvr_judge import JudgeError
-from rlvr_judge import judges
+from rlvr_judge import JudgeError, judges
 from rlvr_judge.judges import LocalJudge
 
 pytestmark = pytest.mark.slow  # importing torch and transformers alone takes 10-30 s on a busy 2-core box

@@ -3,12 +3,12 @@
 import math
 
 import pytest
-
 from conftest import make_scorer
-from rlvr_plugins.engine import RewardEngine, RewardPluginFailing
-from rlvr_plugins.errors import ConfigError, PluginOptionError
 from rlvr_judge import JudgeError, JudgeUnavailable
 from rlvr_judge.plugins import JudgeEquivalencePlugin
+
+from rlvr_plugins.engine import RewardEngine, RewardPluginFailing
+from rlvr_plugins.errors import ConfigError, PluginOptionError
 
 ITEMS = [
     {"prompt": "p", "completion": "<answer>5</answer>", "example": {"answer": "5"}},             # rules: 1
@@ -94,9 +94,9 @@ def test_a_judge_slower_than_the_engine_deadline_is_masked_as_a_timeout(stub):
 
 def test_a_judge_down_for_long_stops_the_run(dead_url):
     down = make_scorer(base_url=dead_url, retries=0)
-    with RewardEngine(in_process=True, max_consecutive_failures=2) as engine:
-        with pytest.raises(RewardPluginFailing, match="failed on 2 consecutive items.*JudgeUnavailable"):
-            engine.score("judge-equivalence", down, [ITEMS[1], ITEMS[3]])
+    with RewardEngine(in_process=True, max_consecutive_failures=2) as engine, \
+            pytest.raises(RewardPluginFailing, match="failed on 2 consecutive items.*JudgeUnavailable"):
+        engine.score("judge-equivalence", down, [ITEMS[1], ITEMS[3]])
 
 
 def test_after_down_after_judge_failures_rule_rows_are_masked_until_the_judge_answers(stub):
@@ -119,9 +119,9 @@ def test_a_judge_that_is_down_stops_the_run_even_between_rule_rows(dead_url):
     """Rule rows reset the engine's consecutive count; with down_after they fail too, and the run stops."""
     down = make_scorer(base_url=dead_url, retries=0, down_after=2)
     items = [ITEMS[1], ITEMS[0], ITEMS[3], ITEMS[0], ITEMS[2], ITEMS[0], ITEMS[2]]
-    with RewardEngine(in_process=True, max_consecutive_failures=4) as engine:
-        with pytest.raises(RewardPluginFailing, match="failed on 4 consecutive items.*down_after=2"):
-            engine.score("judge-equivalence", down, items)
+    with RewardEngine(in_process=True, max_consecutive_failures=4) as engine, \
+            pytest.raises(RewardPluginFailing, match="failed on 4 consecutive items.*down_after=2"):
+        engine.score("judge-equivalence", down, items)
     never = make_scorer(base_url=dead_url, retries=0, down_after=0)
     with RewardEngine(in_process=True, max_consecutive_failures=4) as engine:
         result = engine.score("judge-equivalence", never, items)

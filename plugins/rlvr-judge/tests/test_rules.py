@@ -1,7 +1,6 @@
 """Where the rules decide and where the judge must: every case of ``rule_verdict``, by hand."""
 
 import pytest
-
 from rlvr_judge.rules import is_plain_math, prose_words, rule_verdict
 
 DECIDED = [

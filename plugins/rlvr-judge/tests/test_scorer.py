@@ -4,7 +4,6 @@ import json
 import pickle
 
 import pytest
-
 from conftest import make_scorer
 from rlvr_judge import JudgeReplyError, JudgeUnavailable
 from rlvr_judge.plugins import _CACHES
@@ -70,6 +69,13 @@ def test_question_keeps_its_lines_in_the_prompt(stub):
     scorer = make_scorer(base_url=stub.base_url, include_question=True)
     score(scorer, "<answer>0.5 metres</answer>", "50 cm", prompt="  A rod:\n$$x = 1$$\nHow long?\n")
     assert "Question: A rod:\n$$x = 1$$\nHow long?\n" in stub.requests[0]["body"]["messages"][0]["content"]
+
+
+def test_missing_question_column_is_an_error_not_an_empty_question(stub):
+    scorer = make_scorer(base_url=stub.base_url, include_question=True, question_column="problem")
+    with pytest.raises(ValueError, match=r"question_column 'problem' is not a column of this row; columns: \['answer'\]"):
+        score(scorer, "<answer>0.5 metres</answer>", "50 cm")
+    assert stub.count == 0
 
 
 def test_without_include_question_no_question_is_sent(stub):

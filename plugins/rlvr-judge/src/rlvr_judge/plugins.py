@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
-from rlvr_plugins import Plugin, RewardFunction, hookimpl
-from rlvr_plugins.errors import ConfigError
 from rlvr_r1.answers import reference_answer
 
+from rlvr_plugins import Plugin, RewardFunction, hookimpl
+from rlvr_plugins.errors import ConfigError
+
 from .cache import VerdictCache, make_key
-from .judges import (HTTP_TEMPLATE, LOCAL_TEMPLATE, HttpJudge, JudgeError, JudgeUnavailable, LocalJudge,
-                     check_template, render_prompt)
+from .judges import (
+    HTTP_TEMPLATE,
+    LOCAL_TEMPLATE,
+    HttpJudge,
+    JudgeUnavailable,
+    LocalJudge,
+    check_template,
+    render_prompt,
+)
 from .rules import rule_verdict
 
 REPLACES = "r1-accuracy"
@@ -85,7 +94,7 @@ class JudgeScorer:
                                    question=question.strip() if question is not None else None)
             try:
                 verdict = self.judge.judge(prompt)
-            except JudgeError:
+            except Exception:
                 _FAILURES[self.judge] = _FAILURES.get(self.judge, 0) + 1
                 raise
             _FAILURES[self.judge] = 0
@@ -94,16 +103,16 @@ class JudgeScorer:
 
     def fingerprint(self) -> str:
         """A digest of what can change a verdict: backend, model, its verdict settings, template."""
-        operational = {"base_url", "api_key_env", "timeout_s", "retries", "backoff_s", "budget_s", "device"}
-        identity = {k: v for k, v in asdict(self.judge).items() if k not in operational}
-        text = json.dumps([type(self.judge).__name__, identity, self.template], sort_keys=True)
-        return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+        return _fingerprint(self.judge, self.template)
 
     def _question(self, prompt: Any, example: dict) -> str | None:
         if not self.include_question:
             return None
         if self.question_column is not None:
-            return question_text(example.get(self.question_column, ""))
+            if self.question_column not in example:
+                raise ValueError(f"question_column {self.question_column!r} is not a column of this row; "
+                                 f"columns: {sorted(example)}")
+            return question_text(example[self.question_column])
         return question_text(prompt)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -111,6 +120,14 @@ class JudgeScorer:
             object.__setattr__(self, name, value)
         if isinstance(self.judge, LocalJudge):
             self.judge.load()
+
+
+@functools.lru_cache(maxsize=64)
+def _fingerprint(judge: HttpJudge | LocalJudge, template: str) -> str:
+    operational = {"base_url", "api_key_env", "timeout_s", "retries", "backoff_s", "budget_s", "device"}
+    identity = {k: v for k, v in asdict(judge).items() if k not in operational}
+    text = json.dumps([type(judge).__name__, identity, template], sort_keys=True)
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 class JudgeEquivalencePlugin(Plugin):

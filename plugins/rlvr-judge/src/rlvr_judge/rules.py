@@ -32,7 +32,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rlvr_r1.answers import accuracy, extract_answer, is_sprayed, parse_reference, reference_answer, split_completion
+from rlvr_r1.answers import (
+    accuracy,
+    extract_answer,
+    is_sprayed,
+    parse_reference,
+    reference_answer,
+    split_completion,
+)
 
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
 _WORD = re.compile(r"[^\W\d_]{2,}")
