@@ -95,6 +95,11 @@ def compare_cli(*args: str) -> int:
     return cli.main(["compare", *args])
 
 
+def read_result_of(run: Path, out: Path) -> dict:
+    assert compare_cli(str(run), "--output", str(out), "--no-plots") == 0
+    return read_result(out)
+
+
 def read_result(out: Path) -> dict:
     return json.loads((out / "compare.json").read_text(encoding="utf-8"))
 
@@ -208,6 +213,21 @@ def test_a_metric_no_run_logged_has_no_column(runs, tmp_path):
     assert "kl ↓" not in table_rows(out)["rloo-run"]
     result = read_result(out)
     assert "kl: no run logged it (TRL logs kl only when trainer.beta > 0); skipped" in result["notes"]
+
+
+def test_cispo_clip_ratio_is_shown_only_when_a_run_logged_it(runs, tmp_path):
+    cispo = write_run(tmp_path / "cispo-run", rows_from_columns([1, 2], {"reward": [0.1, 0.2],
+                                                                         "cispo_clip_ratio": [0.3, 0.1]}))
+    out = tmp_path / "out"
+    assert compare_cli(str(runs[0]), str(cispo), "--output", str(out), "--no-plots") == 0
+    table = table_rows(out)
+    assert table["cispo-run"]["cispo_clip_ratio ↓"] == "0.1 / 0.1" and table["grpo-run"]["cispo_clip_ratio ↓"] == "-"
+    notes = read_result(out)["notes"]
+    assert ("clip_ratio/high_mean: not logged by cispo-run (TRL logs clip ratios for the grpo, bnpo, dr_grpo, "
+            "dapo and luspo losses only); skipped for that run") in notes
+    assert "cispo_clip_ratio: not logged by grpo-run (TRL logs it for the cispo loss only); skipped for that run" \
+        in notes
+    assert not any(n.startswith("cispo_clip_ratio") for n in read_result_of(runs[0], tmp_path / "alone")["notes"])
 
 
 # -- outputs ---------------------------------------------------------------------------------

@@ -215,7 +215,7 @@ CLIP = (
     Metric("clip_ratio/region_mean", "clipped, either side", "min"),
 )
 OPTIONAL = {"cispo_clip_ratio": Metric("cispo_clip_ratio", "CISPO clip ratio", "min")}
-"""Metrics only some losses log: shown when a run has them, never noted as missing."""
+"""Metrics only some losses log: shown (and noted where missing) only when some run has them."""
 
 _CLIPPED_LOSSES = "TRL logs clip ratios for the grpo, bnpo, dr_grpo, dapo and luspo losses only"
 WHY_MISSING = {
@@ -225,6 +225,7 @@ WHY_MISSING = {
     "completions/mean_length_wrong": "logged at steps with a wrong completion, by trainers that split "
                                      "lengths by correctness",
     **{m.name: _CLIPPED_LOSSES for m in CLIP},
+    "cispo_clip_ratio": "TRL logs it for the cispo loss only",
 }
 
 
