@@ -150,3 +150,16 @@ def test_cached_verdicts_belong_to_one_judge(stub, tmp_path):
         assert score(scorer, "<answer>0.5 metres</answer>", "50 cm") == 1.0
     assert stub.count == 3
     assert same_judge_elsewhere.fingerprint() == first.fingerprint() != other_model.fingerprint()
+
+
+def test_memory_holds_at_most_max_entries_oldest_dropped_first(tmp_path):
+    from rlvr_judge.cache import VerdictCache, make_key
+
+    cache = VerdictCache(str(tmp_path / "v.jsonl"), max_entries=2)
+    keys = [make_key("j", f"answer {i}", "ref", None) for i in range(3)]
+    for i, key in enumerate(keys):
+        cache.put(key, i % 2 == 0)
+    assert list(cache.memory) == keys[1:]
+    assert cache.get(keys[0]) is None  # dropped, and the file is not read again for it
+    fresh = VerdictCache(str(tmp_path / "v.jsonl"), max_entries=2)
+    assert fresh.get(keys[2]) is True and fresh.get(keys[1]) is False and list(fresh.memory) == keys[1:]

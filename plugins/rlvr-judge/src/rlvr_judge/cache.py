@@ -5,7 +5,9 @@ that can change a verdict (backend, model, template, threshold, …), the texts 
 whitespace-normalised. Only verdicts are cached, never failures. The file is append-only,
 one JSON object a line, each line written with one ``write`` on an ``O_APPEND`` descriptor
 so that concurrent workers do not interleave; a process reads the lines other processes
-appended since its last read whenever it misses in memory. Lines that are not complete
+appended since its last read whenever it misses in memory (a verdict dropped from memory
+to respect ``max_entries`` is not read again: that costs one more judge call, never a wrong
+verdict). Lines that are not complete
 JSON objects (a worker killed mid-write) are skipped.
 """
 
@@ -27,11 +29,15 @@ def make_key(judge: str, answer: str, reference: str, question: str | None) -> K
     return judge, normalise(answer), normalise(reference), normalise(question)
 
 
-class VerdictCache:
-    """An in-memory dict in front of an optional JSONL file."""
+MAX_ENTRIES = 200_000
 
-    def __init__(self, path: str | None = None):
+
+class VerdictCache:
+    """An in-memory dict (at most ``max_entries``, the oldest dropped first) in front of an optional JSONL file."""
+
+    def __init__(self, path: str | None = None, max_entries: int = MAX_ENTRIES):
         self.path = Path(path) if path else None
+        self.max_entries = max_entries
         self.memory: dict[Key, bool] = {}
         self._offset = 0
 
@@ -41,7 +47,7 @@ class VerdictCache:
         return self.memory.get(key)
 
     def put(self, key: Key, verdict: bool) -> None:
-        self.memory[key] = verdict
+        self._remember(key, verdict)
         if self.path is None:
             return
         judge, answer, reference, question = key
@@ -65,8 +71,13 @@ class VerdictCache:
         self._offset += len(complete)
         for raw in complete.splitlines():
             entry = _entry(raw)
-            if entry is not None:
-                self.memory.setdefault(entry[0], entry[1])
+            if entry is not None and entry[0] not in self.memory:
+                self._remember(*entry)
+
+    def _remember(self, key: Key, verdict: bool) -> None:
+        self.memory[key] = verdict
+        while len(self.memory) > self.max_entries:
+            del self.memory[next(iter(self.memory))]
 
 
 def _entry(raw: bytes) -> tuple[Key, bool] | None:
