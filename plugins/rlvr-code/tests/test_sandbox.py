@@ -307,3 +307,48 @@ def test_unknown_isolation_is_refused():
 def test_missing_interpreter_is_a_sandbox_error_not_a_program_failure():
     with pytest.raises(SandboxError, match="/nonexistent/python3 is not an executable"):
         run_python("pass", interpreter="/nonexistent/python3")
+
+
+@pytest.fixture
+def world_readable_dir():
+    import shutil
+    import tempfile
+
+    path = tempfile.mkdtemp(dir="/tmp")
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path)
+
+
+def test_a_program_that_cannot_start_is_a_sandbox_error(isolation, world_readable_dir):
+    os.makedirs(f"{world_readable_dir}/prefix/bin", mode=0o755)
+    broken = f"{world_readable_dir}/prefix/bin/python3"
+    with open(broken, "wb") as f:
+        f.write(b"\x7fELF not really")
+    os.chmod(broken, 0o755)
+    with pytest.raises(SandboxError, match="cannot start the program: OSError: .*Exec format error"):
+        run_python("print(1)", isolation=isolation[0], interpreter=broken)
+
+
+def test_an_interpreter_directly_under_a_shared_directory_is_refused(world_readable_dir):
+    python = f"{world_readable_dir}/python3"  # prefix would be /tmp: the host's /tmp bound into the sandbox
+    with open(python, "wb") as f:
+        f.write(b"")
+    os.chmod(python, 0o755)
+    with pytest.raises(SandboxError, match="lives directly under /tmp"):
+        run_python("print(1)", isolation="namespaces", interpreter=python)
+
+
+def test_limits_never_exceed_the_callers_hard_limits(isolation):
+    import resource
+
+    pid = os.fork()
+    if pid == 0:
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+            result = run("import resource; print(*resource.getrlimit(resource.RLIMIT_AS))", isolation,
+                         limits=Limits(time_s=10.0, memory_mb=4096))
+            os._exit(0 if result.stdout == f"{1 << 30} {1 << 30}\n".encode() else 1)
+        finally:
+            os._exit(2)
+    assert os.waitpid(pid, 0)[1] == 0

@@ -200,6 +200,9 @@ def _set_limits(limits: Limits, nproc: int) -> None:
         (resource.RLIMIT_MEMLOCK, (0, 0)),
         (resource.RLIMIT_MSGQUEUE, (0, 0)),
     ):
+        hard = resource.getrlimit(which)[1]
+        if hard != resource.RLIM_INFINITY:  # never above what the caller itself may use
+            value = (min(value[0], hard), min(value[1], hard))
         resource.setrlimit(which, value)
 
 
@@ -223,7 +226,7 @@ def _build_root(root: str, limits: Limits, interpreter: str, source: bytes, owne
     """Mount the tmpfs root with read-only binds, write the program, pivot into it."""
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     _mount("tmpfs", root, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={limits.disk_mb}m,mode=0755")
-    prefix = os.path.dirname(os.path.dirname(os.path.realpath(interpreter)))
+    prefix = _interpreter_prefix(interpreter)
     trees = list(_READ_ONLY_TREES)
     if not any(prefix == t or prefix.startswith(t + "/") for t in trees):
         trees.append(prefix)
@@ -244,7 +247,7 @@ def _build_root(root: str, limits: Limits, interpreter: str, source: bytes, owne
         if os.path.exists("/dev/" + dev):
             open(root + "/dev/" + dev, "wb").close()
             _mount("/dev/" + dev, root + "/dev/" + dev, None, _MS_BIND)
-    os.mkdir(root + "/tmp", 0o1777)
+    os.makedirs(root + "/tmp", exist_ok=True)
     os.chmod(root + "/tmp", 0o1777)
     os.mkdir(root + "/work", 0o755)
     with open(root + "/work/solution.py", "wb") as f:
@@ -256,6 +259,20 @@ def _build_root(root: str, limits: Limits, interpreter: str, source: bytes, owne
     _check(_libc().syscall(_ARCH[platform.machine()][2], b".", b"."), "pivot_root")
     _check(_libc().umount2(b".", _MNT_DETACH), "umount old root")
     os.chdir("/work")
+
+
+_SHARED_DIRS = frozenset({"/", "/tmp", "/var/tmp", "/dev", "/dev/shm", "/home", "/root", "/etc", "/proc", "/sys",
+                          "/run", "/var", "/mnt", "/media", "/srv", "/opt", "/work"})
+
+
+def _interpreter_prefix(interpreter: str) -> str:
+    """The directory bound read-only for the interpreter: two levels above its real path
+    (``<prefix>/bin/python3``); refused when that is a shared directory of the host."""
+    prefix = os.path.dirname(os.path.dirname(os.path.realpath(interpreter)))
+    if prefix in _SHARED_DIRS:
+        raise SandboxError(f"the interpreter {interpreter} lives directly under {prefix}, which would be bound "
+                           "into the sandbox whole; install it under its own prefix (<prefix>/bin/python3)")
+    return prefix
 
 
 def _enter_user_namespace(flags: int, proc: int) -> None:
@@ -366,21 +383,26 @@ class _Config:
     report: int
 
 
-def _program(cfg: _Config, nproc: int) -> None:
-    """In the program process, after fork: limits, seccomp, exec. Never returns."""
+def _program(cfg: _Config, nproc: int, errors: int) -> None:
+    """In the program process, after fork: limits, seccomp, exec. Never returns.
+
+    A failure before ``execve`` is written to ``errors`` (close-on-exec, so a successful
+    exec closes it silently) and makes the run a sandbox error, not a failed program.
+    """
     try:
         _die_with_parent(None)
         if cfg.isolation == "basic":
             os.setpgid(0, 0)
         for target, fd in enumerate(cfg.fds):
             os.dup2(fd, target)
-        os.closerange(3, 1 << 16)
+        os.closerange(3, errors)
+        os.closerange(errors + 1, 1 << 16)
         _set_limits(cfg.limits, nproc)
         _install_seccomp()
         os.execve(cfg.interpreter, [cfg.interpreter, "-I", "-S", "-B", *cfg.argv], PROGRAM_ENV)
     except BaseException as exc:
         try:
-            os.write(2, f"sandbox: cannot start the program: {exc}\n".encode())
+            os.write(errors, f"cannot start the program: {type(exc).__name__}: {exc}".encode()[:1000])
         finally:
             os._exit(126)
 
@@ -453,12 +475,16 @@ def _keeper(cfg: _Config) -> None:
             _setup_basic(cfg)
             nproc = cfg.limits.max_processes + _processes_of(os.getuid())
         _die_with_parent(cfg.caller, signal.SIGTERM)  # a credential change clears it
+        errors_r, errors_w = os.pipe2(os.O_CLOEXEC)
         start = time.monotonic()
         pid = os.fork()
         if pid == 0:
-            _program(cfg, nproc)
-        for fd in cfg.fds:
+            _program(cfg, nproc, errors_w)
+        for fd in (*cfg.fds, errors_w):
             os.close(fd)
+        failed = os.read(errors_r, 1000)
+        if failed:
+            raise SandboxError(failed.decode(errors="replace"))
         _, timed_out = _wait_with_deadline(pid, start + cfg.limits.time_s)
         status, pid = _stop(pid, cfg.isolation), None
         elapsed = time.monotonic() - start
@@ -499,6 +525,8 @@ def run_python(source: str, *, stdin: str | bytes = b"", limits: Limits = Limits
     interpreter = interpreter or _interpreter()
     if not os.access(interpreter, os.X_OK):
         raise SandboxError(f"{interpreter} is not an executable interpreter")
+    if mode == "namespaces":
+        _interpreter_prefix(interpreter)
     data = stdin.encode() if isinstance(stdin, str) else bytes(stdin)
     tmp = tempfile.mkdtemp(prefix="rlvr-code-", dir=_temp_base(mode))
     report_r, report_w = os.pipe()
