@@ -312,6 +312,12 @@ def test_two_runs_with_one_label_are_refused(runs, tmp_path, capsys):
     assert "two runs have the label 'grpo-run'" in err and str(other) in err and "--label" in err
 
 
+def test_an_output_that_is_a_file_is_refused(runs, tmp_path, capsys):
+    (tmp_path / "taken").write_text("")
+    assert compare_cli(str(runs[0]), "--output", str(tmp_path / "taken"), "--no-plots") == 2
+    assert f"--output {tmp_path / 'taken'}: cannot create the folder" in capsys.readouterr().err
+
+
 def test_smooth_must_be_positive(runs, capsys):
     with pytest.raises(SystemExit) as exc:
         compare_cli(str(runs[0]), "--smooth", "0")

@@ -63,7 +63,10 @@ def run(args) -> int:
     compare.check_labels(runs)
     result = compare.compare(runs, args.smooth)
     out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RLVRError(f"--output {out}: cannot create the folder ({exc.strerror})") from exc
     plots = None if figure_class is None else draw_all(figure_class, compare.metric_groups(runs), runs, args.smooth,
                                                        out)
     result["plots"] = [name for name, _ in plots or []]
