@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -161,11 +161,12 @@ def score_function_gradients(answers: np.ndarray, advantages: np.ndarray, probs:
     ``answers`` ``(D, P, G)`` int, ``advantages`` ``(D, P, G)``, ``probs`` ``(P, K)``,
     ``weights`` broadcastable to ``(D, P, G)`` (default ``1/G``) → ``(D, P, K)``.
     """
-    num_prompts, k = probs.shape
+    d, num_prompts, _ = answers.shape
+    k = probs.shape[1]
     aw = advantages * (1.0 / answers.shape[-1] if weights is None else weights)
-    onehot = answers[..., None] == np.arange(k)
-    pushed = np.einsum("dpg,dpgk->dpk", aw, onehot.astype(aw.dtype))
-    return (pushed - aw.sum(axis=-1)[..., None] * probs[None]) / num_prompts
+    cell = (np.arange(d * num_prompts).reshape(d, num_prompts, 1) * k + answers).ravel()
+    pushed = np.bincount(cell, weights=np.broadcast_to(aw, answers.shape).ravel(), minlength=d * num_prompts * k)
+    return (pushed.reshape(d, num_prompts, k) - aw.sum(axis=-1)[..., None] * probs[None]) / num_prompts
 
 
 def normalisation_weights(name: str, lengths: np.ndarray, answers: np.ndarray,
@@ -268,17 +269,16 @@ def summarize_gradients(grads: np.ndarray, exact: np.ndarray, rng: np.random.Gen
     return out
 
 
-def length_push(grads: np.ndarray, rng: np.random.Generator, *, blocks: int = 50,
+def length_push(per_answer: np.ndarray, rng: np.random.Generator, *, blocks: int = 50,
                 replicates: int = 400) -> dict[str, float]:
     """Expected gradient on each length-problem answer's logit, summed over prompts.
 
-    ``grads`` ``(D, P, 4)`` in :data:`LENGTH_ANSWERS` order. Returns the four sums
+    ``per_answer`` ``(D, 4)``: each draw's ``Σ_p g_pk`` in :data:`LENGTH_ANSWERS` order. Returns the four
     ``E[Σ_p g_pk]``, the ratios ``wrong_ratio = E[g_wrong-long] / E[g_wrong-short]`` and
     ``right_ratio = E[g_right-long] / E[g_right-short]`` (1 for the exact gradient: the
     long answer is pushed as hard as the short one) and their bootstrap standard errors.
     """
-    d = grads.shape[0]
-    per_answer = grads.sum(axis=1)
+    d = per_answer.shape[0]
     starts = np.linspace(0, d, min(blocks, d) + 1).astype(int)[:-1]
     sums = np.add.reduceat(per_answer, starts, axis=0)
     pick = rng.integers(0, len(starts), (replicates, len(starts)))
@@ -454,43 +454,51 @@ def scenarios(size: AuditSize) -> list[Problem]:
     return [equal_difficulty(size.prompts), mixed_difficulty(size.prompts)]
 
 
-def estimator_draws(estimator: Estimator, problem: Problem, size: AuditSize, seed_key: int,
-                    stacked: bool | None = None) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Sample ``D`` draws of ``problem`` and the estimator's advantages.
+def iter_draws(estimator: Estimator, problem: Problem, size: AuditSize, seed_key: int,
+               stacked: bool) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``size.draws`` draws of ``problem`` in chunks of at most :data:`DRAW_CHUNK`.
 
-    Every estimator sees the same draws (the generator is seeded by ``size.seed`` and
-    ``seed_key`` only). Returns ``answers`` ``(D, P, G)``, ``advantages`` ``(D, P, G)`` and
-    whether the draws were stacked into single hook calls (:func:`acts_per_group`).
+    Yields ``answers`` ``(d, P, G)`` and the estimator's ``advantages`` ``(d, P, G)``. Every
+    estimator sees the same draws: the generator is seeded by ``size.seed`` and ``seed_key`` only.
     """
     rng = np.random.default_rng([size.seed, seed_key])
-    g = size.generations
-    answers = sample_answers(problem.probs, g, size.draws, rng)
-    rewards = answer_values(problem.correct, answers).reshape(size.draws, -1)
-    if stacked is None:
-        stacked = acts_per_group(estimator, rewards[:4], g)
-    adv = np.concatenate([draw_advantages(estimator, rewards[i:i + DRAW_CHUNK], g, stacked)
-                          for i in range(0, size.draws, DRAW_CHUNK)])
-    return answers, adv.reshape(answers.shape), stacked
+    for start in range(0, size.draws, DRAW_CHUNK):
+        answers = sample_answers(problem.probs, size.generations, min(DRAW_CHUNK, size.draws - start), rng)
+        rewards = answers_rewards(problem, answers)
+        yield answers, draw_advantages(estimator, rewards, size.generations, stacked).reshape(answers.shape)
+
+
+def probe_stacking(estimator: Estimator, size: AuditSize) -> bool:
+    """:func:`acts_per_group` on four batches of the mixed-difficulty problem."""
+    problem = mixed_difficulty(size.prompts)
+    answers = sample_answers(problem.probs, size.generations, 4, np.random.default_rng([size.seed, 97]))
+    return acts_per_group(estimator, answers_rewards(problem, answers), size.generations)
+
+
+def answers_rewards(problem: Problem, answers: np.ndarray) -> np.ndarray:
+    """``(D, P·G)`` rewards of ``(D, P, G)`` answers, the groups contiguous as the trainer lays them out."""
+    return answer_values(problem.correct, answers).reshape(answers.shape[0], -1)
 
 
 def audit_estimator(estimator: Estimator, size: AuditSize) -> dict[str, Any]:
     """Bias/variance on each scenario and the length experiment for one estimator."""
+    stacked = probe_stacking(estimator, size)
     out: dict[str, Any] = {"name": estimator.name, "distribution": estimator.distribution,
-                           "version": estimator.version, "scenarios": {}}
-    stacked = None
+                           "version": estimator.version, "calls": "stacked" if stacked else "per batch",
+                           "scenarios": {}, "length": {}}
     for key, problem in enumerate(scenarios(size)):
-        answers, adv, stacked = estimator_draws(estimator, problem, size, key, stacked)
-        grads = score_function_gradients(answers, adv, problem.probs)
+        grads = np.concatenate([score_function_gradients(answers, adv, problem.probs)
+                                for answers, adv in iter_draws(estimator, problem, size, key, stacked)])
         exact = exact_gradient(problem.logits, problem.correct)
         out["scenarios"][problem.name] = summarize_gradients(grads, exact, np.random.default_rng([size.seed, 99, key]))
-    out["calls"] = "stacked" if stacked else "per batch"
     problem = length_problem(size.prompts, size.short, size.long)
-    answers, adv, _ = estimator_draws(estimator, problem, size, 2, stacked)
-    out["length"] = {}
-    for norm in NORMALISATIONS:
-        w = normalisation_weights(norm, problem.lengths, answers, max_length=size.long)
-        grads = score_function_gradients(answers, adv, problem.probs, w)
-        out["length"][norm] = length_push(grads, np.random.default_rng([size.seed, 98]))
+    per_answer: dict[str, list[np.ndarray]] = {norm: [] for norm in NORMALISATIONS}
+    for answers, adv in iter_draws(estimator, problem, size, len(out["scenarios"]), stacked):
+        for norm, chunks in per_answer.items():
+            w = normalisation_weights(norm, problem.lengths, answers, max_length=size.long)
+            chunks.append(score_function_gradients(answers, adv, problem.probs, w).sum(axis=1))
+    for norm, chunks in per_answer.items():
+        out["length"][norm] = length_push(np.concatenate(chunks), np.random.default_rng([size.seed, 98]))
     return out
 
 

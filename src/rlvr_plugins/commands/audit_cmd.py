@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -54,7 +53,7 @@ def run(args) -> int:
     estimators = audit.load_estimators(args.estimators or None)
     results = audit.run_audit(estimators, size)
     results["seconds"] = round(time.perf_counter() - start, 2)
-    results["command"] = "rlvr audit " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["audit"] else "rlvr audit"
+    results["command"] = command_line(args)
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     (out / "audit.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
@@ -64,6 +63,15 @@ def run(args) -> int:
     print(table)
     print(f"wrote {out / 'audit.md'}, {out / 'audit.json'} and {', '.join(str(out / p) for p in PLOTS)}")
     return 0
+
+
+def command_line(args) -> str:
+    """The ``rlvr audit`` command that reproduces this run (the output folder left out)."""
+    words = ["rlvr", "audit", *(f"--estimator {n}" for n in args.estimators)]
+    words += ["--full"] if args.full else []
+    words += [f"--{k} {getattr(args, k)}" for k in ("draws", "prompts", "generations", "seed")
+              if getattr(args, k) is not None]
+    return " ".join(words)
 
 
 def _pm(value: float, se: float, digits: int = 4) -> str:

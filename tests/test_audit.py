@@ -1,0 +1,227 @@
+"""The estimator lab (``rlvr audit``) against finite differences and closed-form expectations."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from rlvr_plugins import Plugin, audit, hookimpl
+from rlvr_plugins.cli import build_parser, main
+from rlvr_plugins.manager import temporary_plugin
+
+G = 8
+SIZE = audit.AuditSize(prompts=8, generations=G, draws=4000, seed=0)
+
+
+@pytest.fixture(scope="module")
+def estimators():
+    return {e.name: e for e in audit.load_estimators(["grpo", "rloo", "dr-grpo", "batch-std"])}
+
+
+def draws(estimator, problem, key, size=SIZE):
+    chunks = list(audit.iter_draws(estimator, problem, size, key, audit.probe_stacking(estimator, size)))
+    return np.concatenate([a for a, _ in chunks]), np.concatenate([adv for _, adv in chunks])
+
+
+def mc_stats(estimator, problem, key=1, size=SIZE):
+    answers, adv = draws(estimator, problem, key, size)
+    grads = audit.score_function_gradients(answers, adv, problem.probs)
+    exact = audit.exact_gradient(problem.logits, problem.correct)
+    return audit.summarize_gradients(grads, exact, np.random.default_rng(7))
+
+
+def binomial_pmf(n, s):
+    return np.array([math.comb(n, k) * s**k * (1 - s) ** (n - k) for k in range(n + 1)])
+
+
+def grpo_prompt_scale(s, g=G, eps=1e-4):
+    """κ(s) = E[A | r_i = 1] − E[A | r_i = 0] for GRPO, the other G−1 rewards ~ Bernoulli(s)."""
+    def z(r, ones):
+        std = math.sqrt(ones * (g - ones) / (g * (g - 1)))
+        return (r - ones / g) / (std + eps)
+
+    pmf = binomial_pmf(g - 1, s)
+    return sum(p * (z(1, k + 1) - z(0, k)) for k, p in enumerate(pmf))
+
+
+# -- closed forms ------------------------------------------------------------------
+
+
+def test_exact_gradient_matches_finite_differences_of_expected_reward():
+    rng = np.random.default_rng(3)
+    logits, correct = rng.normal(size=(3, 5)), rng.random((3, 5))
+    h, fd = 1e-6, np.zeros((3, 5))
+    for p in range(3):
+        for k in range(5):
+            step = np.zeros((3, 5))
+            step[p, k] = h
+            fd[p, k] = (audit.expected_reward(logits + step, correct) - audit.expected_reward(logits - step, correct)) / (2 * h)
+    assert np.allclose(audit.exact_gradient(logits, correct), fd, atol=1e-9)
+
+
+def test_cosine_and_rescaled_bias_by_hand():
+    e = np.array([1.0, 0.0])
+    assert audit.rescaled_bias(np.array([3.0, 0.0]), e) == pytest.approx(0.0)
+    assert audit.rescaled_bias(np.array([1.0, 1.0]), e) == pytest.approx(math.sqrt(0.5))  # sin 45°
+    assert audit.rescaled_bias(np.array([-1.0, 0.2]), e) == pytest.approx(1.0)  # wrong way: c = 0
+    assert audit.cosine(np.array([1.0, 1.0]), e) == pytest.approx(math.sqrt(0.5))
+
+
+def test_sampled_answers_follow_the_policy():
+    probs = audit.mixed_difficulty(4).probs
+    answers = audit.sample_answers(probs, 8, 5000, np.random.default_rng(0))
+    freq = (answers[..., None] == np.arange(probs.shape[1])).mean(axis=(0, 2))
+    assert np.abs(freq - probs).max() < 4 * math.sqrt(0.25 / (5000 * 8))
+
+
+def test_score_function_with_a_constant_baseline_is_unbiased():
+    problem = audit.mixed_difficulty(4)
+    probs, d = problem.probs, 20000
+    answers = audit.sample_answers(probs, G, d, np.random.default_rng(1))
+    rewards = problem.correct[np.arange(4)[:, None], answers]
+    grads = audit.score_function_gradients(answers, rewards - 0.3, probs)
+    exact = audit.exact_gradient(problem.logits, problem.correct)
+    z = (grads.mean(0) - exact) / (grads.std(0, ddof=1) / math.sqrt(d))
+    assert np.abs(z).max() < 4.5
+    by_hand = np.zeros((d, 4, probs.shape[1]))
+    for p in range(4):
+        for i in range(G):
+            onehot = np.eye(probs.shape[1])[answers[:, p, i]]
+            by_hand[:, p] += (rewards[:, p, i] - 0.3)[:, None] * (onehot - probs[p]) / (4 * G)
+    assert np.allclose(grads, by_hand)
+
+
+# -- estimators through their hooks ------------------------------------------------
+
+
+def test_group_local_estimators_are_stacked_batch_std_is_called_per_batch(estimators):
+    problem = audit.mixed_difficulty(8)
+    rng = np.random.default_rng(0)
+    answers = audit.sample_answers(problem.probs, G, 3, rng)
+    rewards = audit.answers_rewards(problem, answers)
+    assert rewards[1, G:2 * G].tolist() == problem.correct[1, answers[1, 1]].tolist()
+    calls = {name: audit.acts_per_group(e, rewards, G) for name, e in estimators.items()}
+    assert calls == {"grpo": True, "rloo": True, "dr-grpo": True, "batch-std": False}
+    per_batch = audit.draw_advantages(estimators["batch-std"], rewards, G, stacked=False)
+    for row, adv in zip(rewards, per_batch):
+        groups = row.reshape(8, G)
+        expected = (groups - groups.mean(1, keepdims=True)) / (row.std(ddof=1) + 1e-4)
+        expected[groups.max(1) == groups.min(1)] = 0.0
+        assert np.allclose(adv, expected.reshape(-1), atol=1e-5)
+
+
+@pytest.mark.parametrize("name, scale", [("rloo", 1.0), ("dr-grpo", (G - 1) / G)])
+def test_mean_and_leave_one_out_baselines_are_unbiased_on_mixed_difficulty(estimators, name, scale):
+    st = mc_stats(estimators[name], audit.mixed_difficulty(8))
+    assert st["cosine"] > 0.9995
+    assert st["bias"] < 2 * st["noise"]
+    assert abs(st["scale"] - scale) < 4 * st["scale_se"]
+    assert audit.verdict(st) == "unbiased up to scale"
+
+
+def test_grpo_is_biased_on_mixed_difficulty_by_its_per_prompt_weights(estimators):
+    problem = audit.mixed_difficulty(8)
+    st = mc_stats(estimators["grpo"], problem)
+    assert st["bias"] > 5 * st["noise"] and audit.verdict(st) == "biased"
+    kappa = np.array([grpo_prompt_scale(s) for s in problem.success])
+    assert np.all(np.abs(np.array(st["prompt_scale"]) - kappa) < 4 * np.array(st["prompt_scale_se"]))
+    exact = audit.exact_gradient(problem.logits, problem.correct)
+    expected = kappa[:, None] * exact  # E[g_p] = κ(J_p) ∇_p J for 0/1 rewards
+    bias = audit.rescaled_bias(expected.ravel(), exact.ravel())
+    assert bias > 0.05
+    assert abs(st["bias"] - bias) < 3 * st["bias_se"] + st["noise"]
+
+
+def test_grpo_is_unbiased_up_to_scale_on_equal_difficulty(estimators):
+    problem = audit.equal_difficulty(8)
+    st = mc_stats(estimators["grpo"], problem, key=0)
+    assert st["bias"] < 2 * st["noise"]
+    assert abs(st["scale"] - grpo_prompt_scale(0.3)) < 4 * st["scale_se"]
+
+
+def test_per_response_normalisation_pushes_long_wrong_answers_down_less(estimators):
+    short, long = 64, 512
+    problem = audit.length_problem(8, short, long)
+    answers, adv = draws(estimators["rloo"], problem, 2)
+    push = {}
+    for norm in audit.NORMALISATIONS:
+        w = audit.normalisation_weights(norm, problem.lengths, answers, max_length=long)
+        grads = audit.score_function_gradients(answers, adv, problem.probs, w)
+        push[norm] = audit.length_push(grads.sum(axis=1), np.random.default_rng(5))
+    per, const, token = push["per-response"], push["constant"], push["token-mean"]
+    assert per["wrong-long"] < 0 and per["wrong-short"] < 0
+    # leave-one-out, right and wrong answers length-symmetric: E[g_k] = π_k (c_k − J) / |o_k| / P
+    assert abs(per["wrong_ratio"] - short / long) < 4 * per["wrong_ratio_se"]
+    assert abs(per["right_ratio"] - short / long) < 4 * per["right_ratio_se"]
+    assert abs(const["wrong_ratio"] - 1) < 4 * const["wrong_ratio_se"]
+    assert abs(const["right_ratio"] - 1) < 4 * const["right_ratio_se"]
+    assert 1 - token["wrong_ratio"] > 4 * token["wrong_ratio_se"]
+
+
+def test_weights_of_each_normalisation_by_hand():
+    lengths = np.array([[10, 30]])
+    answers = np.array([[[0, 1, 1]]])  # one draw, one prompt, G = 3
+    assert audit.normalisation_weights("per-response", lengths, answers, 100).tolist() == [[[1 / 30, 1 / 90, 1 / 90]]]
+    assert audit.normalisation_weights("constant", lengths, answers, 100).tolist() == [[[1 / 300] * 3]]
+    assert audit.normalisation_weights("token-mean", lengths, answers, 100).tolist() == [[[1 / 70] * 3]]
+    with pytest.raises(ValueError, match="Supported"):
+        audit.normalisation_weights("sum", lengths, answers, 100)
+
+
+class HalfBaseline(Plugin):
+    """A third-party estimator: ``A = r − 0.5``, a constant baseline (unbiased, scale 1)."""
+
+    name = "half-baseline"
+
+    @hookimpl
+    def rlvr_compute_advantages(self, rewards, num_generations, valid):
+        return rewards - 0.5
+
+
+def test_a_third_party_estimator_is_audited_through_its_hook():
+    with temporary_plugin(HalfBaseline):
+        (est,) = audit.load_estimators(["half-baseline"])
+        result = audit.audit_estimator(est, audit.AuditSize(draws=4000))
+    assert result["calls"] == "stacked"
+    assert audit.verdict(result["scenarios"]["equal"]) == "unbiased up to scale"
+    # The trainer zeroes groups whose rewards all agree, so a constant baseline keeps
+    # E[A | r_i = 1] = ½ (1 − s^(G−1)) and E[A | r_i = 0] = −½ (1 − (1−s)^(G−1)):
+    # κ(s) = 1 − ½ s^(G−1) − ½ (1−s)^(G−1), not 1.
+    st = result["scenarios"]["mixed"]
+    s = np.array(audit.mixed_difficulty(8).success)
+    kappa = 1 - 0.5 * s ** (G - 1) - 0.5 * (1 - s) ** (G - 1)
+    assert np.all(np.abs(np.array(st["prompt_scale"]) - kappa) < 4 * np.array(st["prompt_scale_se"]))
+    assert audit.verdict(st) == "biased"
+
+
+# -- the command ---------------------------------------------------------------------
+
+
+def test_cli_writes_table_json_and_plots(tmp_path, capsys):
+    out = tmp_path / "audit"
+    args = build_parser().parse_args(["audit", "--estimator", "rloo", "--estimator", "grpo", "--estimator",
+                                      "batch-std", "--output", str(out), "--draws", "300", "--prompts", "4"])
+    assert args.func(args) == 0  # main() minus quiet_libraries(), which imports transformers
+    for name in ("audit.md", "audit.json", *("audit-bias.png", "audit-prompt-weights.png", "audit-length.png")):
+        assert (out / name).stat().st_size > 0
+    table = (out / "audit.md").read_text()
+    for name in ("rloo", "grpo", "batch-std"):
+        assert f"| {name} | mixed |" in table and f"| {name} | equal |" in table
+        assert f"| {name} | per-response |" in table
+    data = json.loads((out / "audit.json").read_text())
+    assert [e["name"] for e in data["estimators"]] == ["rloo", "grpo", "batch-std"]
+    assert data["size"]["draws"] == 300 and data["size"]["prompts"] == 4
+    assert data["command"] == "rlvr audit --estimator rloo --estimator grpo --estimator batch-std --draws 300 --prompts 4"
+    assert "audit.md" in capsys.readouterr().out
+
+
+def test_cli_rejects_an_unknown_estimator_listing_the_valid_ones(tmp_path, capsys):
+    code = main(["audit", "--estimator", "rloo", "--estimator", "no-such", "--output", str(tmp_path / "a")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "Unsupported estimator: 'no-such'" in err
+    for name in ("grpo", "rloo", "batch-std", "dr-grpo"):
+        assert repr(name) in err
+    assert not (tmp_path / "a").exists()
