@@ -352,3 +352,44 @@ def test_limits_never_exceed_the_callers_hard_limits(isolation):
         finally:
             os._exit(2)
     assert os.waitpid(pid, 0)[1] == 0
+
+
+NONROOT_SCRIPT = """
+import json, os, sys
+sys.path.insert(0, {src!r})
+from rlvr_code.sandbox import Limits, run_python
+out = {{}}
+for name, source in {{
+    "whoami": "import os; print(os.getuid(), os.getpid(), sorted(os.listdir('/')))",
+    "socket": "import socket; socket.socket()",
+    "escape": "open({escape!r}, 'w').write('x')",
+    "forks": "import os\\nn = 0\\ntry:\\n    while True:\\n        if os.fork() == 0:\\n            import time; time.sleep(20); os._exit(0)\\n        n += 1\\nexcept OSError:\\n    print(n)",
+}}.items():
+    r = run_python(source, isolation="namespaces", limits=Limits(time_s=5.0, max_processes=6))
+    out[name] = [r.exit_code, r.stdout.decode()]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as a non-root user every other test already takes this path")
+def test_unprivileged_caller_path():
+    """The namespaces mode as an ordinary user (user namespace first, then mounts), run as nobody."""
+    import json
+    import shutil
+    import subprocess
+
+    from conftest import runnable_by_others
+
+    python = shutil.which("python3", path="/usr/bin:/bin") or ""
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+    if not (shutil.which("setpriv") and python and runnable_by_others(python) and runnable_by_others(src)):
+        pytest.skip("needs setpriv and a system python3 and sources that nobody can read")
+    escape = f"/tmp/rlvr-code-escape-{secrets.token_hex(6)}"  # writable by nobody on the host
+    script = NONROOT_SCRIPT.format(src=src, escape=escape)
+    done = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", python, "-c", script],
+                          capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "TMPDIR": "/tmp"})
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["whoami"][0] == 0 and out["whoami"][1].startswith("1000 1 ")
+    assert out["socket"][0] == 1 and out["escape"][0] == 0 and not os.path.exists(escape)
+    assert out["forks"] == [0, "5\n"]

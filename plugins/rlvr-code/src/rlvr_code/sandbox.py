@@ -395,8 +395,7 @@ def _program(cfg: _Config, nproc: int, errors: int) -> None:
             os.setpgid(0, 0)
         for target, fd in enumerate(cfg.fds):
             os.dup2(fd, target)
-        os.closerange(3, errors)
-        os.closerange(errors + 1, 1 << 16)
+        _close_all_except({0, 1, 2, errors})
         _set_limits(cfg.limits, nproc)
         _install_seccomp()
         os.execve(cfg.interpreter, [cfg.interpreter, "-I", "-S", "-B", *cfg.argv], PROGRAM_ENV)
@@ -433,6 +432,15 @@ def _wait_with_deadline(pid: int, deadline: float) -> tuple[int, bool]:
     return pid, timed_out
 
 
+def _close_all_except(keep: set[int]) -> None:
+    low = 0
+    for fd in sorted(keep):
+        if fd > low:  # never an empty range: CPython turns closerange(0, 0) into close_range(0, ~0)
+            os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, 1 << 16)
+
+
 class _CallerDied(BaseException):
     pass
 
@@ -466,6 +474,7 @@ def _keeper(cfg: _Config) -> None:
     code, pid = 1, None
     try:
         signal.signal(signal.SIGTERM, _raise_caller_died)
+        _close_all_except({0, 1, 2, *cfg.fds, cfg.report})  # e.g. the engine's socket: its EOF must not wait for us
         os.setpgid(0, 0)
         _die_with_parent(cfg.caller, signal.SIGTERM)
         if cfg.isolation == "namespaces":
