@@ -42,7 +42,7 @@ def test_environment_is_empty_of_inherited_variables(isolation, monkeypatch):
     result = run("import os; print(sorted(os.environ))", isolation)
     names = eval(result.stdout)
     assert "RLVR_CODE_SECRET" not in names
-    assert set(names) <= {"PATH", "HOME", "LC_CTYPE"}  # LC_CTYPE: Python's own C-locale coercion
+    assert set(names) <= {"PATH", "HOME", "MALLOC_ARENA_MAX", "LC_CTYPE"}  # LC_CTYPE: Python's C-locale coercion
 
 
 def test_busy_loop_is_killed_at_the_wall_deadline(isolation):

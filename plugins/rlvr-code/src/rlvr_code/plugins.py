@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from dataclasses import dataclass
@@ -86,7 +87,7 @@ class CodeTestsScorer:
         return self.run_cases(program, cases)
 
     def _run(self, source: str, stdin: str, time_s: float, argv: list[str] | None = None):
-        limits = Limits(**{**self.limits.__dict__, "time_s": time_s})
+        limits = dataclasses.replace(self.limits, time_s=time_s)
         return run_python(source, stdin=stdin, limits=limits, isolation=self.isolation, argv=argv,
                           interpreter=self.python or None)
 

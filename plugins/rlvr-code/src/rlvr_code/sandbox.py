@@ -60,7 +60,8 @@ Isolation = Literal["auto", "namespaces", "basic"]
 
 NOBODY = 65534
 INNER_UID = 1000
-PROGRAM_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work"}
+PROGRAM_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work",
+               "MALLOC_ARENA_MAX": "2"}  # glibc reserves 64 MB of address space per thread arena otherwise
 KEEPER_GRACE_S = 5.0
 
 _CLONE_NEWNS, _CLONE_NEWUTS, _CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
@@ -170,9 +171,8 @@ def seccomp_filter(arch: str | None = None) -> bytes:
     denied = ([("jge", x32)] if x32 else []) + [("jeq", sys_socket)] + [("jeq", n) for n in io_uring]
     prog = [(ld, 0, 0, 4), (jeq, 1, 0, audit), (ret, 0, 0, kill), (ld, 0, 0, 0)]
     body_end = len(prog) + len(denied)  # index of "ret allow"
-    for i, (op, nr) in enumerate(denied):
-        here = len(prog)
-        prog.append((jge if op == "jge" else jeq, body_end + 1 - here - 1, 0, nr))
+    for op, nr in denied:
+        prog.append((jge if op == "jge" else jeq, body_end - len(prog), 0, nr))  # jump to "ret deny"
     prog += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
     return b"".join(struct.pack("HBBI", *ins) for ins in prog)
 
@@ -352,7 +352,8 @@ def _children_of(pid: int) -> list[int]:
 
 
 def _sweep_descendants() -> None:
-    """Kill and reap every child of this (subreaper) process until none is left."""
+    """Kill and reap every child of this (subreaper) process until none is left: orphans
+    re-parent to it, so each round catches the children of the processes killed before."""
     me = os.getpid()
     while True:
         for kid in _children_of(me):
@@ -361,10 +362,11 @@ def _sweep_descendants() -> None:
             except OSError:
                 pass
         try:
-            pid, _ = os.waitpid(-1, 0)
+            os.waitpid(-1, 0)
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
         except ChildProcessError:
             return
-        del pid
 
 
 # ---------------------------------------------------------------- keeper and program
@@ -406,8 +408,9 @@ def _program(cfg: _Config, nproc: int, errors: int) -> None:
             os._exit(126)
 
 
-def _wait_with_deadline(pid: int, deadline: float) -> tuple[int, bool]:
-    """(wait status, timed out); the child is killed at ``deadline`` (monotonic)."""
+def _wait_with_deadline(pid: int, deadline: float) -> bool:
+    """Wait until the child ``pid`` exits (without reaping it) or ``deadline`` (monotonic)
+    passes; True when the deadline passed first."""
     timed_out = False
     try:
         pidfd = os.pidfd_open(pid)
@@ -429,7 +432,7 @@ def _wait_with_deadline(pid: int, deadline: float) -> tuple[int, bool]:
                 break
             time.sleep(delay)
             delay = min(delay * 2, 0.02)
-    return pid, timed_out
+    return timed_out
 
 
 def _close_all_except(keep: set[int]) -> None:
@@ -494,7 +497,7 @@ def _keeper(cfg: _Config) -> None:
         failed = os.read(errors_r, 1000)
         if failed:
             raise SandboxError(failed.decode(errors="replace"))
-        _, timed_out = _wait_with_deadline(pid, start + cfg.limits.time_s)
+        timed_out = _wait_with_deadline(pid, start + cfg.limits.time_s)
         status, pid = _stop(pid, cfg.isolation), None
         elapsed = time.monotonic() - start
         os.write(cfg.report, f"ok {status} {int(timed_out)} {elapsed:.6f}".encode())
@@ -557,7 +560,7 @@ def run_python(source: str, *, stdin: str | bytes = b"", limits: Limits = Limits
             _keeper(cfg)
         os.close(report_w)
         report_w = -1
-        _, keeper_late = _wait_with_deadline(pid, time.monotonic() + limits.time_s + KEEPER_GRACE_S)
+        keeper_late = _wait_with_deadline(pid, time.monotonic() + limits.time_s + KEEPER_GRACE_S)
         if keeper_late:
             os.killpg(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
@@ -624,13 +627,16 @@ _probed: dict[str, bool] = {}
 def namespaces_available() -> bool:
     """Whether the namespaces sandbox works here (probed once per process)."""
     if "namespaces" not in _probed:
-        try:
-            result = run_python("print('ok')", limits=Limits(time_s=10.0), isolation="namespaces")
-            _probed["namespaces"] = result.ok and result.stdout == b"ok\n"
-            why = result.stderr.decode(errors="replace")[-300:]
-        except SandboxError as exc:
-            _probed["namespaces"] = False
-            why = str(exc)
+        for _ in range(3):  # a transient failure (fork refused on a loaded host) must not downgrade for good
+            try:
+                result = run_python("print('ok')", limits=Limits(time_s=10.0), isolation="namespaces")
+                _probed["namespaces"] = result.ok and result.stdout == b"ok\n"
+                why = result.stderr.decode(errors="replace")[-300:]
+            except SandboxError as exc:
+                _probed["namespaces"] = False
+                why = str(exc)
+            if _probed["namespaces"]:
+                break
         if not _probed["namespaces"]:
             logger.warning("code sandbox: namespaces unavailable, falling back to basic isolation "
                            "(no filesystem isolation, see the rlvr-code README): %s", why)
