@@ -66,3 +66,61 @@ def test_rlvr_train_smoke_recipe_on_two_processes(tmp_path):
     assert [r["step"] for r in rows if "reward" in r] == [1, 2]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["grpo_steps"] == 2 and (out / "checkpoint-2" / "rlvr_plugin_state.json").exists()
+
+
+RANK_FAULTS = REPO / "tests" / "multiproc" / "rank_faults.py"
+
+
+def run_rank_faults(tmp_path, mode):
+    """Fault item 17 on 2 processes; the subprocess timeout is the watchdog against a collective hang."""
+    out = tmp_path / f"{mode}.jsonl"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+           "--master_port", str(free_port()), str(RANK_FAULTS), str(out), mode]
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
+    try:
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{mode}: the ranks hung (no exit within 300 s)")
+    rows = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+    return result, rows
+
+
+@pytest.mark.slow
+def test_17_a_reward_failing_on_one_rank_is_masked_and_both_ranks_go_on(tmp_path):
+    result, rows = run_rank_faults(tmp_path, "masked")
+    assert result.returncode == 0, result.stderr[-4000:]
+    seen = [r for r in rows if "valid" in r]
+    assert sorted((r["rank"], r["step"]) for r in seen) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    for step in (0, 1):  # both ranks see the same gathered batch; only rank 1's half has masked rows
+        rank0, rank1 = sorted((r for r in seen if r["step"] == step), key=lambda r: r["rank"])
+        assert rank0["valid"] == rank1["valid"] and rank0["valid"][:4] == [True] * 4
+    masked = sum(v is False for r in seen if r["rank"] == 0 for v in r["valid"])
+    assert masked > 0
+    (done,) = [r for r in rows if "done" in r]
+    failed = [h["rlvr/failed/rank-flaky"] for h in done["log"] if "rlvr/failed/rank-flaky" in h]
+    assert sum(failed) == masked
+
+
+@pytest.mark.slow
+def test_17_a_reward_failing_k_times_on_one_rank_stops_every_rank_with_one_error(tmp_path):
+    result, rows = run_rank_faults(tmp_path, "failing")
+    assert result.returncode != 0
+    # both ranks raise the same error, naming the reward and the rank where it failed
+    assert result.stderr.count("reward error on rank 1 (all 2 ranks stop)") >= 2, result.stderr[-4000:]
+    assert "rank-flaky" in result.stderr and "max_consecutive_failures=3" in result.stderr
+    assert not [r for r in rows if "valid" in r]  # nothing was trained on
+
+
+@pytest.mark.slow
+def test_17_a_metric_logged_on_one_rank_only_does_not_hang(tmp_path):
+    result, rows = run_rank_faults(tmp_path, "metric")
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert [r for r in rows if "done" in r]
+
+
+@pytest.mark.slow
+def test_17_an_observer_hook_raising_on_one_rank_stops_both(tmp_path):
+    result, rows = run_rank_faults(tmp_path, "hook")
+    assert result.returncode != 0
+    assert "observer broke on rank 1" in result.stderr
+    assert not [r for r in rows if "done" in r]

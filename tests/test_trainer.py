@@ -99,8 +99,12 @@ def test_hooks_receive_gathered_batch_and_shape_the_advantages(tmp_path, tokeniz
     assert torch.allclose(rewards, per_func[:, 0] - 0.01 * lengths.float(), atol=1e-6)
     # each prompt repeated G times in a row (the sampler contract) and the rloo formula
     assert indices[0:4] == [indices[0]] * 4 and indices[4:8] == [indices[4]] * 4
+    # rloo on the outcome reward, plus the penalty centred on its group mean (never std-scaled)
+    outcome = per_func[:, 0].view(-1, 4)
+    penalty = (-0.01 * lengths.float()).view(-1, 4)
+    expected = (outcome - (outcome.sum(1, keepdim=True) - outcome) / 3 + penalty - penalty.mean(1, keepdim=True))
+    expected = expected.reshape(-1)
     groups = rewards.view(-1, 4)
-    expected = (groups - (groups.sum(1, keepdim=True) - groups) / 3).reshape(-1)
     zero_var = (groups.max(1).values == groups.min(1).values).repeat_interleave(4)
     expected[zero_var] = 0
     assert torch.allclose(adv, expected, atol=1e-6)
@@ -188,9 +192,12 @@ def test_default_grpo_estimator_matches_formula_on_logged_batch(tmp_path, tokeni
     with temporary_plugin(DigitReward), temporary_plugin(Recorder):
         trainer = make_trainer(tmp_path, {"digit-reward": {}, "recorder": {}}, tokenizer, max_steps=1)
     trainer.train()
-    _, _, rewards, adv, _ = [c for c in Recorder.calls if c[0] == "rewards"][0]
+    _, _, rewards, adv, per_func = [c for c in Recorder.calls if c[0] == "rewards"][0]
+    _, lengths, _, _ = [c for c in Recorder.calls if c[0] == "penalty"][0]
     valid = torch.ones_like(rewards, dtype=torch.bool)
-    expected = grpo_advantages(rewards, valid, 4)
+    # z-score of the outcome reward; the recorder's length penalty added centred, not std-scaled (rule 14)
+    penalty = (-0.01 * lengths.float()).view(-1, 4)
+    expected = grpo_advantages(per_func[:, 0], valid, 4) + (penalty - penalty.mean(1, keepdim=True)).reshape(-1)
     g = rewards.view(-1, 4)
     expected[(g.max(1).values == g.min(1).values).repeat_interleave(4)] = 0
     assert torch.allclose(adv, expected, atol=1e-6)

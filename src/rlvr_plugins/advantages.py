@@ -97,6 +97,20 @@ def batch_std_advantages(
     return _zero_invalid(adv, valid)
 
 
+def shaping_advantages(shaping: torch.Tensor, valid: torch.Tensor, num_generations: int) -> torch.Tensor:
+    """The advantage of a shaping term (length penalty): ``s_i - mean_j s_j`` per group, never std-scaled.
+
+    Rule (fault suite item 14): the estimator sees the outcome rewards only; shaping is
+    added after it as its own group-centred term. Dividing shaping by a group's std
+    would blow an all-wrong group that differs only in length up to advantages of about
+    ±1, as large as the difference between a right and a wrong answer. A mean baseline
+    keeps the shaping gradient unbiased and at the scale the plugin chose. For a
+    mean-baseline estimator (``dr-grpo``) the result equals the estimator applied to
+    reward + shaping.
+    """
+    return _zero_invalid(shaping - group_mean(shaping, valid, num_generations), valid)
+
+
 def zero_variance_groups(rewards: torch.Tensor, valid: torch.Tensor, num_generations: int) -> torch.Tensor:
     """``(N / G,)`` bool: True where a group's valid rewards are all equal (or it has none).
 

@@ -16,7 +16,7 @@ import importlib.metadata as md
 import inspect
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import pluggy
 
@@ -37,6 +37,7 @@ BUILTIN_PLUGINS = {
     "batch-std": "rlvr_plugins.builtin.estimators:BatchStdEstimator",
     "repeat-sampler": "rlvr_plugins.builtin.sampler:RepeatSamplerPlugin",
     "plain-template": "rlvr_plugins.builtin.template:PlainTemplate",
+    "policy-loss": "rlvr_plugins.builtin.loss:PolicyLoss",
 }
 
 DEFAULTS = {
@@ -189,16 +190,20 @@ class PluginSet:
     def get(self, name: str) -> Plugin:
         return self.pm.get_plugin(name)
 
-    def call_each(self, hook: str, **kwargs: Any) -> list[tuple[str, Any]]:
+    def call_each(self, hook: str, after_each: Callable[[str], None] | None = None,
+                  **kwargs: Any) -> list[tuple[str, Any]]:
         """Call every implementation of ``hook`` in the config's order; return ``(plugin, result)`` pairs.
 
         Unlike a plain collect-all call, results keep the name of the plugin that returned
-        them, so the caller can log per plugin and name a culprit.
+        them, so the caller can log per plugin and name a culprit. ``after_each(plugin)``
+        runs after each implementation (to see what that plugin changed).
         """
         out = []
         for impl in self.pm.hook.__dict__[hook].get_hookimpls():
             args = {a: kwargs[a] for a in impl.argnames}
             out.append((impl.plugin_name, impl.function(**args)))
+            if after_each is not None:
+                after_each(impl.plugin_name)
         return out
 
     def one(self, hook: str, **kwargs: Any) -> Any:

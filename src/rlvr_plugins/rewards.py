@@ -6,6 +6,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 from .engine import RewardEngine, ScoreResult
+from .errors import RLVRError
 from .plugin import RewardFunction
 
 TRL_CONTROL_KWARGS = frozenset({"trainer_state", "log_extra", "log_metric", "environments", "completion_ids"})
@@ -83,16 +84,27 @@ class TRLReward:
     recorded in ``last_failed``; the trainer masks it (left out of the group baseline,
     advantage 0). ``None`` from the plugin (reward does not apply) is NaN too, but not a
     failure: TRL's semantics for rewards that apply to part of the data.
+
+    An error that must stop the run (a contract violation, a plugin failing K times in a
+    row) is not raised here but kept in ``pending_error`` and the batch is returned as
+    failed: the trainer raises it after every process has gathered its rewards, on every
+    process at once, so one rank's error cannot leave the others waiting in a collective.
     """
 
     def __init__(self, reward: RewardFunction, plugin: str, engines: Engines):
         self.reward, self.plugin, self.engines = reward, plugin, engines
         self.__name__ = reward.name
         self.last_failed: list[bool] = []
+        self.pending_error: RLVRError | None = None
 
     def __call__(self, prompts, completions, **columns) -> list[float]:
         keys = [k for k in columns if k not in TRL_CONTROL_KWARGS]
         examples = [{k: columns[k][i] for k in keys} for i in range(len(prompts))]
-        result = self.engines.score(self.reward, score_items(prompts, completions, examples))
+        try:
+            result = self.engines.score(self.reward, score_items(prompts, completions, examples))
+        except RLVRError as exc:
+            self.pending_error = exc
+            self.last_failed = [True] * len(prompts)
+            return [math.nan] * len(prompts)
         self.last_failed = list(result.failed)
         return [v if not f else math.nan for v, f in zip(result.values, result.failed, strict=True)]

@@ -43,9 +43,33 @@ def grpo_kwargs(config: Mapping[str, Any], plugin_set: PluginSet) -> dict[str, A
     for name, value in trainer.items():
         if name in TRAINER_OWNED:
             raise ConfigError(f"trainer.{name}: {TRAINER_OWNED[name]}")
-    plugin_set.call_each("rlvr_adjust_grpo_config", grpo_kwargs=kwargs, trainer_section=trainer)
+    adjust_grpo_config(plugin_set, kwargs, trainer)
     _check_scale_rewards(trainer, plugin_set)
     return kwargs
+
+
+def adjust_grpo_config(plugin_set: PluginSet, kwargs: dict[str, Any], trainer: Mapping[str, Any]) -> None:
+    """Let each plugin adjust ``kwargs``; two plugins that set one field to different values is an error."""
+    owners: dict[str, tuple[str, Any]] = {}
+    before = dict(kwargs)
+
+    def record(plugin: str) -> None:
+        nonlocal before
+        for key, value in kwargs.items():
+            if key in before and _same(before[key], value):
+                continue
+            if key in owners and not _same(owners[key][1], value):
+                other, first = owners[key]
+                raise ConfigError(f"plugins {other!r} and {plugin!r} both set trainer.{key}, to {first!r} and "
+                                  f"{value!r}; enable only one of them or make their options agree")
+            owners[key] = (plugin, value)
+        before = dict(kwargs)
+
+    plugin_set.call_each("rlvr_adjust_grpo_config", after_each=record, grpo_kwargs=kwargs, trainer_section=trainer)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
 
 
 def _check_scale_rewards(trainer: Mapping[str, Any], plugin_set: PluginSet) -> None:
@@ -214,6 +238,8 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
         processing_class=tokenizer,
         peft_config=modeling.lora_config(config),
         callbacks=[MetricsWriter(out / "metrics.jsonl"), stop],
+        correctness_reward=(config.get("eval") or {}).get("reward"),
+        correct_threshold=float((config.get("eval") or {}).get("threshold", 1.0)),
     )
     compact_console(trainer, show_bar=not prepared.grpo_args.disable_tqdm)
     with stop.installed():

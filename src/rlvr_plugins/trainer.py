@@ -20,11 +20,12 @@ import os
 from typing import Any
 
 import torch
-from accelerate.utils import gather
+from accelerate.utils import gather, gather_object
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
-from .advantages import finalize_advantages
+from .advantages import finalize_advantages, shaping_advantages
+from .engine import RewardPluginFailing
 from .errors import PluginConflictError, PluginContractError, PluginError
 from .manager import PluginSet
 from .rewards import Engines, TRLReward
@@ -32,6 +33,21 @@ from .rewards import Engines, TRLReward
 logger = logging.getLogger(__name__)
 
 PLUGIN_STATE_FILE = "rlvr_plugin_state.json"
+TRL_NO_SCORE_WARNING = "All reward functions returned None"
+
+
+class _TRLNoScoreFilter(logging.Filter):
+    """Drop TRL's per-batch warning for rows no reward scored (it prints the whole row, every
+    batch); the trainer warns once itself and counts them in ``rlvr/frac_no_score``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return TRL_NO_SCORE_WARNING not in str(record.msg)
+
+
+def _quiet_trl_no_score_warning() -> None:
+    trl_logger = logging.getLogger("trl.trainer.grpo_trainer")
+    if not any(isinstance(f, _TRLNoScoreFilter) for f in trl_logger.filters):
+        trl_logger.addFilter(_TRLNoScoreFilter())
 
 
 class RLVRTrainer(GRPOTrainer):
@@ -39,12 +55,16 @@ class RLVRTrainer(GRPOTrainer):
 
     :param plugin_set: the run's enabled plugins (:func:`rlvr_plugins.manager.build_plugin_set`).
     :param engines: the reward engines (default: built from ``engine_options``).
+    :param correctness_reward: the reward whose value ``>= correct_threshold`` means
+        *correct* in the logged metrics (response length of correct and wrong completions,
+        correct rate); default the first registered reward.
     Every other argument is passed to ``GRPOTrainer`` unchanged (``reward_funcs`` comes
     from the plugins and must not be given).
     """
 
     def __init__(self, *, plugin_set: PluginSet, args, engines: Engines | None = None,
-                 engine_options: dict[str, Any] | None = None, **kwargs: Any):
+                 engine_options: dict[str, Any] | None = None, correctness_reward: str | None = None,
+                 correct_threshold: float = 1.0, **kwargs: Any):
         if "reward_funcs" in kwargs:
             raise TypeError("RLVRTrainer takes its reward functions from the plugins; do not pass reward_funcs")
         self.plugin_set = plugin_set
@@ -61,6 +81,14 @@ class RLVRTrainer(GRPOTrainer):
         args.reward_weights = weights
         self._rlvr_batch: dict[str, torch.Tensor] = {}
         self._warned_no_score = False
+        _quiet_trl_no_score_warning()
+        self._rlvr_capture_logps, self._rlvr_logps = False, None
+        names = [r.name for _, r in registered]
+        self.correctness_reward = correctness_reward or names[0]
+        if self.correctness_reward not in names:
+            raise PluginError(f"correctness_reward {self.correctness_reward!r} is not a registered reward; "
+                              f"registered: {names}")
+        self.correct_threshold = float(correct_threshold)
         rollouts = [(name, fn) for name, fn in plugin_set.call_each(
             "rlvr_rollout_func", tokenizer=kwargs.get("processing_class"), num_generations=args.num_generations,
             grpo_args=args) if fn is not None]
@@ -87,7 +115,10 @@ class RLVRTrainer(GRPOTrainer):
 
     # -- rewards, penalties, advantages --------------------------------------------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        for reward in self.rlvr_rewards:
+            reward.pending_error = None
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._raise_on_every_rank()
         device = rewards_per_func.device
         failed = torch.tensor(
             [[reward.last_failed[i] for reward in self.rlvr_rewards] for i in range(len(prompts))],
@@ -102,6 +133,30 @@ class RLVRTrainer(GRPOTrainer):
             "indices": gather(indices),
         }
         return rewards_per_func
+
+    def _raise_on_every_rank(self) -> None:
+        """Raise a reward error that happened on any process, on every process.
+
+        The reward adapters keep such errors until TRL has gathered the batch's rewards
+        (every rank took part in that collective); then the ranks agree on whether one of
+        them failed, and all raise the same error, naming the plugin and the rank.
+        """
+        errors = [f"{type(r.pending_error).__name__}: {r.pending_error}" for r in self.rlvr_rewards
+                  if r.pending_error is not None]
+        local = next((r.pending_error for r in self.rlvr_rewards if r.pending_error is not None), None)
+        if self.accelerator.num_processes == 1:
+            if local is not None:
+                raise local
+            return
+        flags = gather(torch.tensor([len(errors)], device=self.accelerator.device))
+        if not flags.any():
+            return
+        messages = gather_object([(self.accelerator.process_index, errors)])
+        first_rank, first = next((rank, errs) for rank, errs in messages if errs)
+        text = f"reward error on rank {first_rank} (all {self.accelerator.num_processes} ranks stop): {first[0]}"
+        if local is not None:
+            raise type(local)(text) from local
+        raise RewardPluginFailing(text)
 
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
@@ -123,7 +178,8 @@ class RLVRTrainer(GRPOTrainer):
         names = [r.__name__ for r in self.rlvr_rewards]
         weights = self.reward_weights.to(rewards_per_func.device)
         valid = ~batch["failed"].any(dim=1) & ~torch.isnan(rewards_per_func).all(dim=1)
-        total = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1)
+        outcome = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1)
+        shaping = torch.zeros_like(outcome)
         metrics = self._metrics[mode]
         for plugin, penalty in self.plugin_set.call_each(
             "rlvr_length_penalty",
@@ -135,22 +191,26 @@ class RLVRTrainer(GRPOTrainer):
         ):
             if penalty is None:
                 continue
-            penalty = check_vector(plugin, "rlvr_length_penalty", penalty, total)
-            total = total + penalty
+            penalty = check_vector(plugin, "rlvr_length_penalty", penalty, outcome)
+            shaping = shaping + penalty
             metrics[f"penalties/{plugin}/mean"].append(penalty[valid].mean().item() if valid.any() else 0.0)
-        total = torch.where(valid, total, torch.full_like(total, float("nan")))
+        nan = torch.full_like(outcome, float("nan"))
+        outcome = torch.where(valid, outcome, nan)
+        total = torch.where(valid, outcome + shaping, nan)
         estimator = self.plugin_set.winner("rlvr_compute_advantages")
         raw = self.plugin_set.one(
             "rlvr_compute_advantages",
-            rewards=total,
+            rewards=outcome,
             num_generations=num_generations,
             valid=valid,
             rewards_per_func=rewards_per_func,
             reward_names=names,
         )
-        raw = check_vector(estimator, "rlvr_compute_advantages", raw, total, valid=valid)
+        raw = check_vector(estimator, "rlvr_compute_advantages", raw, outcome, valid=valid)
+        raw = raw + shaping_advantages(shaping, valid, num_generations)
         advantages, zero_var = finalize_advantages(raw, total, valid, num_generations)
         self._log_batch(metrics, total, advantages, valid, zero_var, batch["failed"])
+        self._log_lengths(metrics, rewards_per_func, batch["lengths"], names)
         if mode == "train":
             self.plugin_set.call_each(
                 "rlvr_on_rewards",
@@ -166,6 +226,47 @@ class RLVRTrainer(GRPOTrainer):
             )
         return advantages
 
+    def _log_lengths(self, metrics, rewards_per_func, lengths, names) -> None:
+        """``completions/mean_length_correct`` and ``_wrong``: lengths split by the correctness reward."""
+        column = names.index(self.correctness_reward)
+        values = rewards_per_func[:, column]
+        scored = ~torch.isnan(values)
+        correct = scored & (values >= self.correct_threshold)
+        for name, rows in (("correct", correct), ("wrong", scored & ~correct)):
+            if rows.any():
+                metrics[f"completions/mean_length_{name}"].append(lengths[rows].float().mean().item())
+        if scored.any():
+            metrics["rlvr/correct_rate"].append(correct[scored].float().mean().item())
+
+    # -- importance ratios (off-policy drift) -------------------------------------------
+    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+        result = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        if self._rlvr_capture_logps:
+            self._rlvr_logps = result[0].detach()
+        return result
+
+    def _compute_loss(self, model, inputs):
+        self._rlvr_capture_logps, self._rlvr_logps = True, None
+        try:
+            loss = super()._compute_loss(model, inputs)
+        finally:
+            self._rlvr_capture_logps = False
+        if self._rlvr_logps is not None:
+            old = inputs.get("old_per_token_logps")
+            mask = inputs["completion_mask"]
+            stats = ratio_statistics(self._rlvr_logps, self._rlvr_logps if old is None else old, mask)
+            totals = self.accelerator.reduce(stats["sums"], reduction="sum")
+            extremes = gather(stats["extremes"].unsqueeze(0))
+            mode = "train" if self.model.training else "eval"
+            count = totals[2].clamp(min=1.0)
+            metrics = self._metrics[mode]
+            metrics["rlvr/ratio/mean"].append((totals[0] / count).item())
+            metrics["rlvr/ratio/abs_log_mean"].append((totals[1] / count).item())
+            metrics["rlvr/ratio/max"].append(extremes[:, 0].max().item())
+            metrics["rlvr/ratio/min"].append(extremes[:, 1].min().item())
+            self._rlvr_logps = None
+        return loss
+
     def _log_batch(self, metrics, total, advantages, valid, zero_var, failed) -> None:
         metrics["rlvr/reward_total"].append(torch.nanmean(total).item() if valid.any() else 0.0)
         metrics["rlvr/advantage_abs_mean"].append(advantages.abs().mean().item())
@@ -173,8 +274,12 @@ class RLVRTrainer(GRPOTrainer):
         metrics["rlvr/frac_no_score"].append((~valid).float().mean().item())
         for reward, column in zip(self.rlvr_rewards, failed.T, strict=True):
             metrics[f"rlvr/failed/{reward.__name__}"].append(column.float().sum().item())
-        if not valid.any() and not self._warned_no_score:
-            logger.warning("no completion of this batch could be scored: every advantage is 0 for this batch")
+        if not valid.all() and not self._warned_no_score:
+            logger.warning(
+                "%d of %d completions of this batch could not be scored by any reward (a reward failed, timed out or "
+                "did not apply): their advantage is 0 and they are left out of their group's baseline%s. Counted in "
+                "rlvr/frac_no_score and rlvr/failed/<reward>; this warning is not repeated.",
+                int((~valid).sum()), valid.numel(), "; no completion of the batch has a score" if not valid.any() else "")
             self._warned_no_score = True
 
     # -- checkpoints -----------------------------------------------------------------
@@ -238,6 +343,22 @@ def validate_run(plugin_set: PluginSet, grpo_args) -> None:
             "no reward function is enabled: enable at least one reward plugin (for example r1-accuracy)"
         )
     plugin_set.call_each("rlvr_validate_run", reward_names=names, grpo_args=grpo_args)
+
+
+def ratio_statistics(logps: torch.Tensor, old_logps: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Token-level importance ratios ``rho_t = exp(log pi(o_t) - log pi_old(o_t))`` over ``mask``.
+
+    Shapes: ``(B, T)`` each. Returns ``sums = [sum rho, sum |log rho|, token count]`` and
+    ``extremes = [max rho, min rho]`` (1, 1 when no token is masked in), to be reduced
+    across processes.
+    """
+    log_ratio = (logps - old_logps).float()
+    keep = mask.bool()
+    ratio = torch.exp(log_ratio)
+    sums = torch.stack([ratio[keep].sum(), log_ratio[keep].abs().sum(), keep.sum().to(ratio.dtype)])
+    if not keep.any():
+        return {"sums": sums, "extremes": torch.ones(2, device=ratio.device)}
+    return {"sums": sums, "extremes": torch.stack([ratio[keep].max(), ratio[keep].min()])}
 
 
 def check_vector(plugin: str, hook: str, value: Any, like: torch.Tensor, valid: torch.Tensor | None = None):
