@@ -1,4 +1,4 @@
-"""Helpers for the sandbox tests: which isolation modes run here, and process inspection."""
+"""Helpers for the rlvr-code tests: interpreters for basic mode, and process inspection."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ import sys
 import time
 
 import pytest
-
-from rlvr_code.sandbox import namespaces_available
 
 
 def runnable_by_others(path: str) -> bool:
@@ -33,20 +31,6 @@ def basic_python() -> str | None:
         if candidate and os.path.exists(candidate) and runnable_by_others(candidate):
             return candidate
     pytest.skip("basic isolation as root needs an interpreter that nobody can execute")
-
-
-ISOLATIONS = [
-    pytest.param("namespaces", marks=pytest.mark.skipif(not namespaces_available(),
-                                                        reason="user/pid/net namespaces refused here")),
-    "basic",
-]
-
-
-@pytest.fixture(params=ISOLATIONS)
-def isolation(request):
-    """(isolation mode, interpreter or None)."""
-    mode = request.param
-    return mode, basic_python() if mode == "basic" else None
 
 
 def processes() -> list[tuple[int, int, bytes]]:

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import host_can_fork, survivors
+from code_helpers import host_can_fork, survivors
 from rlvr_code.plugins import CodeTestsPlugin, CodeTestsScorer
 from rlvr_code.sandbox import Limits, namespaces_available
 from rlvr_plugins.errors import PluginOptionError
@@ -155,7 +155,7 @@ ISOLATIONS = [pytest.param("namespaces", marks=pytest.mark.skipif(not namespaces
 
 @pytest.mark.parametrize("mode", ISOLATIONS)
 def test_engine_deadline_kills_the_worker_and_leaves_no_process(mode):
-    from conftest import basic_python
+    from code_helpers import basic_python
     from rlvr_plugins.engine import RewardEngine
 
     token = f"303.{secrets.randbelow(10**6)}"

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import group_gone, host_can_fork, survivors
+from code_helpers import group_gone, host_can_fork, survivors
 from rlvr_code.sandbox import Limits, SandboxError, run_python, seccomp_filter
 
 FAST = Limits(time_s=10.0)
@@ -378,7 +378,7 @@ def test_unprivileged_caller_path():
     import shutil
     import subprocess
 
-    from conftest import runnable_by_others
+    from code_helpers import runnable_by_others
 
     python = shutil.which("python3", path="/usr/bin:/bin") or ""
     src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")

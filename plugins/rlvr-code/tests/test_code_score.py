@@ -8,7 +8,7 @@ import secrets
 
 import pytest
 
-from conftest import host_can_fork, survivors
+from code_helpers import host_can_fork, survivors
 from rlvr_plugins import cli
 
 FENCE = "```"

@@ -1,0 +1,21 @@
+"""Fixtures of the rlvr-code tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from code_helpers import basic_python
+from rlvr_code.sandbox import namespaces_available
+
+ISOLATIONS = [
+    pytest.param("namespaces", marks=pytest.mark.skipif(not namespaces_available(),
+                                                        reason="user/pid/net namespaces refused here")),
+    "basic",
+]
+
+
+@pytest.fixture(params=ISOLATIONS)
+def isolation(request):
+    """(isolation mode, interpreter or None)."""
+    mode = request.param
+    return mode, basic_python() if mode == "basic" else None
