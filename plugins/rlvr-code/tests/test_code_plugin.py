@@ -73,6 +73,10 @@ def test_empty_expected_output_needs_a_normal_exit(share, code, expected):
     assert score(share, code, {"tests": [{"input": "", "output": ""}]}) == expected
 
 
+def test_a_program_that_is_not_valid_utf8_fails_instead_of_raising(share):
+    assert score(share, "print('\ud800')", {"tests": [{"input": "", "output": "?"}]}) == 0.0
+
+
 def test_output_after_the_program_ends_in_threads_counts(share):
     code = "import threading\ndef main():\n    print(sum(map(int, input().split())))\nthreading.Thread(target=main).start()"
     assert score(share, code, {"tests": ADD}) == 1.0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import signal
 import socket
 import struct
 import textwrap
@@ -280,6 +281,18 @@ def test_io_uring_and_foreign_abi_are_blocked(isolation):
         print(libc.syscall(0x40000000 + 41, 2, 1, 0), ctypes.get_errno())  # x32 socket
         """, isolation)
     assert result.stdout.decode().split() == ["-1", str(errno.EACCES), "-1", str(errno.EACCES)]
+
+
+def test_a_32_bit_system_call_kills_the_program(isolation):
+    if os.uname().machine != "x86_64":
+        pytest.skip("x86 machine code")
+    result = run("""
+        import ctypes, mmap
+        page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+        page.write(b"\\xb8\\x14\\x00\\x00\\x00\\xcd\\x80\\xc3")  # mov eax, 20 (i386 getpid); int 0x80; ret
+        print(ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(page)))())
+        """, isolation)
+    assert result.signal == signal.SIGSYS and result.stdout == b""
 
 
 def test_unix_socketpair_still_works(isolation):

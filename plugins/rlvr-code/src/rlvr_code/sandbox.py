@@ -539,7 +539,7 @@ def run_python(source: str, *, stdin: str | bytes = b"", limits: Limits = Limits
         raise SandboxError(f"{interpreter} is not an executable interpreter")
     if mode == "namespaces":
         _interpreter_prefix(interpreter)
-    data = stdin.encode() if isinstance(stdin, str) else bytes(stdin)
+    data = stdin.encode("utf-8", "surrogatepass") if isinstance(stdin, str) else bytes(stdin)
     tmp = tempfile.mkdtemp(prefix="rlvr-code-", dir=_temp_base(mode))
     report_r, report_w = os.pipe()
     fds: list[int] = []
@@ -552,7 +552,7 @@ def run_python(source: str, *, stdin: str | bytes = b"", limits: Limits = Limits
         fds = [_stdin_fd(tmp, data),
                os.open(os.path.join(tmp, "stdout"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600),
                os.open(os.path.join(tmp, "stderr"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)]
-        cfg = _Config(source.encode(), argv or ["solution.py"], limits, interpreter, mode, root,
+        cfg = _Config(source.encode("utf-8", "surrogatepass"), argv or ["solution.py"], limits, interpreter, mode, root,
                       os.getpid(), tuple(fds), report_w)
         pid = os.fork()
         if pid == 0:
