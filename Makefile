@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # CPU build of torch; on a GPU machine set TORCH_SPEC to the build you want.
 TORCH_SPEC ?= torch==2.13.0
-PLUGINS := plugins/rlvr-r1 plugins/rlvr-dr-grpo plugins/rlvr-kimi plugins/rlvr-qwen-thinking
+PLUGINS := plugins/rlvr-r1 plugins/rlvr-dr-grpo plugins/rlvr-kimi plugins/rlvr-qwen-thinking plugins/rlvr-code plugins/rlvr-judge
 STAMP := $(VENV)/.installed
 
 .PHONY: install demo test test-fast clean

@@ -61,3 +61,7 @@ def always_none(*, prompt, completion, example):
 def zero_one_or_035_by_row(*, prompt, completion, example):
     """The same value for every completion of a prompt: 0, 1 or 0.35 by row."""
     return (0.0, 1.0, 0.35)[example["rlvr_index"] % 3]
+
+
+def always_wrong(*, prompt, completion, example):
+    return 0.0

@@ -419,7 +419,32 @@ def test_13_all_0_all_1_or_all_035_groups_get_advantage_exactly_0_and_are_counte
     assert logged["rlvr/frac_zero_variance_groups"] == 1.0 and logged["rlvr/advantage_abs_mean"] == 0.0
 
 
-# 14 (an all-wrong group that differs only by length penalty): the lead engineer, in the trainer and advantages code.
+class LengthPenalty(Plugin):
+    """-0.01 per completion token: the only thing that differs inside an all-wrong group."""
+
+    name = "fault-length-penalty"
+
+    @hookimpl
+    def rlvr_length_penalty(self, completion_lengths):
+        return -0.01 * completion_lengths.float()
+
+
+def test_14_an_all_wrong_group_differing_only_by_length_penalty_is_not_blown_up(tmp_path, one_torch_thread):
+    """Rule: the estimator (here the default grpo z-score) sees the outcome reward only; the
+    penalty is added after it, centred on its group mean, never divided by a std
+    (``advantages.shaping_advantages``, docs/loss-variants.md)."""
+    seen_lengths = []
+    trainer = trainer_with(tmp_path, {"always-wrong": fr.always_wrong}, LengthPenalty)
+    original = trainer._log_lengths
+    trainer._log_lengths = lambda m, r, lengths, n: (seen_lengths.append(lengths.clone()), original(m, r, lengths, n))
+    trainer.train()
+    (batch,) = Seen.batches
+    (lengths,) = seen_lengths
+    penalty = (-0.01 * lengths.float()).view(-1, 4)
+    expected = (penalty - penalty.mean(1, keepdim=True)).reshape(-1)
+    assert batch["advantages"] == pytest.approx(expected.tolist(), abs=1e-6)
+    assert max(abs(a) for a in batch["advantages"]) <= 0.01 * (int(lengths.max()) - int(lengths.min())) + 1e-6
+    assert any(a != 0 for a in batch["advantages"])  # the shaping still ranks short above long
 
 
 NO_SCORE = "could not be scored by any reward"
@@ -491,7 +516,11 @@ def test_16_config_bugs_fail_at_start_up_naming_the_culprit(tmp_path, plugins, t
         assert culprit in str(info.value)
 
 
-# 17 (a plugin that raises, or a metric logged, on one rank only): the lead engineer, in the trainer code.
+# 17 (a plugin that raises, or a metric logged, on one rank only): two processes are needed, so these live in
+# tests/test_multiprocess.py (test_17_*, launched with torch.distributed.run under a 300 s watchdog): a reward
+# failing on rank 1 only is masked there and both ranks go on; failing K times in a row stops both ranks with one
+# error naming the reward and the rank (trainer._raise_on_every_rank); a metric logged on one rank does not hang;
+# an observer hook raising on one rank stops both.
 
 
 # ------------------------------------------------------------------ 18: hung plugins

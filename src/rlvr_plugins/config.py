@@ -26,7 +26,8 @@ TOP_LEVEL = {
     "sft": "optional SFT cold start before RL: any field of trl.SFTConfig, plus completion_column",
     "eval": "held-out accuracy before and after training: {reward, threshold, max_new_tokens, batch_size}; "
             "rlvr eval: {mode, shots, n, temperature, k, backend, ...}",
-    "engine": "reward engine: {workers, timeout_s, max_consecutive_failures, nonfinite, in_process}",
+    "engine": "reward engine: {workers, timeout_s, max_consecutive_failures, nonfinite, in_process, memory_limit_mb, "
+              "max_abs_reward}",
     "filter": "rlvr filter: data hygiene and difficulty filtering by pass rate "
               "{hygiene, difficulty, n, temperature, min_pass_rate, max_pass_rate, ...}",
     "distill": "rlvr distill: rejection sampling of teacher traces {n, temperature, thresholds, max_per_prompt, ...}",
@@ -57,7 +58,8 @@ HYGIENE_KEYS = {"drop_multiple_choice", "drop_true_false", "decontaminate", "exa
 DECONTAMINATE_KEYS = {"eval_sets", "n", "short_n", "threshold"}
 EVAL_SET_KEYS = {"path", "column", "name"}
 DISTILL_KEYS = GENERATION_KEYS | {"thresholds", "max_per_prompt", "output"}
-ENGINE_KEYS = {"workers", "timeout_s", "max_consecutive_failures", "nonfinite", "in_process"}
+ENGINE_KEYS = {"workers", "timeout_s", "max_consecutive_failures", "nonfinite", "in_process", "memory_limit_mb",
+               "max_abs_reward"}
 SFT_EXTRA = {"completion_column", "examples"}
 
 
@@ -150,6 +152,10 @@ def _check_engine(engine: Any) -> list[str]:
                                      "an integer >= 1"),
         "nonfinite": (lambda v: v in ("error", "mask"), "'error' or 'mask'"),
         "in_process": (lambda v: isinstance(v, bool), "true or false"),
+        "memory_limit_mb": (lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 256),
+                            "an integer >= 256 (MiB of address space per worker) or null for no limit"),
+        "max_abs_reward": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0,
+                           "a number > 0"),
     }
     for key, (ok, what) in rules.items():
         if key in engine and not ok(engine[key]):

@@ -20,6 +20,7 @@ from . import config as cfg
 from .errors import ConfigError
 from .manager import PluginSet, build_plugin_set
 from .modeling import cpu_defaults
+from .rewards import MAX_ABS_REWARD
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +31,8 @@ TRAINER_OWNED = {
                                    "TRL's aggregation would not be used",
 }
 ESTIMATOR_SCALE = {"grpo": "group", "batch-std": "batch", "dr-grpo": "none"}
+
+DEFAULT_WORKER_MEMORY_MB = 4096  # address space per reward worker: caps runaway sympy, fits a worker that imports torch
 
 RUN_DEFAULTS = {"report_to": "none", "logging_steps": 1, "save_strategy": "steps", "save_steps": 100}
 
@@ -104,6 +107,8 @@ def engine_options(config: Mapping[str, Any]) -> dict[str, Any]:
         "max_consecutive_failures": int(e.get("max_consecutive_failures", 64)),
         "nonfinite": e.get("nonfinite", "error"),
         "in_process": bool(e.get("in_process", False)),
+        "memory_limit_mb": e.get("memory_limit_mb", DEFAULT_WORKER_MEMORY_MB),
+        "max_abs_value": float(e.get("max_abs_reward", MAX_ABS_REWARD)),
     }
 
 
