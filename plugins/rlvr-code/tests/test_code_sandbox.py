@@ -300,16 +300,60 @@ def test_unix_socketpair_still_works(isolation):
     assert result.ok and result.stdout == b"b'x'\n"
 
 
-def test_seccomp_filter_layout():
-    code = seccomp_filter("x86_64")
-    instructions = [struct.unpack("HBBI", code[i:i + 8]) for i in range(0, len(code), 8)]
-    assert instructions[0] == (0x20, 0, 0, 4)  # load arch
-    assert instructions[1][3] == 0xC000003E and instructions[2] == (0x06, 0, 0, 0x80000000)
-    deny = len(instructions) - 1
-    assert instructions[deny] == (0x06, 0, 0, 0x00050000 | errno.EACCES)
-    assert instructions[deny - 1] == (0x06, 0, 0, 0x7FFF0000)
-    for i, (op, jt, jf, k) in enumerate(instructions[4:deny - 1], start=4):
-        assert i + 1 + jt == deny and jf == 0 and k in (0x40000000, 41, 425, 426, 427)
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+def test_seccomp_filter_layout(arch):
+    """Every comparison jumps to the right return, computed by hand from the layout."""
+    from rlvr_code.sandbox import _ARCH
+
+    table = _ARCH[arch]
+    code = seccomp_filter(arch)
+    ins = [struct.unpack("HBBI", code[i:i + 8]) for i in range(0, len(code), 8)]
+    assert ins[:4] == [(0x20, 0, 0, 4), (0x15, 1, 0, table.audit_arch), (0x06, 0, 0, 0x80000000), (0x20, 0, 0, 0)]
+    eacces, enosys = len(ins) - 2, len(ins) - 1
+    assert ins[eacces] == (0x06, 0, 0, 0x00050000 | errno.EACCES)
+    assert ins[enosys] == (0x06, 0, 0, 0x00050000 | errno.ENOSYS)
+    allow = eacces - 4
+    assert ins[allow] == ins[eacces - 1] == (0x06, 0, 0, 0x7FFF0000)
+    assert ins[allow + 1] == (0x20, 0, 0, 16) and ins[allow + 2] == (0x45, 1, 0, 0x7E020000)
+    target = {}
+    for i in range(4, allow):
+        op, jt, jf, k = ins[i]
+        assert jf == 0
+        target[k] = i + 1 + jt
+    assert target.pop(table.clone) == allow + 1 and target.pop(table.clone3) == enosys
+    assert set(target) == set(table.denied) | ({table.x32_bit} if table.x32_bit else set())
+    assert set(target.values()) == {eacces}
+    assert 41 in table.denied if arch == "x86_64" else 198 in table.denied  # socket
+
+
+def test_kernel_attack_surface_calls_are_denied_and_process_creation_still_works(isolation):
+    if os.uname().machine != "x86_64":
+        pytest.skip("syscall numbers below are x86_64")
+    result = run("""
+        import ctypes, os, subprocess, threading
+        libc = ctypes.CDLL(None, use_errno=True)
+        def call(nr, *args):
+            rc = libc.syscall(nr, *args)
+            return f"{rc} {ctypes.get_errno()}"
+        print("unshare", call(272, 0x10000000))                # unshare(CLONE_NEWUSER)
+        print("clone-ns", call(56, 0x10000000 | 17, 0, 0, 0, 0))  # clone(CLONE_NEWUSER | SIGCHLD)
+        print("ptrace", call(101, 0, 0, 0, 0))                   # ptrace(PTRACE_TRACEME)
+        print("mount", call(165, b"none", b"/tmp", b"tmpfs", 0, 0))
+        print("bpf", call(321, 0, 0, 0))
+        print("keyctl", call(250, 0, 0, 0, 0, 0))
+        print("clone3", call(435, 0, 0))
+        t = threading.Thread(target=lambda: None); t.start(); t.join()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(7)
+        print("fork", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+        print("subprocess", subprocess.run(["/bin/echo", "hi"], capture_output=True).stdout.decode().strip())
+        """, isolation)
+    lines = dict(line.split(" ", 1) for line in result.stdout.decode().splitlines())
+    for name in ("unshare", "clone-ns", "ptrace", "mount", "bpf", "keyctl"):
+        assert lines[name] == f"-1 {errno.EACCES}", name
+    assert lines["clone3"] == f"-1 {errno.ENOSYS}"
+    assert lines["fork"] == "7" and lines["subprocess"] == "hi" and result.ok
 
 
 def test_unknown_isolation_is_refused():

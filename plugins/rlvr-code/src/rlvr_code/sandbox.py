@@ -25,9 +25,10 @@ group, and the keeper is a child subreaper that kills the group and every descen
 re-parented to it. It does NOT hide the filesystem; see the README.
 
 Both modes: rlimits (CPU time, address space, processes, file size = output cap, open
-files, no core dumps), ``PR_SET_NO_NEW_PRIVS`` and a seccomp filter that makes
-``socket(2)`` fail with EACCES for every address family and blocks io_uring and
-foreign-architecture system calls (so neither ctypes nor ``_socket`` can open a socket);
+files, no core dumps), ``PR_SET_NO_NEW_PRIVS`` and a seccomp filter (:func:`seccomp_filter`)
+that makes ``socket(2)`` fail with EACCES for every address family (so neither ctypes nor
+``_socket`` can open a socket), denies io_uring, namespaces, mounts, ptrace, bpf and other
+kernel attack surface, and kills a foreign-architecture system call;
 ``PR_SET_PDEATHSIG`` on the keeper and the program, so that a SIGKILL of the caller (the
 reward engine's deadline) takes the sandbox down with it.
 """
@@ -76,11 +77,29 @@ _PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _PR_SET_CHILD_SUBREAPE
 _PR_SET_DUMPABLE = 4
 _SECCOMP_MODE_FILTER = 2
 
-# (audit arch, socket, pivot_root, io_uring_setup/enter/register, x32 bit)
+
+
+@dataclass(frozen=True)
+class _Syscalls:
+    audit_arch: int
+    pivot_root: int
+    clone: int
+    denied: tuple[int, ...]  # fail with EACCES
+    clone3: int = 435  # fails with ENOSYS: its flags sit behind a pointer, so libc falls back to clone
+    x32_bit: int | None = None
+
+
+# denied: socket, io_uring_setup/enter/register, unshare, setns, mount, umount2, pivot_root,
+# chroot, the new mount API (open_tree ... fspick, mount_setattr), ptrace, process_vm_readv/writev,
+# bpf, perf_event_open, userfaultfd, add_key, request_key, keyctl, name_to_handle_at, open_by_handle_at
 _ARCH = {
-    "x86_64": (0xC000003E, 41, 155, (425, 426, 427), 0x40000000),
-    "aarch64": (0xC00000B7, 198, 41, (425, 426, 427), None),
+    "x86_64": _Syscalls(0xC000003E, 155, 56, (41, 425, 426, 427, 272, 308, 165, 166, 155, 161, 428, 429, 430, 431,
+                                              432, 433, 442, 101, 310, 311, 321, 298, 323, 248, 249, 250, 303, 304),
+                        x32_bit=0x40000000),
+    "aarch64": _Syscalls(0xC00000B7, 41, 220, (198, 425, 426, 427, 97, 268, 40, 39, 41, 51, 428, 429, 430, 431,
+                                               432, 433, 442, 117, 270, 271, 280, 241, 282, 217, 218, 219, 264, 265)),
 }
+_CLONE_NAMESPACES = 0x7E020000  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET
 _READ_ONLY_TREES = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 _DEVICES = ("null", "zero", "random", "urandom")
 
@@ -164,17 +183,32 @@ def _bind_read_only(source: str, target: str) -> None:
 
 
 def seccomp_filter(arch: str | None = None) -> bytes:
-    """The BPF program: EACCES for ``socket`` and io_uring, kill on a foreign ABI, allow the rest."""
-    audit, sys_socket, _, io_uring, x32 = _ARCH[arch or platform.machine()]
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
-    allow, deny, kill = 0x7FFF0000, 0x00050000 | errno.EACCES, 0x80000000
-    denied = ([("jge", x32)] if x32 else []) + [("jeq", sys_socket)] + [("jeq", n) for n in io_uring]
-    prog = [(ld, 0, 0, 4), (jeq, 1, 0, audit), (ret, 0, 0, kill), (ld, 0, 0, 0)]
-    body_end = len(prog) + len(denied)  # index of "ret allow"
-    for op, nr in denied:
-        prog.append((jge if op == "jge" else jeq, body_end - len(prog), 0, nr))  # jump to "ret deny"
-    prog += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
-    return b"".join(struct.pack("HBBI", *ins) for ins in prog)
+    """The BPF program (``struct sock_filter`` array).
+
+    Kill the process for a system call of a foreign ABI; EACCES for every call in
+    ``_Syscalls.denied`` (sockets, io_uring, namespaces and mounts, ptrace, bpf, keyrings,
+    ...), for x32 calls, and for ``clone`` with any namespace flag; ENOSYS for ``clone3``;
+    allow the rest.
+    """
+    table = _ARCH[arch or platform.machine()]
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, kill = 0x7FFF0000, 0x80000000
+    eacces, enosys = 0x00050000 | errno.EACCES, 0x00050000 | errno.ENOSYS
+    checks = ([(jge, table.x32_bit, "eacces")] if table.x32_bit else [])
+    checks += [(jeq, nr, "eacces") for nr in table.denied]
+    checks += [(jeq, table.clone3, "enosys"), (jeq, table.clone, "clone")]
+    head = [(ld, 0, 0, 4), (jeq, 1, 0, table.audit_arch), (ret, 0, 0, kill), (ld, 0, 0, 0)]
+    first_check = len(head)
+    allow_at = first_check + len(checks)
+    targets = {"clone": allow_at + 1, "eacces": allow_at + 4, "enosys": allow_at + 5}
+    body = [(op, targets[to] - (first_check + i + 1), 0, k) for i, (op, k, to) in enumerate(checks)]
+    tail = [(ret, 0, 0, allow),
+            (ld, 0, 0, 16),  # clone: low 32 bits of the flags argument
+            (jset, 1, 0, _CLONE_NAMESPACES),
+            (ret, 0, 0, allow),
+            (ret, 0, 0, eacces),
+            (ret, 0, 0, enosys)]
+    return b"".join(struct.pack("HBBI", *ins) for ins in head + body + tail)
 
 
 def _install_seccomp() -> None:
@@ -256,7 +290,7 @@ def _build_root(root: str, limits: Limits, interpreter: str, source: bytes, owne
         os.chown(root + "/work", owner, owner)
         os.chown(root + "/work/solution.py", owner, owner)
     os.chdir(root)
-    _check(_libc().syscall(_ARCH[platform.machine()][2], b".", b"."), "pivot_root")
+    _check(_libc().syscall(_ARCH[platform.machine()].pivot_root, b".", b"."), "pivot_root")
     _check(_libc().umount2(b".", _MNT_DETACH), "umount old root")
     os.chdir("/work")
 
@@ -288,7 +322,6 @@ def _drop_root() -> None:
     os.setgroups([])
     os.setresgid(NOBODY, NOBODY, NOBODY)
     os.setresuid(NOBODY, NOBODY, NOBODY)
-    _prctl(_PR_SET_DUMPABLE, 1, "prctl(PR_SET_DUMPABLE)")  # else /proc/self/uid_map stays root's
 
 
 def _setup_namespaces(cfg: _Config) -> None:
@@ -299,7 +332,9 @@ def _setup_namespaces(cfg: _Config) -> None:
             _check(_libc().unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
             _build_root(cfg.root, cfg.limits, cfg.interpreter, cfg.source, owner=NOBODY)
             _drop_root()
+            _prctl(_PR_SET_DUMPABLE, 1, "prctl(PR_SET_DUMPABLE)")  # else /proc/self/uid_map stays root's
             _enter_user_namespace(others, proc)
+            _prctl(_PR_SET_DUMPABLE, 0, "prctl(PR_SET_DUMPABLE)")  # no ptrace of this copy of the caller
         else:
             _enter_user_namespace(_CLONE_NEWNS, proc)
             _build_root(cfg.root, cfg.limits, cfg.interpreter, cfg.source, owner=None)
