@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,9 @@ def command_line(args) -> str:
     return " ".join(words)
 
 
-def _pm(value: float, se: float, digits: int = 4) -> str:
+def _pm(value: float, se: float) -> str:
+    """``value ± se`` with two significant digits of ``se`` (3 to 7 decimals)."""
+    digits = 3 if not se > 0 else min(7, max(3, 1 - math.floor(math.log10(se))))
     return f"{value:.{digits}f} ± {se:.{digits}f}"
 
 
@@ -107,9 +110,9 @@ def markdown(results: dict[str, Any]) -> str:
     for est in results["estimators"]:
         for name, st in est["scenarios"].items():
             lines.append(
-                f"| {est['name']} | {name} | {_pm(st['cosine'], st['cosine_se'], 5)} | {_pm(st['scale'], st['scale_se'], 3)} "
+                f"| {est['name']} | {name} | {_pm(st['cosine'], st['cosine_se'])} | {_pm(st['scale'], st['scale_se'])} "
                 f"| {_pm(st['bias'], st['bias_se'])} | {st['noise']:.4f} | {verdict(st)} "
-                f"| {_pm(st['rel_variance'], st['rel_variance_se'], 3)} |"
+                f"| {_pm(st['rel_variance'], st['rel_variance_se'])} |"
             )
     success = results["scenarios"]["mixed"]["success"]
     lines += [
@@ -140,8 +143,8 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     for est in results["estimators"]:
         for norm, lp in est["length"].items():
-            lines.append(f"| {est['name']} | {norm} | {_pm(lp['wrong_ratio'], lp['wrong_ratio_se'], 3)} "
-                         f"| {_pm(lp['right_ratio'], lp['right_ratio_se'], 3)} |")
+            lines.append(f"| {est['name']} | {norm} | {_pm(lp['wrong_ratio'], lp['wrong_ratio_se'])} "
+                         f"| {_pm(lp['right_ratio'], lp['right_ratio_se'])} |")
     lines += ["", "| estimator | distribution | version | hook calls |", "|---|---|---|---|"]
     for est in results["estimators"]:
         lines.append(f"| {est['name']} | {est['distribution']} | {est['version']} | {est['calls']} |")
@@ -211,7 +214,8 @@ def write_plots(results: dict[str, Any], out: Path) -> list[Path]:
         ax.set_xticks(x, names, rotation=20)
         ax.set_title(f"push on long / push on short, {label} answers")
     axes[0].set_ylabel(f"ratio (exact 1; dotted: {size['short']}/{size['long']})")
-    axes[0].legend(fontsize=8)
+    axes[0].set_ylim(0, 1.3)
+    axes[0].legend(fontsize=8, loc="upper center", ncol=3)
     fig.tight_layout()
     fig.savefig(paths[2], dpi=90)
     plt.close(fig)
