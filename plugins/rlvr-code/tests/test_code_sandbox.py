@@ -450,3 +450,22 @@ def test_unprivileged_caller_path():
     assert out["whoami"][0] == 0 and out["whoami"][1].startswith("1000 1 ")
     assert out["socket"][0] == 1 and out["escape"][0] == 0 and not os.path.exists(escape)
     assert out["forks"] == [0, "5\n"]
+
+
+def test_auto_falls_back_to_basic_with_a_warning_when_namespaces_are_refused(monkeypatch, caplog):
+    from code_helpers import basic_python
+    from rlvr_code import sandbox
+
+    def refused(cfg):
+        raise PermissionError(errno.EPERM, "unshare: Operation not permitted")
+
+    monkeypatch.setattr(sandbox, "_setup_namespaces", refused)  # the keeper is a fork: it sees the patch
+    monkeypatch.setattr(sandbox, "_probed", {})
+    python = basic_python()
+    with caplog.at_level("WARNING", logger="rlvr_code.sandbox"):
+        assert not sandbox.namespaces_available()
+        result = run_python("print('fallback')", isolation="auto", interpreter=python)
+    assert result.isolation == "basic" and result.stdout == b"fallback\n"
+    assert "falling back to basic isolation" in caplog.text and "Operation not permitted" in caplog.text
+    with pytest.raises(SandboxError, match="Operation not permitted"):
+        run_python("print(1)", isolation="namespaces")

@@ -574,6 +574,7 @@ def run_python(source: str, *, stdin: str | bytes = b"", limits: Limits = Limits
         raise SandboxError(f"{interpreter} is not an executable interpreter")
     if mode == "namespaces":
         _interpreter_prefix(interpreter)
+    _libc()  # loaded before fork: a forked copy of a threaded caller must not dlopen
     data = stdin.encode("utf-8", "surrogatepass") if isinstance(stdin, str) else bytes(stdin)
     tmp = tempfile.mkdtemp(prefix="rlvr-code-", dir=_temp_base(mode))
     report_r, report_w = os.pipe()
