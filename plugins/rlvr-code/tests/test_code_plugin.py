@@ -67,6 +67,8 @@ def test_printing_only_the_first_expected_line_fails(share):
     ("import os; os._exit(0)", 0.0),  # skips the interpreter's shutdown: not a normal exit
     ("import ctypes; ctypes.string_at(0)", 0.0),  # segmentation fault
     ("import sys; sys.exit(0)", 1.0),
+    ("exit()", 1.0),  # exit/quit come from the site module, which -S skips: the harness adds them
+    ("quit(2)", 0.0),
     ("pass", 1.0),
 ])
 def test_empty_expected_output_needs_a_normal_exit(share, code, expected):
@@ -89,6 +91,7 @@ def test_assert_style_tests(all_):
     assert score(all_, "def square(x):\n    return 9", humaneval) == 0.0
     assert score(all_, "import sys\nsys.exit(0)\ndef square(x):\n    return 0", humaneval) == 0.0
     assert score(all_, "import os\nos._exit(0)", humaneval) == 0.0
+    assert score(all_, "exit(0)", humaneval) == 0.0
     assert score(all_, "def square(x):\n    raise SystemExit(0)", humaneval) == 0.0
     assert score(all_, "print('xx')\ndef square(x):\n    return x * x", humaneval) == 1.0
     mbpp = {"test_list": None, "test": ["assert add(1, 2) == 3", "assert add(2, 2) == 4"]}

@@ -63,11 +63,11 @@ def test_sleep_is_killed_at_the_wall_deadline(isolation):
 def test_rlimits_are_set_inside(isolation):
     result = run("""
         import resource as r
-        for name in ("CPU", "AS", "NPROC", "FSIZE", "NOFILE", "CORE"):
+        for name in ("CPU", "AS", "STACK", "NPROC", "FSIZE", "NOFILE", "CORE"):
             print(name, *r.getrlimit(getattr(r, "RLIMIT_" + name)))
         """, isolation, limits=Limits(time_s=1.5, memory_mb=256, max_processes=5, output_bytes=999, open_files=32))
     lines = dict(line.split(" ", 1) for line in result.stdout.decode().splitlines())
-    assert lines["CPU"] == "2 3" and lines["AS"] == f"{256 << 20} {256 << 20}"
+    assert lines["CPU"] == "2 3" and lines["AS"] == lines["STACK"] == f"{256 << 20} {256 << 20}"
     assert lines["FSIZE"] == "1000 1000" and lines["NOFILE"] == "32 32" and lines["CORE"] == "0 0"
     if isolation[0] == "namespaces":
         assert lines["NPROC"] == "6 6"  # the keeper counts in the program's user namespace

@@ -18,7 +18,8 @@ __all__ = ["CodeTestsPlugin", "CodeTestsScorer", "STDIN_HARNESS", "ASSERT_HARNES
 MIN_CASE_TIME_S = 0.05
 
 STDIN_HARNESS = """\
-import atexit as _a, os as _o, sys as _s
+import atexit as _a, builtins as _b, os as _o, sys as _s
+_b.exit = _b.quit = _s.exit  # normally added by the site module, which -S skips
 def _end(w=_o.write, s=_s, m=b"\\n{marker}\\n"):
     try:
         s.stdout.flush()
@@ -28,13 +29,14 @@ def _end(w=_o.write, s=_s, m=b"\\n{marker}\\n"):
 _a.register(_end)
 _c = compile(open("solution.py", encoding="utf-8").read(), "solution.py", "exec")
 _s.argv[:] = ["solution.py"]
-del _a, _o, _s, _end
+del _a, _b, _o, _s, _end
 __file__ = "solution.py"
 exec(_c)
 """
 
 ASSERT_HARNESS = """\
-import os, sys
+import builtins, os, sys
+builtins.exit = builtins.quit = sys.exit
 code = compile(open("solution.py", encoding="utf-8").read(), "solution.py", "exec")
 try:
     exec(code, {{"__name__": "__main__", "__builtins__": __builtins__}})

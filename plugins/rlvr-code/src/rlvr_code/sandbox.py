@@ -64,6 +64,7 @@ INNER_UID = 1000
 PROGRAM_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work",
                "MALLOC_ARENA_MAX": "2"}  # glibc reserves 64 MB of address space per thread arena otherwise
 KEEPER_GRACE_S = 5.0
+STACK_BYTES = 256 << 20  # deep recursion in C (sorting keys, repr) as judges allow it
 
 _CLONE_NEWNS, _CLONE_NEWUTS, _CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
@@ -227,6 +228,7 @@ def _set_limits(limits: Limits, nproc: int) -> None:
     for which, value in (
         (resource.RLIMIT_CPU, (cpu, cpu + 1)),
         (resource.RLIMIT_AS, (memory, memory)),
+        (resource.RLIMIT_STACK, (min(memory, STACK_BYTES), min(memory, STACK_BYTES))),
         (resource.RLIMIT_NPROC, (nproc, nproc)),
         (resource.RLIMIT_FSIZE, (limits.output_bytes + 1, limits.output_bytes + 1)),
         (resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files)),
