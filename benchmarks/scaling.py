@@ -1,0 +1,257 @@
+"""Scaling: seconds per GRPO step as num_generations, completion length and the number of reward plugins grow.
+
+Three sweeps around one base setting (4 prompts per step, 8 generations, 32 new tokens,
+one reward), each value on the same tiny model, seed and data:
+
+* ``num_generations``: 2, 4, 8, 16 completions per prompt (4 prompts per step throughout);
+* ``completion_length``: 8, 16, 32, 64 new tokens, every completion exactly that long
+  (``generation_kwargs: {min_new_tokens: L}`` for both trainers, so an early end-of-sequence
+  token cannot shorten one side's step);
+* ``reward_plugins``: 1, 2, 4, 8 cheap rewards, each from its own plugin.
+
+Per setting, plain TRL ``GRPOTrainer`` (the same reward functions as a ``reward_funcs``
+list) and ``RLVRTrainer`` (rewards in-process, so the ratio is the framework's glue) are
+built in one process and stepped in alternation, a block at a time (``Stepper`` from
+``plugin_overhead.py``), so machine noise hits both alike. In the reward sweep a third
+trainer runs the same rewards through the isolated reward engine (2 worker processes, the
+default for reward plugins); plain TRL has no counterpart for that column.
+
+    python benchmarks/scaling.py [--quick] [--steps 6] [--block 3] [--json FILE] [--plot FILE]
+
+Prints a markdown table and the JSON; writes both JSON and a PNG plot to
+``benchmarks/results/`` unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from plugin_overhead import Stepper, digit_score, digits_reward  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+BASE = {"num_generations": 8, "completion_length": 32, "reward_plugins": 1}
+PROMPTS_PER_STEP = 4
+SWEEPS = {
+    "num_generations": [2, 4, 8, 16],
+    "completion_length": [8, 16, 32, 64],
+    "reward_plugins": [1, 2, 4, 8],
+}
+QUICK_SWEEPS = {
+    "num_generations": [4, 8],
+    "completion_length": [8, 32],
+    "reward_plugins": [1, 4],
+}
+
+
+def settings(sweeps: dict[str, list[int]]) -> list[tuple[str, dict[str, int]]]:
+    """``(sweep name, setting)`` for every value of every sweep, the other two factors at ``BASE``."""
+    return [(name, {**BASE, name: value}) for name, values in sweeps.items() for value in values]
+
+
+def trl_reward(i: int):
+    def reward(completions, **kwargs):
+        return digits_reward(completions)
+
+    reward.__name__ = f"digits_{i}"
+    return reward
+
+
+def reward_plugin(i: int, isolated: bool):
+    """A plugin class named ``bench-digits-<i>`` registering one cheap reward."""
+    from rlvr_plugins import Plugin, RewardFunction, hookimpl
+
+    class Digits(Plugin):
+        name = f"bench-digits-{i}{'-isolated' if isolated else ''}"
+
+        @hookimpl
+        def rlvr_reward_functions(self, register):
+            register(RewardFunction(f"digits-{i}", digit_score, isolated=isolated))
+
+    return Digits
+
+
+class SafeStepper(Stepper):
+    """``Stepper`` that re-raises a trainer's exception instead of waiting for it forever."""
+
+    error: BaseException | None = None
+
+    def _run(self):
+        try:
+            super()._run()
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+            self.error = exc
+            self.done.release()
+
+    def step_block(self, block: int):
+        super().step_block(block)
+        if self.error is not None:
+            raise RuntimeError(f"trainer failed: {self.error!r}") from self.error
+
+
+def build(kind: str, setting: dict[str, int], workdir: Path, steps: int):
+    """A trainer of ``kind`` (``trl``, ``rlvr`` or ``rlvr-isolated``) for ``setting``, ready for ``steps`` steps."""
+    import transformers
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from rlvr_plugins.manager import build_plugin_set, temporary_plugin
+    from rlvr_plugins.rewards import Engines
+    from rlvr_plugins.testing import char_tokenizer, grpo_args, tiny_model, tiny_rows
+    from rlvr_plugins.trainer import RLVRTrainer
+
+    transformers.set_seed(0)
+    tokenizer = char_tokenizer()
+    dataset = Dataset.from_list(tiny_rows(256))
+    g, length, n_rewards = setting["num_generations"], setting["completion_length"], setting["reward_plugins"]
+    args = grpo_args(workdir / kind, max_steps=steps, per_device_train_batch_size=PROMPTS_PER_STEP * g,
+                     num_generations=g, max_completion_length=length, logging_steps=1,
+                     generation_kwargs={"min_new_tokens": length})
+    model = tiny_model(tokenizer, hidden_size=64, intermediate_size=256, num_hidden_layers=2, head_dim=32)
+    if kind == "trl":
+        return quiet(GRPOTrainer(model=model, reward_funcs=[trl_reward(i) for i in range(n_rewards)], args=args,
+                                 train_dataset=dataset, processing_class=tokenizer))
+    isolated = kind == "rlvr-isolated"
+    classes = [reward_plugin(i, isolated) for i in range(n_rewards)]
+    with contextlib.ExitStack() as stack:
+        for cls in classes:
+            stack.enter_context(temporary_plugin(cls))
+        plugin_set = build_plugin_set({cls.name: {} for cls in classes})
+    engines = Engines(num_workers=2, timeout_s=10) if isolated else Engines(in_process=True)
+    return quiet(RLVRTrainer(plugin_set=plugin_set, engines=engines, model=model, args=args, train_dataset=dataset,
+                             processing_class=tokenizer))
+
+
+def quiet(trainer):
+    """No per-step log dict on the console (the logs stay in ``state.log_history``)."""
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
+    return trainer
+
+
+def time_setting(sweep: str, setting: dict[str, int], steps: int, block: int, workdir: Path) -> dict:
+    """Median seconds per step of each trainer kind over ``steps`` timed steps after one warm-up block."""
+    kinds = ["trl", "rlvr"] + (["rlvr-isolated"] if sweep == "reward_plugins" else [])
+    blocks = steps // block + 1
+    steppers = {k: SafeStepper(build(k, setting, workdir, blocks * block)) for k in kinds}
+    try:
+        for _ in range(blocks):
+            for k in kinds:
+                steppers[k].step_block(block)
+    finally:
+        for s in steppers.values():
+            s.go.release()
+            s.thread.join(timeout=600)
+    row = {"sweep": sweep, **setting, "completions_per_step": PROMPTS_PER_STEP * setting["num_generations"],
+           "steps_timed": (blocks - 1) * block}
+    for k, s in steppers.items():
+        row[f"s_per_step_{k}"] = statistics.median(s.times[1:])
+        lengths = [log["completions/mean_length"] for log in s.trainer.state.log_history
+                   if "completions/mean_length" in log]
+        row[f"mean_completion_length_{k}"] = statistics.mean(lengths) if lengths else None
+        row[f"steps_run_{k}"] = s.trainer.state.global_step
+        if k != "trl":
+            row[f"ratio_{k}_vs_trl"] = row[f"s_per_step_{k}"] / row["s_per_step_trl"]
+        close = getattr(s.trainer, "engines", None)
+        if close is not None:
+            close.close()
+    return row
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["| sweep | value | completions/step | TRL s/step | ours s/step | ratio | ours, isolated rewards s/step |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        iso = f"{r['s_per_step_rlvr-isolated']:.3f}" if "s_per_step_rlvr-isolated" in r else "–"
+        lines.append(f"| {r['sweep']} | {r[r['sweep']]} | {r['completions_per_step']} | {r['s_per_step_trl']:.3f} | "
+                     f"{r['s_per_step_rlvr']:.3f} | {r['ratio_rlvr_vs_trl']:.3f} | {iso} |")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sweeps = list(dict.fromkeys(r["sweep"] for r in rows))
+    fig, axes = plt.subplots(1, len(sweeps), figsize=(4.2 * len(sweeps), 3.6), squeeze=False)
+    labels = {"trl": "plain TRL GRPOTrainer", "rlvr": "RLVRTrainer (rewards in-process)",
+              "rlvr-isolated": "RLVRTrainer (reward engine, 2 workers)"}
+    for ax, sweep in zip(axes[0], sweeps):
+        sub = [r for r in rows if r["sweep"] == sweep]
+        for kind, style in (("trl", "o-"), ("rlvr", "s--"), ("rlvr-isolated", "^:")):
+            if f"s_per_step_{kind}" in sub[0]:
+                ax.plot([r[sweep] for r in sub], [r[f"s_per_step_{kind}"] for r in sub], style, label=labels[kind])
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([r[sweep] for r in sub], [str(r[sweep]) for r in sub])
+        ax.set_xlabel(sweep.replace("_", " "))
+        ax.set_ylabel("seconds per step (median)")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    fig.suptitle(f"GRPO step time, tiny model, {PROMPTS_PER_STEP} prompts/step; base: G={BASE['num_generations']}, "
+                 f"L={BASE['completion_length']}, 1 reward", fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="two values per sweep, 2 timed steps (smoke test)")
+    p.add_argument("--steps", type=int, default=6, help="timed steps per trainer and setting (after one warm-up block)")
+    p.add_argument("--block", type=int, default=3, help="steps per alternation block")
+    p.add_argument("--json", help="default: benchmarks/results/scaling[-quick].json")
+    p.add_argument("--plot", help="default: benchmarks/results/scaling[-quick].png")
+    args = p.parse_args(argv)
+    import tempfile
+
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("RLVR_THREADS", "2")))
+    sweeps, steps, block = (QUICK_SWEEPS, 2, 1) if args.quick else (SWEEPS, args.steps, args.block)
+    suffix = "-quick" if args.quick else ""
+    json_path = Path(args.json) if args.json else RESULTS / f"scaling{suffix}.json"
+    plot_path = Path(args.plot) if args.plot else RESULTS / f"scaling{suffix}.png"
+    started = time.perf_counter()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for sweep, setting in settings(sweeps):
+            rows.append(time_setting(sweep, setting, steps, block, Path(tmp)))
+            print(f"[{time.perf_counter() - started:6.1f}s] {sweep}={setting[sweep]}: "
+                  f"TRL {rows[-1]['s_per_step_trl']:.3f} s/step, ours {rows[-1]['s_per_step_rlvr']:.3f}", flush=True)
+    result = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}",
+        "model": "tiny Qwen3, hidden 64, 2 layers (rlvr_plugins.testing.tiny_model)",
+        "prompts_per_step": PROMPTS_PER_STEP,
+        "base": BASE,
+        "steps_timed_per_trainer": (steps // block) * block,
+        "block": block,
+        "quick": args.quick,
+        "rows": rows,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    print(markdown(rows))
+    print(json.dumps(result, indent=2))
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(result, indent=2) + "\n")
+    plot(rows, plot_path)
+    print(f"wrote {json_path} and {plot_path}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
