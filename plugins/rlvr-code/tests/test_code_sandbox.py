@@ -38,6 +38,11 @@ def test_trivial_program_reads_stdin_and_writes_stdout(isolation):
     assert_clean(result)
 
 
+def test_dev_stdin_and_fd_0_read_the_input(isolation):
+    result = run("print(open('/dev/stdin').read().split(), open(0).read().split())", isolation, stdin="4 5\n")
+    assert result.ok and result.stdout == b"['4', '5'] ['4', '5']\n"
+
+
 def test_environment_is_empty_of_inherited_variables(isolation, monkeypatch):
     monkeypatch.setenv("RLVR_CODE_SECRET", "hunter2")
     result = run("import os; print(sorted(os.environ))", isolation)

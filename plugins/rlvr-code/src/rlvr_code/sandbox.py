@@ -258,8 +258,9 @@ def _interpreter() -> str:
 # ---------------------------------------------------------------- namespaces mode (keeper side)
 
 
-def _build_root(root: str, limits: Limits, interpreter: str, source: bytes, owner: int | None) -> None:
+def _build_root(cfg: _Config, owner: int | None) -> None:
     """Mount the tmpfs root with read-only binds, write the program, pivot into it."""
+    root, limits, interpreter, source = cfg.root, cfg.limits, cfg.interpreter, cfg.source
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     _mount("tmpfs", root, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={limits.disk_mb}m,mode=0755")
     prefix = _interpreter_prefix(interpreter)
@@ -283,6 +284,8 @@ def _build_root(root: str, limits: Limits, interpreter: str, source: bytes, owne
         if os.path.exists("/dev/" + dev):
             open(root + "/dev/" + dev, "wb").close()
             _mount("/dev/" + dev, root + "/dev/" + dev, None, _MS_BIND)
+    open(root + "/dev/stdin", "wb").close()  # no /proc here, so not the usual symlink to /proc/self/fd/0
+    _bind_read_only(cfg.stdin_path, root + "/dev/stdin")
     os.makedirs(root + "/tmp", exist_ok=True)
     os.chmod(root + "/tmp", 0o1777)
     os.mkdir(root + "/work", 0o755)
@@ -332,14 +335,14 @@ def _setup_namespaces(cfg: _Config) -> None:
     try:
         if os.geteuid() == 0:
             _check(_libc().unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-            _build_root(cfg.root, cfg.limits, cfg.interpreter, cfg.source, owner=NOBODY)
+            _build_root(cfg, owner=NOBODY)
             _drop_root()
             _prctl(_PR_SET_DUMPABLE, 1, "prctl(PR_SET_DUMPABLE)")  # else /proc/self/uid_map stays root's
             _enter_user_namespace(others, proc)
             _prctl(_PR_SET_DUMPABLE, 0, "prctl(PR_SET_DUMPABLE)")  # no ptrace of this copy of the caller
         else:
             _enter_user_namespace(_CLONE_NEWNS, proc)
-            _build_root(cfg.root, cfg.limits, cfg.interpreter, cfg.source, owner=None)
+            _build_root(cfg, owner=None)
             _check(_libc().unshare(others), "unshare(pid, net, ipc, uts)")
     finally:
         os.close(proc)
@@ -420,6 +423,7 @@ class _Config:
     caller: int
     fds: tuple[int, int, int]
     report: int
+    stdin_path: str
 
 
 def _program(cfg: _Config, nproc: int, errors: int) -> None:
@@ -591,7 +595,7 @@ def run_python(source: str, *, stdin: str | bytes = b"", limits: Limits = Limits
                os.open(os.path.join(tmp, "stdout"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600),
                os.open(os.path.join(tmp, "stderr"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)]
         cfg = _Config(source.encode("utf-8", "surrogatepass"), argv or ["solution.py"], limits, interpreter, mode, root,
-                      os.getpid(), tuple(fds), report_w)
+                      os.getpid(), tuple(fds), report_w, os.path.join(tmp, "stdin"))
         pid = os.fork()
         if pid == 0:
             os.close(report_r)
@@ -651,12 +655,14 @@ def _temp_base(mode: str) -> str | None:
 
 
 def _stdin_fd(tmp: str, data: bytes) -> int:
+    """The input file, readable by the program's user (namespaces mode binds it at /dev/stdin)."""
     path = os.path.join(tmp, "stdin")
-    with open(path, "wb") as f:
-        f.write(data)
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    os.unlink(path)
-    return fd
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
 
 
 _probed: dict[str, bool] = {}
