@@ -117,6 +117,14 @@ def test_total_time_budget_fails_the_cases_it_cannot_run():
     assert value == 0.0 and time.monotonic() - start < 8.0
 
 
+def test_output_cap_fails_runaway_output_but_not_a_long_expected_output():
+    s = scorer(output_limit_kb=1, time_limit_s=5.0, total_time_s=20.0)
+    long = "\n".join(str(i) for i in range(2000)) + "\n"  # ~8.9 KB, above the 1 KB cap
+    assert score(s, "for i in range(2000):\n    print(i)", {"tests": [{"input": "", "output": long}]}) == 1.0
+    assert score(s, "while True:\n    print('x' * 1000)", {"tests": [{"input": "", "output": long}]}) == 0.0
+    assert score(s, "print('y' * 1023)", {"tests": [{"input": "", "output": "y" * 1023}]}) == 1.0
+
+
 def test_max_cases_uses_the_first_cases():
     s = scorer(mode="share", max_cases=2, time_limit_s=5.0, total_time_s=20.0)
     assert score(s, PARTIAL, {"tests": ADD}) == 0.5  # cases 1 and 2 only: one passes

@@ -16,6 +16,7 @@ from .sandbox import Limits, run_python
 __all__ = ["CodeTestsPlugin", "CodeTestsScorer", "STDIN_HARNESS", "ASSERT_HARNESS"]
 
 MIN_CASE_TIME_S = 0.05
+MARKER_ROOM = 64
 
 STDIN_HARNESS = """\
 import atexit as _a, builtins as _b, os as _o, sys as _s
@@ -88,8 +89,11 @@ class CodeTestsScorer:
             cases = cases[: self.max_cases]
         return self.run_cases(program, cases)
 
-    def _run(self, source: str, stdin: str, time_s: float, argv: list[str] | None = None):
-        limits = dataclasses.replace(self.limits, time_s=time_s)
+    def _run(self, source: str, stdin: str, time_s: float, argv: list[str], expected_bytes: int = 0):
+        """One sandboxed run. The output cap grows to twice the expected output when that is
+        larger (a correct program must not fail on the cap) and leaves room for the marker."""
+        output = max(self.limits.output_bytes, 2 * expected_bytes + 1024) + MARKER_ROOM
+        limits = dataclasses.replace(self.limits, time_s=time_s, output_bytes=output)
         return run_python(source, stdin=stdin, limits=limits, isolation=self.isolation, argv=argv,
                           interpreter=self.python or None)
 
@@ -108,7 +112,7 @@ class CodeTestsScorer:
                 break
             marker = secrets.token_hex(16)
             result = self._run(program, case.input, min(self.limits.time_s, left),
-                               argv=["-c", STDIN_HARNESS.format(marker=marker)])
+                               ["-c", STDIN_HARNESS.format(marker=marker)], len(case.output.encode()))
             ok = result.ok and _ran_to_exit(result.stdout, marker) and outputs_match(
                 result.stdout[: -(len(marker) + 2)].decode("utf-8", "surrogateescape"), case.output)
             passed += ok
@@ -124,7 +128,7 @@ class CodeTestsScorer:
         marker = secrets.token_hex(16)
         source = program.rstrip("\n") + "\n\n\n" + tests.code
         result = self._run(source, "", min(self.limits.time_s, self.total_time_s),
-                           argv=["-c", ASSERT_HARNESS.format(marker=marker)])
+                           ["-c", ASSERT_HARNESS.format(marker=marker)])
         return result.ok and _ran_to_exit(result.stdout, marker)
 
 
