@@ -183,3 +183,14 @@ def test_engine_deadline_kills_the_worker_and_leaves_no_process(mode):
     assert result.failed == [True] and "timeout" in result.errors[0]
     assert survivors(token, wait_s=5.0) == []
     assert host_can_fork()
+
+
+def test_docstring_examples():
+    import doctest
+
+    import rlvr_code.cases
+    import rlvr_code.plugins
+
+    for module in (rlvr_code.cases, rlvr_code.plugins):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__

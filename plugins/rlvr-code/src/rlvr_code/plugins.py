@@ -58,6 +58,11 @@ class CodeTestsScorer:
 
     ``None`` when the row has no tests; 0.0 when the completion has no program. Raises (the
     engine masks the item) when the row's tests are malformed or the sandbox cannot be built.
+
+    >>> share = CodeTestsScorer(mode="share")
+    >>> share(prompt="", completion="```python\\nprint(int(input()) * 2)\\n```",
+    ...       example={"tests": [{"input": "2", "output": "4"}, {"input": "3", "output": "7"}]})
+    0.5
     """
 
     mode: str = "all"
@@ -112,7 +117,8 @@ class CodeTestsScorer:
                 break
             marker = secrets.token_hex(16)
             result = self._run(program, case.input, min(self.limits.time_s, left),
-                               ["-c", STDIN_HARNESS.format(marker=marker)], len(case.output.encode()))
+                               ["-c", STDIN_HARNESS.format(marker=marker)],
+                               len(case.output.encode("utf-8", "surrogatepass")))
             ok = result.ok and _ran_to_exit(result.stdout, marker) and outputs_match(
                 result.stdout[: -(len(marker) + 2)].decode("utf-8", "surrogateescape"), case.output)
             passed += ok
