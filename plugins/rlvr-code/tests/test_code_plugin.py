@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import glob
+import os
 import secrets
+import tempfile
 import time
 
 import pytest
 
 from code_helpers import host_can_fork, survivors
 from rlvr_code.plugins import CodeTestsPlugin, CodeTestsScorer
-from rlvr_code.sandbox import Limits, namespaces_available
+from rlvr_code.sandbox import Limits, namespaces_available, remove_stale_dirs
 from rlvr_plugins.errors import PluginOptionError
 
 FENCE = "```"
@@ -179,10 +182,15 @@ def test_engine_deadline_kills_the_worker_and_leaves_no_process(mode):
                         python=(basic_python() if mode == "basic" else None) or "")
     item = {"prompt": "p", "completion": answer(code), "example": {"tests": ADD}}
     with RewardEngine(num_workers=1, timeout_s=3.0) as engine:
+        worker = engine._workers[0].proc.pid
         result = engine.score("code-tests", s, [item])
     assert result.failed == [True] and "timeout" in result.errors[0]
     assert survivors(token, wait_s=5.0) == []
     assert host_can_fork()
+    # the killed worker's temporary directory is left behind, and removed by the next sweep
+    left = [p for p in glob.glob(f"/tmp/rlvr-code-{worker}-*") + glob.glob(f"{tempfile.gettempdir()}/rlvr-code-{worker}-*")]
+    assert left and set(left) <= set(remove_stale_dirs("/tmp") + remove_stale_dirs())
+    assert not any(os.path.exists(p) for p in left)
 
 
 def test_docstring_examples():

@@ -53,7 +53,8 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Limits", "RunResult", "SandboxError", "run_python", "namespaces_available", "seccomp_filter"]
+__all__ = ["Limits", "RunResult", "SandboxError", "run_python", "namespaces_available", "remove_stale_dirs",
+           "seccomp_filter"]
 
 logger = logging.getLogger("rlvr_code.sandbox")
 
@@ -64,6 +65,7 @@ INNER_UID = 1000
 PROGRAM_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work",
                "MALLOC_ARENA_MAX": "2"}  # glibc reserves 64 MB of address space per thread arena otherwise
 KEEPER_GRACE_S = 5.0
+DIR_PREFIX = "rlvr-code-"  # then the creating process's pid
 STACK_BYTES = 256 << 20  # deep recursion in C (sorting keys, repr) as judges allow it
 
 _CLONE_NEWNS, _CLONE_NEWUTS, _CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
@@ -582,7 +584,11 @@ def run_python(source: str, *, stdin: str | bytes = b"", limits: Limits = Limits
         _interpreter_prefix(interpreter)
     _libc()  # loaded before fork: a forked copy of a threaded caller must not dlopen
     data = stdin.encode("utf-8", "surrogatepass") if isinstance(stdin, str) else bytes(stdin)
-    tmp = tempfile.mkdtemp(prefix="rlvr-code-", dir=_temp_base(mode))
+    base = _temp_base(mode)
+    if _swept.get("pid") != os.getpid():
+        _swept["pid"] = os.getpid()
+        remove_stale_dirs(base)
+    tmp = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-", dir=base)
     report_r, report_w = os.pipe()
     fds: list[int] = []
     pid = None
@@ -636,6 +642,32 @@ def run_python(source: str, *, stdin: str | bytes = b"", limits: Limits = Limits
             if fd >= 0:
                 os.close(fd)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+_swept: dict[str, int] = {}
+
+
+def remove_stale_dirs(base: str | None = None) -> list[str]:
+    """Remove the temporary directories left by processes that died during a run (a reward
+    worker SIGKILLed at the engine's deadline); ``run_python`` calls it once per process.
+    A directory is stale when no process has the pid in its name (so a ``$TMPDIR`` shared
+    across PID namespaces is not supported). Returns the directories removed."""
+    base = base or tempfile.gettempdir()
+    removed = []
+    for name in os.listdir(base):
+        owner = name[len(DIR_PREFIX):].split("-", 1)[0]
+        if not name.startswith(DIR_PREFIX) or not owner.isdigit():
+            continue
+        try:
+            os.kill(int(owner), 0)
+            continue
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+        removed.append(os.path.join(base, name))
+    return removed
 
 
 def _traversable_by_others(path: str) -> bool:
