@@ -43,6 +43,18 @@ def test_dev_stdin_and_fd_0_read_the_input(isolation):
     assert result.ok and result.stdout == b"['4', '5'] ['4', '5']\n"
 
 
+def test_signal_state_of_the_caller_is_not_inherited(isolation):
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGTERM})
+    try:
+        result = run("""
+            import signal
+            print(sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])))
+            """, isolation)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    assert result.ok and result.stdout == b"[]\n"
+
+
 def test_environment_is_empty_of_inherited_variables(isolation, monkeypatch):
     monkeypatch.setenv("RLVR_CODE_SECRET", "hunter2")
     result = run("import os; print(sorted(os.environ))", isolation)

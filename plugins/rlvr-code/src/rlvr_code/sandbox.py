@@ -441,6 +441,9 @@ def _program(cfg: _Config, nproc: int, errors: int) -> None:
         for target, fd in enumerate(cfg.fds):
             os.dup2(fd, target)
         _close_all_except({0, 1, 2, errors})
+        for signum in (signal.SIGPIPE, signal.SIGXFSZ):  # Python's SIG_IGN would survive exec
+            signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
         _set_limits(cfg.limits, nproc)
         _install_seccomp()
         os.execve(cfg.interpreter, [cfg.interpreter, "-I", "-S", "-B", *cfg.argv], PROGRAM_ENV)
@@ -520,6 +523,7 @@ def _keeper(cfg: _Config) -> None:
     code, pid = 1, None
     try:
         signal.signal(signal.SIGTERM, _raise_caller_died)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})  # the caller's mask is inherited
         _close_all_except({0, 1, 2, *cfg.fds, cfg.report})  # e.g. the engine's socket: its EOF must not wait for us
         os.setpgid(0, 0)
         _die_with_parent(cfg.caller, signal.SIGTERM)
