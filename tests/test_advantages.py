@@ -109,3 +109,14 @@ def test_group_with_all_invalid_gets_zero_without_nan():
 def test_grouped_rejects_partial_groups():
     with pytest.raises(ValueError, match="num_generations=4"):
         A.grouped(torch.zeros(6), 4)
+
+
+def test_a_group_with_one_valid_completion_gets_advantage_0_from_every_estimator():
+    from rlvr_plugins.advantages import batch_std_advantages, grpo_advantages, mean_baseline_advantages, rloo_advantages
+
+    rewards = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0])
+    valid = torch.tensor([True, False, False, False, True, True, True, True])
+    for estimator in (grpo_advantages, rloo_advantages, mean_baseline_advantages, batch_std_advantages):
+        adv = estimator(rewards, valid, 4)
+        assert torch.isfinite(adv).all(), estimator.__name__
+        assert adv[:4].tolist() == [0.0, 0.0, 0.0, 0.0], estimator.__name__

@@ -56,10 +56,12 @@ def grpo_advantages(
     """GRPO (Shao et al. 2024, DeepSeekMath): ``A_i = (r_i - mean(r)) / (std(r) + eps)`` per group.
 
     Biased: the division by the group std is not a baseline (see the module docstring).
-    Equal to TRL's ``scale_rewards="group"``.
+    Equal to TRL's ``scale_rewards="group"``. A group with fewer than two valid rewards has
+    no std: its advantages are 0.
     """
-    adv = (rewards - group_mean(rewards, valid, num_generations)) / (group_std(rewards, valid, num_generations) + eps)
-    return _zero_invalid(adv, valid)
+    std = group_std(rewards, valid, num_generations)
+    adv = (rewards - group_mean(rewards, valid, num_generations)) / (std + eps)
+    return _zero_invalid(torch.where(torch.isnan(std), torch.zeros_like(adv), adv), valid)
 
 
 def mean_baseline_advantages(rewards: torch.Tensor, valid: torch.Tensor, num_generations: int) -> torch.Tensor:

@@ -161,12 +161,17 @@ def rlvr_length_penalty(
     reward_names: list[str],
     step: int,
 ) -> torch.Tensor | None:
-    """Return a length penalty (or length reward) per completion, added to the reward.
+    """Return a length penalty (or length reward) per completion: reward shaping.
 
     Called once per generation batch, after the rewards are gathered from every process
     and before the advantages are computed. Collect-all: each enabled plugin's tensor
     (already weighted by the plugin) is added to the total reward and logged as
     ``penalties/<plugin>/mean``. Return ``None`` to contribute nothing this step.
+
+    The sum of the penalties is not shown to the estimator: it is added to the
+    estimator's advantages as ``p_i - mean_j p_j`` over the group (never divided by a
+    standard deviation, so an all-wrong group that differs only in length keeps
+    advantages of the penalty's size; see docs/loss-variants.md).
 
     :param completion_lengths: ``(N,)`` long, completion length in tokens (every token of
         the completion, including tokens a rollout plugin injected, e.g. a thinking-budget
@@ -198,8 +203,9 @@ def rlvr_compute_advantages(
     completion with ``valid == False`` gets advantage 0, and a group whose valid rewards
     are all equal gets advantage exactly 0 (counted as zero-variance).
 
-    :param rewards: ``(N,)`` float, weighted sum of the rewards plus the length
-        penalties; NaN where the completion has no score.
+    :param rewards: ``(N,)`` float, weighted sum of the rewards (the outcome; length
+        penalties are added after the estimator, see ``rlvr_length_penalty``); NaN where
+        the completion has no score.
     :param num_generations: G; group ``g`` is rows ``g*G … g*G+G-1``.
     :param valid: ``(N,)`` bool, False where the completion has no score (a reward
         timed out or raised, or no reward applied). Leave those out of the baseline.

@@ -16,11 +16,10 @@ from typing import Any, Mapping
 
 import torch
 
-from .advantages import finalize_advantages
 from .data import DataError, read_jsonl
 from .manager import PluginSet
 from .rewards import Engines, score_items
-from .trainer import check_vector
+from .trainer import batch_advantages
 
 LATE_STEP = 10**9
 
@@ -70,25 +69,14 @@ def score_rows(rows: list[dict[str, Any]], plugin_set: PluginSet, engines: Engin
 
 
 def _score_group(out, idx, values, failed, lengths, names, weights, plugin_set, step) -> None:
-    G = len(idx)
-    valid = ~failed.any(dim=1) & ~torch.isnan(values).all(dim=1)
-    total = (values * weights).nansum(dim=1)
-    for plugin, penalty in plugin_set.call_each("rlvr_length_penalty", completion_lengths=lengths, num_generations=G,
-                                                rewards_per_func=values, reward_names=names, step=step):
-        if penalty is None:
-            continue
-        penalty = check_vector(plugin, "rlvr_length_penalty", penalty, total)
-        total = total + penalty
+    result = batch_advantages(plugin_set, values, weights, failed, lengths, len(idx), step, names)
+    for plugin, penalty in result.penalties:
         for j, i in enumerate(idx.tolist()):
             out[i][plugin] = _num(penalty[j].item())
-    total = torch.where(valid, total, torch.full_like(total, float("nan")))
-    raw = plugin_set.one("rlvr_compute_advantages", rewards=total, num_generations=G, valid=valid,
-                         rewards_per_func=values, reward_names=names)
-    advantages, _ = finalize_advantages(raw.float(), total, valid, G)
     for j, i in enumerate(idx.tolist()):
-        out[i]["reward"] = _num(total[j].item())
-        out[i]["advantage"] = _num(advantages[j].item())
-        out[i]["scored"] = bool(valid[j])
+        out[i]["reward"] = _num(result.total[j].item())
+        out[i]["advantage"] = _num(result.advantages[j].item())
+        out[i]["scored"] = bool(result.valid[j])
 
 
 def _num(x: float) -> float | None:

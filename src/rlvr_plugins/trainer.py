@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -176,55 +177,28 @@ class RLVRTrainer(GRPOTrainer):
         batch = self._rlvr_batch
         rewards_per_func = batch["rewards_per_func"]
         names = [r.__name__ for r in self.rlvr_rewards]
-        weights = self.reward_weights.to(rewards_per_func.device)
-        valid = ~batch["failed"].any(dim=1) & ~torch.isnan(rewards_per_func).all(dim=1)
-        outcome = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1)
-        shaping = torch.zeros_like(outcome)
+        result = batch_advantages(self.plugin_set, rewards_per_func, self.reward_weights, batch["failed"],
+                                  batch["lengths"], num_generations, self.state.global_step, names)
         metrics = self._metrics[mode]
-        for plugin, penalty in self.plugin_set.call_each(
-            "rlvr_length_penalty",
-            completion_lengths=batch["lengths"],
-            num_generations=num_generations,
-            rewards_per_func=rewards_per_func,
-            reward_names=names,
-            step=self.state.global_step,
-        ):
-            if penalty is None:
-                continue
-            penalty = check_vector(plugin, "rlvr_length_penalty", penalty, outcome)
-            shaping = shaping + penalty
+        valid = result.valid
+        for plugin, penalty in result.penalties:
             metrics[f"penalties/{plugin}/mean"].append(penalty[valid].mean().item() if valid.any() else 0.0)
-        nan = torch.full_like(outcome, float("nan"))
-        outcome = torch.where(valid, outcome, nan)
-        total = torch.where(valid, outcome + shaping, nan)
-        estimator = self.plugin_set.winner("rlvr_compute_advantages")
-        raw = self.plugin_set.one(
-            "rlvr_compute_advantages",
-            rewards=outcome,
-            num_generations=num_generations,
-            valid=valid,
-            rewards_per_func=rewards_per_func,
-            reward_names=names,
-        )
-        raw = check_vector(estimator, "rlvr_compute_advantages", raw, outcome, valid=valid)
-        raw = raw + shaping_advantages(shaping, valid, num_generations)
-        advantages, zero_var = finalize_advantages(raw, total, valid, num_generations)
-        self._log_batch(metrics, total, advantages, valid, zero_var, batch["failed"])
+        self._log_batch(metrics, result.total, result.advantages, valid, result.zero_variance, batch["failed"])
         self._log_lengths(metrics, rewards_per_func, batch["lengths"], names)
         if mode == "train":
             self.plugin_set.call_each(
                 "rlvr_on_rewards",
                 example_indices=batch["indices"].tolist(),
-                rewards=total,
+                rewards=result.total,
                 rewards_per_func=rewards_per_func,
                 reward_names=names,
-                advantages=advantages,
+                advantages=result.advantages,
                 valid=valid,
                 num_generations=num_generations,
                 step=self.state.global_step,
                 log_metric=lambda name, value: metrics[name].append(float(value)),
             )
-        return advantages
+        return result.advantages
 
     def _log_lengths(self, metrics, rewards_per_func, lengths, names) -> None:
         """``completions/mean_length_correct`` and ``_wrong``: lengths split by the correctness reward."""
@@ -314,6 +288,54 @@ class RLVRTrainer(GRPOTrainer):
         for impl in self.plugin_set.pm.hook.rlvr_load_state_dict.get_hookimpls():
             if impl.plugin_name in states:
                 impl.function(state=states[impl.plugin_name])
+
+
+@dataclass
+class BatchAdvantages:
+    """What the framework computes from one gathered batch (all ``(N,)``, ``zero_variance`` ``(N / G,)``)."""
+
+    valid: torch.Tensor
+    total: torch.Tensor
+    penalties: list[tuple[str, torch.Tensor]]
+    advantages: torch.Tensor
+    zero_variance: torch.Tensor
+
+
+def batch_advantages(plugin_set: PluginSet, rewards_per_func: torch.Tensor, weights: torch.Tensor,
+                     failed: torch.Tensor, lengths: torch.Tensor, num_generations: int, step: int,
+                     names: list[str]) -> BatchAdvantages:
+    """Penalties, estimator and the framework's rules on a gathered batch (training and ``rlvr score``).
+
+    ``valid`` = no reward failed and not every reward ``None``; outcome = ``Σ_k w_k r_k``
+    (a ``None`` counts 0); the estimator turns the outcome into advantages; the summed
+    length penalties are added as group-centred shaping (``shaping_advantages``); then
+    ``finalize_advantages`` (no score → 0, equal totals in a group → exactly 0).
+    ``total`` = outcome + penalties, NaN where not valid.
+    """
+    valid = ~failed.any(dim=1) & ~torch.isnan(rewards_per_func).all(dim=1)
+    outcome = (rewards_per_func * weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
+    shaping = torch.zeros_like(outcome)
+    penalties = []
+    for plugin, penalty in plugin_set.call_each(
+        "rlvr_length_penalty", completion_lengths=lengths, num_generations=num_generations,
+        rewards_per_func=rewards_per_func, reward_names=names, step=step,
+    ):
+        if penalty is None:
+            continue
+        penalty = check_vector(plugin, "rlvr_length_penalty", penalty, outcome)
+        shaping = shaping + penalty
+        penalties.append((plugin, penalty))
+    nan = torch.full_like(outcome, float("nan"))
+    outcome = torch.where(valid, outcome, nan)
+    total = torch.where(valid, outcome + shaping, nan)
+    raw = plugin_set.one("rlvr_compute_advantages", rewards=outcome, num_generations=num_generations, valid=valid,
+                         rewards_per_func=rewards_per_func, reward_names=names)
+    raw = check_vector(plugin_set.winner("rlvr_compute_advantages"), "rlvr_compute_advantages", raw, outcome,
+                       valid=valid)
+    if penalties:
+        raw = raw + shaping_advantages(shaping, valid, num_generations)
+    advantages, zero_var = finalize_advantages(raw, total, valid, num_generations)
+    return BatchAdvantages(valid, total, penalties, advantages, zero_var)
 
 
 def last_complete_checkpoint(output_dir: str) -> str | None:
