@@ -255,18 +255,28 @@ def summarize_gradients(grads: np.ndarray, exact: np.ndarray, rng: np.random.Gen
     x = grads.reshape(d, -1)
     e = exact.reshape(-1)
     xu2 = (x @ (e / np.linalg.norm(e))) ** 2
-    starts = np.linspace(0, d, min(blocks, d) + 1).astype(int)[:-1]
-    sums = [np.add.reduceat(v, starts, axis=0) for v in (x, x * x, xu2)]
-    counts = np.diff(np.append(starts, d)).astype(float)
-    point = moment_stats(np.array(float(d)), *[s.sum(0) for s in sums], exact)
-    pick = rng.integers(0, len(starts), (replicates, len(starts)))
-    boot = moment_stats(counts[pick].sum(1), *[s[pick].sum(1) for s in sums], exact)
+    counts, *sums = block_bootstrap_sums([np.ones(d), x, x * x, xu2], rng, blocks, replicates)
+    point = moment_stats(np.array(float(d)), x.sum(0), (x * x).sum(0), xu2.sum(0), exact)
+    boot = moment_stats(counts, *sums, exact)
     out: dict[str, Any] = {}
     for key, value in point.items():
         out[key] = _plain(value)
         out[f"{key}_se"] = _plain(np.std(boot[key], axis=0, ddof=1))
     out["draws"] = d
     return out
+
+
+def block_bootstrap_sums(per_draw: Sequence[np.ndarray], rng: np.random.Generator, blocks: int,
+                         replicates: int) -> list[np.ndarray]:
+    """Bootstrap replicates of sums over draws: ``(D, ...)`` arrays → ``(replicates, ...)`` each.
+
+    The ``D`` draws are cut into ``blocks`` consecutive blocks; each replicate sums
+    ``blocks`` blocks drawn with replacement (the same blocks for every array).
+    """
+    d = per_draw[0].shape[0]
+    starts = np.linspace(0, d, min(blocks, d) + 1).astype(int)[:-1]
+    pick = rng.integers(0, len(starts), (replicates, len(starts)))
+    return [np.add.reduceat(v, starts, axis=0)[pick].sum(1) for v in per_draw]
 
 
 def length_push(per_answer: np.ndarray, rng: np.random.Generator, *, blocks: int = 50,
@@ -278,11 +288,7 @@ def length_push(per_answer: np.ndarray, rng: np.random.Generator, *, blocks: int
     ``right_ratio = E[g_right-long] / E[g_right-short]`` (1 for the exact gradient: the
     long answer is pushed as hard as the short one) and their bootstrap standard errors.
     """
-    d = per_answer.shape[0]
-    starts = np.linspace(0, d, min(blocks, d) + 1).astype(int)[:-1]
-    sums = np.add.reduceat(per_answer, starts, axis=0)
-    pick = rng.integers(0, len(starts), (replicates, len(starts)))
-    boot = sums[pick].sum(1)
+    (boot,) = block_bootstrap_sums([per_answer], rng, blocks, replicates)
     mean = per_answer.mean(0)
     out = {name: float(mean[k]) for name, k in LENGTH_ANSWERS.items()}
     for label, long_k, short_k in (("wrong", 3, 2), ("right", 1, 0)):
