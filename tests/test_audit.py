@@ -9,6 +9,7 @@ import torch
 
 from rlvr_plugins import Plugin, audit, hookimpl
 from rlvr_plugins.cli import build_parser, main
+from rlvr_plugins.errors import ConfigError, PluginContractError
 from rlvr_plugins.manager import temporary_plugin
 
 G = 8
@@ -196,6 +197,21 @@ def test_a_third_party_estimator_is_audited_through_its_hook():
     assert audit.verdict(st) == "biased"
 
 
+class WrongShape(Plugin):
+    name = "wrong-shape"
+
+    @hookimpl
+    def rlvr_compute_advantages(self, rewards, num_generations):
+        return rewards[:-1]
+
+
+def test_an_estimator_breaking_the_hook_contract_is_named():
+    with temporary_plugin(WrongShape):
+        (est,) = audit.load_estimators(["wrong-shape"])
+        with pytest.raises(PluginContractError, match="plugin 'wrong-shape': rlvr_compute_advantages returned"):
+            audit.audit_estimator(est, audit.AuditSize(draws=10))
+
+
 # -- the command ---------------------------------------------------------------------
 
 
@@ -215,6 +231,12 @@ def test_cli_writes_table_json_and_plots(tmp_path, capsys):
     assert data["size"]["draws"] == 300 and data["size"]["prompts"] == 4
     assert data["command"] == "rlvr audit --estimator rloo --estimator grpo --estimator batch-std --draws 300 --prompts 4"
     assert "audit.md" in capsys.readouterr().out
+
+
+def test_cli_rejects_a_size_below_two(tmp_path):
+    args = build_parser().parse_args(["audit", "--draws", "1", "--output", str(tmp_path)])
+    with pytest.raises(ConfigError, match="--draws must be at least 2"):
+        args.func(args)
 
 
 def test_cli_rejects_an_unknown_estimator_listing_the_valid_ones(tmp_path, capsys):

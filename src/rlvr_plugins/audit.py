@@ -333,11 +333,6 @@ class Estimator:
                                       f"expected a tensor of shape {tuple(rewards.shape)}")
         return raw.to(rewards.dtype)
 
-    def __call__(self, rewards, num_generations: int):
-        """Advantages ``(N,)`` as ``RLVRTrainer`` uses them: :meth:`raw`, then
-        :func:`rlvr_plugins.advantages.finalize_advantages` (zero-variance groups get 0)."""
-        return finalize(self.name, self.raw(rewards, num_generations), rewards, num_generations)
-
 
 def finalize(plugin: str, raw, rewards, num_generations: int):
     """Reject non-finite advantages naming ``plugin``, then apply the trainer's rules (all rows valid)."""
@@ -381,11 +376,14 @@ def available_estimators() -> list[str]:
 def load_estimators(names: Sequence[str] | None = None) -> list[Estimator]:
     """Enable each estimator alone, with its default options, in its own :class:`~rlvr_plugins.manager.PluginSet`.
 
-    ``names=None`` means every installed estimator. A name that is not an installed
-    estimator raises :class:`~rlvr_plugins.errors.ConfigError` listing the valid ones. The
-    plugin set holds the estimator only (no default sampler or template: nothing else is called).
+    ``names=None`` means every installed estimator; one that cannot be enabled without
+    options is then left out with a warning. A name that is not an installed estimator
+    raises :class:`~rlvr_plugins.errors.ConfigError` listing the valid ones. The plugin set
+    holds the estimator only (no default sampler or template: nothing else is called).
     """
-    from .errors import ConfigError
+    import logging
+
+    from .errors import ConfigError, PluginError
     from .manager import EnabledPlugin, PluginSet, discover
 
     entries = discover()
@@ -399,7 +397,13 @@ def load_estimators(names: Sequence[str] | None = None) -> list[Estimator]:
     for n in wanted:
         entry = entries[n]
         cls = entry.load()
-        plugin = EnabledPlugin(n, cls(cls.parse_options({})), entry)
+        try:
+            plugin = EnabledPlugin(n, cls(cls.parse_options({})), entry)
+        except PluginError as exc:
+            if names:
+                raise
+            logging.getLogger(__name__).warning("left out of the audit: %s", exc)
+            continue
         estimators.append(Estimator(n, entry.distribution, entry.version, PluginSet([plugin])))
     return estimators
 
