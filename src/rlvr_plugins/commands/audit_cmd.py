@@ -29,7 +29,8 @@ def add_arguments(parser) -> None:
     """Add this command's arguments to its argparse sub-parser (keep imports here light)."""
     parser.add_argument("--estimator", dest="estimators", action="append", default=[], metavar="NAME",
                         help="audit only this estimator (repeatable; default: every installed one)")
-    parser.add_argument("--output", default="runs/audit", help="folder for audit.md, audit.json and the plots")
+    parser.add_argument("--output", default="runs/audit", metavar="DIR",
+                        help="folder for audit.md, audit.json and the plots (default: runs/audit)")
     parser.add_argument("--full", action="store_true",
                         help="publication size: 16 prompts, 100000 draws (default: 8 prompts, 4000 draws)")
     parser.add_argument("--draws", type=int, help="Monte-Carlo draws (overrides the size)")
