@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from trl.trainer.utils import RepeatSampler
-
 from .. import hookimpl
 from ..plugin import Plugin
 
@@ -16,6 +14,8 @@ class RepeatSamplerPlugin(Plugin):
 
     @hookimpl(trylast=True)
     def rlvr_train_sampler(self, dataset, num_generations, prompts_per_batch, repeat_count, shuffle, seed):
+        from trl.trainer.utils import RepeatSampler  # lazily: listing plugins must not import TRL
+
         return RepeatSampler(
             data_source=dataset,
             mini_repeat_count=num_generations,
