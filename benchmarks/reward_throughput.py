@@ -11,8 +11,9 @@ Verdicts are compared on the completions both can decide (TRL returns None when 
 parse the gold answer; ours masks a completion on timeout). Each repeat starts fresh
 worker processes for ours and a fresh interpreter for TRL's function, each warmed on one
 unrelated item outside the timing (imports done, sympy's caches cold), so neither side
-reuses anything from an earlier repeat; within a repeat, ours verifies identical
-(answer, reference) pairs once, as in training.
+reuses anything from an earlier repeat; within a repeat, each of our workers parses a
+distinct answer once and verifies a (reference, parsed answer) pair once, as in training.
+The JSON has the per-repeat times and ratios as well as the medians.
 """
 
 from __future__ import annotations
