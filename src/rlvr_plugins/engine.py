@@ -709,7 +709,9 @@ class _Dispatch:
 class RewardEngine:
     """Scores reward plugins item by item, in worker processes, with a hard per-item deadline."""
 
-    def __init__(self, *, num_workers: int = 2, timeout_s: float = 10.0, max_consecutive_failures: int = 64,
+    DEFAULT_TIMEOUT_S = 10.0
+
+    def __init__(self, *, num_workers: int = 2, timeout_s: float = DEFAULT_TIMEOUT_S, max_consecutive_failures: int = 64,
                  nonfinite: str = "error", in_process: bool = False, memory_limit_mb: int | None = None,
                  max_abs_value: float | None = None) -> None:
         if num_workers < 1:

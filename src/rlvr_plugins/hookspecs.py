@@ -69,7 +69,7 @@ def rlvr_reward_functions(register: Callable[[RewardFunction], None]) -> None:
 
 
 @hookspec
-def rlvr_validate_run(reward_names: list[str], grpo_args: Any) -> None:
+def rlvr_validate_run(reward_names: list[str], grpo_args: Any, engine_timeout_s: float | None) -> None:
     """Check, at start-up, that the run makes sense for this plugin.
 
     Called once when the trainer is built (and by ``rlvr train --check``), after every
@@ -79,6 +79,10 @@ def rlvr_validate_run(reward_names: list[str], grpo_args: Any) -> None:
 
     :param reward_names: the names of every registered reward, in column order.
     :param grpo_args: the ``GRPOConfig`` the run will use (read-only).
+    :param engine_timeout_s: the reward engine's hard deadline per completion, in seconds
+        (``engine.timeout_s``), or ``None`` when rewards run in-process without one. A
+        reward with its own time budget (a sandbox, a judge's HTTP retries) checks that the
+        budget fits under it.
     :returns: nothing.
     """
 

@@ -122,11 +122,11 @@ class Prepared:
 
 
 def prepare(config: dict[str, Any]) -> Prepared:
-    from .trainer import validate_run
+    from .trainer import engine_timeout, validate_run
 
     plugin_set = build_plugin_set(config.get("plugins"))
     args = build_grpo_config(grpo_kwargs(config, plugin_set))
-    validate_run(plugin_set, args)
+    validate_run(plugin_set, args, engine_timeout(engine_options(config)))
     names = [r.name for _, r in plugin_set.reward_functions()]
     eval_reward = (config.get("eval") or {}).get("reward")
     if eval_reward is not None and eval_reward not in names:

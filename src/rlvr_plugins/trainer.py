@@ -71,7 +71,7 @@ class RLVRTrainer(GRPOTrainer):
         self.plugin_set = plugin_set
         self.engines = engines if engines is not None else Engines(**(engine_options or {}))
         registered = plugin_set.reward_functions()
-        validate_run(plugin_set, args)
+        validate_run(plugin_set, args, engine_timeout(self.engines.options))
         self.rlvr_rewards = [TRLReward(reward, owner, self.engines) for owner, reward in registered]
         weights = [float(r.weight) for _, r in registered]
         if args.reward_weights is not None and list(args.reward_weights) != weights:
@@ -357,14 +357,24 @@ def last_complete_checkpoint(output_dir: str) -> str | None:
     return None
 
 
-def validate_run(plugin_set: PluginSet, grpo_args) -> None:
+def validate_run(plugin_set: PluginSet, grpo_args, engine_timeout_s: float | None = None) -> None:
     """Let every plugin check the run (``rlvr_validate_run``) before anything is generated."""
     names = [reward.name for _, reward in plugin_set.reward_functions()]
     if not names:
         raise PluginError(
             "no reward function is enabled: enable at least one reward plugin (for example r1-accuracy)"
         )
-    plugin_set.call_each("rlvr_validate_run", reward_names=names, grpo_args=grpo_args)
+    plugin_set.call_each("rlvr_validate_run", reward_names=names, grpo_args=grpo_args,
+                         engine_timeout_s=engine_timeout_s)
+
+
+def engine_timeout(options: dict[str, Any]) -> float | None:
+    """The per-completion deadline of engines built with ``options`` (None in-process: no deadline)."""
+    from .engine import RewardEngine
+
+    if options.get("in_process", False):
+        return None
+    return float(options.get("timeout_s", RewardEngine.DEFAULT_TIMEOUT_S))
 
 
 def ratio_statistics(logps: torch.Tensor, old_logps: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:

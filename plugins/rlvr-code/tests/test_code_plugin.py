@@ -202,3 +202,14 @@ def test_docstring_examples():
     for module in (rlvr_code.cases, rlvr_code.plugins):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+def test_a_sandbox_budget_over_the_engine_deadline_is_refused_at_start_up():
+    from rlvr_plugins.errors import ConfigError
+    from rlvr_code.plugins import CodeTestsPlugin
+
+    plugin = CodeTestsPlugin(CodeTestsPlugin.parse_options({"total_time_s": 8.0}))
+    plugin.rlvr_validate_run(engine_timeout_s=10.0)
+    plugin.rlvr_validate_run(engine_timeout_s=None)
+    with pytest.raises(ConfigError, match=r"total_time_s=8 does not fit under .* engine.timeout_s=6"):
+        plugin.rlvr_validate_run(engine_timeout_s=6.0)

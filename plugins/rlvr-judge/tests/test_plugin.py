@@ -52,9 +52,18 @@ def test_refuses_a_run_that_also_enables_r1_accuracy():
     plugin_set = build_plugin_set({"judge-equivalence": {"model": "m"}, "r1-accuracy": {}})
     names = [r.name for _, r in plugin_set.reward_functions()]
     with pytest.raises(ConfigError, match="'judge-equivalence' and 'r1-accuracy' are both enabled"):
-        plugin_set.call_each("rlvr_validate_run", reward_names=names, grpo_args=None)
+        plugin_set.call_each("rlvr_validate_run", reward_names=names, grpo_args=None, engine_timeout_s=10.0)
     alone = build_plugin_set({"judge-equivalence": {"model": "m"}, "r1-format": {}})
-    alone.call_each("rlvr_validate_run", reward_names=["judge-equivalence", "r1-format"], grpo_args=None)
+    alone.call_each("rlvr_validate_run", reward_names=["judge-equivalence", "r1-format"], grpo_args=None,
+                    engine_timeout_s=10.0)
+
+
+def test_refuses_an_http_budget_that_does_not_fit_under_the_engine_deadline():
+    plugin = JudgeEquivalencePlugin(JudgeEquivalencePlugin.parse_options({"model": "m", "budget_s": 8.0}))
+    plugin.rlvr_validate_run(reward_names=["judge-equivalence"], engine_timeout_s=10.0)
+    plugin.rlvr_validate_run(reward_names=["judge-equivalence"], engine_timeout_s=None)  # in-process: no deadline
+    with pytest.raises(ConfigError, match=r"budget_s=8 .* engine.timeout_s=5"):
+        plugin.rlvr_validate_run(reward_names=["judge-equivalence"], engine_timeout_s=5.0)
 
 
 def test_in_worker_processes_judge_failures_are_masked_and_counted(stub, dead_url):

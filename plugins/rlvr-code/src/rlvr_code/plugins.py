@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rlvr_plugins import Plugin, RewardFunction, hookimpl
+from rlvr_plugins.errors import ConfigError
 
 from .cases import AssertTests, TestCase, extract_program, load_assert_tests, load_cases, outputs_match
 from .sandbox import Limits, run_python
@@ -189,3 +190,13 @@ class CodeTestsPlugin(Plugin):
     @hookimpl
     def rlvr_reward_functions(self, register):
         register(RewardFunction(self.name, self.scorer(), self.options.weight))
+
+    @hookimpl
+    def rlvr_validate_run(self, engine_timeout_s):
+        budget = self.options.total_time_s
+        if engine_timeout_s is not None and budget >= engine_timeout_s:
+            raise ConfigError(
+                f"plugin {self.name!r}: option total_time_s={budget:g} does not fit under the reward engine's "
+                f"deadline engine.timeout_s={engine_timeout_s:g}: the engine would kill the worker mid-item and the "
+                f"completion would be masked instead of scored. Set total_time_s below it (leave ~1 s for the "
+                f"sandbox set-up) or raise engine.timeout_s.", source="plugins")

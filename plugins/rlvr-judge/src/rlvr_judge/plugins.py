@@ -171,7 +171,14 @@ class JudgeEquivalencePlugin(Plugin):
         register(RewardFunction(self.name, build_scorer(self.options), self.options.weight))
 
     @hookimpl
-    def rlvr_validate_run(self, reward_names):
+    def rlvr_validate_run(self, reward_names, engine_timeout_s):
+        budget = self.options.budget_s
+        if self.options.backend == "http" and engine_timeout_s is not None and budget >= engine_timeout_s:
+            raise ConfigError(
+                f"plugin {self.name!r}: option budget_s={budget:g} (the judge's HTTP time with retries) does not fit "
+                f"under the reward engine's deadline engine.timeout_s={engine_timeout_s:g}: a slow judge would get "
+                f"the worker killed mid-item. Set budget_s below it (leave time for the rule-based check) or raise "
+                f"engine.timeout_s.", source="plugins")
         if REPLACES in reward_names:
             raise ConfigError(
                 f"plugins {self.name!r} and {REPLACES!r} are both enabled: {self.name} already applies "
