@@ -26,7 +26,7 @@ Protocol, per seed:
 Per seed the ratio is rollouts(curriculum) / rollouts(uniform); the figure is the median
 ratio over seeds (lower is better for the curriculum).
 
-    python benchmarks/sample_efficiency.py [--quick] [--seeds 0 1 2] [--target 0.46] [--json FILE]
+    python benchmarks/sample_efficiency.py [--quick] [--seeds 0 1 2] [--target 0.34] [--json FILE]
 
 Prints a table and the JSON; writes the JSON to ``benchmarks/results/`` unless told otherwise.
 """
@@ -55,9 +55,9 @@ DEMO = ROOT / "configs" / "demo.yaml"
 ARMS = ("uniform", "curriculum")
 MIX = {"min_digits": 1, "max_digits": 4, "difficulty_weights": [0.3, 0.3, 0.2, 0.2], "cot": "columns"}
 FULL = {"seeds": [0, 1, 2], "budget_steps": 120, "eval_every": 10, "eval_size": 200, "pool_size": 1000,
-        "sft_examples": 9600, "target": 0.46}
+        "sft_examples": 9600, "target": 0.34}
 QUICK = {"seeds": [0, 1], "budget_steps": 4, "eval_every": 2, "eval_size": 24, "pool_size": 64,
-         "sft_examples": 320, "target": 0.46}
+         "sft_examples": 320, "target": 0.34}
 COUNTER = "bench-rollouts"
 
 
@@ -264,6 +264,11 @@ def table(runs: list[dict[str, Any]], seeds: list[int], ratios: dict[int, float]
     return "\n".join(lines)
 
 
+def write_json(path: Path, value: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value, indent=2, default=str) + "\n")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke test: short SFT, 2 seeds, 4 steps per run")
@@ -293,8 +298,10 @@ def main(argv=None):
     with contextlib.ExitStack() as stack:
         workdir = Path(args.workdir) if args.workdir else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         model, sft_seconds = (Path(args.sft_model), 0.0) if args.sft_model else sft_once(workdir, p["sft_examples"])
-        runs = [run_arm(arm, seed, model, workdir, p, at_start=not i)
-                for i, (seed, arm) in enumerate((s, a) for s in p["seeds"] for a in args.arms)]
+        runs = []
+        for i, (seed, arm) in enumerate((s, a) for s in p["seeds"] for a in args.arms):
+            runs.append(run_arm(arm, seed, model, workdir, p, at_start=not i))
+            write_json(json_path, {"partial": True, "params": p, "runs": runs})
     if len(args.arms) < 2:
         print(json.dumps(runs, indent=2, default=str))
         return runs
@@ -316,8 +323,7 @@ def main(argv=None):
     print(f"median ratio curriculum/uniform: {ratios['median_ratio']:.2f} (min {ratios['min_ratio']:.2f}, "
           f"max {ratios['max_ratio']:.2f}); target <= 0.75: {'met' if result['target_met'] else 'NOT met'}"
           f"{'; some runs censored at the budget' if ratios['any_censored'] else ''}; {result['seconds']:.0f} s")
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    write_json(json_path, result)
     print(f"wrote {json_path}")
     return result
 

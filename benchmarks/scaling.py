@@ -82,9 +82,33 @@ def reward_plugin(i: int, isolated: bool):
 
 
 class SafeStepper(Stepper):
-    """``Stepper`` that re-raises a trainer's exception instead of waiting for it forever."""
+    """``Stepper`` that also records each step's CPU time in the trainer's thread (``cpu_times``),
+    and re-raises a trainer's exception instead of waiting for it forever.
+
+    With one torch thread every tensor operation of a step runs in that thread, so its CPU
+    time does not grow when other processes take the cores (wall time does); the reward
+    engine's worker processes are not in it.
+    """
 
     error: BaseException | None = None
+
+    def __init__(self, trainer):
+        from transformers import TrainerCallback
+
+        super().__init__(trainer)
+        self.cpu_times: list[float] = []
+        outer = self
+
+        class Clock(TrainerCallback):
+            started = 0.0
+
+            def on_step_begin(self, args, state, control, **kwargs):
+                self.started = time.thread_time()
+
+            def on_step_end(self, args, state, control, **kwargs):
+                outer.cpu_times.append(time.thread_time() - self.started)
+
+        trainer.add_callback(Clock())
 
     def _run(self):
         try:
@@ -157,12 +181,14 @@ def time_setting(sweep: str, setting: dict[str, int], steps: int, block: int, wo
            "steps_timed": (blocks - 1) * block}
     for k, s in steppers.items():
         row[f"s_per_step_{k}"] = statistics.median(s.times[1:])
+        row[f"cpu_s_per_step_{k}"] = statistics.median(s.cpu_times[block:])
         lengths = [log["completions/mean_length"] for log in s.trainer.state.log_history
                    if "completions/mean_length" in log]
         row[f"mean_completion_length_{k}"] = statistics.mean(lengths) if lengths else None
         row[f"steps_run_{k}"] = s.trainer.state.global_step
         if k != "trl":
             row[f"ratio_{k}_vs_trl"] = row[f"s_per_step_{k}"] / row["s_per_step_trl"]
+            row[f"cpu_ratio_{k}_vs_trl"] = row[f"cpu_s_per_step_{k}"] / row["cpu_s_per_step_trl"]
         close = getattr(s.trainer, "engines", None)
         if close is not None:
             close.close()
@@ -170,37 +196,43 @@ def time_setting(sweep: str, setting: dict[str, int], steps: int, block: int, wo
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| sweep | value | completions/step | TRL s/step | ours s/step | ratio | ours, isolated rewards s/step |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| sweep | value | completions/step | TRL CPU s/step | ours CPU s/step | CPU ratio | TRL wall s/step | "
+             "ours wall s/step | wall ratio | ours, isolated rewards: wall s/step (ratio) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        iso = f"{r['s_per_step_rlvr-isolated']:.3f}" if "s_per_step_rlvr-isolated" in r else "–"
-        lines.append(f"| {r['sweep']} | {r[r['sweep']]} | {r['completions_per_step']} | {r['s_per_step_trl']:.3f} | "
+        iso = (f"{r['s_per_step_rlvr-isolated']:.3f} ({r['ratio_rlvr-isolated_vs_trl']:.2f})"
+               if "s_per_step_rlvr-isolated" in r else "–")
+        lines.append(f"| {r['sweep']} | {r[r['sweep']]} | {r['completions_per_step']} | {r['cpu_s_per_step_trl']:.3f} | "
+                     f"{r['cpu_s_per_step_rlvr']:.3f} | {r['cpu_ratio_rlvr_vs_trl']:.3f} | {r['s_per_step_trl']:.3f} | "
                      f"{r['s_per_step_rlvr']:.3f} | {r['ratio_rlvr_vs_trl']:.3f} | {iso} |")
     return "\n".join(lines)
 
 
 def plot(rows: list[dict], path: Path) -> None:
+    """Top row: CPU seconds per step in the trainer's thread; bottom row: wall seconds per step."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     sweeps = list(dict.fromkeys(r["sweep"] for r in rows))
-    fig, axes = plt.subplots(1, len(sweeps), figsize=(4.2 * len(sweeps), 3.6), squeeze=False)
+    fig, axes = plt.subplots(2, len(sweeps), figsize=(4.2 * len(sweeps), 6.6), squeeze=False)
     labels = {"trl": "plain TRL GRPOTrainer", "rlvr": "RLVRTrainer (rewards in-process)",
               "rlvr-isolated": "RLVRTrainer (reward engine, 2 workers)"}
-    for ax, sweep in zip(axes[0], sweeps):
-        sub = [r for r in rows if r["sweep"] == sweep]
-        for kind, style in (("trl", "o-"), ("rlvr", "s--"), ("rlvr-isolated", "^:")):
-            if f"s_per_step_{kind}" in sub[0]:
-                ax.plot([r[sweep] for r in sub], [r[f"s_per_step_{kind}"] for r in sub], style, label=labels[kind])
-        ax.set_xscale("log", base=2)
-        ax.set_xticks([r[sweep] for r in sub], [str(r[sweep]) for r in sub])
-        ax.set_xlabel(sweep.replace("_", " "))
-        ax.set_ylabel("seconds per step (median)")
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7, loc="upper left")
+    for row, (prefix, what) in enumerate((("cpu_s_per_step", "CPU s/step (trainer thread)"),
+                                          ("s_per_step", "wall s/step"))):
+        for ax, sweep in zip(axes[row], sweeps):
+            sub = [r for r in rows if r["sweep"] == sweep]
+            for kind, style in (("trl", "o-"), ("rlvr", "s--"), ("rlvr-isolated", "^:")):
+                if f"{prefix}_{kind}" in sub[0]:
+                    ax.plot([r[sweep] for r in sub], [r[f"{prefix}_{kind}"] for r in sub], style, label=labels[kind])
+            ax.set_xscale("log", base=2)
+            ax.set_xticks([r[sweep] for r in sub], [str(r[sweep]) for r in sub])
+            ax.set_xlabel(sweep.replace("_", " "))
+            ax.set_ylabel(f"{what}, median")
+            ax.set_ylim(bottom=0)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7, loc="best")
     fig.suptitle(f"GRPO step time, tiny model, {PROMPTS_PER_STEP} prompts/step; base: G={BASE['num_generations']}, "
                  f"L={BASE['completion_length']}, 1 reward", fontsize=9)
     fig.tight_layout()
@@ -212,8 +244,8 @@ def plot(rows: list[dict], path: Path) -> None:
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="two values per sweep, 2 timed steps (smoke test)")
-    p.add_argument("--steps", type=int, default=6, help="timed steps per trainer and setting (after one warm-up block)")
-    p.add_argument("--block", type=int, default=3, help="steps per alternation block")
+    p.add_argument("--steps", type=int, default=16, help="timed steps per trainer and setting (after one warm-up block)")
+    p.add_argument("--block", type=int, default=1, help="steps per alternation block")
     p.add_argument("--json", help="default: benchmarks/results/scaling[-quick].json")
     p.add_argument("--plot", help="default: benchmarks/results/scaling[-quick].png")
     args = p.parse_args(argv)
@@ -231,8 +263,10 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         for sweep, setting in settings(sweeps):
             rows.append(time_setting(sweep, setting, steps, block, Path(tmp)))
-            print(f"[{time.perf_counter() - started:6.1f}s] {sweep}={setting[sweep]}: "
-                  f"TRL {rows[-1]['s_per_step_trl']:.3f} s/step, ours {rows[-1]['s_per_step_rlvr']:.3f}", flush=True)
+            r = rows[-1]
+            print(f"[{time.perf_counter() - started:6.1f}s] {sweep}={setting[sweep]}: CPU s/step TRL "
+                  f"{r['cpu_s_per_step_trl']:.3f}, ours {r['cpu_s_per_step_rlvr']:.3f}; wall TRL "
+                  f"{r['s_per_step_trl']:.3f}, ours {r['s_per_step_rlvr']:.3f}", flush=True)
     result = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}",
         "model": "tiny Qwen3, hidden 64, 2 layers (rlvr_plugins.testing.tiny_model)",
