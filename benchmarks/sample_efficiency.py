@@ -313,6 +313,7 @@ def main(argv=None):
         "params": p,
         "quick": args.quick,
         "sft_seconds": round(sft_seconds, 1),
+        "sft_reused": args.sft_model,
         "sft_curve_start": runs[0]["curve"][0] if runs[0]["curve"] and runs[0]["curve"][0]["step"] == 0 else None,
         **ratios,
         "target_met": ratios["median_ratio"] <= 0.75,
