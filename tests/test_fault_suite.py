@@ -519,7 +519,7 @@ def test_16_config_bugs_fail_at_start_up_naming_the_culprit(tmp_path, plugins, t
 # 17 (a plugin that raises, or a metric logged, on one rank only): two processes are needed, so these live in
 # tests/test_multiprocess.py (test_17_*, launched with torch.distributed.run under a 300 s watchdog): a reward
 # failing on rank 1 only is masked there and both ranks go on; failing K times in a row stops both ranks with one
-# error naming the reward and the rank (trainer._raise_on_every_rank); a metric logged on one rank does not hang;
+# error naming the reward and the rank (trainer._raise_on_every_rank); a metric logged on one rank only does not hang (the masked test);
 # an observer hook raising on one rank stops both.
 
 

@@ -87,6 +87,7 @@ def run_rank_faults(tmp_path, mode):
 
 @pytest.mark.slow
 def test_17_a_reward_failing_on_one_rank_is_masked_and_both_ranks_go_on(tmp_path):
+    """Also: rank 1 logs a metric rank 0 does not (observer/rank1_only); nothing hangs."""
     result, rows = run_rank_faults(tmp_path, "masked")
     assert result.returncode == 0, result.stderr[-4000:]
     seen = [r for r in rows if "valid" in r]
@@ -109,13 +110,6 @@ def test_17_a_reward_failing_k_times_on_one_rank_stops_every_rank_with_one_error
     assert result.stderr.count("reward error on rank 1 (all 2 ranks stop)") >= 2, result.stderr[-4000:]
     assert "rank-flaky" in result.stderr and "max_consecutive_failures=3" in result.stderr
     assert not [r for r in rows if "valid" in r]  # nothing was trained on
-
-
-@pytest.mark.slow
-def test_17_a_metric_logged_on_one_rank_only_does_not_hang(tmp_path):
-    result, rows = run_rank_faults(tmp_path, "metric")
-    assert result.returncode == 0, result.stderr[-4000:]
-    assert [r for r in rows if "done" in r]
 
 
 @pytest.mark.slow

@@ -2,10 +2,9 @@
 
     python -m torch.distributed.run --nproc_per_node 2 tests/multiproc/rank_faults.py OUT.jsonl MODE
 
-MODE is ``masked`` (the reward raises on rank 1 for completions of even length: masked there, the run
-goes on), ``failing`` (the reward raises on every row of rank 1: after K in a row the
-run stops, on both ranks, with one error), ``metric`` (a metric logged on rank 1 only)
-or ``hook`` (an observer hook raises on rank 1 only).
+MODE is ``masked`` (the reward raises on rank 1 for completions of even length: masked
+there, the run goes on; an observer also logs a metric on rank 1 only), ``failing`` (the reward raises on every row of rank 1: after K in a row the
+run stops, on both ranks, with one error) or ``hook`` (an observer hook raises on rank 1 only).
 """
 
 from __future__ import annotations
@@ -53,7 +52,7 @@ class Observer(Plugin):
 
     @hookimpl
     def rlvr_on_rewards(self, valid, step, log_metric):
-        if MODE == "metric" and RANK == 1:
+        if MODE == "masked" and RANK == 1:
             log_metric("observer/rank1_only", 1.0)
         if MODE == "hook" and RANK == 1:
             raise RuntimeError("observer broke on rank 1")
