@@ -214,6 +214,11 @@ CLIP = (
     Metric("clip_ratio/high_mean", "clipped high (ratio > 1 + eps, A > 0)", "min"),
     Metric("clip_ratio/region_mean", "clipped, either side", "min"),
 )
+RATIO = (
+    Metric("rlvr/ratio/abs_log_mean", "mean |log ratio| (0 on-policy)", None),
+    Metric("rlvr/ratio/max", "largest token ratio", None),
+    Metric("rlvr/ratio/min", "smallest token ratio", None),
+)
 OPTIONAL = {"cispo_clip_ratio": Metric("cispo_clip_ratio", "CISPO clip ratio", "min")}
 """Metrics only some losses log: shown (and noted where missing) only when some run has them."""
 
@@ -226,12 +231,13 @@ WHY_MISSING = {
                                      "lengths by correctness",
     **{m.name: _CLIPPED_LOSSES for m in CLIP},
     "cispo_clip_ratio": "TRL logs it for the cispo loss only",
+    **{m.name: "logged by RLVRTrainer at every optimiser step (not by plain TRL)" for m in RATIO},
 }
 
 
 def metric_groups(runs: Sequence[Run]) -> list[Group]:
     """The plot groups, in order: rewards (total, one per reward, penalties), accuracy, length, KL,
-    entropy, clip ratio. Rewards and penalties are those any run logged, in order of appearance."""
+    entropy, clip ratio, importance ratio. Rewards and penalties are those any run logged, in order of appearance."""
     per_reward = [Metric(k, f"reward {_middle(k, 'rewards/')}", "max") for k in _keys(runs, "rewards/", "/mean")]
     penalties = [Metric(k, f"length penalty {_middle(k, 'penalties/')}", "max")
                  for k in _keys(runs, "penalties/", "/mean")]
@@ -244,6 +250,7 @@ def metric_groups(runs: Sequence[Run]) -> list[Group]:
         Group("kl", "KL to the reference", (Metric("kl", "KL", "min"),)),
         Group("entropy", "Entropy", (Metric("entropy", "entropy", None),)),
         Group("clip_ratio", "Clip ratio", clip),
+        Group("ratio", "Importance ratio pi/pi_old (off-policy drift)", RATIO),
     ]
 
 
