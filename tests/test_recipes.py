@@ -141,3 +141,35 @@ def test_cpu_recipe_trains_and_logs_every_enabled_reward(name, tmp_path):
     if name in USES_SHARED_DATA:
         eval_rows = summary["eval_after"]["samples"]
         assert eval_rows[0]["answer"] == "18"  # GSM8K test row 0, "#### 18", normalised
+
+
+HOMEWORK = {  # config -> (estimator, GRPOConfig fields the variant is about)
+    "grpo": ("grpo", {"loss_type": "grpo", "epsilon": 0.2, "num_iterations": 1}),
+    "dr_grpo": ("dr-grpo", {"loss_type": "dr_grpo", "epsilon": 0.2}),
+    "rloo": ("rloo", {"loss_type": "dr_grpo", "epsilon": 0.2}),
+    "kimi_length": ("grpo", {"loss_type": "grpo"}),
+    "no_clip": ("grpo", {"loss_type": "grpo", "epsilon": math.inf, "epsilon_high": math.inf}),
+    "off_policy": ("grpo", {"loss_type": "grpo", "num_iterations": 8}),
+}
+
+
+def test_every_homework_config_is_tested():
+    folder = CONFIGS / "homework"
+    assert sorted(p.stem for p in folder.glob("*.yaml")) == sorted([*HOMEWORK, "sft"])
+    sft = load_config(folder / "sft.yaml")
+    assert sft["output_dir"] == "runs/homework/sft" and "sft" in sft
+
+
+@pytest.mark.parametrize("name", sorted(HOMEWORK))
+def test_homework_configs_differ_only_in_the_variant(name):
+    from rlvr_plugins.run import prepare
+
+    config = load_config(CONFIGS / "homework" / f"{name}.yaml")
+    assert config["model"]["name_or_path"] == "runs/homework/sft/model"  # all start from the shared SFT
+    prepared = prepare(config)
+    estimator, fields = HOMEWORK[name]
+    assert prepared.plugin_set.winner("rlvr_compute_advantages") == estimator
+    for key, value in fields.items():
+        assert getattr(prepared.grpo_args, key) == value, key
+    assert prepared.grpo_args.per_device_train_batch_size == 64 and prepared.grpo_args.num_generations == 8
+    assert ("kimi-length" in prepared.plugin_set.names) == (name == "kimi_length")
