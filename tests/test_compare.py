@@ -352,3 +352,15 @@ def test_a_real_smoke_run_folder(tmp_path):
     for name in ("rewards.png", "accuracy.png", "length.png", "entropy.png", "clip_ratio.png"):
         assert (out / name).read_bytes().startswith(PNG_MAGIC), name
     assert "| smoke | grpo | r1-accuracy, r1-format | 2 |" in (out / "compare.md").read_text(encoding="utf-8")
+
+
+def test_importance_ratio_is_plotted_when_a_run_logged_it(runs, tmp_path):
+    off = write_run(tmp_path / "off-policy", rows_from_columns([1, 2, 3], {
+        "reward": [0.1, 0.2, 0.3], "rlvr/ratio/abs_log_mean": [0.0, 0.02, 0.05],
+        "rlvr/ratio/max": [1.0, 1.3, 2.5], "rlvr/ratio/min": [1.0, 0.8, 0.4]}))
+    out = tmp_path / "out"
+    assert compare_cli(str(runs[0]), str(off), "--output", str(out)) == 0
+    assert "ratio.png" in read_result(out)["plots"] and (out / "ratio.png").read_bytes().startswith(PNG_MAGIC)
+    table = table_rows(out)
+    assert table["off-policy"]["rlvr/ratio/abs_log_mean ↕"] == "0.05 / 0–0.05"
+    assert table["grpo-run"]["rlvr/ratio/max ↕"] == "-"
