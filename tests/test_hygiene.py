@@ -264,17 +264,26 @@ def test_gsm8k_train_against_every_eval_set_takes_seconds():
 # ---------------------------------------------------------------- config
 
 
-def write_config(tmp_path: Path, filter_section: dict, rows: list[dict] | None = None, plugins=None) -> Path:
+def write_config(tmp_path: Path, filter_section: dict, rows: list[dict] | None = None, plugins=None,
+                 model: dict | None = None) -> Path:
+    """A filter config on ``rows``; no ``model`` section unless one is given (hygiene needs none)."""
     rows = rows if rows is not None else ROWS
     data = tmp_path / "rows.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump({
-        "output_dir": str(tmp_path / "run"), "seed": 0, "model": {"tiny": {}},
+        "output_dir": str(tmp_path / "run"), "seed": 0, **({"model": model} if model else {}),
         "data": {"train": {"source": "jsonl", "path": str(data)}, "columns": {"prompt": "question"}},
         "plugins": plugins or {}, "engine": {"in_process": True}, "filter": filter_section,
     }))
     return path
+
+
+def test_difficulty_filtering_without_a_model_section_names_what_to_do(tmp_path, capsys):
+    path = write_config(tmp_path, {"n": 2}, plugins={"r1-accuracy": {}})
+    assert cli.main(["filter", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "filter.difficulty samples every prompt with the model" in err and "difficulty: false" in err
 
 
 def test_the_hygiene_section_is_validated_with_every_problem_in_one_error(tmp_path):
@@ -412,6 +421,7 @@ def test_hygiene_runs_before_the_difficulty_sampling(tmp_path, monkeypatch):
     path = hygiene_setup(tmp_path, difficulty=True, n=2)
     spec = yaml.safe_load(path.read_text())
     spec["plugins"] = {"solved-toy": {}}
+    spec["model"] = {"tiny": {}}  # difficulty sampling needs one (the sampler is scripted here)
     path.write_text(yaml.safe_dump(spec))
     with temporary_plugin(SolvedPlugin):
         assert cli.main(["filter", str(path)]) == 0

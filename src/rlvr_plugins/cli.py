@@ -151,11 +151,11 @@ def cmd_score(args) -> int:
     return 0
 
 
-def _command_config(args):
+def _command_config(args, need_model: bool = True):
     from .config import load_config
     from .run import configure_threads
 
-    config = load_config(args.config, args.overrides)
+    config = load_config(args.config, args.overrides, need_model=need_model)
     configure_threads()
     return config
 
@@ -177,7 +177,7 @@ def cmd_sft(args) -> int:
 def cmd_filter(args) -> int:
     from .commands.filter_cmd import run_filter
 
-    run_filter(_command_config(args))
+    run_filter(_command_config(args, need_model=False))
     return 0
 
 

@@ -63,10 +63,13 @@ ENGINE_KEYS = {"workers", "timeout_s", "max_consecutive_failures", "nonfinite", 
 SFT_EXTRA = {"completion_column", "examples"}
 
 
-def load_config(path: str | Path, overrides: list[str] | None = None, need_data: bool = True) -> dict[str, Any]:
+def load_config(path: str | Path, overrides: list[str] | None = None, need_data: bool = True,
+                need_model: bool = True) -> dict[str, Any]:
     """Read, override (``a.b=value``, value parsed as YAML) and validate a config file.
 
-    ``need_data=False`` (``rlvr score``) accepts a config without a ``data`` section.
+    ``need_data=False`` (``rlvr score``) accepts a config without a ``data`` section;
+    ``need_model=False`` (``rlvr filter``, whose hygiene-only mode loads no model) one
+    without a ``model`` section (a ``model`` section that is there is still checked).
     """
     path = Path(path)
     if not path.is_file():
@@ -79,7 +82,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None, need_data:
         raise ConfigError(f"the top level must be a mapping, got {type(raw).__name__}", source=str(path))
     config = apply_overrides(raw, overrides or [])
     config.setdefault("_config_dir", str(path.parent.resolve()))
-    validate(config, source=str(path), need_data=need_data)
+    validate(config, source=str(path), need_data=need_data, need_model=need_model)
     return config
 
 
@@ -107,7 +110,8 @@ def apply_overrides(config: Mapping[str, Any], overrides: list[str]) -> dict[str
     return out
 
 
-def validate(config: Mapping[str, Any], source: str | None = None, need_data: bool = True) -> None:
+def validate(config: Mapping[str, Any], source: str | None = None, need_data: bool = True,
+             need_model: bool = True) -> None:
     problems: list[str] = []
     for key in config:
         if key not in TOP_LEVEL and not str(key).startswith("_"):
@@ -116,7 +120,8 @@ def validate(config: Mapping[str, Any], source: str | None = None, need_data: bo
         problems.append("output_dir must be a string path")
     if "seed" in config and (not isinstance(config["seed"], int) or isinstance(config["seed"], bool)):
         problems.append(f"seed must be an integer, got {config['seed']!r}")
-    problems += _check_model(config.get("model"))
+    if need_model or "model" in config:
+        problems += _check_model(config.get("model"))
     if need_data or "data" in config:
         problems += _check_data(config.get("data"))
     plugins = config.get("plugins", {})

@@ -31,6 +31,7 @@ from typing import Any, Mapping
 
 from .. import hygiene
 from ..config import resolve_path
+from ..errors import ConfigError
 from . import (
     engines_for,
     reaches,
@@ -73,6 +74,10 @@ def run_filter(config: dict[str, Any]) -> dict[str, Any]:
     difficulty = section.get("difficulty", True)
     options = SamplingOptions.from_section(section, DEFAULTS)
     if difficulty:
+        if config.get("model") is None:
+            raise ConfigError("filter.difficulty samples every prompt with the model, but the config has no model "
+                              "section: give model.name_or_path (or model.tiny), or set filter.difficulty: false "
+                              "for hygiene only", source="filter")
         require_backend(options.backend, "filter")
     started = time.perf_counter()
     ctx = setup(config, "filter", need_rewards=difficulty)
