@@ -11,7 +11,7 @@ import time
 import pytest
 
 from code_helpers import host_can_fork, survivors
-from rlvr_code.plugins import CodeTestsPlugin, CodeTestsScorer
+from rlvr_code.plugins import CodeTestsOptions, CodeTestsPlugin, CodeTestsScorer
 from rlvr_code.sandbox import Limits, namespaces_available, remove_stale_dirs
 from rlvr_plugins.errors import PluginOptionError
 
@@ -163,8 +163,8 @@ def test_registers_one_picklable_reward():
     (reward,) = registered
     assert reward.name == "code-tests" and reward.weight == 2.0 and reward.isolated
     assert pickle.loads(pickle.dumps(reward.fn)) == reward.fn
-    assert reward.fn.limits == Limits(time_s=2.0, memory_mb=256, max_processes=8, output_bytes=1024 * 1024,
-                                      open_files=64, disk_mb=64)
+    assert reward.fn.options.limits == Limits(time_s=2.0, memory_mb=256, max_processes=8, output_bytes=1024 * 1024,
+                                              open_files=64, disk_mb=64)
 
 
 ISOLATIONS = [pytest.param("namespaces", marks=pytest.mark.skipif(not namespaces_available(), reason="no namespaces")),
@@ -178,8 +178,8 @@ def test_engine_deadline_kills_the_worker_and_leaves_no_process(mode):
 
     token = f"303.{secrets.randbelow(10**6)}"
     code = f"import os, time\nos.posix_spawn('/bin/sleep', ['sleep', '{token}'], {{}})\ntime.sleep(60)"
-    s = CodeTestsScorer(limits=Limits(time_s=60.0), total_time_s=60.0, isolation=mode,
-                        python=(basic_python() if mode == "basic" else None) or "")
+    s = CodeTestsScorer(CodeTestsOptions(time_limit_s=60.0, total_time_s=60.0, isolation=mode,
+                                         python=(basic_python() if mode == "basic" else None) or ""))
     item = {"prompt": "p", "completion": answer(code), "example": {"tests": ADD}}
     with RewardEngine(num_workers=1, timeout_s=3.0) as engine:
         worker = engine._workers[0].proc.pid

@@ -14,7 +14,7 @@ from rlvr_plugins.errors import ConfigError
 from .cases import AssertTests, TestCase, extract_program, load_assert_tests, load_cases, outputs_match
 from .sandbox import Limits, run_python
 
-__all__ = ["CodeTestsPlugin", "CodeTestsScorer", "STDIN_HARNESS", "ASSERT_HARNESS"]
+__all__ = ["CodeTestsOptions", "CodeTestsPlugin", "CodeTestsScorer", "STDIN_HARNESS", "ASSERT_HARNESS"]
 
 MIN_CASE_TIME_S = 0.05
 MARKER_ROOM = 64
@@ -53,24 +53,21 @@ os._exit(0)
 """
 
 
-@dataclass(frozen=True)
-class CodeTestsScorer:
-    """1.0 when the program passes every test case (``mode="all"``) or the share passed (``"share"``).
+@dataclass
+class CodeTestsOptions:
+    """The plugin's options (``plugins: {code-tests: {...}}``); the scorer runs with them."""
 
-    ``None`` when the row has no tests; 0.0 when the completion has no program. Raises (the
-    engine masks the item) when the row's tests are malformed or the sandbox cannot be built.
-
-    >>> share = CodeTestsScorer(mode="share")
-    >>> share(prompt="", completion="```python\\nprint(int(input()) * 2)\\n```",
-    ...       example={"tests": [{"input": "2", "output": "4"}, {"input": "3", "output": "7"}]})
-    0.5
-    """
-
-    mode: str = "all"
-    limits: Limits = Limits()
+    weight: float = 1.0
+    mode: Literal["all", "share"] = "all"
+    time_limit_s: float = 2.0
     total_time_s: float = 8.0
+    memory_mb: int = 512
+    max_processes: int = 8
+    output_limit_kb: int = 1024
+    open_files: int = 64
+    disk_mb: int = 64
     max_cases: int = 0
-    isolation: str = "auto"
+    isolation: Literal["auto", "namespaces", "basic"] = "auto"
     python: str = ""
     tests_column: str = "tests"
     test_code_column: str = "test"
@@ -78,30 +75,64 @@ class CodeTestsScorer:
     setup_column: str = "test_setup_code"
     think_opened: bool = False
 
+    def __post_init__(self):
+        for name in ("time_limit_s", "total_time_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+        for name in ("memory_mb", "max_processes", "output_limit_kb", "open_files", "disk_mb"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        if self.max_cases < 0:
+            raise ValueError(f"max_cases must be >= 0 (0 = all), got {self.max_cases!r}")
+        if self.memory_mb < 64:
+            raise ValueError(f"memory_mb must be >= 64 (the interpreter needs ~30 MB), got {self.memory_mb}")
+
+    @property
+    def limits(self) -> Limits:
+        """The sandbox limits of one run."""
+        return Limits(time_s=self.time_limit_s, memory_mb=self.memory_mb, max_processes=self.max_processes,
+                      output_bytes=self.output_limit_kb * 1024, open_files=self.open_files, disk_mb=self.disk_mb)
+
+
+@dataclass(frozen=True)
+class CodeTestsScorer:
+    """1.0 when the program passes every test case (``mode="all"``) or the share passed (``"share"``).
+
+    ``None`` when the row has no tests; 0.0 when the completion has no program. Raises (the
+    engine masks the item) when the row's tests are malformed or the sandbox cannot be built.
+
+    >>> share = CodeTestsScorer(CodeTestsOptions(mode="share"))
+    >>> share(prompt="", completion="```python\\nprint(int(input()) * 2)\\n```",
+    ...       example={"tests": [{"input": "2", "output": "4"}, {"input": "3", "output": "7"}]})
+    0.5
+    """
+
+    options: CodeTestsOptions = dataclasses.field(default_factory=CodeTestsOptions)
+
     def __call__(self, *, prompt, completion, example):
-        cases: list[TestCase] | AssertTests | None = load_cases(example.get(self.tests_column))
+        cases: list[TestCase] | AssertTests | None = load_cases(example.get(self.options.tests_column))
         if not cases:
-            cases = load_assert_tests(example.get(self.test_code_column),
-                                      entry_point=example.get(self.entry_point_column),
-                                      setup=example.get(self.setup_column))
+            cases = load_assert_tests(example.get(self.options.test_code_column),
+                                      entry_point=example.get(self.options.entry_point_column),
+                                      setup=example.get(self.options.setup_column))
         if not cases:
             return None
-        program = extract_program(completion, think_opened=self.think_opened)
+        program = extract_program(completion, think_opened=self.options.think_opened)
         if program is None:
             return 0.0
         if isinstance(cases, AssertTests):
             return float(self.run_asserts(program, cases))
-        if self.max_cases:
-            cases = cases[: self.max_cases]
+        if self.options.max_cases:
+            cases = cases[: self.options.max_cases]
         return self.run_cases(program, cases)
 
     def _run(self, source: str, stdin: str, time_s: float, argv: list[str], expected_bytes: int = 0):
         """One sandboxed run. The output cap grows to twice the expected output when that is
         larger (a correct program must not fail on the cap) and leaves room for the marker."""
-        output = max(self.limits.output_bytes, 2 * expected_bytes + 1024) + MARKER_ROOM
-        limits = dataclasses.replace(self.limits, time_s=time_s, output_bytes=output)
-        return run_python(source, stdin=stdin, limits=limits, isolation=self.isolation, argv=argv,
-                          interpreter=self.python or None)
+        output = max(self.options.limits.output_bytes, 2 * expected_bytes + 1024) + MARKER_ROOM
+        limits = dataclasses.replace(self.options.limits, time_s=time_s, output_bytes=output)
+        return run_python(source, stdin=stdin, limits=limits, isolation=self.options.isolation, argv=argv,
+                          interpreter=self.options.python or None)
 
     def run_cases(self, program: str, cases: list[TestCase]) -> float:
         """Run the program once per case, within the total time budget; cases not run fail.
@@ -110,22 +141,22 @@ class CodeTestsScorer:
         shutdown (``sys.exit(0)`` included; ``os._exit`` and signals are not), within its time
         and output limits, and its output matches (see ``outputs_match``). The harness prints a
         random marker from an ``atexit`` handler to tell a normal shutdown apart."""
-        end = time.monotonic() + self.total_time_s
+        end = time.monotonic() + self.options.total_time_s
         passed = 0
         for case in cases:
             left = end - time.monotonic()
             if left < MIN_CASE_TIME_S:
                 break
             marker = secrets.token_hex(16)
-            result = self._run(program, case.input, min(self.limits.time_s, left),
+            result = self._run(program, case.input, min(self.options.limits.time_s, left),
                                ["-c", STDIN_HARNESS.format(marker=marker)],
                                len(case.output.encode("utf-8", "surrogatepass")))
             ok = result.ok and _ran_to_exit(result.stdout, marker) and outputs_match(
                 result.stdout[: -(len(marker) + 2)].decode("utf-8", "surrogateescape"), case.output)
             passed += ok
-            if not ok and self.mode == "all":
+            if not ok and self.options.mode == "all":
                 break
-        if self.mode == "all":
+        if self.options.mode == "all":
             return float(passed == len(cases))
         return passed / len(cases)
 
@@ -134,7 +165,7 @@ class CodeTestsScorer:
         printed by the harness after the module finished, exit status 0)."""
         marker = secrets.token_hex(16)
         source = program.rstrip("\n") + "\n\n\n" + tests.code
-        result = self._run(source, "", min(self.limits.time_s, self.total_time_s),
+        result = self._run(source, "", min(self.options.limits.time_s, self.options.total_time_s),
                            ["-c", ASSERT_HARNESS.format(marker=marker)])
         return result.ok and _ran_to_exit(result.stdout, marker)
 
@@ -147,45 +178,10 @@ class CodeTestsPlugin(Plugin):
     name = "code-tests"
     description = "Code reward: the completion's Python program run against the row's tests in a sandbox"
 
-    @dataclass
-    class Options:
-        weight: float = 1.0
-        mode: Literal["all", "share"] = "all"
-        time_limit_s: float = 2.0
-        total_time_s: float = 8.0
-        memory_mb: int = 512
-        max_processes: int = 8
-        output_limit_kb: int = 1024
-        open_files: int = 64
-        disk_mb: int = 64
-        max_cases: int = 0
-        isolation: Literal["auto", "namespaces", "basic"] = "auto"
-        python: str = ""
-        tests_column: str = "tests"
-        test_code_column: str = "test"
-        entry_point_column: str = "entry_point"
-        setup_column: str = "test_setup_code"
-        think_opened: bool = False
-
-        def __post_init__(self):
-            for name in ("time_limit_s", "total_time_s"):
-                if not getattr(self, name) > 0:
-                    raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
-            for name in ("memory_mb", "max_processes", "output_limit_kb", "open_files", "disk_mb"):
-                if getattr(self, name) < 1:
-                    raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
-            if self.max_cases < 0:
-                raise ValueError(f"max_cases must be >= 0 (0 = all), got {self.max_cases!r}")
-            if self.memory_mb < 64:
-                raise ValueError(f"memory_mb must be >= 64 (the interpreter needs ~30 MB), got {self.memory_mb}")
+    Options = CodeTestsOptions
 
     def scorer(self) -> CodeTestsScorer:
-        o = self.options
-        limits = Limits(time_s=o.time_limit_s, memory_mb=o.memory_mb, max_processes=o.max_processes,
-                        output_bytes=o.output_limit_kb * 1024, open_files=o.open_files, disk_mb=o.disk_mb)
-        return CodeTestsScorer(o.mode, limits, o.total_time_s, o.max_cases, o.isolation, o.python,
-                               o.tests_column, o.test_code_column, o.entry_point_column, o.setup_column,
-                               o.think_opened)
+        return CodeTestsScorer(self.options)
 
     @hookimpl
     def rlvr_reward_functions(self, register):
