@@ -209,3 +209,16 @@ def test_response_length_is_logged_for_correct_and_wrong_completions(tmp_path, t
             assert h["completions/mean_length_correct"] == pytest.approx(lengths[correct].float().mean().item())
         if (~correct).any():
             assert h["completions/mean_length_wrong"] == pytest.approx(lengths[~correct].float().mean().item())
+
+
+def test_ratio_statistics_by_hand():
+    from rlvr_plugins.trainer import ratio_statistics
+
+    logps = torch.log(torch.tensor([[2.0, 0.5, 9.0], [1.0, 4.0, 9.0]]))
+    old = torch.zeros(2, 3)
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
+    stats = ratio_statistics(logps, old, mask)  # ratios 2, 0.5, 1 kept; the 9s and the 4 masked out
+    expected = [3.5, math.log(2) + math.log(2) + 0.0, 3.0, 2.0, 0.5]
+    assert stats.tolist() == pytest.approx(expected)
+    empty = ratio_statistics(logps, old, torch.zeros(2, 3))
+    assert empty[:3].tolist() == [0.0, 0.0, 0.0] and empty[3] == -math.inf and empty[4] == math.inf

@@ -228,16 +228,15 @@ class RLVRTrainer(GRPOTrainer):
         if self._rlvr_logps is not None:
             old = inputs.get("old_per_token_logps")
             mask = inputs["completion_mask"]
-            stats = ratio_statistics(self._rlvr_logps, self._rlvr_logps if old is None else old, mask)
-            totals = self.accelerator.reduce(stats["sums"], reduction="sum")
-            extremes = gather(stats["extremes"].unsqueeze(0))
-            mode = "train" if self.model.training else "eval"
-            count = totals[2].clamp(min=1.0)
-            metrics = self._metrics[mode]
-            metrics["rlvr/ratio/mean"].append((totals[0] / count).item())
-            metrics["rlvr/ratio/abs_log_mean"].append((totals[1] / count).item())
-            metrics["rlvr/ratio/max"].append(extremes[:, 0].max().item())
-            metrics["rlvr/ratio/min"].append(extremes[:, 1].min().item())
+            stats = gather(ratio_statistics(self._rlvr_logps, self._rlvr_logps if old is None else old,
+                                            mask).unsqueeze(0))  # one collective: (processes, 5)
+            ratio_sum, abs_log_sum, count = stats[:, :3].sum(dim=0).tolist()
+            high, low = stats[:, 3].max().item(), stats[:, 4].min().item()
+            metrics = self._metrics["train" if self.model.training else "eval"]
+            metrics["rlvr/ratio/mean"].append(ratio_sum / count if count else 1.0)
+            metrics["rlvr/ratio/abs_log_mean"].append(abs_log_sum / count if count else 0.0)
+            metrics["rlvr/ratio/max"].append(high if count else 1.0)
+            metrics["rlvr/ratio/min"].append(low if count else 1.0)
             self._rlvr_logps = None
         return loss
 
@@ -377,20 +376,23 @@ def engine_timeout(options: dict[str, Any]) -> float | None:
     return float(options.get("timeout_s", RewardEngine.DEFAULT_TIMEOUT_S))
 
 
-def ratio_statistics(logps: torch.Tensor, old_logps: torch.Tensor, mask: torch.Tensor) -> dict[str, torch.Tensor]:
+def ratio_statistics(logps: torch.Tensor, old_logps: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Token-level importance ratios ``rho_t = exp(log pi(o_t) - log pi_old(o_t))`` over ``mask``.
 
-    Shapes: ``(B, T)`` each. Returns ``sums = [sum rho, sum |log rho|, token count]`` and
-    ``extremes = [max rho, min rho]`` (1, 1 when no token is masked in), to be reduced
-    across processes.
+    Shapes: ``(B, T)`` each. Returns ``(5,)``: ``[sum rho, sum |log rho|, token count,
+    max rho, min rho]`` (max ``-inf`` and min ``+inf`` when no token is masked in), so that
+    the statistics of every process are combined with one gather: sum the first three,
+    max the fourth, min the fifth.
     """
     log_ratio = (logps - old_logps).float()
     keep = mask.bool()
     ratio = torch.exp(log_ratio)
-    sums = torch.stack([ratio[keep].sum(), log_ratio[keep].abs().sum(), keep.sum().to(ratio.dtype)])
-    if not keep.any():
-        return {"sums": sums, "extremes": torch.ones(2, device=ratio.device)}
-    return {"sums": sums, "extremes": torch.stack([ratio[keep].max(), ratio[keep].min()])}
+    zero = torch.zeros_like(ratio)
+    return torch.stack([
+        torch.where(keep, ratio, zero).sum(), torch.where(keep, log_ratio.abs(), zero).sum(), keep.sum().to(ratio.dtype),
+        torch.where(keep, ratio, torch.full_like(ratio, -torch.inf)).max(),
+        torch.where(keep, ratio, torch.full_like(ratio, torch.inf)).min(),
+    ])
 
 
 def check_vector(plugin: str, hook: str, value: Any, like: torch.Tensor, valid: torch.Tensor | None = None):
