@@ -26,7 +26,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
 from .advantages import finalize_advantages, shaping_advantages
-from .engine import RewardPluginFailing
+from .engine import RewardEngine, RewardPluginFailing
 from .errors import PluginConflictError, PluginContractError, PluginError
 from .manager import PluginSet
 from .rewards import Engines, TRLReward
@@ -369,8 +369,6 @@ def validate_run(plugin_set: PluginSet, grpo_args, engine_timeout_s: float | Non
 
 def engine_timeout(options: dict[str, Any]) -> float | None:
     """The per-completion deadline of engines built with ``options`` (None in-process: no deadline)."""
-    from .engine import RewardEngine
-
     if options.get("in_process", False):
         return None
     return float(options.get("timeout_s", RewardEngine.DEFAULT_TIMEOUT_S))
