@@ -40,6 +40,7 @@ BUILTIN_PLUGINS = {
     "repeat-sampler": "rlvr_plugins.builtin.sampler:RepeatSamplerPlugin",
     "plain-template": "rlvr_plugins.builtin.template:PlainTemplate",
     "policy-loss": "rlvr_plugins.builtin.loss:PolicyLoss",
+    "reward-model": "rlvr_plugins.builtin.reward_model:RewardModel",
 }
 
 DEFAULTS = {
