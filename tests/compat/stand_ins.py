@@ -10,6 +10,7 @@ built-in ``reward-model`` plugin; everything else is passed to ``RLVRTrainer`` u
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import Any
 
 import torch
@@ -69,6 +70,13 @@ def standard_dataset(n: int = 8) -> Dataset:
 def conversational_dataset(n: int = 8) -> Dataset:
     return Dataset.from_list([{"prompt": [{"role": "user", "content": WORDS[i % len(WORDS)]}], "level": i % 3}
                               for i in range(n)])
+
+
+@dataclasses.dataclass
+class CPUConfig(GRPOConfig):
+    """GRPOConfig's defaults, but on CPU (its default bf16 needs a GPU or use_cpu)."""
+
+    use_cpu: bool = True
 
 
 def small_args(tmp_path, **overrides) -> GRPOConfig:

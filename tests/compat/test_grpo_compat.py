@@ -9,7 +9,6 @@ asserts the same observable behaviour, from values computed by hand where there 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import statistics
 
@@ -17,7 +16,7 @@ import pytest
 import torch
 from trl import GRPOConfig
 
-from .stand_ins import (TRAINERS, chat_tokenizer, conversational_dataset, small_args, standard_dataset,
+from .stand_ins import (TRAINERS, CPUConfig, chat_tokenizer, conversational_dataset, small_args, standard_dataset,
                         tiny_causal_lm, tiny_reward_model)
 
 pytestmark = pytest.mark.slow
@@ -54,13 +53,6 @@ def logged(trainer, key):
 
 
 # -- construction and errors -------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class CPUConfig(GRPOConfig):
-    """GRPOConfig's defaults, but on CPU (its default bf16 needs a GPU or use_cpu)."""
-
-    use_cpu: bool = True
 
 
 @pytest.mark.parametrize("kind", KINDS)
