@@ -6,8 +6,8 @@ the last token, as in TRL. Options: ``model`` (a hub id or local path, or, from 
 ``PreTrainedModel``), ``processing_class`` (its tokenizer, or an id/path; default: loaded from
 the model's own id), ``name`` (default: the last part of the model id, TRL's name), ``weight``.
 It runs in the trainer's process (``isolated=False``), one completion per forward pass, on
-the model's device (a model loaded from an id goes to this process's accelerator device; a
-``PreTrainedModel`` stays where it is).
+this process's accelerator device (where TRL places a reward model too; TRL's DeepSpeed
+preparation of reward models is not done here).
 """
 
 from __future__ import annotations
@@ -54,13 +54,17 @@ class RewardModelScorer:
 
 
 def load_reward_model(model: Any, processing_class: Any) -> tuple[Any, Any]:
-    """The model and its tokenizer, loaded from ids/paths where given as strings; pad token set as TRL does."""
+    """The model (on this process's device) and its tokenizer, loaded from ids/paths where given as strings.
+
+    The pad token is set as TRL does (the tokenizer's eos when it has none, and in the model's config).
+    """
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    if isinstance(model, str):
-        from accelerate import PartialState
+    from accelerate import PartialState
 
-        model = AutoModelForSequenceClassification.from_pretrained(model, num_labels=1).to(PartialState().device)
+    if isinstance(model, str):
+        model = AutoModelForSequenceClassification.from_pretrained(model, num_labels=1)
+    model = model.to(PartialState().device)
     if processing_class is None or isinstance(processing_class, str):
         processing_class = AutoTokenizer.from_pretrained(processing_class or model_name_or_path(model))
     if processing_class.pad_token_id is None:
