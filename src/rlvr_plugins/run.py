@@ -28,7 +28,7 @@ TRAINER_OWNED = {
     "output_dir": "set output_dir at the top level of the config, not in trainer:",
     "reward_weights": "set each reward's weight in its plugin's options (e.g. plugins: {r1-format: {weight: 0.5}})",
     "multi_objective_aggregation": "advantages come from the estimator plugin (grpo, rloo, batch-std, dr-grpo, ...); "
-                                   "TRL's aggregation would not be used",
+                                   "enable normalize-then-sum for TRL's 'normalize_then_sum'",
 }
 ESTIMATOR_SCALE = {"grpo": "group", "batch-std": "batch", "mean-baseline": "none", "dr-grpo": "none"}
 
