@@ -76,6 +76,19 @@ finite, but it swamps the group statistics and overflows them once squared in fl
 too many consecutive failures stops the call at once: workers still busy with its items
 are killed and replaced. Consecutive failures are counted per plugin name, across calls,
 in the order results arrive; the count restarts after :class:`RewardPluginFailing`.
+
+Exceptions (``on_error``)
+    ``"mask"`` (the engine's default): an exception fails its item. ``"raise"``: the first
+    one stops the call (in-process the function's own exception with a note naming the
+    reward and the item; from a worker :class:`RewardFunctionError`). Timeouts and crashes
+    are failed items under both: they are what the isolation exists for.
+
+Async functions and log callbacks
+    An ``async def`` function (or one returning an awaitable) is awaited on a per-process
+    event loop in a daemon thread; in-process, every item of a call is awaited at once
+    (``asyncio.gather``). An item that names log callbacks under :data:`LOG_CALLBACKS` gets
+    recording ``log_metric`` / ``log_extra`` functions; their calls come back per item in
+    ``ScoreResult.logs`` (from a worker, inside the item's result message).
 """
 
 from __future__ import annotations
