@@ -311,3 +311,26 @@ def test_an_environment_that_owns_the_reward_trains_without_reward_plugins(tmp_p
         2.0, 2.0]
     with pytest.raises(ValueError, match="No reward source provided"):
         RLVRTrainer(tiny_causal_lm(tok), environment_factory=NoRewardEnv, **common)
+
+
+def prepare_with(tmp_path, plugins, **trainer):
+    from rlvr_plugins.run import prepare
+    from rlvr_plugins.testing import TINY_TRAINER
+
+    with temporary_plugin(DigitShare):
+        return prepare({"output_dir": str(tmp_path), "seed": 1, "plugins": {"digit-share": {}, **plugins},
+                        "trainer": {**TINY_TRAINER, **trainer}})
+
+
+def test_yaml_path_refuses_trl_settings_the_estimator_would_not_honour(tmp_path):
+    with pytest.raises(ConfigError, match=r"scale_rewards='batch' would have no effect: .* estimator plugin 'grpo'"):
+        prepare_with(tmp_path, {}, scale_rewards="batch")
+    with pytest.raises(ConfigError, match="enable normalize-then-sum for TRL's 'normalize_then_sum'"):
+        prepare_with(tmp_path, {}, multi_objective_aggregation="normalize_then_sum")
+    for plugins, scale in (({"batch-std": {}}, "batch"), ({"mean-baseline": {}}, "none")):
+        prepared = prepare_with(tmp_path, plugins, scale_rewards=scale)
+        mapped = with_trl_estimator(prepared.plugin_set, prepared.grpo_args)
+        assert mapped.winner("rlvr_compute_advantages") == next(iter(plugins))
+    prepared = prepare_with(tmp_path, {"normalize-then-sum": {}})
+    assert with_trl_estimator(prepared.plugin_set, prepared.grpo_args).winner(
+        "rlvr_compute_advantages") == "normalize-then-sum"
