@@ -55,7 +55,7 @@ class RewardFunction:
 
     What else TRL offers a reward function, ``fn`` receives by declaring the keyword (or
     ``**kwargs``), per completion: ``completion_ids`` (its token ids), ``trainer_state``
-    (TRL's ``TrainerState``; in a worker process a copy without ``log_history``),
+    (TRL's ``TrainerState``; in a worker process a namespace of its fields, ``log_history`` empty),
     ``log_metric(name, value)`` (a scalar averaged into this step's metrics),
     ``log_extra(column, value)`` (this completion's value of an extra column of the
     completions table) and ``environment`` (this rollout's ``environment_factory``

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import types
 from typing import Any, Mapping, Sequence
 
 from .engine import LOG_CALLBACKS, RewardEngine, ScoreResult
@@ -64,8 +65,8 @@ def add_extras(items: list[dict[str, Any]], extras: Sequence[str], *, completion
                trainer_state: Any, environments: Sequence[Any] | None, isolated: bool) -> None:
     """Add what the function asked for (``reward_extras``) to each engine item, in place."""
     logs = tuple(name for name in extras if name in ("log_metric", "log_extra"))
-    if "trainer_state" in extras and isolated and trainer_state is not None and dataclasses.is_dataclass(trainer_state):
-        trainer_state = dataclasses.replace(trainer_state, log_history=[])
+    if "trainer_state" in extras and isolated and dataclasses.is_dataclass(trainer_state):
+        trainer_state = state_snapshot(trainer_state)
     for i, item in enumerate(items):
         if "completion_ids" in extras:
             item["completion_ids"] = list(completion_ids[i]) if completion_ids is not None else None
@@ -75,6 +76,16 @@ def add_extras(items: list[dict[str, Any]], extras: Sequence[str], *, completion
             item["environment"] = environments[i] if environments is not None else None
         if logs:
             item[LOG_CALLBACKS] = logs
+
+
+def state_snapshot(state: Any) -> types.SimpleNamespace:
+    """What a worker process gets for TRL's ``TrainerState``: its fields, ``log_history`` empty.
+
+    A plain namespace, so that a worker need not import transformers to read ``global_step``,
+    and the growing log history is not shipped with every batch.
+    """
+    fields = {f.name: getattr(state, f.name) for f in dataclasses.fields(state) if f.name != "log_history"}
+    return types.SimpleNamespace(**fields, log_history=[])
 
 
 def replay_logs(result: ScoreResult, log_metric: Any, log_extra: Any) -> None:
