@@ -99,6 +99,35 @@ def batch_std_advantages(
     return _zero_invalid(adv, valid)
 
 
+def normalize_then_sum_advantages(
+    rewards_per_func: torch.Tensor, weights: torch.Tensor, valid: torch.Tensor, num_generations: int,
+    eps: float = 1e-4,
+) -> torch.Tensor:
+    """GDPO-style "normalize then sum" (TRL's ``multi_objective_aggregation="normalize_then_sum"``).
+
+    Shapes: ``rewards_per_func`` ``(N, K)`` (NaN where a reward did not apply), ``weights``
+    ``(K,)``, ``valid`` ``(N,)``. Each reward is z-scored within its group first, the
+    weighted z-scores are summed, and the sum is z-scored over the batch::
+
+        z_ik = (r_ik - mean_group(r_k)) / (std_group(r_k) + eps)     (NaN-skipping, per reward k)
+        s_i  = sum_k w_k z_ik                                          (a NaN z counts 0)
+        A_i  = (s_i - mean_batch(s)) / (std_batch(s) + eps)
+
+    (sample standard deviations, Bessel-corrected). Rows that are not ``valid`` take part in
+    no statistic and get 0. Rewards on different scales then count by their weights, not by
+    their spread; biased like GRPO (std divisions).
+    """
+    per_func = torch.where(valid.unsqueeze(1), rewards_per_func, torch.full_like(rewards_per_func, float("nan")))
+    grouped_k = per_func.view(-1, num_generations, per_func.shape[1])
+    mean_k = torch.nanmean(grouped_k, dim=1, keepdim=True)
+    std_k = nan_std(grouped_k, dim=1).unsqueeze(1)
+    z = ((grouped_k - mean_k) / (std_k + eps)).view_as(per_func)
+    summed = (z * weights.to(z.device, z.dtype).unsqueeze(0)).nansum(dim=1)
+    summed = _masked(summed, valid)
+    adv = (summed - torch.nanmean(summed)) / (nan_std(summed) + eps)
+    return _zero_invalid(torch.nan_to_num(adv, nan=0.0), valid)
+
+
 def shaping_advantages(shaping: torch.Tensor, valid: torch.Tensor, num_generations: int) -> torch.Tensor:
     """The advantage of a shaping term (length penalty): ``s_i - mean_j s_j`` per group, never std-scaled.
 

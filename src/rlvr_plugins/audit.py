@@ -326,7 +326,8 @@ class Estimator:
         if valid is None:
             valid = torch.ones_like(rewards, dtype=torch.bool)
         raw = self.plugin_set.one(ESTIMATOR_HOOK, rewards=rewards, num_generations=num_generations, valid=valid,
-                                  rewards_per_func=rewards[:, None], reward_names=[REWARD_NAME])
+                                  rewards_per_func=rewards[:, None], reward_names=[REWARD_NAME],
+                                  reward_weights=torch.ones(1, dtype=rewards.dtype))
         if not isinstance(raw, torch.Tensor) or raw.shape != rewards.shape:
             got = tuple(raw.shape) if isinstance(raw, torch.Tensor) else type(raw).__name__
             raise PluginContractError(f"plugin {self.name!r}: {ESTIMATOR_HOOK} returned {got}; "

@@ -59,7 +59,7 @@ DECONTAMINATE_KEYS = {"eval_sets", "n", "short_n", "threshold"}
 EVAL_SET_KEYS = {"path", "column", "name"}
 DISTILL_KEYS = GENERATION_KEYS | {"thresholds", "max_per_prompt", "output"}
 ENGINE_KEYS = {"workers", "timeout_s", "max_consecutive_failures", "nonfinite", "in_process", "memory_limit_mb",
-               "max_abs_reward"}
+               "max_abs_reward", "on_error"}
 SFT_EXTRA = {"completion_column", "examples"}
 
 
@@ -156,6 +156,8 @@ def _check_engine(engine: Any) -> list[str]:
         "max_consecutive_failures": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
                                      "an integer >= 1"),
         "nonfinite": (lambda v: v in ("error", "mask"), "'error' or 'mask'"),
+        "on_error": (lambda v: v in ("mask", "raise"), "'mask' (a reward that raises fails that item) or 'raise' "
+                     "(it stops the run)"),
         "in_process": (lambda v: isinstance(v, bool), "true or false"),
         "memory_limit_mb": (lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 256),
                             "an integer >= 256 (MiB of address space per worker) or null for no limit"),

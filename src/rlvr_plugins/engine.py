@@ -76,13 +76,28 @@ finite, but it swamps the group statistics and overflows them once squared in fl
 too many consecutive failures stops the call at once: workers still busy with its items
 are killed and replaced. Consecutive failures are counted per plugin name, across calls,
 in the order results arrive; the count restarts after :class:`RewardPluginFailing`.
+
+Exceptions (``on_error``)
+    ``"mask"`` (the engine's default): an exception fails its item. ``"raise"``: the first
+    one stops the call (in-process the function's own exception with a note naming the
+    reward and the item; from a worker :class:`RewardFunctionError`). Timeouts and crashes
+    are failed items under both: they are what the isolation exists for.
+
+Async functions and log callbacks
+    An ``async def`` function (or one returning an awaitable) is awaited on a per-process
+    event loop in a daemon thread; in-process, every item of a call is awaited at once
+    (``asyncio.gather``). An item that names log callbacks under :data:`LOG_CALLBACKS` gets
+    recording ``log_metric`` / ``log_extra`` functions; their calls come back per item in
+    ``ScoreResult.logs`` (from a worker, inside the item's result message).
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import concurrent.futures
 import hashlib
+import inspect
 import logging
 import math
 import multiprocessing
@@ -106,7 +121,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from .errors import PluginContractError, RLVRError
 
-__all__ = ["RewardContractError", "RewardEngine", "RewardPluginFailing", "ScoreResult"]
+__all__ = ["RewardContractError", "RewardEngine", "RewardFunctionError", "RewardPluginFailing", "ScoreResult"]
 
 logger = logging.getLogger("rlvr_plugins.engine")
 
@@ -133,14 +148,20 @@ class ScoreResult:
     values: list[float]
     failed: list[bool]
     errors: list[str | None]
+    logs: list[list[tuple]] | None = None
+    """Per item, the ``log_metric`` / ``log_extra`` calls it made (see ``LOG_CALLBACKS``); None when none asked."""
 
 
 class RewardContractError(PluginContractError):
     """A plugin returned something that is not a reward (or its function cannot be loaded)."""
 
 
-class RewardPluginFailing(RLVRError):
+class RewardPluginFailing(RLVRError, RuntimeError):
     """A plugin failed on too many consecutive items."""
+
+
+class RewardFunctionError(RLVRError, RuntimeError):
+    """A reward function raised in a worker process, with ``on_error="raise"`` (the message names it and the item)."""
 
 
 # ---------------------------------------------------------------- shared by both sides
@@ -191,15 +212,90 @@ def _convert(value: Any) -> tuple[str, Any]:
     return "bad", _describe_value(value)
 
 
-def _call(fn: Callable[..., Any], item: Mapping[str, Any]) -> tuple[str, Any]:
+LOG_CALLBACKS = "__rlvr_log_callbacks__"
+"""Item key naming the log callbacks (``log_metric``, ``log_extra``) the function takes; the engine supplies them.
+
+Calls are recorded per item as ``("metric", name, value)`` / ``("extra", column, value)`` and returned in
+``ScoreResult.logs``, from worker processes as from the calling one, so the caller replays them in its process."""
+
+
+def _with_log_callbacks(item: Mapping[str, Any]) -> tuple[dict[str, Any], list[tuple] | None]:
+    """The keyword arguments of one call: the item, plus recording log callbacks when it asks for them."""
+    wanted = item.get(LOG_CALLBACKS)
+    if not wanted:
+        return dict(item), None
+    logs: list[tuple] = []
+    recorders = {"log_metric": lambda name, value: logs.append(("metric", name, value)),
+                 "log_extra": lambda column, value: logs.append(("extra", column, value))}
+    kwargs = {k: v for k, v in item.items() if k != LOG_CALLBACKS}
+    kwargs.update({name: recorders[name] for name in wanted})
+    return kwargs, logs
+
+
+def _invoke(fn: Callable[..., Any], item: Mapping[str, Any]) -> tuple[Any, list[tuple] | None]:
+    """``fn(**item)`` (awaited when it returns an awaitable), with the log callbacks the item asks for."""
+    kwargs, logs = _with_log_callbacks(item)
+    return _resolve(fn(**kwargs)), logs
+
+
+def _resolve(value: Any) -> Any:
+    return _run_coroutine(value) if inspect.isawaitable(value) else value
+
+
+def _call(fn: Callable[..., Any], item: Mapping[str, Any]) -> tuple[str, Any, list[tuple] | None]:
     try:
-        value = fn(**item)
+        value, logs = _invoke(fn, item)
     except BaseException as exc:
-        return "error", _describe(exc)
+        return "error", _describe(exc), None
     try:
-        return _convert(value)
+        return (*_convert(value), logs)
     except BaseException as exc:
-        return "bad", f"an unconvertible value ({_describe(exc)})"
+        return "bad", f"an unconvertible value ({_describe(exc)})", logs
+
+
+_loop_lock = threading.Lock()
+_loop: tuple[int, asyncio.AbstractEventLoop] | None = None
+
+
+def _event_loop() -> asyncio.AbstractEventLoop:
+    """One event loop per process, running in a daemon thread (as TRL runs async rewards)."""
+    global _loop
+    with _loop_lock:
+        if _loop is None or _loop[0] != os.getpid():
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="rlvr-engine-async", daemon=True).start()
+            _loop = (os.getpid(), loop)
+        return _loop[1]
+
+
+def _run_coroutine(coro: Any) -> Any:
+    return asyncio.run_coroutine_threadsafe(_as_coroutine(coro), _event_loop()).result()
+
+
+async def _as_coroutine(awaitable: Any) -> Any:
+    return await awaitable
+
+
+async def _gather(fn: Callable[..., Any], items: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """Every item of an async reward at once (``asyncio.gather``, like TRL): ``(value, logs)`` or the exception."""
+
+    async def one(item):
+        kwargs, logs = _with_log_callbacks(item)
+        return await fn(**kwargs), logs
+
+    return await asyncio.gather(*(one(item) for item in items), return_exceptions=True)
+
+
+def _settled(outcome: Any) -> tuple[Any, list[tuple] | None]:
+    """A result of :func:`_gather`: the ``(value, logs)`` pair, or raise the exception it holds."""
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+
+
+def is_async_callable(fn: Any) -> bool:
+    """True for an ``async def`` function, a partial of one, or an object whose ``__call__`` is one."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
 
 
 # ---------------------------------------------------------------- worker side
@@ -252,7 +348,8 @@ def _worker_main(fd: int, parent_pid: int, memory_limit_mb: int | None) -> None:
             if message[0] == "run":
                 fn = fns[message[1]]
                 for index, item in message[2]:
-                    conn.send(("r", index) + _call(fn, item))
+                    kind, payload, logs = _call(fn, item)
+                    conn.send(("r", index, kind, payload) if logs is None else ("r", index, kind, payload, logs))
             elif message[0] == "fn":
                 _, name, key, payload, paths = message
                 try:
@@ -458,12 +555,22 @@ class _Tally:
         self.engine, self.name, self.items = engine, name, items
         n = len(items)
         self.values, self.failed, self.errors = [math.nan] * n, [False] * n, [None] * n
+        self.logs: list[list[tuple]] | None = None
         self.remaining = n
         self.abort: BaseException | None = None
 
-    def record(self, index: int, kind: str, payload: Any) -> None:
+    def record(self, index: int, kind: str, payload: Any, logs: list[tuple] | None = None) -> None:
         self.remaining -= 1
         self.engine._stats["calls"] += 1
+        if logs:
+            if self.logs is None:
+                self.logs = [[] for _ in self.items]
+            self.logs[index] = logs
+        if kind == "error" and self.engine.on_error == "raise":
+            self.abort = self.abort or RewardFunctionError(
+                f"reward plugin {self.name!r} raised on item {index}: {payload} (engine on_error='raise'; "
+                "on_error='mask' scores such items as failed instead)")
+            return
         limit = self.engine.max_abs_value
         if kind == "ok" and math.isfinite(payload) and (limit is None or abs(payload) <= limit):
             self._succeed(index, payload)
@@ -517,7 +624,7 @@ class _Tally:
         )
 
     def result(self) -> ScoreResult:
-        return ScoreResult(values=self.values, failed=self.failed, errors=self.errors)
+        return ScoreResult(values=self.values, failed=self.failed, errors=self.errors, logs=self.logs)
 
 
 class _Dispatch:
@@ -625,7 +732,7 @@ class _Dispatch:
             if not batch:
                 worker.batches.popleft()
             worker.deadline = time.monotonic() + self.timeout_s if worker.busy else None
-            self.tally.record(message[1], message[2], message[3])
+            self.tally.record(*message[1:])
         elif tag == "undecodable" and worker.busy:
             batch = worker.batches.popleft()
             worker.deadline = time.monotonic() + self.timeout_s if worker.busy else None
@@ -706,14 +813,27 @@ class _Dispatch:
             worker.prepared = None
 
 
+ON_ERROR = ("mask", "raise")
+
+
 class RewardEngine:
-    """Scores reward plugins item by item, in worker processes, with a hard per-item deadline."""
+    """Scores reward plugins item by item, in worker processes, with a hard per-item deadline.
+
+    ``on_error`` decides what an exception raised by the reward function does: ``"mask"`` (the
+    default) fails that item (no score) and counts it towards ``max_consecutive_failures``;
+    ``"raise"`` stops the call at the first one, as TRL does (in-process: the function's own
+    exception, with a note naming the reward and the item; in a worker:
+    :class:`RewardFunctionError`). Timeouts and worker crashes are failures of the engine's
+    isolation, not of the function's logic: they are masked under both settings.
+    """
 
     DEFAULT_TIMEOUT_S = 10.0
 
     def __init__(self, *, num_workers: int = 2, timeout_s: float = DEFAULT_TIMEOUT_S, max_consecutive_failures: int = 64,
                  nonfinite: str = "error", in_process: bool = False, memory_limit_mb: int | None = None,
-                 max_abs_value: float | None = None) -> None:
+                 max_abs_value: float | None = None, on_error: str = "mask") -> None:
+        if on_error not in ON_ERROR:
+            raise ValueError(f"on_error must be one of {list(ON_ERROR)}, got {on_error!r}")
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
         if not timeout_s > 0:
@@ -728,6 +848,7 @@ class RewardEngine:
             raise ValueError(f"max_abs_value must be positive or None, got {max_abs_value}")
         self.num_workers, self.timeout_s = num_workers, float(timeout_s)
         self.max_consecutive_failures, self.nonfinite = max_consecutive_failures, nonfinite
+        self.on_error = on_error
         self.in_process, self.memory_limit_mb = in_process, memory_limit_mb
         self.max_abs_value = None if max_abs_value is None else float(max_abs_value)
         self._lock = threading.RLock()
@@ -774,15 +895,22 @@ class RewardEngine:
         return f"{name}:{hashlib.blake2b(payload, digest_size=12).hexdigest()}", payload
 
     def _score_in_process(self, tally: _Tally, fn: Callable[..., Any]) -> ScoreResult:
-        for index, item in enumerate(tally.items):
+        if is_async_callable(fn):
+            outcomes = _run_coroutine(_gather(fn, tally.items))
+        else:
+            outcomes = (None for _ in tally.items)
+        for index, (item, outcome) in enumerate(zip(tally.items, outcomes)):
             try:
-                value = fn(**item)
+                value, logs = _invoke(fn, item) if outcome is None else _settled(outcome)
             except KeyboardInterrupt:
                 raise
             except BaseException as exc:
+                if self.on_error == "raise":
+                    exc.add_note(f"raised by reward plugin {tally.name!r} on item {index} (engine on_error='raise')")
+                    raise
                 tally.record(index, "error", _describe(exc))
             else:
-                tally.record(index, *_convert(value))
+                tally.record(index, *_convert(value), logs)
             if tally.abort is not None:
                 raise tally.abort
         return tally.result()

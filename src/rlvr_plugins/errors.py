@@ -1,4 +1,10 @@
-"""Errors that stop a run before (or while) it starts, each naming its culprit."""
+"""Errors that stop a run before (or while) it starts, each naming its culprit.
+
+Where one of them replaces an error ``GRPOTrainer`` raises, it is also the built-in exception
+a TRL user catches there: invalid configs, plugin problems and broken reward contracts are
+``ValueError``s (TRL raises ``ValueError`` for no reward source, mismatched reward weights,
+a reward returning the wrong number of values).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ class RLVRError(Exception):
     """Base of every error the command line reports as a message (exit code 2)."""
 
 
-class ConfigError(RLVRError):
+class ConfigError(RLVRError, ValueError):
     """An invalid config: every problem found, one per line."""
 
     def __init__(self, problems: list[str] | str, source: str | None = None):
@@ -17,7 +23,7 @@ class ConfigError(RLVRError):
         super().__init__(f"invalid config{where} ({len(self.problems)} problem(s)):\n{lines}")
 
 
-class PluginError(RLVRError):
+class PluginError(RLVRError, ValueError):
     """A plugin cannot be used as configured."""
 
 
@@ -58,5 +64,5 @@ class PluginValidationError(PluginError):
     """A hook implementation that matches no hook spec, or has the wrong arguments."""
 
 
-class PluginContractError(RLVRError):
+class PluginContractError(RLVRError, ValueError):
     """A plugin broke a hook's contract while running (wrong shape, NaN, wrong type)."""

@@ -196,6 +196,7 @@ def rlvr_compute_advantages(
     valid: torch.Tensor,
     rewards_per_func: torch.Tensor,
     reward_names: list[str],
+    reward_weights: torch.Tensor,
 ) -> torch.Tensor:
     """Turn the total reward of each completion into its advantage (the estimator).
 
@@ -215,6 +216,8 @@ def rlvr_compute_advantages(
         timed out or raised, or no reward applied). Leave those out of the baseline.
     :param rewards_per_func: ``(N, K)`` float, the raw value of each reward function.
     :param reward_names: the ``K`` reward names, in column order.
+    :param reward_weights: ``(K,)`` float, the weight of each reward (``rewards`` is their
+        weighted sum), for an estimator that combines the rewards itself.
     :returns: ``(N,)`` float tensor of advantages.
     """
 

@@ -35,9 +35,12 @@ BUILTIN_PLUGINS = {
     "grpo": "rlvr_plugins.builtin.estimators:GRPOEstimator",
     "rloo": "rlvr_plugins.builtin.estimators:RLOOEstimator",
     "batch-std": "rlvr_plugins.builtin.estimators:BatchStdEstimator",
+    "mean-baseline": "rlvr_plugins.builtin.estimators:MeanBaselineEstimator",
+    "normalize-then-sum": "rlvr_plugins.builtin.estimators:NormalizeThenSumEstimator",
     "repeat-sampler": "rlvr_plugins.builtin.sampler:RepeatSamplerPlugin",
     "plain-template": "rlvr_plugins.builtin.template:PlainTemplate",
     "policy-loss": "rlvr_plugins.builtin.loss:PolicyLoss",
+    "reward-model": "rlvr_plugins.builtin.reward_model:RewardModel",
 }
 
 DEFAULTS = {
@@ -216,6 +219,22 @@ class PluginSet:
     def winner(self, hook: str) -> str:
         impls = self.pm.hook.__dict__[hook].get_hookimpls()
         return impls[-1].plugin_name
+
+    def is_default(self, name: str) -> bool:
+        """True when ``name`` answers only because nobody else does (a built-in default)."""
+        return any(p.name == name and p.default for p in self.enabled)
+
+    def replace_default(self, hook: str, name: str) -> "PluginSet":
+        """A copy of this set in which the built-in ``name`` answers ``hook`` instead of the default.
+
+        The rewards already collected are kept (``rlvr_reward_functions`` is not called again).
+        """
+        entry = discover()[name]
+        cls = entry.load()
+        kept = [p for p in self.enabled if not (p.default and hook in implemented_hooks(type(p.instance)))]
+        replaced = PluginSet([*kept, EnabledPlugin(entry.name, cls(cls.Options()), entry, default=True)])
+        replaced._rewards = self._rewards
+        return replaced
 
     def reward_functions(self) -> list[tuple[str, RewardFunction]]:
         """Every registered reward as ``(plugin name, RewardFunction)``, names unique.

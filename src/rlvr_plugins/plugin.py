@@ -38,6 +38,9 @@ class Plugin:
         return parse_options(cls.name, cls.Options, raw or {})
 
 
+COMPLETION_FORMATS = ("text", "messages")
+
+
 @dataclass(frozen=True)
 class RewardFunction:
     """One reward contributed through ``rlvr_reward_functions``.
@@ -47,13 +50,29 @@ class RewardFunction:
     dataset row (e.g. ``example["answer"]``). ``fn`` must be picklable (a module-level
     function or an instance of a module-level class), because it runs in worker
     processes with a hard deadline. Set ``isolated=False`` only for cheap functions that
-    cannot hang: they run in the trainer's process.
+    cannot hang: they run in the trainer's process. ``fn`` may be ``async def``: it is
+    awaited (in-process, every item of a batch at once with ``asyncio.gather``, as TRL does).
+
+    What else TRL offers a reward function, ``fn`` receives by declaring the keyword (or
+    ``**kwargs``), per completion: ``completion_ids`` (its token ids), ``trainer_state``
+    (TRL's ``TrainerState``; in a worker process a namespace of its fields, ``log_history`` empty),
+    ``log_metric(name, value)`` (a scalar averaged into this step's metrics),
+    ``log_extra(column, value)`` (this completion's value of an extra column of the
+    completions table) and ``environment`` (this rollout's ``environment_factory``
+    instance; only with ``isolated=False``, the instance lives in the trainer's process).
+    The two log callbacks work from worker processes too: their calls are replayed in the
+    trainer's process.
+
+    ``completion_format``: ``"text"`` (default) hands ``completion`` over as the
+    assistant's text also for conversational data; ``"messages"`` hands it over as TRL
+    does, a list of messages for conversational data (a string otherwise).
     """
 
     name: str
     fn: Callable[..., float | None]
     weight: float = 1.0
     isolated: bool = True
+    completion_format: Literal["text", "messages"] = "text"
 
     def __post_init__(self):
         if not self.name or not isinstance(self.name, str):
@@ -62,6 +81,9 @@ class RewardFunction:
             raise TypeError(f"RewardFunction {self.name!r}: fn must be callable, got {type(self.fn).__name__}")
         if not isinstance(self.weight, (int, float)) or not math.isfinite(self.weight):
             raise TypeError(f"RewardFunction {self.name!r}: weight must be a finite number, got {self.weight!r}")
+        if self.completion_format not in COMPLETION_FORMATS:
+            raise TypeError(f"RewardFunction {self.name!r}: completion_format must be one of {list(COMPLETION_FORMATS)}, "
+                            f"got {self.completion_format!r}")
 
 
 def describe_options(options_cls: type) -> list[str]:

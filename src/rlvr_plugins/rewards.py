@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import math
+import types
 from typing import Any, Mapping, Sequence
 
-from .engine import RewardEngine, ScoreResult
-from .errors import RLVRError
+from .engine import LOG_CALLBACKS, RewardEngine, ScoreResult
+from .errors import PluginError
 from .plugin import RewardFunction
 
 TRL_CONTROL_KWARGS = frozenset({"trainer_state", "log_extra", "log_metric", "environments", "completion_ids"})
+REWARD_EXTRAS = ("completion_ids", "trainer_state", "log_metric", "log_extra", "environment")
+"""What TRL offers a reward function beyond prompts, completions and columns, per completion (opt-in by keyword)."""
 
 MAX_ABS_REWARD = 1e6
 """The largest reward magnitude a run accepts (``RewardEngine(max_abs_value=...)``; an option overrides it).
@@ -28,12 +33,78 @@ def completion_text(completion: Any) -> str:
     return str(completion)
 
 
-def score_items(prompts: Sequence[Any], completions: Sequence[Any], examples: Sequence[Mapping[str, Any]]):
-    """The engine's items: one ``{"prompt", "completion", "example"}`` per completion."""
+def score_items(prompts: Sequence[Any], completions: Sequence[Any], examples: Sequence[Mapping[str, Any]],
+                completion_format: str = "text"):
+    """The engine's items: one ``{"prompt", "completion", "example"}`` per completion.
+
+    ``completion_format="messages"`` keeps a conversational completion as TRL's list of messages.
+    """
+    as_given = completion_format == "messages"
     return [
-        {"prompt": p, "completion": completion_text(c), "example": dict(e)}
+        {"prompt": p, "completion": c if as_given else completion_text(c), "example": dict(e)}
         for p, c, e in zip(prompts, completions, examples, strict=True)
     ]
+
+
+def reward_extras(fn: Any, isolated: bool = False) -> tuple[str, ...]:
+    """The :data:`REWARD_EXTRAS` that ``fn`` declares, in that order.
+
+    ``**kwargs`` takes all of them, except ``environment`` when ``fn`` runs in a worker process.
+    """
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return tuple(name for name in REWARD_EXTRAS if not (isolated and name == "environment"))
+    names = {p.name for p in params}
+    return tuple(name for name in REWARD_EXTRAS if name in names)
+
+
+def add_extras(items: list[dict[str, Any]], extras: Sequence[str], *, completion_ids: Sequence[Any] | None,
+               trainer_state: Any, environments: Sequence[Any] | None, isolated: bool) -> None:
+    """Add what the function asked for (``reward_extras``) to each engine item, in place."""
+    logs = tuple(name for name in extras if name in ("log_metric", "log_extra"))
+    if "trainer_state" in extras and isolated and dataclasses.is_dataclass(trainer_state):
+        trainer_state = state_snapshot(trainer_state)
+    for i, item in enumerate(items):
+        if "completion_ids" in extras:
+            item["completion_ids"] = list(completion_ids[i]) if completion_ids is not None else None
+        if "trainer_state" in extras:
+            item["trainer_state"] = trainer_state
+        if "environment" in extras:
+            item["environment"] = environments[i] if environments is not None else None
+        if logs:
+            item[LOG_CALLBACKS] = logs
+
+
+def state_snapshot(state: Any) -> types.SimpleNamespace:
+    """What a worker process gets for TRL's ``TrainerState``: its fields, ``log_history`` empty.
+
+    A plain namespace, so that a worker need not import transformers to read ``global_step``,
+    and the growing log history is not shipped with every batch.
+    """
+    fields = {f.name: getattr(state, f.name) for f in dataclasses.fields(state) if f.name != "log_history"}
+    return types.SimpleNamespace(**fields, log_history=[])
+
+
+def replay_logs(result: ScoreResult, log_metric: Any, log_extra: Any) -> None:
+    """Hand the ``log_metric`` / ``log_extra`` calls of every item to TRL's callbacks, in item order.
+
+    An extra column becomes one TRL column of ``N`` values (``None`` where an item did not log it).
+    """
+    if not result.logs:
+        return
+    columns: dict[str, list[Any]] = {}
+    for index, calls in enumerate(result.logs):
+        for kind, name, value in calls:
+            if kind == "metric" and log_metric is not None:
+                log_metric(name, float(value))
+            elif kind == "extra":
+                columns.setdefault(name, [None] * len(result.logs))[index] = value
+    if log_extra is not None:
+        for column, values in columns.items():
+            log_extra(column, values)
 
 
 class Engines:
@@ -45,8 +116,12 @@ class Engines:
         self._local: RewardEngine | None = None
         self._closed_stats: dict[str, Any] = {}
 
+    def isolates(self, reward: RewardFunction) -> bool:
+        """True when ``reward`` is scored in worker processes."""
+        return reward.isolated and not self.options.get("in_process", False)
+
     def for_reward(self, reward: RewardFunction) -> RewardEngine:
-        if reward.isolated and not self.options.get("in_process", False):
+        if self.isolates(reward):
             if self._isolated is None:
                 self._isolated = self._engine(in_process=False)
             return self._isolated
@@ -94,17 +169,27 @@ class TRLReward:
     def __init__(self, reward: RewardFunction, plugin: str, engines: Engines):
         self.reward, self.plugin, self.engines = reward, plugin, engines
         self.__name__ = reward.name
+        self.isolated = engines.isolates(reward)
+        self.extras = reward_extras(reward.fn, self.isolated)
+        if "environment" in self.extras and self.isolated:
+            raise PluginError(f"reward {reward.name!r} (plugin {plugin!r}) takes `environment`, which lives in the "
+                              "trainer's process: register it with isolated=False")
         self.last_failed: list[bool] = []
-        self.pending_error: RLVRError | None = None
+        self.pending_error: BaseException | None = None
 
-    def __call__(self, prompts, completions, **columns) -> list[float]:
+    def __call__(self, prompts, completions, completion_ids=None, trainer_state=None, log_extra=None,
+                 log_metric=None, environments=None, **columns) -> list[float]:
         keys = [k for k in columns if k not in TRL_CONTROL_KWARGS]
         examples = [{k: columns[k][i] for k in keys} for i in range(len(prompts))]
+        items = score_items(prompts, completions, examples, self.reward.completion_format)
+        add_extras(items, self.extras, completion_ids=completion_ids, trainer_state=trainer_state,
+                   environments=environments, isolated=self.isolated)
         try:
-            result = self.engines.score(self.reward, score_items(prompts, completions, examples))
-        except RLVRError as exc:
+            result = self.engines.score(self.reward, items)
+        except Exception as exc:
             self.pending_error = exc
             self.last_failed = [True] * len(prompts)
             return [math.nan] * len(prompts)
+        replay_logs(result, log_metric, log_extra)
         self.last_failed = list(result.failed)
         return [v if not f else math.nan for v, f in zip(result.values, result.failed, strict=True)]

@@ -28,9 +28,9 @@ TRAINER_OWNED = {
     "output_dir": "set output_dir at the top level of the config, not in trainer:",
     "reward_weights": "set each reward's weight in its plugin's options (e.g. plugins: {r1-format: {weight: 0.5}})",
     "multi_objective_aggregation": "advantages come from the estimator plugin (grpo, rloo, batch-std, dr-grpo, ...); "
-                                   "TRL's aggregation would not be used",
+                                   "enable normalize-then-sum for TRL's 'normalize_then_sum'",
 }
-ESTIMATOR_SCALE = {"grpo": "group", "batch-std": "batch", "dr-grpo": "none"}
+ESTIMATOR_SCALE = {"grpo": "group", "batch-std": "batch", "mean-baseline": "none", "dr-grpo": "none"}
 
 DEFAULT_WORKER_MEMORY_MB = 4096  # address space per reward worker: caps runaway sympy, fits a worker that imports torch
 
@@ -86,7 +86,7 @@ def _check_scale_rewards(trainer: Mapping[str, Any], plugin_set: PluginSet) -> N
         raise ConfigError(
             f"trainer.scale_rewards={trainer['scale_rewards']!r} would have no effect: advantages come from the "
             f"estimator plugin {estimator!r}. Choose the estimator instead: grpo (group std), batch-std (batch std), "
-            "dr-grpo or rloo (no std); remove trainer.scale_rewards"
+            "mean-baseline, dr-grpo or rloo (no std); remove trainer.scale_rewards"
         )
 
 
@@ -109,6 +109,7 @@ def engine_options(config: Mapping[str, Any]) -> dict[str, Any]:
         "in_process": bool(e.get("in_process", False)),
         "memory_limit_mb": e.get("memory_limit_mb", DEFAULT_WORKER_MEMORY_MB),
         "max_abs_value": float(e.get("max_abs_reward", MAX_ABS_REWARD)),
+        "on_error": e.get("on_error", "mask"),
     }
 
 

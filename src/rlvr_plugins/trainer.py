@@ -4,7 +4,9 @@ Where each hook fires (see ``docs/architecture.md``):
 
 * ``rlvr_train_sampler``: ``_get_train_sampler``, once, when the dataloader is built.
 * ``rlvr_reward_functions``, ``rlvr_validate_run``: ``__init__``; each reward becomes a TRL
-  reward function, then every plugin may refuse the run.
+  reward function, then every plugin may refuse the run. TRL's ``scale_rewards`` and
+  ``multi_objective_aggregation`` choose the estimator when no estimator plugin is enabled
+  (:func:`trl_estimator`).
 * ``rlvr_rollout_func``: ``__init__``; when a plugin answers, it is TRL's ``rollout_func``.
 * ``rlvr_length_penalty``, ``rlvr_compute_advantages``, ``rlvr_on_rewards``: after TRL
   has generated, scored and gathered a batch (``_generate_and_score_completions``); the
@@ -14,6 +16,7 @@ Where each hook fires (see ``docs/architecture.md``):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -23,13 +26,14 @@ from typing import Any
 import torch
 from accelerate.utils import gather, gather_object
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
-from trl import GRPOTrainer
+from trl import GRPOConfig, GRPOTrainer
 
 from .advantages import finalize_advantages, shaping_advantages
 from .engine import RewardEngine, RewardPluginFailing
 from .errors import PluginConflictError, PluginContractError, PluginError
-from .manager import PluginSet
+from .manager import PluginSet, build_plugin_set
 from .rewards import Engines, TRLReward
+from .run import ESTIMATOR_SCALE
 
 logger = logging.getLogger(__name__)
 
@@ -45,17 +49,82 @@ class _TRLNoScoreFilter(logging.Filter):
         return TRL_NO_SCORE_WARNING not in str(record.msg)
 
 
-def _quiet_trl_no_score_warning() -> None:
+@contextlib.contextmanager
+def _quiet_trl_no_score_warning():
+    """Filter TRL's "All reward functions returned None" warning while this trainer scores a batch, and only then."""
     trl_logger = logging.getLogger("trl.trainer.grpo_trainer")
-    if not any(isinstance(f, _TRLNoScoreFilter) for f in trl_logger.filters):
-        trl_logger.addFilter(_TRLNoScoreFilter())
+    quiet = _TRLNoScoreFilter()
+    trl_logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        trl_logger.removeFilter(quiet)
+
+
+TRL_SCALE_ESTIMATORS = {"group": "grpo", "batch": "batch-std", "none": "mean-baseline"}
+
+
+def trl_estimator(grpo_args) -> str:
+    """The built-in estimator that computes TRL's advantages for ``grpo_args``.
+
+    ``multi_objective_aggregation="normalize_then_sum"`` → ``normalize-then-sum`` (TRL ignores
+    ``scale_rewards`` there); otherwise ``scale_rewards`` ``"group"`` → ``grpo``, ``"batch"`` →
+    ``batch-std``, ``"none"`` → ``mean-baseline``.
+    """
+    if grpo_args.multi_objective_aggregation == "normalize_then_sum":
+        return "normalize-then-sum"
+    if grpo_args.multi_objective_aggregation != "sum_then_normalize":
+        raise PluginError(f"multi_objective_aggregation={grpo_args.multi_objective_aggregation!r} is not supported; "
+                          "supported: ['sum_then_normalize', 'normalize_then_sum']")
+    if grpo_args.scale_rewards not in TRL_SCALE_ESTIMATORS:
+        raise PluginError(f"scale_rewards={grpo_args.scale_rewards!r} is not supported; "
+                          f"supported: {list(TRL_SCALE_ESTIMATORS)}")
+    return TRL_SCALE_ESTIMATORS[grpo_args.scale_rewards]
+
+
+def with_trl_estimator(plugin_set: PluginSet, grpo_args) -> PluginSet:
+    """Map TRL's advantage settings onto the estimator, or refuse a contradiction; never ignore them.
+
+    No estimator plugin enabled (the default ``grpo`` answers): the built-in estimator of
+    :func:`trl_estimator` answers instead. An enabled estimator decides, and TRL's settings
+    must be their defaults or agree with it (e.g. ``dr-grpo`` with ``scale_rewards="none"``).
+    """
+    wanted = trl_estimator(grpo_args)
+    current = plugin_set.winner("rlvr_compute_advantages")
+    if current == wanted:
+        return plugin_set
+    if plugin_set.is_default(current):
+        return plugin_set.replace_default("rlvr_compute_advantages", wanted)
+    if wanted == "grpo":  # TRL's defaults: the enabled estimator decides
+        return plugin_set
+    if wanted != "normalize-then-sum" and ESTIMATOR_SCALE.get(current) == grpo_args.scale_rewards:
+        return plugin_set
+    raise PluginError(
+        f"scale_rewards={grpo_args.scale_rewards!r}, multi_objective_aggregation="
+        f"{grpo_args.multi_objective_aggregation!r} ask for the {wanted!r} estimator, but the estimator plugin "
+        f"{current!r} is enabled and computes the advantages; enable {wanted!r} instead, or leave "
+        "scale_rewards and multi_objective_aggregation at their defaults"
+    )
+
+
+def default_grpo_config(model) -> GRPOConfig:
+    """What ``GRPOTrainer`` builds without ``args``: ``GRPOConfig("<model name>-GRPO")``."""
+    name = model if isinstance(model, str) else getattr(getattr(model, "config", None), "_name_or_path", "") or ""
+    return GRPOConfig(f"{name.split('/')[-1]}-GRPO")
 
 
 class RLVRTrainer(GRPOTrainer):
     """A ``GRPOTrainer`` whose rewards, advantages, penalties and sampler come from plugins.
 
-    :param plugin_set: the run's enabled plugins (:func:`rlvr_plugins.manager.build_plugin_set`).
+    :param plugin_set: the run's enabled plugins (:func:`rlvr_plugins.manager.build_plugin_set`);
+        default: the built-in defaults only (then an ``environment_factory`` must own the reward).
+    :param args: the ``GRPOConfig``; default as in TRL, ``GRPOConfig("<model name>-GRPO")``.
+        Its ``scale_rewards`` / ``multi_objective_aggregation`` choose the estimator when no
+        estimator plugin is enabled (:func:`with_trl_estimator`).
     :param engines: the reward engines (default: built from ``engine_options``).
+    :param engine_options: ``RewardEngine`` options for the default engines; ``on_error``
+        defaults to ``"raise"`` here (a reward that raises stops training, as in TRL);
+        ``rlvr train`` passes the config's ``engine.on_error`` (default ``"mask"``).
     :param correctness_reward: the reward whose value ``>= correct_threshold`` means
         *correct* in the logged metrics (response length of correct and wrong completions,
         correct rate); default the first registered reward.
@@ -63,15 +132,19 @@ class RLVRTrainer(GRPOTrainer):
     from the plugins and must not be given).
     """
 
-    def __init__(self, *, plugin_set: PluginSet, args, engines: Engines | None = None,
+    def __init__(self, model=None, *, plugin_set: PluginSet | None = None, args=None, engines: Engines | None = None,
                  engine_options: dict[str, Any] | None = None, correctness_reward: str | None = None,
                  correct_threshold: float = 1.0, **kwargs: Any):
         if "reward_funcs" in kwargs:
             raise TypeError("RLVRTrainer takes its reward functions from the plugins; do not pass reward_funcs")
+        if args is None:
+            args = default_grpo_config(model)
+        plugin_set = with_trl_estimator(plugin_set if plugin_set is not None else build_plugin_set(None), args)
         self.plugin_set = plugin_set
-        self.engines = engines if engines is not None else Engines(**(engine_options or {}))
+        self.engines = engines if engines is not None else Engines(**{"on_error": "raise", **(engine_options or {})})
         registered = plugin_set.reward_functions()
-        validate_run(plugin_set, args, engine_timeout(self.engines.options))
+        validate_run(plugin_set, args, engine_timeout(self.engines.options),
+                     environment_factory=kwargs.get("environment_factory"))
         self.rlvr_rewards = [TRLReward(reward, owner, self.engines) for owner, reward in registered]
         weights = [float(r.weight) for _, r in registered]
         if args.reward_weights is not None and list(args.reward_weights) != weights:
@@ -79,14 +152,13 @@ class RLVRTrainer(GRPOTrainer):
                 f"trainer.reward_weights={args.reward_weights} contradicts the plugins' weights {weights}; "
                 "set each reward's weight in its plugin options and remove trainer.reward_weights"
             )
-        args.reward_weights = weights
+        args.reward_weights = weights or None
         self._rlvr_batch: dict[str, torch.Tensor] = {}
         self._warned_no_score = False
-        _quiet_trl_no_score_warning()
         self._rlvr_capture_logps, self._rlvr_logps = False, None
         names = [r.name for _, r in registered]
-        self.correctness_reward = correctness_reward or names[0]
-        if self.correctness_reward not in names:
+        self.correctness_reward = correctness_reward or (names[0] if names else None)
+        if self.correctness_reward is not None and self.correctness_reward not in names:
             raise PluginError(f"correctness_reward {self.correctness_reward!r} is not a registered reward; "
                               f"registered: {names}")
         self.correct_threshold = float(correct_threshold)
@@ -99,7 +171,7 @@ class RLVRTrainer(GRPOTrainer):
             if kwargs.get("rollout_func") is not None:
                 raise TypeError(f"plugin {rollouts[0][0]!r} provides the rollout_func; do not also pass rollout_func")
             kwargs["rollout_func"] = rollouts[0][1]
-        super().__init__(reward_funcs=self.rlvr_rewards, args=args, **kwargs)
+        super().__init__(model=model, reward_funcs=self.rlvr_rewards, args=args, **kwargs)
 
     # -- sampler -----------------------------------------------------------------
     def _get_train_sampler(self, dataset=None):
@@ -118,13 +190,13 @@ class RLVRTrainer(GRPOTrainer):
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         for reward in self.rlvr_rewards:
             reward.pending_error = None
-        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        with _quiet_trl_no_score_warning():
+            rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._raise_on_every_rank()
         device = rewards_per_func.device
-        failed = torch.tensor(
-            [[reward.last_failed[i] for reward in self.rlvr_rewards] for i in range(len(prompts))],
-            dtype=torch.long, device=device,
-        ).view(len(prompts), len(self.rlvr_rewards))
+        columns = [f.last_failed if isinstance(f, TRLReward) else [False] * len(prompts) for f in self.reward_funcs]
+        failed = torch.tensor([[column[i] for column in columns] for i in range(len(prompts))],
+                              dtype=torch.long, device=device).view(len(prompts), len(columns))
         lengths = torch.tensor([len(ids) for ids in completion_ids_list], dtype=torch.long, device=device)
         indices = torch.tensor([int(x.get("rlvr_index", -1)) for x in inputs], dtype=torch.long, device=device)
         self._rlvr_batch = {
@@ -156,7 +228,11 @@ class RLVRTrainer(GRPOTrainer):
         first_rank, first = next((rank, errs) for rank, errs in messages if errs)
         text = f"reward error on rank {first_rank} (all {self.accelerator.num_processes} ranks stop): {first[0]}"
         if local is not None:
-            raise type(local)(text) from local
+            try:
+                error = type(local)(text)
+            except Exception:
+                error = RewardPluginFailing(text)
+            raise error from local
         raise RewardPluginFailing(text)
 
     def _generate_and_score_completions(self, inputs):
@@ -176,7 +252,7 @@ class RLVRTrainer(GRPOTrainer):
     def _plugin_advantages(self, mode: str, num_generations: int) -> torch.Tensor:
         batch = self._rlvr_batch
         rewards_per_func = batch["rewards_per_func"]
-        names = [r.__name__ for r in self.rlvr_rewards]
+        names = list(self.reward_func_names)
         result = batch_advantages(self.plugin_set, rewards_per_func, self.reward_weights, batch["failed"],
                                   batch["lengths"], num_generations, self.state.global_step, names)
         metrics = self._metrics[mode]
@@ -202,6 +278,8 @@ class RLVRTrainer(GRPOTrainer):
 
     def _log_lengths(self, metrics, rewards_per_func, lengths, names) -> None:
         """``completions/mean_length_correct`` and ``_wrong``: lengths split by the correctness reward."""
+        if self.correctness_reward not in names:
+            return
         column = names.index(self.correctness_reward)
         values = rewards_per_func[:, column]
         scored = ~torch.isnan(values)
@@ -245,8 +323,8 @@ class RLVRTrainer(GRPOTrainer):
         metrics["rlvr/advantage_abs_mean"].append(advantages.abs().mean().item())
         metrics["rlvr/frac_zero_variance_groups"].append(zero_var.float().mean().item())
         metrics["rlvr/frac_no_score"].append((~valid).float().mean().item())
-        for reward, column in zip(self.rlvr_rewards, failed.T, strict=True):
-            metrics[f"rlvr/failed/{reward.__name__}"].append(column.float().sum().item())
+        for name, column in zip(self.reward_func_names, failed.T, strict=True):
+            metrics[f"rlvr/failed/{name}"].append(column.float().sum().item())
         if not valid.all() and not self._warned_no_score:
             logger.warning(
                 "%d of %d completions of this batch could not be scored by any reward (a reward failed, timed out or "
@@ -328,7 +406,7 @@ def batch_advantages(plugin_set: PluginSet, rewards_per_func: torch.Tensor, weig
     outcome = torch.where(valid, outcome, nan)
     total = torch.where(valid, outcome + shaping, nan)
     raw = plugin_set.one("rlvr_compute_advantages", rewards=outcome, num_generations=num_generations, valid=valid,
-                         rewards_per_func=rewards_per_func, reward_names=names)
+                         rewards_per_func=rewards_per_func, reward_names=names, reward_weights=weights)
     raw = check_vector(plugin_set.winner("rlvr_compute_advantages"), "rlvr_compute_advantages", raw, outcome,
                        valid=valid)
     if penalties:
@@ -356,12 +434,19 @@ def last_complete_checkpoint(output_dir: str) -> str | None:
     return None
 
 
-def validate_run(plugin_set: PluginSet, grpo_args, engine_timeout_s: float | None = None) -> None:
-    """Let every plugin check the run (``rlvr_validate_run``) before anything is generated."""
+def validate_run(plugin_set: PluginSet, grpo_args, engine_timeout_s: float | None = None,
+                 environment_factory: Any = None) -> None:
+    """Require a reward source, then let every plugin check the run (``rlvr_validate_run``).
+
+    A reward source is a reward plugin, or (as in TRL) an ``environment_factory`` whose
+    environment owns the reward through ``get_reward``; TRL checks the latter and raises
+    its own ``ValueError`` when the environment has none.
+    """
     names = [reward.name for _, reward in plugin_set.reward_functions()]
-    if not names:
+    if not names and not environment_factory:
         raise PluginError(
-            "no reward function is enabled: enable at least one reward plugin (for example r1-accuracy)"
+            "no reward function is enabled: enable at least one reward plugin (for example r1-accuracy), or pass "
+            "an environment_factory whose environment defines get_reward"
         )
     plugin_set.call_each("rlvr_validate_run", reward_names=names, grpo_args=grpo_args,
                          engine_timeout_s=engine_timeout_s)

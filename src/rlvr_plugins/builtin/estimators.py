@@ -1,4 +1,9 @@
-"""Built-in advantage estimators: ``grpo`` (the default), ``rloo`` and ``batch-std``."""
+"""Built-in advantage estimators: ``grpo`` (the default), ``rloo``, ``batch-std``, ``mean-baseline``, ``normalize-then-sum``.
+
+TRL's switches map onto them (``RLVRTrainer`` does this when no estimator is enabled):
+``scale_rewards="group"`` → ``grpo``, ``"batch"`` → ``batch-std``, ``"none"`` →
+``mean-baseline``, ``multi_objective_aggregation="normalize_then_sum"`` → ``normalize-then-sum``.
+"""
 
 from __future__ import annotations
 
@@ -47,3 +52,35 @@ class BatchStdEstimator(Plugin):
     @hookimpl
     def rlvr_compute_advantages(self, rewards, num_generations, valid):
         return advantages.batch_std_advantages(rewards, valid, num_generations, eps=self.options.eps)
+
+
+class MeanBaselineEstimator(Plugin):
+    """``A_i = r_i - mean_group(r)``: the group mean baseline, no std (TRL's ``scale_rewards="none"``)."""
+
+    name = "mean-baseline"
+    description = "group mean baseline r - mean, no std division (TRL scale_rewards='none')"
+
+    @hookimpl
+    def rlvr_compute_advantages(self, rewards, num_generations, valid):
+        return advantages.mean_baseline_advantages(rewards, valid, num_generations)
+
+
+class NormalizeThenSumEstimator(Plugin):
+    """Each reward z-scored in its group, weighted sum, then z-scored over the batch.
+
+    TRL's ``multi_objective_aggregation="normalize_then_sum"``; the formula is in
+    :func:`rlvr_plugins.advantages.normalize_then_sum_advantages`. It reads the raw rewards
+    of each function and their weights, not the summed outcome.
+    """
+
+    name = "normalize-then-sum"
+    description = "per-reward group z-score, weighted sum, batch z-score (TRL multi_objective_aggregation)"
+
+    @dataclass
+    class Options:
+        eps: float = 1e-4
+
+    @hookimpl
+    def rlvr_compute_advantages(self, rewards_per_func, reward_weights, num_generations, valid):
+        return advantages.normalize_then_sum_advantages(rewards_per_func, reward_weights, valid, num_generations,
+                                                        eps=self.options.eps)
