@@ -10,6 +10,7 @@ import dataclasses
 import json
 import logging
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -21,6 +22,8 @@ from .errors import ConfigError
 from .manager import PluginSet, build_plugin_set
 from .modeling import cpu_defaults
 from .rewards import MAX_ABS_REWARD
+from .runfolder import DEFAULT_OUTPUT_DIR, FINAL_DIR, SUMMARY_FILE, RunStart, clear_run, last_complete_checkpoint, \
+    plan_run, writing
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +43,7 @@ RUN_DEFAULTS = {"report_to": "none", "logging_steps": 1, "save_strategy": "steps
 def grpo_kwargs(config: Mapping[str, Any], plugin_set: PluginSet) -> dict[str, Any]:
     """The GRPOConfig arguments: run defaults, the user's ``trainer:`` section, then the plugins' adjustments."""
     trainer = dict(config.get("trainer") or {})
-    kwargs = {**RUN_DEFAULTS, **trainer, "output_dir": config.get("output_dir", "runs/rlvr")}
+    kwargs = {**RUN_DEFAULTS, **trainer, "output_dir": config.get("output_dir", DEFAULT_OUTPUT_DIR)}
     kwargs.setdefault("seed", config.get("seed", 42))
     cpu_defaults(kwargs)
     for name, value in trainer.items():
@@ -158,13 +161,25 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str, Any]:
+def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: bool = False,
+          start: RunStart | None = None) -> dict[str, Any]:
     """Run the whole pipeline; return the summary (also written to ``summary.json``).
 
     ``resume`` (True for the newest complete checkpoint, or a checkpoint folder) skips the
     SFT cold start and the first evaluation, and restarts GRPO from the checkpoint with the
-    policy saved in ``policy-init`` as its reference.
+    policy saved in ``policy-init`` as its reference; a checkpoint already at ``max_steps``
+    trains nothing more: only ``final/``, the eval after and the summary are made, where
+    missing. ``overwrite`` removes an earlier run from ``output_dir`` first (after every
+    check passed). ``start``: the :func:`~rlvr_plugins.runfolder.plan_run` already made
+    for these arguments.
     """
+    start = start or plan_run(config, resume, overwrite)
+    out = start.out
+    if start.finished and _complete(out):
+        print(f"the run in {out} is already complete (step {start.step}, {SUMMARY_FILE} written): nothing to do",
+              flush=True)
+        return json.loads((out / SUMMARY_FILE).read_text(encoding="utf-8"))
+
     import torch
     from datasets import Dataset
     from transformers import set_seed
@@ -172,18 +187,17 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
     from .evaluation import evaluate
     from .rewards import Engines
     from .runlog import GracefulStop, MetricsWriter, compact_console, truncate_metrics
-    from .trainer import RLVRTrainer, last_complete_checkpoint
+    from .trainer import RLVRTrainer
 
     started = time.perf_counter()
     prepared = prepare(config)
-    out = Path(prepared.grpo_args.output_dir)
+    resume = str(start.checkpoint) if start.checkpoint else None
     if resume:
-        resume = last_complete_checkpoint(str(out)) if resume is True else str(resume)
-        if not resume or not Path(resume).is_dir():
-            raise ConfigError(f"--resume: no complete checkpoint in {out}")
-        truncate_metrics(out / "metrics.jsonl", int(Path(resume).name.rsplit("-", 1)[1]))
+        truncate_metrics(out / "metrics.jsonl", start.step)
     dist = _distributed_state()
     if dist.is_main_process:
+        if start.overwrite and (removed := clear_run(out)):
+            print(f"--overwrite: removed the earlier run from {out} ({len(removed)} entries)", flush=True)
         write_run_header(out, prepared)
     seed = int(prepared.grpo_args.seed)
     set_seed(seed)
@@ -210,10 +224,12 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
             print(f"[eval {tag}] accuracy {100 * result['accuracy']:.1f}% on {result['n']} held-out problems "
                   f"({result['reward']}); rewards {_fmt(result['rewards'])}", flush=True)
 
-    policy_dir = out / "policy-init"
+    policy_dir = start.run_folder / "policy-init"
+    if resume:
+        summary["resumed_from"] = resume
+        summary.update(_carried_over(start.run_folder))
     if resume and policy_dir.is_dir():
         policy = str(policy_dir)
-        summary["resumed_from"] = resume
     else:
         model = modeling.load_model(config, tokenizer, seed)
         if sft_section:
@@ -247,17 +263,23 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
         correct_threshold=float((config.get("eval") or {}).get("threshold", 1.0)),
     )
     compact_console(trainer, show_bar=not prepared.grpo_args.disable_tqdm)
-    with stop.installed():
-        trainer.train(resume_from_checkpoint=resume or None)
-    summary["stages"]["grpo_seconds"] = round(time.perf_counter() - t, 1)
-    summary["grpo_steps"] = trainer.state.global_step
+    if start.finished:
+        trainer._load_from_checkpoint(resume)
+        summary["grpo_steps"] = start.step
+        print(f"{resume} is at the last step ({start.step}): no training left; finishing the run", flush=True)
+    else:
+        with stop.installed():
+            trainer.train(resume_from_checkpoint=resume)
+        summary["stages"]["grpo_seconds"] = round(time.perf_counter() - t, 1)
+        summary["grpo_steps"] = trainer.state.global_step
     if stop.signal_name:
         summary["stopped_by"] = stop.signal_name
         if dist.is_main_process:
             print(f"stopped by {stop.signal_name} at step {trainer.state.global_step}; checkpoint written. "
                   f"Continue with: rlvr train CONFIG --resume", flush=True)
     else:
-        trainer.save_model(str(out / "final"))
+        if not (start.finished and (out / FINAL_DIR).is_dir()):
+            save_final(trainer, out, dist)
         run_eval("after", trainer.model)
     if "eval_before" in summary and "eval_after" in summary:
         summary["accuracy_gain_points"] = round(
@@ -267,9 +289,50 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
     summary["seconds"] = round(time.perf_counter() - started, 1)
     summary["threads"] = torch.get_num_threads()
     if dist.is_main_process:
-        (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+        with writing(out / SUMMARY_FILE, remove_partial=False):
+            _write_atomic(out / SUMMARY_FILE, json.dumps(summary, indent=2, default=str))
         _print_summary(summary)
     return summary
+
+
+def _complete(out: Path) -> bool:
+    """The run in ``out`` ended normally: ``final/`` and a ``summary.json`` without ``stopped_by``."""
+    path = out / SUMMARY_FILE
+    if not (out / FINAL_DIR).is_dir() or not path.is_file():
+        return False
+    try:
+        return "stopped_by" not in json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return False
+
+
+def _carried_over(run_folder: Path) -> dict[str, Any]:
+    """What a resumed run keeps from the summary of the run it continues (written when that run was stopped)."""
+    path = run_folder / SUMMARY_FILE
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except ValueError:
+        return {}
+    return {k: earlier[k] for k in ("eval_before", "sft_examples") if k in earlier}
+
+
+def save_final(trainer, out: Path, dist) -> None:
+    """``final/``, atomically: saved as ``final.partial/`` then renamed, so a ``final/`` is always whole."""
+    partial, final = out / (FINAL_DIR + ".partial"), out / FINAL_DIR
+    if dist.is_main_process:
+        shutil.rmtree(partial, ignore_errors=True)
+    with writing(partial, last_complete=last_complete_checkpoint(out)):
+        trainer.save_model(str(partial))
+    if dist.is_main_process:
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(partial, final)
+    dist.wait_for_everyone()
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def _policy_path(model, tokenizer, folder: Path) -> str:
