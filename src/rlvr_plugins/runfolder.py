@@ -21,6 +21,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -255,13 +256,22 @@ def _same_folder(a: Path, b: Path) -> bool:
 
 
 # -- write errors ------------------------------------------------------------------------------------
-def is_write_error(exc: BaseException) -> bool:
-    """Disk full, quota, read-only or permission: from ``open``/``write`` (``OSError``) or from
-    ``torch.save``'s zip writer (a ``RuntimeError`` that carries no errno)."""
+def write_errno(exc: BaseException) -> int | None:
+    """The errno of a failed write (disk full, quota, read-only, permission), or None for any other error.
+
+    ``open``/``write`` raise ``OSError``; safetensors a ``SafetensorError`` whose text ends in
+    ``(os error 28)``; ``torch.save``'s zip writer a ``RuntimeError`` from ``inline_container.cc``
+    that carries no errno (``ENOSPC`` is assumed when the disk is then full, else ``EIO``).
+    """
     if isinstance(exc, OSError):
-        return exc.errno in _WRITE_ERRNOS
+        return exc.errno if exc.errno in _WRITE_ERRNOS else None
     text = str(exc)
-    return isinstance(exc, RuntimeError) and "inline_container" in text and "write" in text
+    found = re.search(r"os error (\d+)\)", text)
+    if found:
+        return int(found.group(1)) if int(found.group(1)) in _WRITE_ERRNOS else None
+    if isinstance(exc, RuntimeError) and "inline_container" in text:
+        return errno.EIO
+    return None
 
 
 def folder_bytes(folder: Path) -> int:
@@ -281,13 +291,14 @@ def free_bytes(folder: Path) -> int | None:
 def write_error(folder: Path, exc: BaseException, needed: int | None, last_complete: str | None) -> RunFolderError:
     """One line: which folder could not be written, why, how much it needed, how much is free."""
     free = free_bytes(folder)
-    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else (
-        "No space left on device" if free == 0 else "the write failed")
+    code = write_errno(exc) or errno.EIO
+    if code == errno.EIO and free is not None and needed is not None and free < needed:
+        code = errno.ENOSPC
     sizes = ", ".join(part for part in (
         f"needs about {_mb(needed)}" if needed else "", f"{_mb(free)} free there" if free is not None else "") if part)
     kept = f"; the last complete checkpoint, {last_complete}, is intact: free space and continue with --resume" \
         if last_complete else ""
-    return RunFolderError(f"could not write {folder}: {reason}" + (f" ({sizes})" if sizes else "") + kept)
+    return RunFolderError(f"could not write {folder}: {os.strerror(code)}" + (f" ({sizes})" if sizes else "") + kept)
 
 
 def _mb(n: int) -> str:
@@ -300,8 +311,8 @@ def writing(folder: Path, needed: int | None = None, last_complete: str | None =
     """Turn a write error inside the block into :func:`write_error`, removing the half-written ``folder``."""
     try:
         yield
-    except (OSError, RuntimeError) as exc:
-        if not is_write_error(exc):
+    except Exception as exc:  # noqa: BLE001 - SafetensorError has no narrower base
+        if write_errno(exc) is None:
             raise
         error = write_error(folder, exc, needed, last_complete)
         if remove_partial:
