@@ -320,3 +320,14 @@ def test_disk_full_during_a_checkpoint_names_the_folder_and_keeps_the_last_compl
         result = rlvr("train", str(cfg), "--resume")
         assert result.returncode == 0, result.stderr[-3000:]
         assert steps(out) == [1, 2, 3, 4]
+
+
+@pytest.mark.slow
+def test_disk_full_before_the_first_checkpoint_names_policy_init(tmp_path):
+    with tmpfs(tmp_path / "disk", "64k") as disk:  # the run header fits, the 97 KiB policy does not
+        out = disk / "run"
+        result = rlvr("train", str(write_config(tmp_path, smoke_config(out))))
+        assert result.returncode == 2, result.stderr[-3000:]
+        assert result.stderr.startswith(f"rlvr: error: could not write {out}/policy-init: No space left on device (")
+        assert result.stderr.endswith(" KiB free there)\n") and result.stderr.count("\n") == 1
+        assert not (out / "policy-init").exists()

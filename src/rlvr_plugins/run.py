@@ -22,8 +22,7 @@ from .errors import ConfigError
 from .manager import PluginSet, build_plugin_set
 from .modeling import cpu_defaults
 from .rewards import MAX_ABS_REWARD
-from .runfolder import DEFAULT_OUTPUT_DIR, FINAL_DIR, SUMMARY_FILE, RunStart, clear_run, last_complete_checkpoint, \
-    plan_run, writing
+from .runfolder import DEFAULT_OUTPUT_DIR, FINAL_DIR, SUMMARY_FILE, RunStart, clear_run, plan_run, writing
 
 logger = logging.getLogger(__name__)
 
@@ -198,7 +197,8 @@ def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: b
     if dist.is_main_process:
         if start.overwrite and (removed := clear_run(out)):
             print(f"--overwrite: removed the earlier run from {out} ({len(removed)} entries)", flush=True)
-        write_run_header(out, prepared)
+        with writing(out, out, remove_partial=False):
+            write_run_header(out, prepared)
     seed = int(prepared.grpo_args.seed)
     set_seed(seed)
     tokenizer = modeling.load_tokenizer(config)
@@ -243,7 +243,8 @@ def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: b
         built_here = "tiny" in config["model"] or sft_section
         if built_here:
             if dist.is_main_process:
-                _policy_path(model, tokenizer, policy_dir)
+                with writing(policy_dir, out):
+                    _policy_path(model, tokenizer, policy_dir)
             dist.wait_for_everyone()
             policy = str(policy_dir)
         else:
@@ -289,7 +290,7 @@ def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: b
     summary["seconds"] = round(time.perf_counter() - started, 1)
     summary["threads"] = torch.get_num_threads()
     if dist.is_main_process:
-        with writing(out / SUMMARY_FILE, remove_partial=False):
+        with writing(out / SUMMARY_FILE, out, remove_partial=False):
             _write_atomic(out / SUMMARY_FILE, json.dumps(summary, indent=2, default=str))
         _print_summary(summary)
     return summary
@@ -321,7 +322,7 @@ def save_final(trainer, out: Path, dist) -> None:
     partial, final = out / (FINAL_DIR + ".partial"), out / FINAL_DIR
     if dist.is_main_process:
         shutil.rmtree(partial, ignore_errors=True)
-    with writing(partial, last_complete=last_complete_checkpoint(out)):
+    with writing(partial, out):
         trainer.save_model(str(partial))
     if dist.is_main_process:
         shutil.rmtree(final, ignore_errors=True)

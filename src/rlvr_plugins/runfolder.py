@@ -56,7 +56,8 @@ RESUME_MAY_DIFFER = frozenset({
     "engine.workers",
 })
 
-_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG}
+_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+_WRITE_ERRNOS = _FULL_ERRNOS | {errno.EROFS, errno.EACCES, errno.EPERM}
 _SHOWN = 60  # characters of a config value echoed in a message
 
 
@@ -288,17 +289,18 @@ def free_bytes(folder: Path) -> int | None:
         return None
 
 
-def write_error(folder: Path, exc: BaseException, needed: int | None, last_complete: str | None) -> RunFolderError:
-    """One line: which folder could not be written, why, how much it needed, how much is free."""
-    free = free_bytes(folder)
+def write_error(target: Path, exc: BaseException, needed: int | None, last_complete: str | None) -> RunFolderError:
+    """One line: what could not be written, why, how much it needed, how much is free, what is kept."""
+    free = free_bytes(target)
     code = write_errno(exc) or errno.EIO
     if code == errno.EIO and free is not None and needed is not None and free < needed:
         code = errno.ENOSPC
     sizes = ", ".join(part for part in (
         f"needs about {_mb(needed)}" if needed else "", f"{_mb(free)} free there" if free is not None else "") if part)
-    kept = f"; the last complete checkpoint, {last_complete}, is intact: free space and continue with --resume" \
+    fix = "free space" if code in _FULL_ERRNOS else "make it writable"
+    kept = f"; the last complete checkpoint, {last_complete}, is intact: {fix} and continue with --resume" \
         if last_complete else ""
-    return RunFolderError(f"could not write {folder}: {os.strerror(code)}" + (f" ({sizes})" if sizes else "") + kept)
+    return RunFolderError(f"could not write {target}: {os.strerror(code)}" + (f" ({sizes})" if sizes else "") + kept)
 
 
 def _mb(n: int) -> str:
@@ -306,15 +308,15 @@ def _mb(n: int) -> str:
 
 
 @contextlib.contextmanager
-def writing(folder: Path, needed: int | None = None, last_complete: str | None = None,
-            remove_partial: bool = True) -> Iterator[None]:
-    """Turn a write error inside the block into :func:`write_error`, removing the half-written ``folder``."""
+def writing(target: Path, run_dir: Path, needed: int | None = None, remove_partial: bool = True) -> Iterator[None]:
+    """Turn a write error inside the block into one :func:`write_error` naming ``target`` (a folder or
+    file of the run in ``run_dir``); a half-written folder is removed (``remove_partial``)."""
     try:
         yield
     except Exception as exc:  # noqa: BLE001 - SafetensorError has no narrower base
         if write_errno(exc) is None:
             raise
-        error = write_error(folder, exc, needed, last_complete)
+        error = write_error(target, exc, needed, last_complete_checkpoint(run_dir))
         if remove_partial:
-            shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(target, ignore_errors=True)
         raise error from exc

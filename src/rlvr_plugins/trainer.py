@@ -273,7 +273,7 @@ class RLVRTrainer(GRPOTrainer):
         needed = folder_bytes(Path(last)) if last else self._checkpoint_bytes()
         limit, self.args.save_total_limit = self.args.save_total_limit, None
         try:
-            with writing(folder, needed, last, remove_partial=self.args.should_save):
+            with writing(folder, Path(run_dir), needed, remove_partial=self.args.should_save):
                 super()._save_checkpoint(model, trial)
                 state = {name: s for name, s in self.plugin_set.call_each("rlvr_state_dict") if s is not None}
                 if self.args.should_save:
