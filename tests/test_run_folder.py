@@ -99,6 +99,20 @@ def test_fresh_run_into_a_folder_holding_a_run_is_refused(tmp_path, capsys):
                                                                 "metrics.jsonl", "plugins.json"]
 
 
+def test_check_notes_a_used_folder_and_checks_the_resume(tmp_path, capsys):
+    out = tmp_path / "run"
+    cfg = smoke_config(out)
+    fake_run(out, cfg)
+    path = str(write_config(tmp_path, cfg))
+    assert cli.main(["train", path, "--check"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == (
+        f"note: output_dir {out} holds a run: training it needs --resume or --overwrite")
+    assert cli.main(["train", path, "--check", "--resume"]) == 0
+    assert "note:" not in capsys.readouterr().out
+    assert error_of(capsys, "train", path, "--check", "--resume", str(out / "checkpoint-1")).startswith(
+        f"--resume {out}/checkpoint-1: {out} holds newer complete checkpoints (checkpoint-2)")
+
+
 def test_a_folder_of_other_files_is_not_a_run(tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
     (tmp_path / "config.yaml").write_text("mine too")  # the user's, alone: not a run

@@ -132,16 +132,23 @@ def cmd_plugins(args) -> int:
 
 def cmd_train(args) -> int:
     from .config import load_config
-    from .runfolder import plan_run
+    from .runfolder import check_output_dir, output_dir, plan_run, run_entries
 
     config = load_config(args.config, args.overrides)
-    start = plan_run(config, args.resume, args.overwrite)
+    out = output_dir(config)
+    if args.check and not (args.resume or args.overwrite):
+        check_output_dir(out)  # a used folder is a note for --check, not an error
+        start = None
+    else:
+        start = plan_run(config, args.resume, args.overwrite)
 
     from .run import configure_threads, prepare, train
 
     if args.check:
         prepared = prepare(config)
         print(f"config OK; plugins: {', '.join(prepared.plugin_set.names)}")
+        if start is None and run_entries(out):
+            print(f"note: output_dir {out} holds a run: training it needs --resume or --overwrite")
         return 0
     configure_threads()
     train(config, start=start)

@@ -82,9 +82,13 @@ class RunStart:
         return self.checkpoint.parent if self.checkpoint is not None else self.out
 
 
+def output_dir(config: Mapping[str, Any]) -> Path:
+    return Path(str(config.get("output_dir") or DEFAULT_OUTPUT_DIR))
+
+
 def plan_run(config: Mapping[str, Any], resume: str | bool | None = None, overwrite: bool = False) -> RunStart:
     """Check ``output_dir`` and the ``--resume`` / ``--overwrite`` choice; change nothing."""
-    out = Path(str(config.get("output_dir") or DEFAULT_OUTPUT_DIR))
+    out = output_dir(config)
     if overwrite and resume:
         raise RunFolderError("--overwrite starts the run over from nothing; it cannot be combined with --resume")
     check_output_dir(out)
