@@ -22,7 +22,7 @@ from .errors import ConfigError
 from .manager import PluginSet, build_plugin_set
 from .modeling import cpu_defaults
 from .rewards import MAX_ABS_REWARD
-from .runfolder import DEFAULT_OUTPUT_DIR, FINAL_DIR, SUMMARY_FILE, RunStart, clear_run, plan_run, writing
+from .runfolder import FINAL_DIR, SUMMARY_FILE, RunStart, clear_run, output_dir, plan_run, writing
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ RUN_DEFAULTS = {"report_to": "none", "logging_steps": 1, "save_strategy": "steps
 def grpo_kwargs(config: Mapping[str, Any], plugin_set: PluginSet) -> dict[str, Any]:
     """The GRPOConfig arguments: run defaults, the user's ``trainer:`` section, then the plugins' adjustments."""
     trainer = dict(config.get("trainer") or {})
-    kwargs = {**RUN_DEFAULTS, **trainer, "output_dir": config.get("output_dir", DEFAULT_OUTPUT_DIR)}
+    kwargs = {**RUN_DEFAULTS, **trainer, "output_dir": str(output_dir(config))}
     kwargs.setdefault("seed", config.get("seed", 42))
     cpu_defaults(kwargs)
     for name, value in trainer.items():

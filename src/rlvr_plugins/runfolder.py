@@ -93,7 +93,7 @@ def plan_run(config: Mapping[str, Any], resume: str | bool | None = None, overwr
         raise RunFolderError("--overwrite starts the run over from nothing; it cannot be combined with --resume")
     check_output_dir(out)
     if not resume:
-        entries = run_entries(out)
+        entries = run_entries(out) if _main_process() else []  # the others would see the main's header
         if entries and not overwrite:
             raise RunFolderError(
                 f"output_dir {out} already holds a run ({_listing(entries)}): continue it with --resume, start it "
@@ -116,6 +116,11 @@ def plan_run(config: Mapping[str, Any], resume: str | bool | None = None, overwr
                 "run would mix with its own; resume from the newest (--resume alone), or move them away")
     check_same_config(checkpoint, config)
     return RunStart(out, checkpoint, step, finished=0 < max_steps <= step)
+
+
+def _main_process() -> bool:
+    """Rank 0 of ``accelerate launch`` / ``torchrun`` (which set ``RANK``), or a single process."""
+    return os.environ.get("RANK", "0") == "0"
 
 
 def check_output_dir(out: Path) -> None:
