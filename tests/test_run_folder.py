@@ -199,6 +199,16 @@ def test_resume_from_an_older_checkpoint_with_newer_ones_is_refused(tmp_path, ca
         "resumed run would mix with its own; resume from the newest (--resume alone), or move them away")
 
 
+def test_resume_skips_an_incomplete_newest_checkpoint_with_a_warning(tmp_path, caplog):
+    out = tmp_path / "run"
+    cfg = smoke_config(out)
+    fake_run(out, cfg)
+    fake_checkpoint(out, 3, complete=False)
+    assert plan_run(cfg, True) == RunStart(out, out / "checkpoint-2", 2)
+    assert caplog.messages == [f"{out}/checkpoint-3 is incomplete (interrupted while saving): resuming from "
+                               f"{out}/checkpoint-2"]
+
+
 # -- 23: --resume PATH errors name PATH ---------------------------------------------------------------
 def test_resume_path_errors_name_the_path_given(tmp_path, capsys):
     out = tmp_path / "run"
@@ -304,6 +314,14 @@ def test_kill_while_saving_with_save_total_limit_keeps_the_last_complete_checkpo
 
 
 # -- 14: disk full while saving a checkpoint ----------------------------------------------------------
+def test_checkpoint_names_are_transformers():
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+    from rlvr_plugins.runfolder import CHECKPOINT_PREFIX
+
+    assert CHECKPOINT_PREFIX == PREFIX_CHECKPOINT_DIR
+
+
 def test_write_errno_recognises_disk_full_from_every_writer():
     assert write_errno(OSError(errno.ENOSPC, "No space left on device")) == errno.ENOSPC
     assert write_errno(OSError(errno.EROFS, "Read-only file system")) == errno.EROFS

@@ -190,8 +190,8 @@ def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: b
 
     started = time.perf_counter()
     prepared = prepare(config)
-    resume = str(start.checkpoint) if start.checkpoint else None
-    if resume:
+    checkpoint = str(start.checkpoint) if start.checkpoint else None
+    if checkpoint:
         truncate_metrics(out / "metrics.jsonl", start.step)
     dist = _distributed_state()
     if dist.is_main_process:
@@ -225,10 +225,10 @@ def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: b
                   f"({result['reward']}); rewards {_fmt(result['rewards'])}", flush=True)
 
     policy_dir = start.run_folder / "policy-init"
-    if resume:
-        summary["resumed_from"] = resume
+    if checkpoint:
+        summary["resumed_from"] = checkpoint
         summary.update(_carried_over(start.run_folder))
-    if resume and policy_dir.is_dir():
+    if checkpoint and policy_dir.is_dir():
         policy = str(policy_dir)
     else:
         model = modeling.load_model(config, tokenizer, seed)
@@ -265,12 +265,12 @@ def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: b
     )
     compact_console(trainer, show_bar=not prepared.grpo_args.disable_tqdm)
     if start.finished:
-        trainer._load_from_checkpoint(resume)
+        trainer._load_from_checkpoint(checkpoint)
         summary["grpo_steps"] = start.step
-        print(f"{resume} is at the last step ({start.step}): no training left; finishing the run", flush=True)
+        print(f"{checkpoint} is at the last step ({start.step}): no training left; finishing the run", flush=True)
     else:
         with stop.installed():
-            trainer.train(resume_from_checkpoint=resume)
+            trainer.train(resume_from_checkpoint=checkpoint)
         summary["stages"]["grpo_seconds"] = round(time.perf_counter() - t, 1)
         summary["grpo_steps"] = trainer.state.global_step
     if stop.signal_name:

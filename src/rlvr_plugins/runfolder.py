@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import logging
 import os
 import re
 import shutil
@@ -31,6 +32,8 @@ from typing import Any, Iterator, Mapping
 import yaml
 
 from .errors import RunFolderError
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_OUTPUT_DIR = "runs/rlvr"
 CHECKPOINT_PREFIX = "checkpoint"  # transformers' PREFIX_CHECKPOINT_DIR
@@ -190,6 +193,9 @@ def find_checkpoint(out: Path, resume: str | bool) -> Path:
         found = last_complete_checkpoint(out)
         if found is None:
             raise RunFolderError(f"--resume: no complete checkpoint in {out}; start the run over with --overwrite")
+        step = _checkpoint_step(Path(found).name)
+        for name in sorted(n for n in os.listdir(out) if (_checkpoint_step(n) or 0) > step):
+            logger.warning("%s is incomplete (interrupted while saving): resuming from %s", out / name, found)
         return Path(found)
     path = Path(str(resume))
     if not path.exists():

@@ -31,11 +31,10 @@ from .engine import RewardEngine, RewardPluginFailing
 from .errors import PluginConflictError, PluginContractError, PluginError
 from .manager import PluginSet
 from .rewards import Engines, TRLReward
-from .runfolder import CHECKPOINT_PREFIX, PLUGIN_STATE_FILE, folder_bytes, last_complete_checkpoint, writing
+from .runfolder import PLUGIN_STATE_FILE, folder_bytes, last_complete_checkpoint, writing
 
 logger = logging.getLogger(__name__)
 
-assert PREFIX_CHECKPOINT_DIR == CHECKPOINT_PREFIX, "transformers renamed its checkpoint folders"
 TRL_NO_SCORE_WARNING = "All reward functions returned None"
 
 
