@@ -11,6 +11,7 @@ import contextlib
 import errno
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -209,6 +210,36 @@ def test_resume_skips_an_incomplete_newest_checkpoint_with_a_warning(tmp_path, c
                                f"{out}/checkpoint-2"]
 
 
+def test_a_second_run_into_a_folder_in_use_stops_at_once(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time; fd = os.open(sys.argv[1], "
+                               "os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_EX); print('locked', flush=True); "
+                               "time.sleep(60)", str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        assert error_of(capsys, "train", str(write_config(tmp_path, smoke_config(out)))) == (
+            f"output_dir {out} is in use by another rlvr train that is running now; wait for it to end, or choose "
+            "another output_dir")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert os.listdir(out) == []
+
+
+def test_resuming_into_another_folder_copies_policy_init_and_metrics_up_to_the_step(tmp_path):
+    from rlvr_plugins.runfolder import continue_in
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    fake_run(a, {"seed": 0}, checkpoints=(1, 2, 3))
+    (a / "policy-init").mkdir()
+    (a / "policy-init" / "model.safetensors").write_bytes(b"weights")
+    b.mkdir()
+    continue_in(b, RunStart(b, a / "checkpoint-2", 2))
+    assert (b / "policy-init" / "model.safetensors").read_bytes() == b"weights"
+    assert steps(b) == [1, 2] and steps(a) == [1, 2, 3]
+
+
 # -- 23: --resume PATH errors name PATH ---------------------------------------------------------------
 def test_resume_path_errors_name_the_path_given(tmp_path, capsys):
     out = tmp_path / "run"
@@ -279,15 +310,14 @@ def test_resume_of_a_finished_run_does_only_what_is_left(tmp_path):
     assert steps(out) == [1, 2] and (out / "summary.json").read_text() == summary
     assert (out / "final" / "model.safetensors").stat().st_mtime_ns == final_mtime
 
-    import shutil
-
     shutil.rmtree(out / "final")  # as if killed after the last checkpoint
     (out / "summary.json").unlink()
     result = rlvr("train", str(cfg), "--resume")
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"{out}/checkpoint-2 is at the last step (2): no training left; finishing the run" in result.stdout
     assert steps(out) == [1, 2] and not (out / "checkpoint-3").exists()
-    assert (out / "final" / "model.safetensors").read_bytes() == (out / "checkpoint-2" / "model.safetensors").read_bytes()
+    weights = (out / "checkpoint-2" / "model.safetensors").read_bytes()
+    assert (out / "final" / "model.safetensors").read_bytes() == weights
     resumed = json.loads((out / "summary.json").read_text())
     assert resumed["grpo_steps"] == 2 and resumed["resumed_from"] == str(out / "checkpoint-2")
     assert resumed["eval_after"]["n"] == 4 and "grpo_seconds" not in resumed["stages"]

@@ -22,7 +22,8 @@ from .errors import ConfigError
 from .manager import PluginSet, build_plugin_set
 from .modeling import cpu_defaults
 from .rewards import MAX_ABS_REWARD
-from .runfolder import FINAL_DIR, SUMMARY_FILE, RunStart, clear_run, output_dir, plan_run, writing
+from .runfolder import FINAL_DIR, SUMMARY_FILE, RunStart, check_no_run, clear_run, continue_in, exclusive, output_dir, \
+    plan_run, writing
 
 logger = logging.getLogger(__name__)
 
@@ -173,12 +174,17 @@ def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: b
     for these arguments.
     """
     start = start or plan_run(config, resume, overwrite)
-    out = start.out
-    if start.finished and _complete(out):
-        print(f"the run in {out} is already complete (step {start.step}, {SUMMARY_FILE} written): nothing to do",
-              flush=True)
-        return json.loads((out / SUMMARY_FILE).read_text(encoding="utf-8"))
+    if start.finished and _complete(start.out):
+        print(f"the run in {start.out} is already complete (step {start.step}, {SUMMARY_FILE} written): nothing "
+              "to do", flush=True)
+        return json.loads((start.out / SUMMARY_FILE).read_text(encoding="utf-8"))
+    with exclusive(start.out):
+        if start.checkpoint is None and not start.overwrite:
+            check_no_run(start.out)  # again, now that no other run can write there
+        return _train(config, start)
 
+
+def _train(config: dict[str, Any], start: RunStart) -> dict[str, Any]:
     import torch
     from datasets import Dataset
     from transformers import set_seed
@@ -190,15 +196,18 @@ def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: b
 
     started = time.perf_counter()
     prepared = prepare(config)
+    out = start.out
     checkpoint = str(start.checkpoint) if start.checkpoint else None
-    if checkpoint:
-        truncate_metrics(out / "metrics.jsonl", start.step)
     dist = _distributed_state()
     if dist.is_main_process:
         if start.overwrite and (removed := clear_run(out)):
             print(f"--overwrite: removed the earlier run from {out} ({len(removed)} entries)", flush=True)
         with writing(out, out, remove_partial=False):
+            if checkpoint:
+                continue_in(out, start)
+                truncate_metrics(out / "metrics.jsonl", start.step)
             write_run_header(out, prepared)
+    dist.wait_for_everyone()
     seed = int(prepared.grpo_args.seed)
     set_seed(seed)
     tokenizer = modeling.load_tokenizer(config)
@@ -224,7 +233,7 @@ def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: b
             print(f"[eval {tag}] accuracy {100 * result['accuracy']:.1f}% on {result['n']} held-out problems "
                   f"({result['reward']}); rewards {_fmt(result['rewards'])}", flush=True)
 
-    policy_dir = start.run_folder / "policy-init"
+    policy_dir = out / "policy-init"
     if checkpoint:
         summary["resumed_from"] = checkpoint
         summary.update(_carried_over(start.run_folder))

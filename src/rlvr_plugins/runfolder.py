@@ -96,11 +96,8 @@ def plan_run(config: Mapping[str, Any], resume: str | bool | None = None, overwr
         raise RunFolderError("--overwrite starts the run over from nothing; it cannot be combined with --resume")
     check_output_dir(out)
     if not resume:
-        entries = run_entries(out) if _main_process() else []  # the others would see the main's header
-        if entries and not overwrite:
-            raise RunFolderError(
-                f"output_dir {out} already holds a run ({_listing(entries)}): continue it with --resume, start it "
-                "over with --overwrite (removes those entries), or choose another output_dir")
+        if not overwrite:
+            check_no_run(out)
         return RunStart(out, overwrite=overwrite)
     checkpoint = find_checkpoint(out, resume)
     step, max_steps = checkpoint_progress(checkpoint)
@@ -121,9 +118,58 @@ def plan_run(config: Mapping[str, Any], resume: str | bool | None = None, overwr
     return RunStart(out, checkpoint, step, finished=0 < max_steps <= step)
 
 
+def check_no_run(out: Path) -> None:
+    """A fresh run (no --resume, no --overwrite) needs a folder that holds no run (checked by the main process:
+    the others would see its header)."""
+    entries = run_entries(out) if _main_process() else []
+    if entries:
+        raise RunFolderError(
+            f"output_dir {out} already holds a run ({_listing(entries)}): continue it with --resume, start it "
+            "over with --overwrite (removes those entries), or choose another output_dir")
+
+
 def _main_process() -> bool:
     """Rank 0 of ``accelerate launch`` / ``torchrun`` (which set ``RANK``), or a single process."""
     return os.environ.get("RANK", "0") == "0"
+
+
+@contextlib.contextmanager
+def exclusive(out: Path) -> Iterator[None]:
+    """Hold ``out``'s lock (``flock`` on the folder itself) for a run: a second run into it stops at once.
+
+    Only the main process locks; where the file system has no locks (``ENOLCK``), the run goes on unlocked.
+    """
+    import fcntl
+
+    if not _main_process():
+        yield
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise RunFolderError(f"output_dir {out} is in use by another rlvr train that is running now; wait for it "
+                                 "to end, or choose another output_dir") from exc
+        except OSError as exc:
+            logger.warning("output_dir %s cannot be locked (%s): nothing stops a second run into it", out, exc.strerror)
+        yield
+    finally:
+        os.close(fd)
+
+
+def continue_in(out: Path, start: RunStart) -> None:
+    """Resuming into a folder other than the checkpoint's: copy its ``policy-init/`` and its
+    ``metrics.jsonl`` (rows up to the checkpoint's step), so that ``out`` is a whole run folder."""
+    from .runlog import truncate_metrics
+
+    source = start.run_folder
+    if (source / "policy-init").is_dir() and not (out / "policy-init").exists():
+        shutil.copytree(source / "policy-init", out / "policy-init")
+    if (source / "metrics.jsonl").is_file() and not (out / "metrics.jsonl").exists():
+        shutil.copyfile(source / "metrics.jsonl", out / "metrics.jsonl")
+        truncate_metrics(out / "metrics.jsonl", start.step)
 
 
 def check_output_dir(out: Path) -> None:
