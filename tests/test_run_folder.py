@@ -20,7 +20,6 @@ import pytest
 import yaml
 
 from rlvr_plugins import cli
-from rlvr_plugins.errors import RunFolderError
 from rlvr_plugins.runfolder import (
     PLUGIN_STATE_FILE, RunStart, clear_run, config_differences, last_complete_checkpoint, plan_run, run_entries,
     write_errno,
