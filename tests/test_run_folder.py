@@ -384,6 +384,27 @@ def test_disk_full_during_a_checkpoint_names_the_folder_and_keeps_the_last_compl
 
 
 @pytest.mark.slow
+def test_read_only_disk_during_a_checkpoint_names_the_folder_and_keeps_the_last_complete_one(tmp_path):
+    with tmpfs(tmp_path / "disk", "4m") as disk:
+        out = disk / "run"
+        cfg = smoke_config(out, max_steps=3)
+        cfg["plugins"]["kill-while-saving"] = {}
+        path = write_config(tmp_path, cfg)
+        result = rlvr("train", str(path), script=KILLING, env={"RLVR_TEST_READ_ONLY_AT_SAVE": f"2:{disk}"})
+        assert result.returncode == 2, result.stderr[-3000:]
+        err = result.stderr.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"rlvr: error: could not write {out}/checkpoint-2: Read-only "
+                                                   "file system (needs about 3")
+        assert err[0].endswith(f"free there); the last complete checkpoint, {out}/checkpoint-1, is intact: make it "
+                               "writable and continue with --resume")
+        assert last_complete_checkpoint(out) == str(out / "checkpoint-1")
+        subprocess.run(["mount", "-o", "remount,rw", str(disk)], check=True)
+        result = rlvr("train", str(path), "--resume", script=KILLING)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert steps(out) == [1, 2, 3]
+
+
+@pytest.mark.slow
 def test_disk_full_before_the_first_checkpoint_names_policy_init(tmp_path):
     with tmpfs(tmp_path / "disk", "64k") as disk:  # the run header fits, the 97 KiB policy does not
         out = disk / "run"
