@@ -103,7 +103,7 @@ def plan_run(config: Mapping[str, Any], resume: str | bool | None = None, overwr
     step, max_steps = checkpoint_progress(checkpoint)
     run_folder = checkpoint.parent
     if not _same_folder(run_folder, out):
-        entries = run_entries(out)
+        entries = run_entries(out) if _main_process() else []  # the others would see the main's first writes
         if entries:
             raise RunFolderError(
                 f"--resume {checkpoint}: output_dir {out} holds another run ({_listing(entries)}); resume into the "
