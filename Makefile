@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
 	touch $(STAMP)
 
 demo: install
-	$(VENV)/bin/rlvr train configs/demo.yaml
+	$(VENV)/bin/rlvr train configs/demo.yaml --overwrite
 
 test: install
 	$(PY) -m pytest -q -p no:cacheprovider

@@ -63,7 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. --set trainer.learning_rate=1e-6 (repeatable)")
     p.add_argument("--resume", nargs="?", const=True, default=None, metavar="CHECKPOINT",
-                   help="resume from the last checkpoint of output_dir, or from CHECKPOINT")
+                   help="resume from the last complete checkpoint of output_dir, or from CHECKPOINT (same config)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="output_dir holds an earlier run: remove it (only the run's own entries) and start over")
     p.add_argument("--check", action="store_true", help="validate the config and plugins, then stop")
     p.set_defaults(func=cmd_train)
 
@@ -130,15 +132,26 @@ def cmd_plugins(args) -> int:
 
 def cmd_train(args) -> int:
     from .config import load_config
-    from .run import configure_threads, prepare, train
+    from .runfolder import check_output_dir, output_dir, plan_run, run_entries
 
     config = load_config(args.config, args.overrides)
+    out = output_dir(config)
+    if args.check and not (args.resume or args.overwrite):
+        check_output_dir(out)  # a used folder is a note for --check, not an error
+        start = None
+    else:
+        start = plan_run(config, args.resume, args.overwrite)
+
+    from .run import configure_threads, prepare, train
+
     if args.check:
         prepared = prepare(config)
         print(f"config OK; plugins: {', '.join(prepared.plugin_set.names)}")
+        if start is None and run_entries(out):
+            print(f"note: output_dir {out} holds a run: training it needs --resume or --overwrite")
         return 0
     configure_threads()
-    train(config, resume=args.resume)
+    train(config, start=start)
     return 0
 
 

@@ -66,3 +66,8 @@ class PluginValidationError(PluginError):
 
 class PluginContractError(RLVRError, ValueError):
     """A plugin broke a hook's contract while running (wrong shape, NaN, wrong type)."""
+
+
+class RunFolderError(RLVRError):
+    """The run folder cannot be used as asked: it holds another run, is not a writable folder, the
+    checkpoint to resume is missing or belongs to another config, or a write into it failed."""
