@@ -67,14 +67,16 @@ def test_printing_only_the_first_expected_line_fails(share):
 @pytest.mark.parametrize("code, expected", [
     ("raise ValueError('boom')", 0.0),
     ("import sys; sys.exit(3)", 0.0),
-    ("import os; os._exit(0)", 0.0),  # skips the interpreter's shutdown: not a normal exit
+    ("import os; os._exit(0)", 1.0),  # status 0 as the kernel reports it: nothing printed, nothing expected
+    ("import os; print(1); os._exit(0)", 0.0),  # print's buffer is never flushed: the output is empty
+    ("import os; os._exit(3)", 0.0),
     ("import ctypes; ctypes.string_at(0)", 0.0),  # segmentation fault
     ("import sys; sys.exit(0)", 1.0),
     ("exit()", 1.0),  # exit/quit come from the site module, which -S skips: the harness adds them
     ("quit(2)", 0.0),
     ("pass", 1.0),
 ])
-def test_empty_expected_output_needs_a_normal_exit(share, code, expected):
+def test_empty_expected_output_needs_exit_status_0(share, code, expected):
     assert score(share, code, {"tests": [{"input": "", "output": ""}]}) == expected
 
 

@@ -329,15 +329,21 @@ def test_seccomp_filter_layout(arch):
     eacces, enosys = len(ins) - 2, len(ins) - 1
     assert ins[eacces] == (0x06, 0, 0, 0x00050000 | errno.EACCES)
     assert ins[enosys] == (0x06, 0, 0, 0x00050000 | errno.ENOSYS)
-    allow = eacces - 4
-    assert ins[allow] == ins[eacces - 1] == (0x06, 0, 0, 0x7FFF0000)
-    assert ins[allow + 1] == (0x20, 0, 0, 16) and ins[allow + 2] == (0x45, 1, 0, 0x7E020000)
+    allow = eacces - 9
+    assert ins[allow] == ins[allow + 3] == ins[allow + 8] == (0x06, 0, 0, 0x7FFF0000)
+    assert ins[allow + 1] == (0x20, 0, 0, 16) and ins[allow + 2] == (0x45, 6, 0, 0x7E020000)  # clone flags
+    # sendto: args[4] (the address) at offsets 48 and 52; either half non-zero jumps to EACCES
+    assert ins[allow + 4:allow + 8] == [(0x20, 0, 0, 48), (0x15, 0, 3, 0), (0x20, 0, 0, 52), (0x15, 0, 1, 0)]
+    for at in (allow + 2, allow + 5, allow + 7):  # every failing branch lands on EACCES
+        op, jt, jf, k = ins[at]
+        assert at + 1 + (jt if op == 0x45 else jf) == eacces
     target = {}
     for i in range(4, allow):
         op, jt, jf, k = ins[i]
         assert jf == 0
         target[k] = i + 1 + jt
     assert target.pop(table.clone) == allow + 1 and target.pop(table.clone3) == enosys
+    assert target.pop(table.sendto) == allow + 4
     assert set(target) == set(table.denied) | ({table.x32_bit} if table.x32_bit else set())
     assert set(target.values()) == {eacces}
     assert 41 in table.denied if arch == "x86_64" else 198 in table.denied  # socket

@@ -140,7 +140,7 @@ def program_names(code: str) -> tuple[str, ...]:
     """The names ``code`` reads but never binds (assigns, defines, imports, takes as a
     parameter), builtins aside: those it takes from the program. Scopes are not told apart.
 
-    >>> program_names("import math\ndef check(f):\n    assert math.isclose(f(2), helper(1))\ncheck(area)")
+    >>> program_names("import math\\ndef check(f):\\n    assert math.isclose(f(2), helper(1))\\ncheck(area)")
     ('area', 'helper')
     """
     try:
