@@ -88,6 +88,8 @@ def test_rlimits_are_set_inside(isolation):
     assert lines["FSIZE"] == "1000 1000" and lines["NOFILE"] == "32 32" and lines["CORE"] == "0 0"
     if isolation[0] == "namespaces":
         assert lines["NPROC"] == "6 6"  # the keeper counts in the program's user namespace
+    elif os.geteuid() == 0:
+        assert lines["NPROC"] == "5 5"  # a uid of its own: nothing else counts
 
 
 def test_fork_bomb_is_bounded_and_fully_killed(isolation):
@@ -119,10 +121,10 @@ def test_process_limit_counts_only_this_program(isolation):
         """, isolation, limits=Limits(time_s=10.0, max_processes=6))
     forked, err = map(int, result.stdout.split())
     assert err == errno.EAGAIN
-    if isolation[0] == "namespaces":
+    if isolation[0] == "namespaces" or os.geteuid() == 0:
         assert forked == 5  # 6 processes in the tree: the program and 5 children
     else:
-        assert 1 <= forked <= 5  # basic mode shares the user's count with concurrent programs
+        assert 1 <= forked <= 5  # basic mode as an ordinary user shares the user's count
     assert_clean(result)
 
 
@@ -151,6 +153,49 @@ def test_children_that_leave_the_group_are_killed_too(isolation):
         """, isolation)
     assert result.ok
     assert_clean(result, token=token)
+
+
+def test_a_keeper_killed_after_the_program_started_is_the_programs_failure(isolation):
+    """Whatever dies once the program runs is the program's doing (only it was running): a
+    failed result, not a SandboxError that would mask the item; its tree goes too."""
+    from rlvr_code.sandbox import start_python
+
+    token = f"306.{secrets.randbelow(10**6)}"
+    mode, python = isolation
+    source = f"import os, time\nos.posix_spawn('/bin/sleep', ['sleep', '{token}'], {{}})\nprint('up', flush=True)\ntime.sleep(30)"
+    with start_python(source, isolation=mode, interpreter=python, limits=FAST) as run:
+        deadline = time.monotonic() + 8.0
+        while not survivors(token) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(run.pid, signal.SIGKILL)
+        result = run.wait()
+    assert result.keeper_lost and not result.ok and result.exit_code is None and result.stdout == b"up\n"
+    assert_clean(result, token=token)
+
+
+def test_each_basic_run_as_root_has_a_uid_of_its_own_and_its_files_are_swept():
+    from code_helpers import basic_python
+    from rlvr_code.sandbox import RUN_UID_BASE
+
+    if os.geteuid() != 0:
+        pytest.skip("as an ordinary user the program runs as that user")
+    name = f"rlvr-code-left-{secrets.token_hex(6)}"
+    source = f"""
+        import os
+        for base in ("/tmp", "/dev/shm", "/var/tmp"):
+            open(os.path.join(base, "{name}"), "w").write("x")
+        os.mkdir("/tmp/{name}.d")
+        open("/tmp/{name}.d/inner", "w").write("y")
+        print(os.getuid(), os.getgid())
+        """
+    uids = []
+    for _ in range(2):
+        result = run(source, ("basic", basic_python()))
+        uid, gid = map(int, result.stdout.split())
+        assert result.ok and uid == gid and uid > RUN_UID_BASE
+        uids.append(uid)
+    assert uids[0] != uids[1]
+    assert [p for p in (f"/tmp/{name}", f"/dev/shm/{name}", f"/var/tmp/{name}", f"/tmp/{name}.d") if os.path.exists(p)] == []
 
 
 def test_allocating_10_gb_fails(isolation):
@@ -447,6 +492,8 @@ for name, source in {{
 }}.items():
     r = run_python(source, isolation="namespaces", limits=Limits(time_s=5.0, max_processes=6))
     out[name] = [r.exit_code, r.stdout.decode()]
+r = run_python({kill_keeper!r}, isolation="basic", interpreter=sys.executable, limits=Limits(time_s=5.0))
+out["kill_keeper"] = [r.exit_code, r.stdout.decode(), r.keeper_lost]
 print(json.dumps(out))
 """
 
@@ -465,7 +512,10 @@ def test_unprivileged_caller_path():
     if not (shutil.which("setpriv") and python and runnable_by_others(python) and runnable_by_others(src)):
         pytest.skip("needs setpriv and a system python3 and sources that nobody can read")
     escape = f"/tmp/rlvr-code-escape-{secrets.token_hex(6)}"  # writable by nobody on the host
-    script = NONROOT_SCRIPT.format(src=src, escape=escape)
+    token = f"307.{secrets.randbelow(10**6)}"
+    kill_keeper = (f"import os\nos.posix_spawn('/bin/sleep', ['sleep', '{token}'], {{}})\nprint(0, flush=True)\n"
+                   "os.kill(os.getppid(), 9)\nimport time\ntime.sleep(30)")
+    script = NONROOT_SCRIPT.format(src=src, escape=escape, kill_keeper=kill_keeper)
     done = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", python, "-c", script],
                           capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "TMPDIR": "/tmp"})
     assert done.returncode == 0, done.stderr
@@ -473,6 +523,8 @@ def test_unprivileged_caller_path():
     assert out["whoami"][0] == 0 and out["whoami"][1].startswith("1000 1 ")
     assert out["socket"][0] == 1 and out["escape"][0] == 0 and not os.path.exists(escape)
     assert out["forks"] == [0, "5\n"]
+    # basic mode as an ordinary user: the program can kill its keeper (same uid); that is its own failure
+    assert out["kill_keeper"] == [None, "0\n", True] and survivors(token, wait_s=2.0) == []
 
 
 def test_auto_falls_back_to_basic_with_a_warning_when_namespaces_are_refused(monkeypatch, caplog):
