@@ -43,6 +43,12 @@ def test_dev_stdin_and_fd_0_read_the_input(isolation):
     assert result.ok and result.stdout == b"['4', '5'] ['4', '5']\n"
 
 
+def test_dev_stdout_and_dev_stderr_write_the_output(isolation):
+    result = run("import sys\nprint('a', flush=True)\nopen('/dev/stderr', 'w').write('e')\n"
+                 "open('/dev/stdout', 'a').write('b\\n')", isolation)
+    assert result.ok and result.stdout == b"a\nb\n" and result.stderr == b"e"
+
+
 def test_signal_state_of_the_caller_is_not_inherited(isolation):
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGTERM})
     try:

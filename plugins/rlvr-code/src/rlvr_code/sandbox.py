@@ -304,8 +304,12 @@ def _build_root(cfg: _Config, owner: int | None) -> None:
         if os.path.exists("/dev/" + dev):
             open(root + "/dev/" + dev, "wb").close()
             _mount("/dev/" + dev, root + "/dev/" + dev, None, _MS_BIND)
-    open(root + "/dev/stdin", "wb").close()  # no /proc here, so not the usual symlink to /proc/self/fd/0
+    open(root + "/dev/stdin", "wb").close()  # no /proc here, so not the usual symlinks to /proc/self/fd/N
     _bind_read_only(cfg.stdin_path, root + "/dev/stdin")
+    for path in _output_files(cfg, owner):  # the files themselves, as a judge's file-backed stdout
+        target = root + "/dev/" + os.path.basename(path)
+        open(target, "wb").close()
+        _mount(path, target, None, _MS_BIND)
     for scratch in ("/tmp", "/dev/shm"):  # /dev/shm: POSIX semaphores and shared memory (multiprocessing)
         os.makedirs(root + scratch, exist_ok=True)
         os.chmod(root + scratch, 0o1777)
@@ -323,6 +327,16 @@ def _build_root(cfg: _Config, owner: int | None) -> None:
 
 _SHARED_DIRS = frozenset({"/", "/tmp", "/var/tmp", "/dev", "/dev/shm", "/home", "/root", "/etc", "/proc", "/sys",
                           "/run", "/var", "/mnt", "/media", "/srv", "/opt", "/work"})
+
+
+def _output_files(cfg: _Config, owner: int | None) -> list[str]:
+    """The stdout and stderr files, given to ``owner`` (the program's uid, when it is not the
+    caller's) so that the program can open them again by name (``/dev/stdout``)."""
+    paths = [os.path.join(os.path.dirname(cfg.stdin_path), stream) for stream in ("stdout", "stderr")]
+    if owner is not None:
+        for path in paths:
+            os.chown(path, owner, owner)
+    return paths
 
 
 def _interpreter_prefix(interpreter: str) -> str:
@@ -388,6 +402,7 @@ def _setup_basic(cfg: _Config) -> None:
     if cfg.run_uid is not None:
         os.chown(work, cfg.run_uid, cfg.run_uid)
         os.chmod(work, 0o700)
+        _output_files(cfg, cfg.run_uid)
         if not _traversable_by_others(cfg.interpreter):
             raise PermissionError(f"basic isolation as root runs the program as an unprivileged uid, which cannot "
                                   f"execute {cfg.interpreter}; choose an interpreter every user can run "
