@@ -118,6 +118,13 @@ def test_assert_tests_see_the_programs_exceptions_and_plain_values_only(all_):
                        "def counts():\n    return collections.Counter('aa')\ndef big():\n    return 10 ** 5000", named) == 1.0
 
 
+def test_assert_tests_see_arguments_changed_in_place(all_):
+    tests = {"test": ["data = [3, 1, 2]\nseen = {}\nassert sort_in_place(data, seen) is None\n"
+                      "assert data == [1, 2, 3] and seen == {'n': 3}"]}
+    assert score(all_, "def sort_in_place(xs, seen):\n    xs.sort()\n    seen['n'] = len(xs)", tests) == 1.0
+    assert score(all_, "def sort_in_place(xs, seen):\n    xs = sorted(xs)\n    seen['n'] = 3", tests) == 0.0
+
+
 def test_assert_tests_that_pass_the_program_something_that_is_not_data_raise():
     s = scorer(time_limit_s=5.0, total_time_s=20.0)
     with pytest.raises(ValueError, match="the tests call apply with an argument that cannot be sent"):

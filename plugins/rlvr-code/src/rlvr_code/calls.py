@@ -27,6 +27,9 @@ THREAD_STACK = 8 << 20  # a thread's stack unless the program asks (threading.st
 EXIT_UNSENDABLE = 3  # the checker's status when the tests pass an argument that is not plain data
 
 
+_MUTABLE = (list, dict, set)
+
+
 class Unsendable(TypeError):
     """A value that is not plain data (see :func:`encode`)."""
 
@@ -136,8 +139,9 @@ def _start() -> None:
 
 def serve(path: str = "solution.py") -> None:
     """Run the program as ``__main__``, then answer calls until the checker closes the channel:
-    ``[name, args, kwargs]`` gets ``["ok", value]``, ``["raise", exception class name]`` or
-    ``["unsendable", why]``."""
+    ``[name, args, kwargs]`` gets ``["ok", value, args after the call]`` (a list, dict or set
+    argument the function changed in place is sent back; others as ``None``),
+    ``["raise", exception class name]`` or ``["unsendable", why]``."""
     _start()
     program = {"__name__": "__main__", "__builtins__": builtins, "__file__": path}
     with open(path, encoding="utf-8") as f:
@@ -148,15 +152,16 @@ def serve(path: str = "solution.py") -> None:
     requests, answers = os.fdopen(READ_FD, "rb"), os.fdopen(WRITE_FD, "wb")
     while (call := _receive(requests)) is not None:
         name, args, kwargs = call
+        args = decode(args)
         try:
             if name not in program:
                 raise NameError(name)
-            value = program[name](*decode(args), **decode(kwargs))
+            value = program[name](*args, **decode(kwargs))
         except Exception as exc:
             _send(answers, ["raise", type(exc).__name__])
             continue
         try:
-            _send(answers, ["ok", encode(value)])
+            _send(answers, ["ok", encode(value), [encode(arg) if type(arg) in _MUTABLE else None for arg in args]])
         except (Unsendable, RecursionError, ValueError) as exc:
             _send(answers, ["unsendable", f"{name} returned {str(exc)[:200]}"])
 
@@ -192,15 +197,34 @@ class Remote:
             raise ProgramFailed(f"{self.name}: the program ended ({exc})") from None
         if answer is None:
             raise ProgramFailed(f"{self.name}: the program ended")
-        kind, payload = answer
+        kind, payload, *rest = answer
         if kind == "ok":
-            return decode(payload)
+            value = decode(payload)
+            _update_in_place(args, rest[0] if rest else [])
+            return value
         if kind == "raise":
             raised = getattr(builtins, str(payload), None)
             if isinstance(raised, type) and issubclass(raised, Exception):
                 raise raised(f"raised by the program's {self.name}")
             raise ProgramFailed(f"{self.name} raised {str(payload)[:100]}")
         raise ProgramFailed(f"{self.name}: {str(payload)[:300]}")
+
+
+def _update_in_place(args: tuple, after: list) -> None:
+    """Give the tests' own list, dict and set arguments what the program's copies hold after
+    the call (a function that sorts its argument in place)."""
+    if type(after) is not list or len(after) != len(args):
+        raise ProgramFailed("the arguments after the call do not match the call")
+    for arg, new in zip(args, after):
+        if type(arg) in _MUTABLE and new is not None:
+            new = decode(new)
+            if type(new) is not type(arg):
+                raise ProgramFailed("an argument changed type in place")
+            if type(arg) is list:
+                arg[:] = new
+            else:
+                arg.clear()
+                arg.update(new)
 
 
 def check(names: list[str], path: str = "solution.py") -> None:
