@@ -68,6 +68,15 @@ LOOKUP_TABLE_FROM = """
         return table.get(x)
 """
 
+SETSID_DAEMON = """\
+import os
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv("/bin/sleep", ["sleep", "{token}"])
+    os._exit(0)
+"""
+
 ATTACKS = [
     # 1. a program signals or stops its keeper: impossible; whatever happens is the program's own 0
     a("signal the keeper", "kill(0, SIGKILL) after a wrong answer",
@@ -91,16 +100,8 @@ ATTACKS = [
                 except OSError:
                     pass
         """, DOUBLE, 0.0),
-    a("signal the keeper", "setsid daemon, then kill the keeper", """
-        import os
-        if os.fork() == 0:
-            os.setsid()
-            if os.fork() == 0:
-                os.execv("/bin/sleep", ["sleep", "{token}"])
-            os._exit(0)
-        print(0, flush=True)
-        os.kill(os.getppid(), 9)
-        """, DOUBLE, 0.0),
+    a("signal the keeper", "setsid daemon, then kill the keeper",
+      SETSID_DAEMON + "print(0, flush=True)\nos.kill(os.getppid(), 9)", DOUBLE, 0.0),
     # 2. correct programs that use threads, pools or another buffer on fd 1 pass
     a("correct program", "two threads alive at once", """
         import threading, time
@@ -246,6 +247,13 @@ ATTACKS = [
                 learn(open(path, errors="replace").read().replace("\\0", "\\n"))
             except OSError:
                 pass"""), MBPP, 0.0),
+    a("assert hack", "a value nested too deeply to send", """
+        def double(x):
+            nested = []
+            for _ in range(100000):
+                nested = [nested]
+            return nested
+        """, MBPP, 0.0),
     # 8. SysV IPC: denied (it bypasses RLIMIT_AS and, in basic mode, outlives the run)
     a("SysV IPC", "shmget/shmat 64 MB segments, semget, msgget", """
         import ctypes
@@ -278,16 +286,15 @@ ATTACKS = [
                     pass
         print(worked)
         """, ZERO, 1.0),
-    # processes that outlive the program
-    a("survivor", "setsid double fork", """
+    # what outlives the program: processes, files in the host's shared directories (basic mode)
+    a("survivor", "files in /tmp, /var/tmp and /dev/shm from a program still serving calls", """
         import os
-        if os.fork() == 0:
-            os.setsid()
-            if os.fork() == 0:
-                os.execv("/bin/sleep", ["sleep", "{token}"])
-            os._exit(0)
-        print(0)
-        """, DOUBLE, 0.0),
+        for base in ("/tmp", "/var/tmp", "/dev/shm"):
+            open(os.path.join(base, "left-{token}"), "w").write("x")
+        def double(x):
+            return 2 * x
+        """, MBPP, 1.0),
+    a("survivor", "setsid double fork", SETSID_DAEMON + "print(0)", DOUBLE, 0.0),
     a("survivor", "fork bomb", """
         import os, time
         while True:

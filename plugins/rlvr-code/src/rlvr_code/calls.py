@@ -186,7 +186,9 @@ class Remote:
         answers, requests = self._channel
         try:
             message = [self.name, encode(args), encode(kwargs)]
-        except (Unsendable, RecursionError) as exc:
+        except RecursionError:  # nesting the program may have built: its failure, never a masked row
+            raise ProgramFailed(f"{self.name}: an argument nested too deeply to send") from None
+        except Unsendable as exc:  # only the tests can make a value that is not data
             print(f"the tests call {self.name} with an argument that cannot be sent: {exc}", file=sys.stderr)
             sys.stderr.flush()
             os._exit(EXIT_UNSENDABLE)

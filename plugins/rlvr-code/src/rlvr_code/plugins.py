@@ -160,7 +160,8 @@ class CodeTestsScorer:
             for fd in pipes:
                 os.close(fd)
         if verdict.exit_code == calls.EXIT_UNSENDABLE:
-            raise ValueError(verdict.stderr.decode(errors="replace").strip().splitlines()[-1][:300])
+            why = verdict.stderr.decode(errors="replace").strip().splitlines() or ["an argument that cannot be sent"]
+            raise ValueError(why[-1][:300])
         return verdict.ok
 
 

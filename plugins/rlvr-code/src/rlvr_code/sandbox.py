@@ -632,8 +632,11 @@ def _keeper(cfg: _Config) -> None:
             pass
     finally:
         try:
-            if pid is not None:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+            if pid is not None:  # stopped early (the caller died or closed the run): the same clean-up
                 _stop(pid, cfg.isolation)
+                if cfg.run_uid is not None:
+                    _remove_files_of(cfg.run_uid)
         finally:
             os._exit(code)
 
