@@ -2,7 +2,8 @@
 isolation modes. A row is (class, name, program, tests, expected score); after each run the
 same checks hold for every row: the score is exactly the expected one (never raised, i.e.
 never masked), no process of the program survives, no temporary directory, SysV IPC object
-or file of the program's uid is left behind, and the host can still fork.
+or file of the program's uid is left behind, the host's shared memory did not grow (SysV
+segments, tmpfs), nothing reached the host's Unix sockets, and the host can still fork.
 
 ``{token}`` in a program is a fresh marker its children carry on their command line (the
 survivor check looks for it); ``{path}`` and ``{abstract}`` name Unix sockets of the host.
@@ -289,8 +290,9 @@ ATTACKS = [
     # what outlives the program: processes, files in the host's shared directories (basic mode)
     a("survivor", "files in /tmp, /var/tmp and /dev/shm from a program still serving calls", """
         import os
-        for base in ("/tmp", "/var/tmp", "/dev/shm"):
-            open(os.path.join(base, "left-{token}"), "w").write("x")
+        for base in ("/tmp", "/var/tmp", "/dev/shm"):  # no /var/tmp in namespaces mode
+            if os.path.isdir(base):
+                open(os.path.join(base, "left-{token}"), "w").write("x")
         def double(x):
             return 2 * x
         """, MBPP, 1.0),
@@ -335,6 +337,12 @@ def sysv_objects() -> dict[str, list[str]]:
     return out
 
 
+def shared_memory_mb() -> float:
+    """The host's shared memory in use (tmpfs, SysV and POSIX shm): what a run could leave."""
+    with open("/proc/meminfo") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("Shmem:")) / 1024
+
+
 def files_of_run_uids() -> list[str]:
     left = []
     for base in SHARED_WRITABLE:
@@ -360,12 +368,13 @@ def test_attack(attack, isolation, host_sockets):
     program = attack.program.replace("{token}", token).replace("{path!r}", repr(names["path"]))
     program = program.replace("{abstract!r}", repr(names["abstract"]))
     scorer = CodeTestsScorer(CodeTestsOptions(time_limit_s=2.0, total_time_s=8.0, isolation=mode, python=python or ""))
-    before = sysv_objects()
+    before, shm_before = sysv_objects(), shared_memory_mb()
     score = scorer(prompt="p", completion=f"{FENCE}python\n{program}\n{FENCE}", example=attack.tests)
     assert score == attack.score
     assert survivors(token, wait_s=2.0) == []
     assert our_temp_dirs() == [] and files_of_run_uids() == []
     assert sysv_objects() == before
+    assert shared_memory_mb() - shm_before < 128  # bounded: other jobs on the host move it a little
     for listener in listeners:
         with pytest.raises(BlockingIOError):
             listener.recv(16)
