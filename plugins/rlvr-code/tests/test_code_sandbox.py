@@ -179,6 +179,23 @@ def test_a_keeper_killed_after_the_program_started_is_the_programs_failure(isola
     assert_clean(result, token=token)
 
 
+def test_a_daemon_outlives_neither_its_program_nor_a_lost_keeper(isolation):
+    from rlvr_code.sandbox import start_python
+
+    token = f"308.{secrets.randbelow(10**6)}"
+    mode, python = isolation
+    source = (f"import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+              f"        os.execv('/bin/sleep', ['sleep', '{token}'])\n    os._exit(0)\ntime.sleep(30)")
+    with start_python(source, isolation=mode, interpreter=python, limits=FAST) as run:
+        deadline = time.monotonic() + 8.0
+        while not survivors(token) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(run.pid, signal.SIGKILL)
+        result = run.wait()
+    assert result.keeper_lost
+    assert_clean(result, token=token)
+
+
 def test_each_basic_run_as_root_has_a_uid_of_its_own_and_its_files_are_swept():
     from code_helpers import basic_python
     from rlvr_code.sandbox import RUN_UID_BASE

@@ -232,7 +232,6 @@ def _update_in_place(args: tuple, after: list) -> None:
 def check(names: list[str], path: str = "solution.py") -> None:
     """Run the tests with ``names`` bound to the program; exit 0 only if they run to their end."""
     import signal
-    import traceback
 
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a program that is gone is an EPIPE, then a failure
     _start()
@@ -242,6 +241,8 @@ def check(names: list[str], path: str = "solution.py") -> None:
         with open(path, encoding="utf-8") as f:
             exec(compile(f.read(), "tests.py", "exec"), tests)
     except BaseException:
+        import traceback
+
         traceback.print_exc()
         sys.stderr.flush()
         os._exit(1)

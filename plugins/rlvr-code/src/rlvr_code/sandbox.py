@@ -686,10 +686,7 @@ class Running:
         stdout, exceeded = _read_capped(os.path.join(self.tmp, "stdout"), self.limits.output_bytes)
         stderr, _ = _read_capped(os.path.join(self.tmp, "stderr"), self.limits.output_bytes)
         if not final.startswith("ok ") or keeper_late:
-            try:  # the program had its own group (basic mode: it dies with the keeper, its group now)
-                os.killpg(int(started), signal.SIGKILL)
-            except OSError:
-                pass
+            self._kill_orphans(pid, int(started))
             return RunResult(stdout=stdout, stderr=stderr, exit_code=None, signal=None, timed_out=keeper_late,
                              output_exceeded=exceeded, elapsed_s=time.monotonic() - self.start, isolation=self.mode,
                              pgid=pid, keeper_lost=True)
@@ -703,6 +700,24 @@ class Running:
             isolation=self.mode, pgid=pid,
         )
 
+    def _kill_orphans(self, keeper: int, program: int | None) -> None:
+        """The keeper is gone without sweeping: kill the program's group and, in basic mode as
+        root, every process of its uid (a daemon that left the group included)."""
+        if program is not None:
+            try:
+                os.killpg(program, signal.SIGKILL)
+            except OSError:
+                pass
+        if self.mode == "basic" and os.geteuid() == 0:
+            killer = os.fork()
+            if killer == 0:
+                try:
+                    _drop_root(RUN_UID_BASE + keeper)
+                    os.kill(-1, signal.SIGKILL)  # as that uid: every process it owns, this one aside
+                finally:
+                    os._exit(0)
+            os.waitpid(killer, 0)
+
     def close(self) -> None:
         """Stop the run if it is still going: SIGTERM, so the keeper kills and sweeps the
         program's tree itself; SIGKILL for the keeper's group after the grace period."""
@@ -711,6 +726,7 @@ class Running:
                 os.kill(self.pid, signal.SIGTERM)
                 if _wait_with_deadline(self.pid, time.monotonic() + KEEPER_GRACE_S):
                     os.killpg(self.pid, signal.SIGKILL)
+                    self._kill_orphans(self.pid, None)
             except OSError:
                 pass
             try:
