@@ -28,6 +28,7 @@ EXIT_UNSENDABLE = 3  # the checker's status when the tests pass an argument that
 
 
 _MUTABLE = (list, dict, set)
+_ENDS_ITERATION = (StopIteration, StopAsyncIteration)  # would end the tests' map(f, ...) early: a failure
 
 
 class Unsendable(TypeError):
@@ -206,7 +207,7 @@ class Remote:
             return value
         if kind == "raise":
             raised = getattr(builtins, str(payload), None)
-            if isinstance(raised, type) and issubclass(raised, Exception):
+            if isinstance(raised, type) and issubclass(raised, Exception) and raised not in _ENDS_ITERATION:
                 raise raised(f"raised by the program's {self.name}")
             raise ProgramFailed(f"{self.name} raised {str(payload)[:100]}")
         raise ProgramFailed(f"{self.name}: {str(payload)[:300]}")
