@@ -161,37 +161,34 @@ def test_children_that_leave_the_group_are_killed_too(isolation):
     assert_clean(result, token=token)
 
 
-def test_a_keeper_killed_after_the_program_started_is_the_programs_failure(isolation):
-    """Whatever dies once the program runs is the program's doing (only it was running): a
-    failed result, not a SandboxError that would mask the item; its tree goes too."""
+def run_and_kill_the_keeper(source, isolation, token):
+    """Start ``source``, SIGKILL its keeper once a child carrying ``token`` runs; the result."""
     from rlvr_code.sandbox import start_python
 
-    token = f"306.{secrets.randbelow(10**6)}"
     mode, python = isolation
-    source = f"import os, time\nos.posix_spawn('/bin/sleep', ['sleep', '{token}'], {{}})\nprint('up', flush=True)\ntime.sleep(30)"
-    with start_python(source, isolation=mode, interpreter=python, limits=FAST) as run:
+    with start_python(source, isolation=mode, interpreter=python, limits=FAST) as started:
         deadline = time.monotonic() + 8.0
         while not survivors(token) and time.monotonic() < deadline:
             time.sleep(0.02)
-        os.kill(run.pid, signal.SIGKILL)
-        result = run.wait()
+        os.kill(started.pid, signal.SIGKILL)
+        return started.wait()
+
+
+def test_a_keeper_killed_after_the_program_started_is_the_programs_failure(isolation):
+    """Whatever dies once the program runs is the program's doing (only it was running): a
+    failed result, not a SandboxError that would mask the item; its tree goes too."""
+    token = f"306.{secrets.randbelow(10**6)}"
+    source = f"import os, time\nos.posix_spawn('/bin/sleep', ['sleep', '{token}'], {{}})\nprint('up', flush=True)\ntime.sleep(30)"
+    result = run_and_kill_the_keeper(source, isolation, token)
     assert result.keeper_lost and not result.ok and result.exit_code is None and result.stdout == b"up\n"
     assert_clean(result, token=token)
 
 
 def test_a_daemon_outlives_neither_its_program_nor_a_lost_keeper(isolation):
-    from rlvr_code.sandbox import start_python
-
     token = f"308.{secrets.randbelow(10**6)}"
-    mode, python = isolation
     source = (f"import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
               f"        os.execv('/bin/sleep', ['sleep', '{token}'])\n    os._exit(0)\ntime.sleep(30)")
-    with start_python(source, isolation=mode, interpreter=python, limits=FAST) as run:
-        deadline = time.monotonic() + 8.0
-        while not survivors(token) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        os.kill(run.pid, signal.SIGKILL)
-        result = run.wait()
+    result = run_and_kill_the_keeper(source, isolation, token)
     assert result.keeper_lost
     assert_clean(result, token=token)
 
