@@ -178,7 +178,7 @@ def test_a_keeper_killed_after_the_program_started_is_the_programs_failure(isola
     """Whatever dies once the program runs is the program's doing (only it was running): a
     failed result, not a SandboxError that would mask the item; its tree goes too."""
     token = f"306.{secrets.randbelow(10**6)}"
-    source = f"import os, time\nos.posix_spawn('/bin/sleep', ['sleep', '{token}'], {{}})\nprint('up', flush=True)\ntime.sleep(30)"
+    source = f"import os, time\nprint('up', flush=True)\nos.posix_spawn('/bin/sleep', ['sleep', '{token}'], {{}})\ntime.sleep(30)"
     result = run_and_kill_the_keeper(source, isolation, token)
     assert result.keeper_lost and not result.ok and result.exit_code is None and result.stdout == b"up\n"
     assert_clean(result, token=token)
