@@ -20,15 +20,21 @@ as ``nobody`` (uid 65534) inside a user namespace owned by ``nobody``.
 
 ``isolation="basic"`` (the fallback when namespaces are refused, e.g. inside a container
 without user namespaces): the program runs in a fresh temporary directory on the host
-filesystem as the caller's user (``nobody`` when the caller is root), in its own process
-group, and the keeper is a child subreaper that kills the group and every descendant that
-re-parented to it. It does NOT hide the filesystem; see the README.
+filesystem as the caller's user (as root: a uid of its own, ``RUN_UID_BASE`` + the keeper's
+pid, while the keeper stays root), and the keeper is a child subreaper that kills the
+program's group and every descendant that re-parented to it. It does NOT hide the
+filesystem; see the README.
+
+In both modes the program starts its own session (``setsid``), so it cannot signal its
+keeper's group; the keeper reports ``started`` once the program runs, and a keeper lost
+after that is the program's failure (``RunResult.keeper_lost``), not a ``SandboxError``.
 
 Both modes: rlimits (CPU time, address space, processes, file size = output cap, open
 files, no core dumps), ``PR_SET_NO_NEW_PRIVS`` and a seccomp filter (:func:`seccomp_filter`)
 that makes ``socket(2)`` fail with EACCES for every address family (so neither ctypes nor
-``_socket`` can open a socket), denies io_uring, namespaces, mounts, ptrace, bpf and other
-kernel attack surface, and kills a foreign-architecture system call;
+``_socket`` can open a socket), denies io_uring, namespaces, mounts, ptrace, bpf, SysV IPC,
+addressed Unix sends and other kernel attack surface, and kills a foreign-architecture
+system call;
 ``PR_SET_PDEATHSIG`` on the keeper and the program, so that a SIGKILL of the caller (the
 reward engine's deadline) takes the sandbox down with it.
 """
