@@ -118,6 +118,13 @@ def test_assert_tests_see_the_programs_exceptions_and_plain_values_only(all_):
                        "def counts():\n    return collections.Counter('aa')\ndef big():\n    return 10 ** 5000", named) == 1.0
 
 
+def test_assert_tests_may_use_a_module_the_solution_imported(all_):
+    """MBPP asserts use ``math.isclose`` with no import of their own (the solution's served)."""
+    tests = {"test": ["assert math.isclose(area(2), 12.566, rel_tol=0.001)", "assert re.fullmatch('a+', 'aa')"]}
+    assert score(all_, "import math\ndef area(r):\n    return math.pi * r * r", tests) == 1.0
+    assert score(all_, "def area(r):\n    return 12", tests) == 0.0
+
+
 def test_assert_tests_see_arguments_changed_in_place(all_):
     tests = {"test": ["data = [3, 1, 2]\nseen = {}\nassert sort_in_place(data, seen) is None\n"
                       "assert data == [1, 2, 3] and seen == {'n': 3}"]}

@@ -230,6 +230,18 @@ def _update_in_place(args: tuple, after: list) -> None:
                 arg.update(new)
 
 
+def _binding(name: str, channel: tuple):
+    """A standard-library module the tests use without importing it (MBPP's ``math.isclose``
+    relied on the solution's ``import math``) is the checker's own module; any other name is
+    the program's."""
+    if name in getattr(sys, "stdlib_module_names", ()):
+        try:
+            return __import__(name)
+        except ImportError:
+            pass
+    return Remote(name, channel)
+
+
 def check(names: list[str], path: str = "solution.py") -> None:
     """Run the tests with ``names`` bound to the program; exit 0 only if they run to their end."""
     import signal
@@ -237,7 +249,7 @@ def check(names: list[str], path: str = "solution.py") -> None:
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a program that is gone is an EPIPE, then a failure
     _start()
     channel = (os.fdopen(READ_FD, "rb"), os.fdopen(WRITE_FD, "wb"))
-    tests = {"__name__": "__main__", "__builtins__": builtins, **{name: Remote(name, channel) for name in names}}
+    tests = {"__name__": "__main__", "__builtins__": builtins, **{name: _binding(name, channel) for name in names}}
     try:
         with open(path, encoding="utf-8") as f:
             exec(compile(f.read(), "tests.py", "exec"), tests)
