@@ -5,13 +5,16 @@ The exact rules are in the plugin README; each function's docstring restates its
 
 from __future__ import annotations
 
+import ast
+import builtins
 import json
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 __all__ = ["TestCase", "AssertTests", "extract_program", "load_cases", "load_assert_tests", "normalise_output",
-           "outputs_match", "PYTHON_TAGS"]
+           "outputs_match", "program_names", "PYTHON_TAGS"]
 
 PYTHON_TAGS = ("python", "python3", "py")
 
@@ -32,9 +35,12 @@ class TestCase:
 
 @dataclass(frozen=True)
 class AssertTests:
-    """Assert-style test code run after the program (MBPP / HumanEval)."""
+    """Assert-style test code (MBPP / HumanEval) and the names it reads and never binds itself,
+    builtins aside (see :func:`program_names`): the checker binds a standard-library module
+    name to the module, any other to the program's function."""
 
     code: str
+    names: tuple[str, ...]
 
 
 def answer_part(completion: str, *, think_opened: bool = False) -> str:
@@ -125,7 +131,37 @@ def load_assert_tests(test: Any, *, entry_point: Any = None, setup: Any = None) 
         if not str(entry_point).isidentifier():
             raise ValueError(f"entry_point must be a Python identifier, got {entry_point!r}")
         code += f"\n\ncheck({entry_point})\n"
-    return AssertTests(code)
+    names = program_names(code)
+    if not set(names) - set(getattr(sys, "stdlib_module_names", ())):
+        raise ValueError("the test code uses no function of the program (every name it reads it defines itself): "
+                         "it cannot tell a right program from a wrong one")
+    return AssertTests(code, names)
+
+
+def program_names(code: str) -> tuple[str, ...]:
+    """The names ``code`` reads but never binds (assigns, defines, imports, takes as a
+    parameter), builtins aside: those it takes from the program. Scopes are not told apart.
+
+    >>> program_names("import math\\ndef check(f):\\n    assert math.isclose(f(2), helper(1))\\ncheck(area)")
+    ('area', 'helper')
+    """
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as exc:
+        raise ValueError(f"test code is not valid Python: line {exc.lineno}: {exc.msg}") from None
+    read, bound = set(), set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    return tuple(sorted(read - bound))
 
 
 def normalise_output(text: str) -> str:
