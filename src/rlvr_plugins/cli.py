@@ -9,18 +9,19 @@ import sys
 from typing import Sequence
 
 from . import __version__
-from .errors import RLVRError
+from .errors import RLVRError, bounded
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Every command checks its config and files first, before torch, TRL or datasets are
+    imported (``quiet_libraries`` is the first heavy step), so bad input fails in well under 2 s."""
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    quiet_libraries()
     try:
         return args.func(args)
     except RLVRError as exc:
-        print(f"rlvr: error: {exc}", file=sys.stderr)
+        print(f"rlvr: error: {bounded(str(exc))}", file=sys.stderr)
         if exc.__cause__ is not None and args.verbose:
             import traceback
 
@@ -99,18 +100,29 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=text, description=module.__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(p)
-        p.set_defaults(func=module.run)
+        p.set_defaults(func=module.run if module is compare_cmd else _quieted(module.run))
     return parser
+
+
+def _quieted(func):
+    def run(args) -> int:
+        quiet_libraries()
+        return func(args)
+
+    return run
 
 
 def cmd_plugins(args) -> int:
     from .manager import build_plugin_set, list_plugins
 
     enabled = None
+    config = None
     if args.config:
         from .config import load_config
 
         config = load_config(args.config)
+    quiet_libraries()
+    if config is not None:
         enabled = set(build_plugin_set(config.get("plugins")).names)
     rows = list_plugins(enabled)
     if args.json:
@@ -130,9 +142,11 @@ def cmd_plugins(args) -> int:
 
 def cmd_train(args) -> int:
     from .config import load_config
-    from .run import configure_threads, prepare, train
 
     config = load_config(args.config, args.overrides)
+    quiet_libraries()
+    from .run import configure_threads, prepare, train
+
     if args.check:
         prepared = prepare(config)
         print(f"config OK; plugins: {', '.join(prepared.plugin_set.names)}")
@@ -144,18 +158,25 @@ def cmd_train(args) -> int:
 
 def cmd_score(args) -> int:
     from .config import load_config
-    from .score import LATE_STEP, run_score
+    from .outputs import check_output_file
+    from .score import LATE_STEP, load_completions, run_score
 
     config = load_config(args.config, args.overrides, need_data=False)
-    run_score(config, args.completions, args.output, LATE_STEP if args.step is None else args.step)
+    rows = load_completions(args.completions)
+    if args.output:
+        check_output_file(args.output, "--output")
+    quiet_libraries()
+    run_score(config, rows, args.output, LATE_STEP if args.step is None else args.step)
     return 0
 
 
 def _command_config(args, need_model: bool = True):
     from .config import load_config
-    from .run import configure_threads
 
     config = load_config(args.config, args.overrides, need_model=need_model)
+    quiet_libraries()
+    from .run import configure_threads
+
     configure_threads()
     return config
 

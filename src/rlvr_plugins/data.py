@@ -15,12 +15,13 @@ list of LaTeX answers → the first, without ``$``) or ``plain`` (the value as t
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any, Mapping
 
 from .config import ANSWER_FORMATS, resolve_path
-from .errors import ConfigError, RLVRError
+from .errors import ConfigError, RLVRError, shown
 
 SYNTHETIC_TASKS = ("arithmetic",)
 
@@ -34,26 +35,93 @@ def read_jsonl(path: str) -> list[dict[str, Any]]:
     return [row for _, row in read_jsonl_numbered(path)]
 
 
-def read_jsonl_numbered(path: str) -> list[tuple[int, dict[str, Any]]]:
-    """``(line number, row)`` for every non-blank line of a JSONL file; errors name the file and the line."""
+MAX_LINE_MB_ENV = "RLVR_MAX_LINE_MB"
+DEFAULT_MAX_LINE_MB = 16
+
+
+def max_line_bytes() -> int:
+    """The longest JSONL line read: ``$RLVR_MAX_LINE_MB`` MiB (default 16)."""
+    raw = os.environ.get(MAX_LINE_MB_ENV, "")
+    try:
+        megabytes = float(raw) if raw.strip() else DEFAULT_MAX_LINE_MB
+    except ValueError:
+        raise DataError(f"{MAX_LINE_MB_ENV}={shown(raw)} must be a number of MiB") from None
+    if not megabytes > 0:
+        raise DataError(f"{MAX_LINE_MB_ENV}={shown(raw)} must be a number of MiB > 0")
+    return int(megabytes * 1024 * 1024)
+
+
+def read_jsonl_numbered(path: str, max_bytes: int | None = None) -> list[tuple[int, dict[str, Any]]]:
+    """``(line number, row)`` for every non-blank line of a JSONL file; errors name the file and the line.
+
+    A line longer than ``max_bytes`` (default :func:`max_line_bytes`) is refused without being
+    read whole; so is text that is not UTF-8, or a JSON string with a lone surrogate
+    (``"\\ud800"``: not text any tokenizer can encode).
+    """
+    limit = max_line_bytes() if max_bytes is None else max_bytes
     p = Path(path)
     if not p.is_file():
-        raise DataError(f"data file {path!r} does not exist")
+        what = "is a folder, not a file" if p.is_dir() else "does not exist"
+        raise DataError(f"data file {shown(path, 300)} {what}")
     rows = []
-    with p.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{lineno}: malformed JSON ({exc.msg} at column {exc.colno})") from exc
-            if not isinstance(row, dict):
-                raise DataError(f"{path}:{lineno}: each line must be a JSON object, got {type(row).__name__}")
-            rows.append((lineno, row))
+    try:
+        fh = p.open("rb")
+    except OSError as exc:
+        raise DataError(f"data file {shown(path, 300)} cannot be read: {exc.strerror}") from exc
+    with fh:
+        lineno = 0
+        while line := fh.readline(limit + 1):
+            lineno += 1
+            if len(line) > limit and not line.endswith(b"\n"):
+                raise DataError(f"{path}:{lineno}: line longer than {limit} bytes; a row is at most "
+                                f"{limit / 1024 / 1024:g} MiB (set {MAX_LINE_MB_ENV} to allow longer lines)")
+            if line.strip():
+                rows.append((lineno, _parse_line(line, path, lineno)))
     if not rows:
-        raise DataError(f"data file {path!r} is empty")
+        raise DataError(f"data file {shown(path, 300)} is empty")
     return rows
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _parse_line(line: bytes, path: str, lineno: int) -> dict[str, Any]:
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}:{lineno}: not valid UTF-8 (byte 0x{line[exc.start]:02x} at column "
+                        f"{exc.start + 1}); save the file as UTF-8") from exc
+    try:
+        row = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}:{lineno}: malformed JSON ({exc.msg} at column {exc.colno})") from exc
+    except RecursionError as exc:
+        raise DataError(f"{path}:{lineno}: JSON nested too deeply") from exc
+    if not isinstance(row, dict):
+        raise DataError(f"{path}:{lineno}: each line must be a JSON object, got {type(row).__name__}")
+    if _SURROGATE_ESCAPE.search(line):
+        column = _lone_surrogate(row)
+        if column is not None:
+            raise DataError(f"{path}:{lineno}: column {shown(column)} has a lone surrogate escape (\\ud800-"
+                            "\\udfff without its pair), which is not Unicode text")
+    return row
+
+
+def _lone_surrogate(value: Any, where: str = "") -> str | None:
+    """The column (dotted path) of the first string in ``value`` that is not encodable text, or None."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return where or "(key)"
+        return None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in items:
+        found = _lone_surrogate(key, where) if isinstance(key, str) else None
+        found = found or _lone_surrogate(child, f"{where}.{key}" if where else str(key))
+        if found is not None:
+            return found
+    return None
 
 
 def _synthetic(split: str, spec: Mapping[str, Any], other: Mapping[str, Any] | None) -> list[dict[str, Any]]:

@@ -2,18 +2,61 @@
 
 from __future__ import annotations
 
+import reprlib
+from typing import Any
+
+SHOWN_CHARS = 120
+MAX_PROBLEMS = 50
+MAX_MESSAGE_CHARS = 4000
+
+_repr = reprlib.Repr()
+_repr.maxlevel = 3
+_repr.maxdict = _repr.maxlist = _repr.maxtuple = _repr.maxset = _repr.maxfrozenset = _repr.maxdeque = 5
+_repr.maxstring = _repr.maxother = 80
+_repr.maxlong = 40
+
+
+def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)`` bounded in length and in the work it takes (nested values are cut at
+    depth 3 and after 5 items), for every error message that echoes user input.
+
+    >>> shown("x" * 1000, 20)
+    "'xxxxxxxxxxxxxxxx..."
+    >>> shown([[[[1]]]] * 100)
+    '[[[[...]]], [[[...]]], [[[...]]], [[[...]]], [[[...]]], ...]'
+    """
+    try:
+        text = _repr.repr(value)
+    except Exception:
+        text = f"<{type(value).__name__} that cannot be shown>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def bounded(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """A message cut to ``limit`` characters, saying how much was left out."""
+    if len(message) <= limit:
+        return message
+    return f"{message[:limit]} ... ({len(message) - limit} more characters)"
+
 
 class RLVRError(Exception):
     """Base of every error the command line reports as a message (exit code 2)."""
 
 
 class ConfigError(RLVRError):
-    """An invalid config: every problem found, one per line."""
+    """An invalid config: every problem found, one per line (one problem: one line).
+
+    Each problem is bounded in length, and at most ``MAX_PROBLEMS`` are listed."""
 
     def __init__(self, problems: list[str] | str, source: str | None = None):
         self.problems = [problems] if isinstance(problems, str) else list(problems)
         where = f" in {source}" if source else ""
-        lines = "\n".join(f"  - {p}" for p in self.problems)
+        if len(self.problems) == 1:
+            super().__init__(f"invalid config{where}: {bounded(self.problems[0], 1000)}")
+            return
+        lines = "\n".join(f"  - {bounded(p, 1000)}" for p in self.problems[:MAX_PROBLEMS])
+        more = len(self.problems) - MAX_PROBLEMS
+        lines += f"\n  ... and {more} more problem(s)" if more > 0 else ""
         super().__init__(f"invalid config{where} ({len(self.problems)} problem(s)):\n{lines}")
 
 
