@@ -100,16 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=text, description=module.__doc__,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(p)
-        p.set_defaults(func=module.run if module is compare_cmd else _quieted(module.run))
+        p.set_defaults(func=module.run)
     return parser
-
-
-def _quieted(func):
-    def run(args) -> int:
-        quiet_libraries()
-        return func(args)
-
-    return run
 
 
 def cmd_plugins(args) -> int:

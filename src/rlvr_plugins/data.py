@@ -73,8 +73,8 @@ def read_jsonl_numbered(path: str, max_bytes: int | None = None) -> list[tuple[i
         while line := fh.readline(limit + 1):
             lineno += 1
             if len(line) > limit and not line.endswith(b"\n"):
-                raise DataError(f"{path}:{lineno}: line longer than {limit} bytes; a row is at most "
-                                f"{limit / 1024 / 1024:g} MiB (set {MAX_LINE_MB_ENV} to allow longer lines)")
+                raise DataError(f"{path}:{lineno}: line longer than the limit of {limit} bytes; set "
+                                f"{MAX_LINE_MB_ENV} (MiB, default {DEFAULT_MAX_LINE_MB}) to allow longer lines")
             if line.strip():
                 rows.append((lineno, _parse_line(line, path, lineno)))
     if not rows:

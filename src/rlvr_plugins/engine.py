@@ -99,6 +99,7 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 import weakref
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -117,6 +118,8 @@ _MAX_START_FAILURES = 3
 _FRAME = struct.Struct("!i")  # multiprocessing.connection's length prefix; worker messages stay far below 2 GiB
 _SAMPLE_CHARS = 300
 _ERROR_CHARS = 300
+_LOG_CHARS = 2000
+_MAX_ITEM_BYTES = 256 * 1024 * 1024
 _SINGLE_THREAD_ENV = {
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
@@ -224,6 +227,44 @@ def _limit_memory(megabytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+def _call_pickled(fn: Callable[..., Any], blob: bytes) -> tuple[str, Any]:
+    """:func:`_call` on an item pickled on its own, so that an item that cannot be loaded here
+    (``MemoryError`` under ``memory_limit_mb``) fails alone, not with its batch."""
+    try:
+        item = pickle.loads(blob)
+    except BaseException as exc:
+        return "error", f"the item cannot be loaded in the worker: {_describe(exc)}"
+    return _call(fn, item)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def _bound_log_records(limit: int = _LOG_CHARS) -> None:
+    """Cut every log record made in this process (any logger, any handler, ``warnings`` too) to
+    ``limit`` characters of message, traceback and stack: a library that logs its whole input
+    (math-verify on a parse timeout logs the 1 MB completion) prints a bounded line."""
+    make = logging.getLogRecordFactory()
+
+    def bounded_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:
+            return record  # logging reports the broken format string itself
+        record.msg, record.args = _clip(message, limit), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = _clip(logging.Formatter().formatException(record.exc_info), limit)
+        if record.stack_info:
+            record.stack_info = _clip(record.stack_info, limit)
+        return record
+
+    logging.setLogRecordFactory(bounded_record)
+    format_warning = warnings.formatwarning
+    warnings.formatwarning = lambda *args, **kwargs: _clip(format_warning(*args, **kwargs), limit) + "\n"
+
+
 def _load_fn(payload: bytes, paths: list[str]) -> Callable[..., Any]:
     sys.path[:0] = [p for p in paths if p not in sys.path]
     fn = pickle.loads(payload)
@@ -235,6 +276,7 @@ def _load_fn(payload: bytes, paths: list[str]) -> Callable[..., Any]:
 def _worker_main(fd: int, parent_pid: int, memory_limit_mb: int | None) -> None:
     """Entry point of a worker process: load functions, score batches, report per item."""
     _die_with_parent(parent_pid)
+    _bound_log_records()
     os.set_inheritable(fd, False)
     conn = Connection(fd)
     fns: dict[str, Callable[..., Any]] = {}
@@ -251,8 +293,8 @@ def _worker_main(fd: int, parent_pid: int, memory_limit_mb: int | None) -> None:
                 continue
             if message[0] == "run":
                 fn = fns[message[1]]
-                for index, item in message[2]:
-                    conn.send(("r", index) + _call(fn, item))
+                for index, blob in message[2]:
+                    conn.send(("r", index) + _call_pickled(fn, blob))
             elif message[0] == "fn":
                 _, name, key, payload, paths = message
                 try:
@@ -527,6 +569,7 @@ class _Dispatch:
         self.engine, self.tally, self.key, self.payload = engine, tally, key, payload
         self.workers = engine._workers
         self.timeout_s = engine.timeout_s
+        self.blobs: dict[int, bytes] = {}
 
     def run(self) -> ScoreResult:
         self._assign()
@@ -534,7 +577,8 @@ class _Dispatch:
             while self.tally.remaining and self.tally.abort is None:
                 for worker in self.workers:
                     self._feed(worker)
-                self._wait()
+                if self.tally.remaining and self.tally.abort is None:  # _feed can fail the last items
+                    self._wait()
         except BaseException:
             self._kill_busy()
             raise
@@ -558,7 +602,10 @@ class _Dispatch:
         if not worker.queue and not worker.busy and worker.prepared is None:
             self._steal(worker)
         while (worker.queue or worker.prepared) and len(worker.batches) < 2:
-            batch, data = worker.prepared or self._prepare(worker)
+            prepared = worker.prepared or self._prepare(worker)
+            if prepared is None:
+                continue
+            batch, data = prepared
             if worker.busy and len(data) > _QUEUED_BATCH_MAX_BYTES:
                 worker.prepared = batch, data
                 return
@@ -571,10 +618,40 @@ class _Dispatch:
                 worker.deadline = time.monotonic() + self.timeout_s
             worker.batches.append(collections.deque(batch))
 
-    def _prepare(self, worker: _Worker) -> tuple[list[int], bytes]:
-        batch = [worker.queue.popleft() for _ in range(min(_BATCH_SIZE, len(worker.queue)))]
-        items = [(i, self.tally.items[i]) for i in batch]
-        return batch, pickle.dumps(("run", self.tally.name, items), pickle.HIGHEST_PROTOCOL)
+    def _prepare(self, worker: _Worker) -> tuple[list[int], bytes] | None:
+        """The next batch: up to ``_BATCH_SIZE`` items, each pickled on its own, no more than
+        ``_QUEUED_BATCH_MAX_BYTES`` together unless one item alone is bigger (it goes alone), so
+        that an item that breaks the worker (memory) takes no neighbour with it. An item over
+        ``_MAX_ITEM_BYTES`` fails here without being sent. None when every item taken failed so."""
+        batch, blobs, size = [], [], 0
+        while worker.queue and len(batch) < _BATCH_SIZE:
+            index = worker.queue[0]
+            blob = self.blobs.pop(index, None) or self._pickle(index)
+            if blob is None:
+                worker.queue.popleft()
+                continue
+            if batch and size + len(blob) > _QUEUED_BATCH_MAX_BYTES:
+                self.blobs[index] = blob
+                break
+            worker.queue.popleft()
+            batch.append(index)
+            blobs.append((index, blob))
+            size += len(blob)
+        if not batch:
+            return None
+        return batch, pickle.dumps(("run", self.tally.name, blobs), pickle.HIGHEST_PROTOCOL)
+
+    def _pickle(self, index: int) -> bytes | None:
+        try:
+            blob = pickle.dumps(self.tally.items[index], pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            self.tally.lost(index, f"the item cannot be sent to a worker: {_describe(exc)}")
+            return None
+        if len(blob) > _MAX_ITEM_BYTES:
+            self.tally.lost(index, f"the item is {len(blob)} bytes; the reward engine takes items of at most "
+                                   f"{_MAX_ITEM_BYTES} bytes")
+            return None
+        return blob
 
     def _load(self, worker: _Worker) -> None:
         worker.state = "loading"

@@ -6,8 +6,8 @@ import reprlib
 from typing import Any
 
 SHOWN_CHARS = 120
-MAX_PROBLEMS = 50
-MAX_MESSAGE_CHARS = 4000
+MAX_PROBLEMS = 30
+MAX_MESSAGE_CHARS = 12_000
 
 _repr = reprlib.Repr()
 _repr.maxlevel = 3

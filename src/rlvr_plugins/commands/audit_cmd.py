@@ -41,15 +41,16 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     """Run the command from parsed arguments; return the exit code."""
-    from .. import audit
     from ..errors import ConfigError
 
-    size = audit.FULL if args.full else audit.QUICK
     overrides = {k: getattr(args, k) for k in ("draws", "prompts", "generations", "seed")
                  if getattr(args, k) is not None}
     small = {k: v for k, v in overrides.items() if k != "seed" and v < 2}
     if small:
         raise ConfigError([f"--{k} must be at least 2, got {v}" for k, v in small.items()], source="rlvr audit")
+    from .. import audit  # torch: after the arguments are checked
+
+    size = audit.FULL if args.full else audit.QUICK
     size = dataclasses.replace(size, **overrides)
     start = time.perf_counter()
     estimators = audit.load_estimators(args.estimators or None)

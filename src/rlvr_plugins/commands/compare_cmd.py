@@ -57,10 +57,10 @@ def run(args) -> int:
     if args.label and len(args.label) != len(args.runs):
         raise RLVRError(f"--label given {len(args.label)} time(s) for {len(args.runs)} run folder(s); "
                         "give one --label per RUN_DIR, in the same order, or none")
-    figure_class = None if args.no_plots else _figure_class()
     labels = args.label or [None] * len(args.runs)
     runs = [compare.load_run(path, label) for path, label in zip(args.runs, labels)]
     compare.check_labels(runs)
+    figure_class = None if args.no_plots else _figure_class()
     result = compare.compare(runs, args.smooth)
     out = Path(args.output)
     try:
