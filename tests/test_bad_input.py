@@ -159,6 +159,20 @@ def test_trainer_and_sft_values_are_type_checked_with_file_and_line(tmp_path):
     ]
 
 
+def test_other_section_values_are_type_checked(tmp_path):
+    path = write(tmp_path / "c.yaml", "model: {tiny: {}, trust_remote_code: 'yes'}\n"
+                 "data: {train: {source: synthetic, task: arithmetic, limit: ten, size: 1.5}}\n"
+                 "plugins: {r1-accuracy: {}}\neval: {threshold: high}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert err.value.problems == [
+        f"{path}:1: model.trust_remote_code must be bool, got 'yes' (str)",
+        f"{path}:2: data.train.limit must be int | None, got 'ten' (str)",
+        f"{path}:2: data.train.size must be int, got 1.5 (float)",
+        f"{path}:4: eval.threshold must be float, got 'high' (str)",
+    ]
+
+
 def test_check_refuses_a_bad_trainer_type_in_one_line(tmp_path, capsys):
     path = write(tmp_path / "c.yaml", MINIMAL + "trainer: {max_steps: ten}\n")
     assert cli.main(["train", str(path), "--check"]) == 2
@@ -350,7 +364,8 @@ def bad_inputs(tmp_path: Path) -> list[list[str]]:
     cases = []
     for command in ("train", "eval", "sft", "filter", "distill", "score"):
         files = [str(rows)] if command == "score" else []
-        cases += [[command, "nope.yaml", *files], [command, str(bad), *files], [command, str(missing_data), *files]]
+        cases += [[command, "nope.yaml", *files], [command, str(bad), *files]]
+        cases += [] if command == "score" else [[command, str(missing_data)]]  # score reads no data section
     cases += [["score", str(SMOKE), "nope.jsonl"], ["score", str(SMOKE), str(rows), "--output", str(tmp_path)],
               ["train", str(SMOKE), "--set", "trainer.max_steps=[1"], ["plugins", "--config", "nope.yaml"],
               ["compare", str(tmp_path / "nope")], ["audit", "--draws", "1"]]
@@ -370,3 +385,12 @@ def test_every_command_fails_fast_without_heavy_imports(tmp_path):
         assert result.stderr.startswith("rlvr: error: ") and "Traceback" not in result.stderr, (args, result.stderr)
         assert result.stderr.count("\n") == 1, (args, result.stderr)
         assert float(in_main) < 1.0 and elapsed < 2.0, (args, in_main, elapsed)
+
+
+def test_check_notes_a_data_file_that_an_earlier_stage_writes(tmp_path, capsys):
+    path = write(tmp_path / "c.yaml", MINIMAL.replace("source: synthetic, task: arithmetic",
+                                                      "source: jsonl, path: later.jsonl"))
+    assert cli.main(["train", str(path), "--check"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"note: {path}:2: data.train.path: data file 'later.jsonl' does not exist (relative paths are tried from "
+        "the current directory, then from the config file's folder); the run needs it when it starts")

@@ -194,9 +194,8 @@ def test_data_errors_name_the_file_and_line_on_real_files(tmp_path):
     lines = (DATA / "gsm8k" / "train.jsonl").read_text(encoding="utf-8").splitlines()[:4]
     data = {"train": {"source": "jsonl", "path": str(tmp_path / "bad.jsonl")}, "columns": {"prompt": "question"},
             "answer_format": "gsm8k"}
-    bad = tmp_path / "bad.jsonl"
-    bad.write_text("{}\n")  # the config names a data file, which must exist when the config is checked
     config = _config(tmp_path, data)
+    bad = tmp_path / "bad.jsonl"
     bad.write_text("\n".join([lines[0], "", lines[1][:40], lines[2]]) + "\n")
     with pytest.raises(DataError, match=r"bad.jsonl:3: malformed JSON"):
         load_rows(config, "train")

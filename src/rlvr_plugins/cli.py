@@ -133,15 +133,17 @@ def cmd_plugins(args) -> int:
 
 
 def cmd_train(args) -> int:
-    from .config import load_config
+    from .config import load_config, missing_data_files
 
-    config = load_config(args.config, args.overrides)
+    config = load_config(args.config, args.overrides, need_files=not args.check)
     quiet_libraries()
     from .run import configure_threads, prepare, train
 
     if args.check:
         prepared = prepare(config)
         print(f"config OK; plugins: {', '.join(prepared.plugin_set.names)}")
+        for problem in missing_data_files(config):
+            print(f"note: {problem}; the run needs it when it starts")
         return 0
     configure_threads()
     train(config, resume=args.resume)
@@ -165,7 +167,7 @@ def cmd_score(args) -> int:
 def _command_config(args, need_model: bool = True):
     from .config import load_config
 
-    config = load_config(args.config, args.overrides, need_model=need_model)
+    config = load_config(args.config, args.overrides, need_model=need_model, need_files=True)
     quiet_libraries()
     from .run import configure_threads
 

@@ -61,6 +61,21 @@ DISTILL_KEYS = GENERATION_KEYS | {"thresholds", "max_per_prompt", "output"}
 ENGINE_KEYS = {"workers", "timeout_s", "max_consecutive_failures", "nonfinite", "in_process", "memory_limit_mb",
                "max_abs_reward"}
 SFT_EXTRA = {"completion_column": "str", "examples": "int | None"}
+SPLIT_TYPES = {"source": "str", "limit": "int | None", "answer_format": "str | None", "task": "str", "size": "int",
+               "seed": "int", "options": "dict | None", "path": "str", "name": "str", "config": "str | None",
+               "split": "str"}
+SECTION_TYPES = {
+    "model": {"name_or_path": "str", "tokenizer": "str", "trust_remote_code": "bool", "dtype": "str"},
+    "model.lora": {"r": "int", "alpha": "float", "dropout": "float", "target_modules": "str | list[str]"},
+    "data.train": SPLIT_TYPES,
+    "data.eval": SPLIT_TYPES,
+    "eval": {"reward": "str | None", "threshold": "float", "format_reward": "str | None", "shot_column": "str",
+             "cot_instruction": "str"},
+    "filter": {"reward": "str | None", "threshold": "float", "output": "str", "no_cot_instruction": "str",
+               "drop_solved_without_cot": "bool"},
+    "distill": {"reward": "str | None", "threshold": "float", "output": "str"},
+}
+"""Value types of the keys whose values no other rule checks (same notation as :mod:`rlvr_plugins.trl_fields`)."""
 
 
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -149,12 +164,13 @@ def read_config_text(path: Path) -> str:
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None, need_data: bool = True,
-                need_model: bool = True) -> dict[str, Any]:
+                need_model: bool = True, need_files: bool = False) -> dict[str, Any]:
     """Read, override (``a.b=value``, value parsed as YAML) and validate a config file.
 
     ``need_data=False`` (``rlvr score``) accepts a config without a ``data`` section;
     ``need_model=False`` (``rlvr filter``, whose hygiene-only mode loads no model) one
-    without a ``model`` section (a ``model`` section that is there is still checked).
+    without a ``model`` section (a ``model`` section that is there is still checked);
+    ``need_files=True`` also refuses data files that do not exist (:func:`missing_data_files`).
     Nothing heavy is imported: every error here comes in well under a second.
     """
     path = Path(path)
@@ -167,6 +183,9 @@ def load_config(path: str | Path, overrides: list[str] | None = None, need_data:
     config.setdefault("_config_dir", str(path.parent.resolve()))
     config["_config_file"], config["_lines"] = str(path), lines
     validate(config, source=str(path), need_data=need_data, need_model=need_model)
+    missing = missing_data_files(config) if need_files else []
+    if missing:
+        raise ConfigError(missing, source=str(path))
     return config
 
 
@@ -228,7 +247,7 @@ def validate(config: Mapping[str, Any], source: str | None = None, need_data: bo
     problems += _check_trl_section(config, "trainer")
     if config.get("sft") is not None:
         problems += _check_trl_section(config, "sft")
-    problems += _check_data_files(config)
+    problems += _check_section_types(config)
     problems += _check_keys("eval", config.get("eval", {}), EVAL_KEYS)
     problems += _check_keys("filter", config.get("filter", {}), FILTER_KEYS)
     problems += _check_keys("distill", config.get("distill", {}), DISTILL_KEYS)
@@ -468,8 +487,25 @@ def _check_trl_section(config: Mapping[str, Any], section: str) -> list[str]:
     return problems + type_problems(section, value, types, lambda key: _where(config, key))
 
 
-def _check_data_files(config: Mapping[str, Any]) -> list[str]:
-    """Every ``data.<split>`` of source ``jsonl`` names a file that exists."""
+def _check_section_types(config: Mapping[str, Any]) -> list[str]:
+    from .trl_fields import type_problems
+
+    problems = []
+    for section, types in SECTION_TYPES.items():
+        value: Any = config
+        for part in section.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
+        if isinstance(value, Mapping):
+            problems += type_problems(section, value, types, lambda key: _where(config, key))
+    return problems
+
+
+def missing_data_files(config: Mapping[str, Any]) -> list[str]:
+    """A problem for every ``data.<split>`` of source ``jsonl`` whose file does not exist.
+
+    Not part of :func:`validate`: a recipe's data can be the output of an earlier stage, so
+    ``rlvr train --check`` only notes it; every command that reads the data refuses it before
+    importing anything heavy (:func:`load_config` with ``need_files=True``)."""
     data = config.get("data")
     problems = []
     for split in ("train", "eval"):
