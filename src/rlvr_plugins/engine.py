@@ -43,7 +43,11 @@ Dispatch and deadline
     prompt (adjacent in GRPO batches) land on the same worker and a plugin's per-group
     ``lru_cache`` hits. A worker gets its chunk in batches of up to 32 items, with one
     more batch queued while it works (only if that batch is small enough to sit in the
-    socket buffer, so a send never blocks on a busy worker). A worker that runs out steals
+    socket buffer, so a send never blocks on a busy worker). Each item is pickled on its
+    own, and a batch holds at most 1 MiB of them unless one item alone is bigger (it then
+    goes alone), so an item the worker cannot load (``MemoryError`` under
+    ``memory_limit_mb``) fails alone, never its neighbours; an item over 256 MiB fails
+    without being sent. A worker that runs out steals
     the tail half of the longest remaining chunk. The worker reports after every item;
     an item's deadline starts when the parent sends it to an idle worker or receives the
     result of the item before it, so an item always gets at least ``timeout_s`` and
@@ -60,7 +64,9 @@ What is protected and what is not
     memory (with ``memory_limit_mb``, ``RLIMIT_AS`` in the worker), stray SIGALRM games,
     orphans (workers are killed on ``close()``, when the engine is garbage-collected, at
     interpreter exit, and die with the parent through their closed socket and
-    ``PR_SET_PDEATHSIG``). Not protected: a plugin that deliberately escapes (double
+    ``PR_SET_PDEATHSIG``), log floods (every log record made in a worker, from any logger,
+    and every warning, is cut to 2,000 characters: math-verify logs its whole input on a
+    parse timeout). Not protected: a plugin that deliberately escapes (double
     fork into a new session, writes to shared files), and anything with
     ``in_process=True``: that path calls ``fn`` in the calling process with no deadline and
     no isolation (for debugging and rewards declared cheap); it still validates values and
@@ -113,6 +119,7 @@ logger = logging.getLogger("rlvr_plugins.engine")
 
 _BATCH_SIZE = 32
 _QUEUED_BATCH_MAX_BYTES = 32 * 1024
+_BATCH_MAX_BYTES = 1024 * 1024
 _STARTUP_TIMEOUT_S = 120.0
 _MAX_START_FAILURES = 3
 _FRAME = struct.Struct("!i")  # multiprocessing.connection's length prefix; worker messages stay far below 2 GiB
@@ -620,7 +627,7 @@ class _Dispatch:
 
     def _prepare(self, worker: _Worker) -> tuple[list[int], bytes] | None:
         """The next batch: up to ``_BATCH_SIZE`` items, each pickled on its own, no more than
-        ``_QUEUED_BATCH_MAX_BYTES`` together unless one item alone is bigger (it goes alone), so
+        ``_BATCH_MAX_BYTES`` together unless one item alone is bigger (it goes alone), so
         that an item that breaks the worker (memory) takes no neighbour with it. An item over
         ``_MAX_ITEM_BYTES`` fails here without being sent. None when every item taken failed so."""
         batch, blobs, size = [], [], 0
@@ -630,7 +637,7 @@ class _Dispatch:
             if blob is None:
                 worker.queue.popleft()
                 continue
-            if batch and size + len(blob) > _QUEUED_BATCH_MAX_BYTES:
+            if batch and size + len(blob) > _BATCH_MAX_BYTES:
                 self.blobs[index] = blob
                 break
             worker.queue.popleft()
