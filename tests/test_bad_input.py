@@ -48,7 +48,8 @@ def test_config_that_is_not_utf8_names_file_line_and_column(tmp_path):
     path = write(tmp_path / "c.yaml", MINIMAL.encode() + b"seed: 4\xff2\n")
     with pytest.raises(ConfigError) as err:
         load_config(path)
-    assert str(err.value) == f"invalid config: {path}:4: not valid UTF-8 (byte 0xff at column 8); save the config as UTF-8"
+    assert str(err.value) == (f"invalid config: {path}:4: not valid UTF-8 (byte 0xff at column 8); save the config "
+                              "as UTF-8")
 
 
 def test_jsonl_that_is_not_utf8_names_file_line_and_column(tmp_path):
@@ -368,7 +369,9 @@ def bad_inputs(tmp_path: Path) -> list[list[str]]:
         cases += [] if command == "score" else [[command, str(missing_data)]]  # score reads no data section
     cases += [["score", str(SMOKE), "nope.jsonl"], ["score", str(SMOKE), str(rows), "--output", str(tmp_path)],
               ["train", str(SMOKE), "--set", "trainer.max_steps=[1"], ["plugins", "--config", "nope.yaml"],
-              ["compare", str(tmp_path / "nope")], ["audit", "--draws", "1"]]
+              ["compare", str(tmp_path / "nope")], ["audit", "--draws", "1"],
+              ["sft", str(write(tmp_path / "nosft.yaml", MINIMAL))],
+              ["filter", str(write(tmp_path / "nomodel.yaml", MINIMAL.replace("model: {tiny: {}}\n", "")))]]
     return cases
 
 

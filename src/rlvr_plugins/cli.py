@@ -164,10 +164,14 @@ def cmd_score(args) -> int:
     return 0
 
 
-def _command_config(args, need_model: bool = True):
+def _command_config(args, need_model: bool = True, check=None):
+    """The command's config, checked (``check(config)``: the command's own requirements) before
+    anything heavy is imported; then the libraries are quietened and the threads set."""
     from .config import load_config
 
     config = load_config(args.config, args.overrides, need_model=need_model, need_files=True)
+    if check is not None:
+        check(config)
     quiet_libraries()
     from .run import configure_threads
 
@@ -183,16 +187,16 @@ def cmd_eval(args) -> int:
 
 
 def cmd_sft(args) -> int:
-    from .commands.sft_cmd import run_sft_command
+    from .commands.sft_cmd import check_config, run_sft_command
 
-    run_sft_command(_command_config(args))
+    run_sft_command(_command_config(args, check=check_config))
     return 0
 
 
 def cmd_filter(args) -> int:
-    from .commands.filter_cmd import run_filter
+    from .commands.filter_cmd import check_config, run_filter
 
-    run_filter(_command_config(args, need_model=False))
+    run_filter(_command_config(args, need_model=False, check=check_config))
     return 0
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .config import ANSWER_FORMATS, resolve_path
-from .errors import ConfigError, RLVRError, shown
+from .errors import ConfigError, RLVRError, columns_text, shown
 
 SYNTHETIC_TASKS = ("arithmetic",)
 
@@ -129,7 +129,8 @@ def _synthetic(split: str, spec: Mapping[str, Any], other: Mapping[str, Any] | N
 
     task = spec["task"]
     if task not in SYNTHETIC_TASKS:
-        raise ConfigError(f"data.{split}.task {task!r} is unknown; built-in synthetic tasks: {list(SYNTHETIC_TASKS)}")
+        raise ConfigError(f"data.{split}.task {shown(task)} is unknown; built-in synthetic tasks: "
+                          f"{list(SYNTHETIC_TASKS)}")
     same_stream = other is not None and other.get("source") == "synthetic" and other.get("task") == task
     sizes = {split: int(spec.get("size", 1000)), "other": int(other.get("size", 0)) if same_stream else 0}
     seed = int(spec.get("seed", 0))
@@ -186,8 +187,8 @@ def rename_columns(rows: list[dict[str, Any]], columns: Mapping[str, str], where
         missing = [src for src in columns.values() if src not in row]
         if missing:
             raise DataError(
-                f"{where}: row {i}{_line(lines, i)} has no column {missing[0]!r} (data.columns maps to it); "
-                f"columns present: {sorted(row)}"
+                f"{where}: row {i}{_line(lines, i)} has no column {shown(missing[0])} (data.columns maps to it); "
+                f"columns present: {columns_text(row)}"
             )
         new = dict(row)
         for canonical, src in columns.items():
@@ -195,7 +196,7 @@ def rename_columns(rows: list[dict[str, Any]], columns: Mapping[str, str], where
         if "prompt" not in new:
             raise DataError(
                 f"{where}: row {i}{_line(lines, i)} has no 'prompt' column; map one with data.columns "
-                f"(e.g. columns: {{prompt: question}}); columns present: {sorted(row)}"
+                f"(e.g. columns: {{prompt: question}}); columns present: {columns_text(row)}"
             )
         out.append(new)
     return out
@@ -286,7 +287,7 @@ def normalise_answer(value: Any, answer_format: str) -> str | None:
         return str(items[0]).replace("$", "").strip()
     if answer_format == "plain":
         return plain_answer(value) if value is not None else None
-    raise ConfigError(f"data.answer_format {answer_format!r} is unknown; supported: {list(ANSWER_FORMATS)}")
+    raise ConfigError(f"data.answer_format {shown(answer_format)} is unknown; supported: {list(ANSWER_FORMATS)}")
 
 
 _EXPECTED = {
@@ -305,18 +306,19 @@ def normalise_answers(rows: list[dict[str, Any]], answer_format: str, where: str
     :class:`DataError` naming the file and line (JSONL) or the row.
     """
     if answer_format not in ANSWER_FORMATS:
-        raise ConfigError(f"data.answer_format {answer_format!r} is unknown; supported: {list(ANSWER_FORMATS)}")
+        raise ConfigError(f"data.answer_format {shown(answer_format)} is unknown; supported: {list(ANSWER_FORMATS)}")
     out = []
     for i, row in enumerate(rows):
         at = f"{where}:{lines[i]}" if lines is not None and i < len(lines) else f"{where}: row {i}"
         if "answer" not in row:
             raise DataError(f"{at}: no 'answer' column to normalise (data.answer_format {answer_format}); map one "
-                            f"with data.columns (e.g. columns: {{answer: solution}}); columns present: {sorted(row)}")
+                            f"with data.columns (e.g. columns: {{answer: solution}}); "
+                            f"columns present: {columns_text(row)}")
         answer = normalise_answer(row["answer"], answer_format)
         if answer is None:
-            shown = str(row["answer"])
-            shown = shown if len(shown) <= 80 else "…" + shown[-80:]
+            tail = str(row["answer"])
+            tail = tail if len(tail) <= 80 else "…" + tail[-80:]
             raise DataError(f"{at}: answer_format {answer_format} expects {_EXPECTED[answer_format]} in the "
-                            f"'answer' column, got {shown!r}")
+                            f"'answer' column, got {tail!r}")
         out.append({**row, "answer": answer, "raw_answer": row["answer"]})
     return out

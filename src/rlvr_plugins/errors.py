@@ -9,16 +9,21 @@ SHOWN_CHARS = 120
 MAX_PROBLEMS = 30
 MAX_MESSAGE_CHARS = 12_000
 
-_repr = reprlib.Repr()
-_repr.maxlevel = 3
-_repr.maxdict = _repr.maxlist = _repr.maxtuple = _repr.maxset = _repr.maxfrozenset = _repr.maxdeque = 5
-_repr.maxstring = _repr.maxother = 80
-_repr.maxlong = 40
+def _repr(items: int) -> reprlib.Repr:
+    out = reprlib.Repr()
+    out.maxlevel = 3
+    out.maxdict = out.maxlist = out.maxtuple = out.maxset = out.maxfrozenset = out.maxdeque = items
+    out.maxstring = out.maxother = 80
+    out.maxlong = 40
+    return out
 
 
-def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
+_REPRS = {5: _repr(5)}
+
+
+def shown(value: Any, limit: int = SHOWN_CHARS, items: int = 5) -> str:
     """``repr(value)`` bounded in length and in the work it takes (nested values are cut at
-    depth 3 and after 5 items), for every error message that echoes user input.
+    depth 3 and after ``items`` items), for every error message that echoes user input.
 
     >>> shown("x" * 1000, 20)
     "'xxxxxxxxxxxxxxxx..."
@@ -26,10 +31,15 @@ def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
     '[[[[...]]], [[[...]]], [[[...]]], [[[...]]], [[[...]]], ...]'
     """
     try:
-        text = _repr.repr(value)
+        text = (_REPRS.get(items) or _REPRS.setdefault(items, _repr(items))).repr(value)
     except Exception:
         text = f"<{type(value).__name__} that cannot be shown>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def columns_text(row: Any) -> str:
+    """The column names of a row for an error message: up to 30, cut at 500 characters."""
+    return shown(sorted(map(str, row)), 500, items=30)
 
 
 def bounded(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Mapping
 
 from .data import DataError, read_jsonl_numbered
-from .errors import shown
+from .errors import columns_text
 
 if TYPE_CHECKING:
     from .manager import PluginSet
@@ -39,7 +39,7 @@ def load_completions(path: str) -> list[dict[str, Any]]:
     for lineno, row in read_jsonl_numbered(path):
         for column in ("prompt", "completion"):
             if column not in row:
-                raise DataError(f"{path}:{lineno}: no {column!r} column; columns present: {shown(sorted(row))}")
+                raise DataError(f"{path}:{lineno}: no {column!r} column; columns present: {columns_text(row)}")
         if not isinstance(row["completion"], (str, list)):
             raise DataError(f"{path}:{lineno}: 'completion' must be text, got {type(row['completion']).__name__}")
         rows.append(row)
@@ -136,8 +136,9 @@ def run_score(config: Mapping[str, Any], rows: list[dict[str, Any]], output: str
         scored = score_rows(rows, plugin_set, engines, tokenizer, step=step)
     finally:
         engines.close()
-    print(format_table(scored))
     if output:
         write_atomic(output, (json.dumps(r) + "\n" for r in scored), what="--output")
+    print(format_table(scored))
+    if output:
         print(f"wrote {len(scored)} rows to {output}")
     return scored

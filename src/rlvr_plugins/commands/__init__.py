@@ -168,10 +168,15 @@ def write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
 
 
 def write_json(path: Path, value: Any) -> None:
+    write_text(path, json.dumps(_finite(value), indent=2, ensure_ascii=False, default=_jsonable))
+
+
+def write_text(path: Path, text: str) -> None:
+    """``text`` written whole or not at all (:func:`rlvr_plugins.outputs.write_atomic`)."""
     from ..outputs import write_atomic
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, [json.dumps(_finite(value), indent=2, ensure_ascii=False, default=_jsonable)])
+    write_atomic(path, [text])
 
 
 def _jsonable(value: Any) -> Any:

@@ -49,6 +49,7 @@ def run(args) -> int:
     if small:
         raise ConfigError([f"--{k} must be at least 2, got {v}" for k, v in small.items()], source="rlvr audit")
     from .. import audit  # torch: after the arguments are checked
+    from . import write_text
 
     size = audit.FULL if args.full else audit.QUICK
     size = dataclasses.replace(size, **overrides)
@@ -59,9 +60,9 @@ def run(args) -> int:
     results["command"] = command_line(args)
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "audit.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    write_text(out / "audit.json", json.dumps(results, indent=2) + "\n")
     table = markdown(results)
-    (out / "audit.md").write_text(table, encoding="utf-8")
+    write_text(out / "audit.md", table)
     write_plots(results, out)
     print(table)
     print(f"wrote {out / 'audit.md'}, {out / 'audit.json'} and {', '.join(str(out / p) for p in PLOTS)}")
