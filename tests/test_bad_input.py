@@ -174,6 +174,13 @@ def test_other_section_values_are_type_checked(tmp_path):
     ]
 
 
+def test_a_key_set_with_set_is_named_without_a_file_line(tmp_path):
+    path = write(tmp_path / "c.yaml", MINIMAL + "trainer:\n  max_steps: 3\n  beta: x\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path, ["trainer={max_steps: ten}", "seed=x"])
+    assert err.value.problems == ["seed must be an integer, got 'x'", "trainer.max_steps must be int, got 'ten' (str)"]
+
+
 def test_check_refuses_a_bad_trainer_type_in_one_line(tmp_path, capsys):
     path = write(tmp_path / "c.yaml", MINIMAL + "trainer: {max_steps: ten}\n")
     assert cli.main(["train", str(path), "--check"]) == 2
@@ -228,6 +235,21 @@ def test_alias_bomb_is_refused_naming_file_and_line(tmp_path):
         load_config(path)
     assert str(err.value) == (f"invalid config: {path}:2: not valid YAML: YAML aliases (*a) are not allowed in a "
                               "config; write the value out where it is used (column 8)")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("seed: 1\nmodel: {tiny: {}}\nseed: 2\n", "c.yaml:3: key 'seed' is given twice (first at line 1)"),
+    ("a: " + "[" * 5000 + "]" * 5000 + "\n", "c.yaml: YAML nested too deeply"),
+    ("a: !!python/object:os.system x\n", "c.yaml:1: not valid YAML: could not determine a constructor for the tag "
+                                          "'tag:yaml.org,2002:python/object:os.system' (column 4)"),
+    ("a: [1\n", "c.yaml:2: not valid YAML: while parsing a flow sequence expected ',' or ']', but got '<stream end>'"
+                " (column 1)"),
+])
+def test_yaml_problems_name_file_and_line(tmp_path, text, message):
+    path = write(tmp_path / "c.yaml", text)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == f"invalid config: {tmp_path}/{message}"
 
 
 def test_an_echoed_value_is_bounded(tmp_path, capsys):

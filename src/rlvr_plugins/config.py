@@ -178,8 +178,8 @@ def load_config(path: str | Path, overrides: list[str] | None = None, need_data:
     if not isinstance(raw, dict):
         raise ConfigError(f"the top level must be a mapping, got {type(raw).__name__}", source=str(path))
     config = apply_overrides(raw, overrides or [])
-    for item in overrides or []:
-        lines.pop(item.partition("=")[0].strip(), None)
+    overridden = [item.partition("=")[0].strip() for item in overrides or []]
+    lines = {k: v for k, v in lines.items() if not any(k == o or k.startswith(f"{o}.") for o in overridden)}
     config.setdefault("_config_dir", str(path.parent.resolve()))
     config["_config_file"], config["_lines"] = str(path), lines
     validate(config, source=str(path), need_data=need_data, need_model=need_model)

@@ -100,7 +100,10 @@ def _parse_line(line: bytes, path: str, lineno: int) -> dict[str, Any]:
     if not isinstance(row, dict):
         raise DataError(f"{path}:{lineno}: each line must be a JSON object, got {type(row).__name__}")
     if _SURROGATE_ESCAPE.search(line):
-        column = _lone_surrogate(row)
+        try:
+            column = _lone_surrogate(row)
+        except RecursionError as exc:
+            raise DataError(f"{path}:{lineno}: JSON nested too deeply") from exc
         if column is not None:
             raise DataError(f"{path}:{lineno}: column {shown(column)} has a lone surrogate escape (\\ud800-"
                             "\\udfff without its pair), which is not Unicode text")

@@ -78,7 +78,7 @@ class UnknownPluginError(PluginError):
     def __init__(self, names: list[str], installed: list[str]):
         self.names = names
         super().__init__(
-            f"the config enables plugin(s) that are not installed: {', '.join(repr(n) for n in names)}. "
+            f"the config enables plugin(s) that are not installed: {', '.join(shown(n) for n in names[:20])}. "
             f"Installed plugins: {', '.join(sorted(installed)) or '(none)'}. "
             "Install the distribution that provides it (e.g. `pip install rlvr-r1`) or fix the name."
         )
