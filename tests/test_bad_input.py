@@ -68,6 +68,14 @@ def test_lone_surrogate_in_a_completion_is_refused_before_scoring(tmp_path, caps
     assert not out.exists()
 
 
+def test_lone_surrogate_in_the_config_names_file_line_and_key(tmp_path):
+    path = write(tmp_path / "c.yaml", MINIMAL + 'eval:\n  cot_instruction: "think \\ud800"\n')
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == (f"invalid config: {path}:5: 'eval.cot_instruction' has a lone surrogate escape "
+                              "(\\ud800-\\udfff without its pair), which is not Unicode text")
+
+
 def test_a_surrogate_pair_is_text(tmp_path):
     path = write(tmp_path / "rows.jsonl", json.dumps({**ROW, "completion": "smile \U0001F600"}) + "\n")
     assert read_jsonl_numbered(str(path))[0][1]["completion"] == "smile \U0001F600"
@@ -419,3 +427,12 @@ def test_check_notes_a_data_file_that_an_earlier_stage_writes(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[-1] == (
         f"note: {path}:2: data.train.path: data file 'later.jsonl' does not exist (relative paths are tried from "
         "the current directory, then from the config file's folder); the run needs it when it starts")
+
+
+def test_doctests_of_the_input_modules():
+    import doctest
+
+    from rlvr_plugins import config, errors, trl_fields
+
+    for module in (config, errors, trl_fields):
+        assert doctest.testmod(module).failed == 0, module.__name__

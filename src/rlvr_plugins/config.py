@@ -121,9 +121,36 @@ def parse_yaml(text: str, source: str) -> tuple[Any, dict[str, int]]:
         loader.dispose()
     lines: dict[str, int] = {}
     problems = _node_lines(node, "", lines, source)
+    key = lone_surrogate(value)
+    if key is not None:
+        at = f"{source}:{lines[key]}" if key in lines else source
+        problems.append(f"{at}: {shown(key)} has a lone surrogate escape (\\ud800-\\udfff without its pair), "
+                        "which is not Unicode text")
     if problems:
         raise ConfigError(problems)
     return value, lines
+
+
+def lone_surrogate(value: Any, where: str = "") -> str | None:
+    """The dotted path of the first string in ``value`` (a key or a value) with a lone surrogate,
+    which no UTF-8 encoder or tokenizer accepts, or None.
+
+    >>> lone_surrogate({"a": ["ok", "x\\ud800"]}), lone_surrogate({"a": "\\U0001F600"})
+    ('a.1', None)
+    """
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return where or "(key)"
+        return None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in items:
+        found = lone_surrogate(key, where) if isinstance(key, str) else None
+        found = found or lone_surrogate(child, f"{where}.{key}" if where else str(key))
+        if found is not None:
+            return found
+    return None
 
 
 def _node_lines(node: Any, prefix: str, lines: dict[str, int], source: str) -> list[str]:

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from .config import ANSWER_FORMATS, resolve_path
+from .config import ANSWER_FORMATS, lone_surrogate, resolve_path
 from .errors import ConfigError, RLVRError, columns_text, shown
 
 SYNTHETIC_TASKS = ("arithmetic",)
@@ -101,30 +101,13 @@ def _parse_line(line: bytes, path: str, lineno: int) -> dict[str, Any]:
         raise DataError(f"{path}:{lineno}: each line must be a JSON object, got {type(row).__name__}")
     if _SURROGATE_ESCAPE.search(line):
         try:
-            column = _lone_surrogate(row)
+            column = lone_surrogate(row)
         except RecursionError as exc:
             raise DataError(f"{path}:{lineno}: JSON nested too deeply") from exc
         if column is not None:
             raise DataError(f"{path}:{lineno}: column {shown(column)} has a lone surrogate escape (\\ud800-"
                             "\\udfff without its pair), which is not Unicode text")
     return row
-
-
-def _lone_surrogate(value: Any, where: str = "") -> str | None:
-    """The column (dotted path) of the first string in ``value`` that is not encodable text, or None."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return where or "(key)"
-        return None
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, child in items:
-        found = _lone_surrogate(key, where) if isinstance(key, str) else None
-        found = found or _lone_surrogate(child, f"{where}.{key}" if where else str(key))
-        if found is not None:
-            return found
-    return None
 
 
 def _synthetic(split: str, spec: Mapping[str, Any], other: Mapping[str, Any] | None) -> list[dict[str, Any]]:
