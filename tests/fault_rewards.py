@@ -83,4 +83,5 @@ def logs_the_whole_input(*, prompt, completion, example):
     except ValueError:
         log.exception("failed on")
     warnings.warn(f"cannot parse {completion}")
+    print("printed:", completion, "\nnext line")
     return 1.0

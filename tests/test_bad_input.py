@@ -368,7 +368,9 @@ def test_worker_log_records_are_bounded(capfd):
     with RewardEngine(num_workers=1, timeout_s=30) as engine:
         result = engine.score("logs", fault_rewards.logs_the_whole_input, items)
     assert result.values == [1.0]
-    err = capfd.readouterr().err
+    captured = capfd.readouterr()
+    err = captured.err
+    assert captured.out.splitlines() == ["printed: START" + "y" * 1986 + "... (998015 more characters)", "next line"]
     assert "Timeout during parsing: STARTyyy" in err and "failed on" in err and "cannot parse STARTyyy" in err, [
         line[:100] for line in err.splitlines()]
     assert "more characters)" in err

@@ -65,8 +65,9 @@ What is protected and what is not
     orphans (workers are killed on ``close()``, when the engine is garbage-collected, at
     interpreter exit, and die with the parent through their closed socket and
     ``PR_SET_PDEATHSIG``), log floods (every log record made in a worker, from any logger,
-    and every warning, is cut to 2,000 characters: math-verify logs its whole input on a
-    parse timeout). Not protected: a plugin that deliberately escapes (double
+    and every warning, is cut to 2,000 characters, and so is every line the worker writes
+    to ``sys.stdout`` or ``sys.stderr``: math-verify logs its whole input on a parse
+    timeout). Not protected: a plugin that deliberately escapes (double
     fork into a new session, writes to shared files), and anything with
     ``in_process=True``: that path calls ``fn`` in the calling process with no deadline and
     no isolation (for debugging and rewards declared cheap); it still validates values and
@@ -272,6 +273,34 @@ def _bound_log_records(limit: int = _LOG_CHARS) -> None:
     warnings.formatwarning = lambda *args, **kwargs: _clip(format_warning(*args, **kwargs), limit) + "\n"
 
 
+class _ClippedLines:
+    """A text stream that passes at most ``limit`` characters of each line on to ``stream``,
+    then says how many it left out: ``print`` of a 1 MB completion from a plugin or a library
+    in a worker is one bounded line."""
+
+    def __init__(self, stream: Any, limit: int = _LOG_CHARS) -> None:
+        self._stream, self._limit, self._column, self._dropped = stream, limit, 0, 0
+
+    def write(self, text: str) -> int:
+        out = []
+        parts = text.split("\n")
+        for i, part in enumerate(parts):
+            keep = part[: max(self._limit - self._column, 0)]
+            out.append(keep)
+            self._column += len(keep)
+            self._dropped += len(part) - len(keep)
+            if i < len(parts) - 1:
+                if self._dropped:
+                    out.append(f"... ({self._dropped} more characters)")
+                out.append("\n")
+                self._column = self._dropped = 0
+        self._stream.write("".join(out))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def _load_fn(payload: bytes, paths: list[str]) -> Callable[..., Any]:
     sys.path[:0] = [p for p in paths if p not in sys.path]
     fn = pickle.loads(payload)
@@ -284,6 +313,7 @@ def _worker_main(fd: int, parent_pid: int, memory_limit_mb: int | None) -> None:
     """Entry point of a worker process: load functions, score batches, report per item."""
     _die_with_parent(parent_pid)
     _bound_log_records()
+    sys.stdout, sys.stderr = _ClippedLines(sys.stdout), _ClippedLines(sys.stderr)
     os.set_inheritable(fd, False)
     conn = Connection(fd)
     fns: dict[str, Callable[..., Any]] = {}
