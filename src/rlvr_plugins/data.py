@@ -147,7 +147,7 @@ def _line(lines: list[int] | None, i: int) -> str:
 
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_GSM8K_FINAL = re.compile(r"####\s*\\?\$?\s*(-?[\d,]*\.?\d+)")
+_GSM8K_FINAL = re.compile(r"####\s*(?:\\\$?\s*|\$\s*)?(-?[\d,]*\.?\d+)")
 _INTEGER = re.compile(r"[-+]?\d+")
 _DECIMAL = re.compile(r"[-+]?\d*\.\d+|[-+]?\d+\.\d*")
 

@@ -25,7 +25,7 @@ MULTIPLE_CHOICE = "multiple_choice"
 TRUE_FALSE = "true_false"
 CONTAMINATED = "contaminated"
 
-_LATEX_WRAPPER = re.compile(r"\\(?:text|textbf|mathrm|mathbf|textit|mbox|fbox|boxed)\s*\{([^{}]*)\}")
+_WRAPPER_OR_BRACE = re.compile(r"\\(?:text|textbf|mathrm|mathbf|textit|mbox|fbox|boxed)\s*\{|[{}]")
 _LATEX_COMMAND = re.compile(r"\\[a-zA-Z]+")
 _NOT_WORD = re.compile(r"[\W_]+")
 _GSM8K_MARK = "####"
@@ -65,10 +65,42 @@ def final_answer(answer: Any) -> str | None:
         text = boxed
     elif _GSM8K_MARK in text:
         text = text.rsplit(_GSM8K_MARK, 1)[1]
-    previous = None
-    while previous != text:
-        previous, text = text, _LATEX_WRAPPER.sub(r"\1", text)
-    return text.replace("$", "").strip().rstrip(".").strip()
+    return _unwrap_text_commands(text).replace("$", "").strip().rstrip(".").strip()
+
+
+def _unwrap_text_commands(text: str) -> str:
+    r"""``text`` with every ``\text{X}`` (``\textbf``, ``\mathrm``, ``\mathbf``, ``\textit``,
+    ``\mbox``, ``\fbox``, ``\boxed``) replaced by ``X`` when ``X`` holds no brace once its own
+    wrappers are unwrapped (innermost first), in one pass with a stack of open braces.
+
+    >>> _unwrap_text_commands(r"\textbf{\text{(B)}} or \text{\frac{1}{2}}")
+    '(B) or \\text{\\frac{1}{2}}'
+    """
+    stack: list[tuple[str, list[str], bool]] = []
+    out: list[str] = []
+    previous = 0
+    for token in _WRAPPER_OR_BRACE.finditer(text):
+        out.append(text[previous: token.start()])
+        previous = token.end()
+        if token.group() == "}" and stack:
+            opener, outer, braced = stack.pop()
+            content = "".join(out)
+            out = outer
+            keep = braced or opener == "{"
+            out.append(opener + content + "}" if keep else content)
+            if keep and stack:
+                stack[-1] = (*stack[-1][:2], True)
+        elif token.group() == "}":
+            out.append("}")
+        else:
+            stack.append((token.group(), out, False))
+            out = []
+    out.append(text[previous:])
+    while stack:
+        opener, outer, _ = stack.pop()
+        outer.append(opener + "".join(out))
+        out = outer
+    return "".join(out)
 
 
 @dataclass(frozen=True)

@@ -206,8 +206,20 @@ def breakdown_columns(rows: Sequence[Mapping[str, Any]], requested: Sequence[str
 
 
 _THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
-_ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
-_GSM8K = re.compile(r"####\s*\$?\s*(-?[\d,]*\.?\d+)")
+_ANSWER_TAG = re.compile(r"<(/?)answer>", re.IGNORECASE)
+_GSM8K = re.compile(r"####\s*(?:\$\s*)?(-?[\d,]*\.?\d+)")
+
+
+def _last_answer_block(text: str) -> str | None:
+    """Content of the last ``<answer>…</answer>`` block, blocks taken left to right (an opener
+    pairs with the first closer after it), in one pass over the tags; None when there is none."""
+    last, opened_at = None, None
+    for tag in _ANSWER_TAG.finditer(text):
+        if opened_at is None and not tag.group(1):
+            opened_at = tag.end()
+        elif opened_at is not None and tag.group(1):
+            last, opened_at = text[opened_at: tag.start()], None
+    return last
 
 
 def extract_final_answer(completion: str) -> str | None:
@@ -220,11 +232,13 @@ def extract_final_answer(completion: str) -> str | None:
     """
     from .data import last_boxed_content
 
-    closes = list(_THINK_CLOSE.finditer(completion))
-    rest = completion[closes[-1].end():] if closes else completion
-    blocks = _ANSWER_BLOCK.findall(rest)
-    if blocks and blocks[-1].strip():
-        return blocks[-1].strip()
+    close = None
+    for close in _THINK_CLOSE.finditer(completion):
+        pass
+    rest = completion[close.end():] if close is not None else completion
+    block = _last_answer_block(rest)
+    if block is not None and block.strip():
+        return block.strip()
     boxed = last_boxed_content(rest)
     if boxed:
         return boxed

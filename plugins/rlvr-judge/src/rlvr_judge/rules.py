@@ -43,7 +43,8 @@ from rlvr_r1.answers import (
 
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
 _WORD = re.compile(r"[^\W\d_]{2,}")
-_ANSWER_BLOCK = re.compile(r"<answer>.*?</answer>", re.IGNORECASE | re.DOTALL)
+_ANSWER_OPEN = re.compile(r"<answer>", re.IGNORECASE)
+_ANSWER_CLOSE = re.compile(r"</answer>", re.IGNORECASE)
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
 MATH_WORDS = frozenset({
     "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
@@ -83,7 +84,13 @@ def _sprayed(completion: str, answer: str, reference: str, think_opened: bool) -
     if is_sprayed(answer, reference):
         return True
     _, rest = split_completion(completion, think_opened=think_opened)
-    return _ANSWER_BLOCK.search(rest) is None and len(_BOX.findall(rest)) > 1
+    return not _has_answer_block(rest) and len(_BOX.findall(rest)) > 1
+
+
+def _has_answer_block(text: str) -> bool:
+    """Whether an ``<answer>`` is followed by an ``</answer>`` (two searches, linear)."""
+    opener = _ANSWER_OPEN.search(text)
+    return opener is not None and _ANSWER_CLOSE.search(text, opener.end()) is not None
 
 
 def rule_verdict(completion: str, reference: str, *, think_opened: bool = False,
