@@ -76,31 +76,23 @@ def _unwrap_text_commands(text: str) -> str:
     >>> _unwrap_text_commands(r"\textbf{\text{(B)}} or \text{\frac{1}{2}}")
     '(B) or \\text{\\frac{1}{2}}'
     """
-    stack: list[tuple[str, list[str], bool]] = []
-    out: list[str] = []
-    previous = 0
+    stack: list[list] = []  # [start of the opener, end of the opener, is a wrapper, holds a kept brace]
+    removed: list[tuple[int, int]] = []
     for token in _WRAPPER_OR_BRACE.finditer(text):
-        out.append(text[previous: token.start()])
-        previous = token.end()
-        if token.group() == "}" and stack:
-            opener, outer, braced = stack.pop()
-            content = "".join(out)
-            out = outer
-            keep = braced or opener == "{"
-            out.append(opener + content + "}" if keep else content)
-            if keep and stack:
-                stack[-1] = (*stack[-1][:2], True)
-        elif token.group() == "}":
-            out.append("}")
-        else:
-            stack.append((token.group(), out, False))
-            out = []
-    out.append(text[previous:])
-    while stack:
-        opener, outer, _ = stack.pop()
-        outer.append(opener + "".join(out))
-        out = outer
-    return "".join(out)
+        if token.group() != "}":
+            stack.append([token.start(), token.end(), token.group() != "{", False])
+        elif stack:
+            start, end, wrapper, braced = stack.pop()
+            if wrapper and not braced:
+                removed += [(start, end), (token.start(), token.end())]
+            elif stack:
+                stack[-1][3] = True
+    pieces, previous = [], 0
+    for start, end in sorted(removed):
+        pieces.append(text[previous:start])
+        previous = end
+    pieces.append(text[previous:])
+    return "".join(pieces)
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ __all__ = [
     "last_boxed",
     "FALLBACKS",
     "reference_problem",
+    "answer_too_long",
     "PARSE_TIMEOUT_S",
     "VERIFY_TIMEOUT_S",
     "MAX_ANSWER_CHARS",
@@ -445,19 +446,21 @@ def reference_problem(reference: str) -> str | None:
     return None
 
 
-def _answer_limit(reference: str) -> int:
-    """Longest answer shown to math-verify: ``MAX_ANSWER_CHARS``, or twice the reference answer."""
-    return max(MAX_ANSWER_CHARS, 2 * len(reference_answer(reference)))
+def answer_too_long(answer: str, reference: str) -> bool:
+    """Whether ``answer`` is too long to show to math-verify: longer than ``MAX_ANSWER_CHARS`` and
+    than twice the reference answer (math-verify's parse can take seconds on a few hundred
+    characters and grows faster than the length)."""
+    return len(answer) > max(MAX_ANSWER_CHARS, 2 * len(reference_answer(reference)))
 
 
 def _answer_matches(answer: str, reference: str) -> float:
     """The verdict for one extracted answer against one reference: plain decimals compared exactly
-    (``_numeric_verdict``); an answer longer than ``_answer_limit`` is wrong (0.0, math-verify never
-    sees it); otherwise ``_math_verdict``."""
+    (``_numeric_verdict``); a longer answer is wrong (0.0, math-verify never
+    sees it, see ``answer_too_long``); otherwise ``_math_verdict``."""
     fast = _numeric_verdict(_normalise(answer), _normalise(reference_answer(reference)))
     if fast is not None:
         return fast
-    if len(answer) > _answer_limit(reference):
+    if answer_too_long(answer, reference):
         return 0.0
     return _math_verdict(answer, reference)
 

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, Mapping
 
 from rlvr_plugins import Plugin, RewardFunction, hookimpl
 
-from .answers import accuracy
+from .answers import accuracy, reference_problem
+
+logger = logging.getLogger(__name__)
+_CHECKED: set[int] = set()
+
+
+def report_reference_once(reference: str, example: Mapping[str, Any]) -> None:
+    """Log, once per process and reference, why math-verify can never parse ``reference``
+    (``reference_problem``), naming the row by its ``rlvr_index``."""
+    if hash(reference) in _CHECKED:
+        return
+    _CHECKED.add(hash(reference))
+    problem = reference_problem(reference)
+    if problem is not None:
+        logger.warning("r1-accuracy: row %s: %s", example.get("rlvr_index", "(no rlvr_index)"), problem)
 from .format import format_score
 from .language import language_consistency, thinking_text
 
@@ -24,6 +39,7 @@ class AccuracyScorer:
         reference = example.get(self.answer_column)
         if reference is None:
             return None
+        report_reference_once(str(reference), example)
         return accuracy(completion, str(reference), think_opened=self.think_opened, fallback=self.fallback)
 
 
