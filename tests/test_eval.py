@@ -381,3 +381,12 @@ def test_eval_few_shot_on_gsm8k_with_the_cpu_recipe(tmp_path):
     assert "Question: Natalia sold clips" in prompt and "#### 72\n\nQuestion: Janet" in prompt
     assert report["metrics"]["accuracy"] == pytest.approx(sum(s["correct"] for s in samples) / 8)
     assert report["format"] == "r1-format" and report["reward"] == "r1-accuracy"
+
+
+def test_extract_final_answer_is_linear_on_a_megabyte_of_adversarial_input():
+    from rlvr_plugins.testing import adversarial_texts, time_each
+
+    texts = adversarial_texts(1_000_000)
+    texts["openers_then_a_block"] = "<answer>" * 100_000 + "</answer><answer> 7 </answer>"
+    out = time_each(metrics.extract_final_answer, texts, limit_s=2.0)
+    assert {name: result for name, (result, _) in out.items() if result is not None} == {"openers_then_a_block": "7"}

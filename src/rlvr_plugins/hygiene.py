@@ -76,17 +76,21 @@ def _unwrap_text_commands(text: str) -> str:
     >>> _unwrap_text_commands(r"\textbf{\text{(B)}} or \text{\frac{1}{2}}")
     '(B) or \\text{\\frac{1}{2}}'
     """
-    stack: list[list] = []  # [start of the opener, end of the opener, is a wrapper, holds a kept brace]
+    starts: list[int] = []  # per open brace: where its wrapper command starts, -1 for a plain brace
+    ends: list[int] = []
+    braced: list[bool] = []  # whether a brace inside it stays
     removed: list[tuple[int, int]] = []
     for token in _WRAPPER_OR_BRACE.finditer(text):
         if token.group() != "}":
-            stack.append([token.start(), token.end(), token.group() != "{", False])
-        elif stack:
-            start, end, wrapper, braced = stack.pop()
-            if wrapper and not braced:
+            starts.append(token.start() if token.group() != "{" else -1)
+            ends.append(token.end())
+            braced.append(False)
+        elif starts:
+            start, end, kept_inside = starts.pop(), ends.pop(), braced.pop()
+            if start >= 0 and not kept_inside:
                 removed += [(start, end), (token.start(), token.end())]
-            elif stack:
-                stack[-1][3] = True
+            elif braced:
+                braced[-1] = True
     pieces, previous = [], 0
     for start, end in sorted(removed):
         pieces.append(text[previous:start])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from bisect import bisect_right
 from collections import Counter
 from functools import lru_cache
 
@@ -88,19 +89,24 @@ def _words_in_run(run: str):
 
 def _math_spans(text: str) -> list[tuple[int, int]]:
     r"""Spans ``$$…$$``, ``\[…\]``, ``\(…\)`` and one-line ``$…$`` (``\$`` is not a delimiter),
-    matched left to right; an opener without its closer is plain text. Linear: the next token of
-    each closing kind is precomputed."""
+    matched left to right; an opener without its closer is plain text. The next token of each
+    closing kind is found by bisection in the list of its positions (n log n at worst)."""
     tokens = [(m.start(), m.end(), m.group()) for m in _DELIMITER.finditer(text)]
     n = len(tokens)
-    following = {kind: [n] * (n + 1) for kind in ("$$", "$", "\\]", "\\)", "\n")}
-    for index in range(n - 1, -1, -1):
-        for kind, positions in following.items():
-            positions[index] = index if tokens[index][2] == kind else positions[index + 1]
+    at: dict[str, list[int]] = {kind: [] for kind in ("$$", "$", "\\]", "\\)", "\n")}
+    for index, (_, _, kind) in enumerate(tokens):
+        if kind in at:
+            at[kind].append(index)
+
+    def following(kind: str, index: int) -> int:
+        place = bisect_right(at[kind], index)
+        return at[kind][place] if place < len(at[kind]) else n
+
     spans, index = [], 0
     while index < n:
         closer = _CLOSER.get(tokens[index][2])
-        end = following[closer][index + 1] if closer else n
-        if closer == "$" and following["\n"][index + 1] < end:
+        end = following(closer, index) if closer else n
+        if closer == "$" and following("\n", index) < end:
             end = n
         if end < n:
             spans.append((tokens[index][0], tokens[end][1]))
