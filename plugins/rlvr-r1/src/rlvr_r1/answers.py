@@ -399,7 +399,9 @@ def accuracy(
 
     0.0 when: no answer outside the thinking (``extract_answer``); the answer is sprayed
     (``is_sprayed(answer, reference)``, or several boxes in the region the answer was read from);
-    math-verify finds no answer; or ``math_verify.verify(gold, answer)`` is False/times out.
+    it is not a plain decimal and is too long for math-verify (``answer_too_long``); math-verify
+    finds no answer; or ``math_verify.verify(gold, answer)`` is False/times out. Plain decimals
+    are compared exactly, as digit strings, whatever their number of digits.
     A reference math-verify cannot parse (e.g. "yes") is compared as a plain string
     (case, whitespace, ``$``, braces, ``\text`` and a final period ignored).
     """
