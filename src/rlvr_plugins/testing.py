@@ -152,18 +152,19 @@ def time_each(fn, texts: dict[str, str], limit_s: float) -> dict[str, tuple[Any,
     process = multiprocessing.get_context("fork").Process(target=run, daemon=True)
     process.start()
     child.close()
+    label, wait_s = getattr(fn, "__name__", repr(fn)), limit_s + 5.0
     out: dict[str, tuple[Any, float]] = {}
     try:
         for name in texts:
-            if not parent.poll(limit_s + 5.0):
-                raise AssertionError(f"{getattr(fn, '__name__', fn)} on {name!r}: no result after {limit_s + 5.0:.0f} s")
+            if not parent.poll(wait_s):
+                raise AssertionError(f"{label} on {name!r}: no result after {wait_s:.0f} s")
             got, result, seconds = parent.recv()
             out[got] = (result, seconds)
     except EOFError:
-        raise AssertionError(f"{getattr(fn, '__name__', fn)}: the child died after {sorted(out)}") from None
+        raise AssertionError(f"{label}: the child died after {sorted(out)}") from None
     finally:
         process.kill()
         process.join()
     slow = {name: round(seconds, 2) for name, (_, seconds) in out.items() if seconds > limit_s}
-    assert not slow, f"{getattr(fn, '__name__', fn)}: slower than {limit_s} s on {slow}"
+    assert not slow, f"{label}: slower than {limit_s} s on {slow}"
     return out

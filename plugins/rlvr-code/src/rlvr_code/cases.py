@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-__all__ = ["TestCase", "AssertTests", "extract_program", "load_cases", "load_assert_tests", "normalise_output",
-           "outputs_match", "PYTHON_TAGS"]
+__all__ = ["TestCase", "AssertTests", "extract_program", "fenced_blocks", "load_cases", "load_assert_tests",
+           "normalise_output", "outputs_match", "PYTHON_TAGS"]
 
 PYTHON_TAGS = ("python", "python3", "py")
 
