@@ -194,7 +194,7 @@ def multiple_choice_rule(prompt: Any, answer: Any = None) -> Verdict | None:
 
 TRUTH_VALUES = ("true", "false", "yes", "no")
 _TRUE_OR_FALSE = re.compile(
-    r"(?:^|[\n(\[])\s*(?:true\s*(?:or|/)\s*false|t\s*/\s*f)\b"
+    r"(?:^|[\n(\[])[^\S\n]*(?:true\s*(?:or|/)\s*false|t\s*/\s*f)\b"  # no \n in the run: one start per run
     r"|\btrue\s*(?:or|/)\s*false\s*[?:)\]]"
     r"|\b(?:answer|state|determine|decide|indicate|say|mark|write|whether)\b[^.?!\n]{0,80}"
     r"\btrue\s+or\s+false\b(?!\s+(?:questions?|statements?|items?)\b)",
