@@ -621,3 +621,27 @@ def test_math_verify_logs_are_cut_to_a_few_hundred_characters(caplog):
             logging.getLogger(name).warning("Timeout during parsing: %s", "x" * 1_000_000)
     expected = f"{('Timeout during parsing: ' + 'x' * MAX_LOG_CHARS)[:MAX_LOG_CHARS]}... [1000024 characters]"
     assert [r.getMessage() for r in caplog.records] == [expected] * len(names)
+
+
+def test_math_verify_shares_one_time_budget_per_answer():
+    import time
+
+    slow = "\\boxed{" + "(" * 60 + "x" + ")" * 60 + " apples}"  # a parse math-verify gives up on at its 5 s
+    start = time.perf_counter()
+    assert accuracy(slow, "x+1", time_budget_s=2) == 0.0
+    assert time.perf_counter() - start < 3.5
+    assert accuracy("\\boxed{x+1}", "1+x", time_budget_s=1) == 1.0
+
+
+def test_a_time_budget_that_does_not_fit_the_engine_deadline_is_refused_at_start_up():
+    from rlvr_plugins.errors import ConfigError
+    from rlvr_r1.plugins import AccuracyPlugin
+
+    plugin = AccuracyPlugin(AccuracyPlugin.parse_options({}))
+    plugin.rlvr_validate_run(engine_timeout_s=10.0)
+    plugin.rlvr_validate_run(engine_timeout_s=None)
+    plugin.rlvr_validate_run(engine_timeout_s=8.0)
+    with pytest.raises(ConfigError, match=r"time_budget_s=5 .* engine.timeout_s=7.5 .* at most 4.5 "):
+        plugin.rlvr_validate_run(engine_timeout_s=7.5)
+    with pytest.raises(ConfigError, match=r"time_budget_s=0.5 must be at least 1"):
+        AccuracyPlugin(AccuracyPlugin.parse_options({"time_budget_s": 0.5})).rlvr_validate_run(engine_timeout_s=None)

@@ -11,10 +11,12 @@ candidates scores 0, and equivalence is decided by math-verify. See the plugin R
 from __future__ import annotations
 
 import logging
+import math
 import re
 import signal
 import sys
 import threading
+import time
 from collections import Counter
 from contextlib import contextmanager
 from functools import lru_cache
@@ -34,6 +36,7 @@ __all__ = [
     "answer_too_long",
     "PARSE_TIMEOUT_S",
     "VERIFY_TIMEOUT_S",
+    "TIME_BUDGET_S",
     "MAX_ANSWER_CHARS",
     "MAX_NUMBER_DIGITS",
     "MAX_LOG_CHARS",
@@ -42,6 +45,7 @@ __all__ = [
 
 PARSE_TIMEOUT_S = 5
 VERIFY_TIMEOUT_S = 5
+TIME_BUDGET_S = 5.0
 MAX_ANSWER_CHARS = 1000
 MAX_NUMBER_DIGITS = 100_000
 
@@ -300,7 +304,35 @@ def _signal_timeouts_usable() -> bool:
     return signal.getitimer(signal.ITIMER_REAL)[0] == 0.0
 
 
+class _OutOfTime(Exception):
+    """The answer's math-verify time budget is spent."""
+
+
+_BUDGET = threading.local()
+
+
+@contextmanager
+def _time_budget(seconds: float | None):
+    """Every math-verify call in the block shares ``seconds`` (this thread only; None: no budget)."""
+    previous = getattr(_BUDGET, "deadline", None)
+    _BUDGET.deadline = None if seconds is None else time.monotonic() + seconds
+    try:
+        yield
+    finally:
+        _BUDGET.deadline = previous
+
+
 def _timeout(seconds: int) -> int | None:
+    """math-verify's timeout for one call: ``seconds``, cut to what is left of the budget
+    (``_time_budget``) rounded up to whole seconds (math-verify's unit), so the calls end at most
+    1 s after the budget; ``_OutOfTime`` when nothing is left. None (no timeout inside
+    math-verify) where its signal-based timeouts cannot be used."""
+    deadline = getattr(_BUDGET, "deadline", None)
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _OutOfTime
+        seconds = min(seconds, math.ceil(left))
     return seconds if _signal_timeouts_usable() else None
 
 
@@ -394,21 +426,28 @@ def accuracy(
     *,
     think_opened: bool = False,
     fallback: str | None = "gsm8k",
+    time_budget_s: float | None = TIME_BUDGET_S,
 ) -> float:
     r"""R1 accuracy reward: 1.0 if the final answer is equivalent to the reference, else 0.0.
 
     0.0 when: no answer outside the thinking (``extract_answer``); the answer is sprayed
     (``is_sprayed(answer, reference)``, or several boxes in the region the answer was read from);
     it is not a plain decimal and is too long for math-verify (``answer_too_long``); math-verify
-    finds no answer; or ``math_verify.verify(gold, answer)`` is False/times out. Plain decimals
-    are compared exactly, as digit strings, whatever their number of digits.
+    finds no answer; ``math_verify.verify(gold, answer)`` is False/times out; or math-verify's
+    calls for this answer (parses, verify) would run past ``time_budget_s`` (each call's timeout
+    is cut to what is left, see ``_timeout``; None: no budget). Plain decimals are compared exactly, as
+    digit strings, whatever their number of digits.
     A reference math-verify cannot parse (e.g. "yes") is compared as a plain string
     (case, whitespace, ``$``, braces, ``\text`` and a final period ignored).
     """
     answer, region = _locate_answer(completion, think_opened, fallback)
     if answer is None or is_sprayed(answer, reference) or _count_boxes(region) > 1:
         return 0.0
-    return _answer_matches(answer, reference)
+    try:
+        with _time_budget(time_budget_s):
+            return _answer_matches(answer, reference)
+    except _OutOfTime:
+        return 0.0
 
 
 _PLAIN_NUMBER = re.compile(r"^\$?\s*([+-]?)(?:(\d+)(?:\.(\d*))?|\.(\d+))\s*\$?$")
