@@ -89,8 +89,9 @@ def adversarial_texts(size: int = 1_000_000) -> dict[str, str]:
     r"""Texts of about ``size`` characters, by name, that make a text scanner slow when it
     backtracks or rescans: many openers of every kind that a reward looks for (code fences,
     ``<think>``, ``<answer>``, ``\boxed{``, ``$``, ``\(``, ``\text{``) never closed, deep nesting,
-    long runs of what an optional part of a pattern may eat (spaces, digits, commas), and
-    plain runs of one character. Every scanner of a completion should handle each in linear time.
+    long runs of what an optional part of a pattern may eat (spaces, digits, commas), plain
+    runs of one character, and many complete blocks (fences, boxes, answer and think blocks).
+    Every scanner of a completion should handle each in linear time.
     """
     def repeat(unit: str) -> str:
         return unit * max(1, size // len(unit))
@@ -131,6 +132,11 @@ def adversarial_texts(size: int = 1_000_000) -> dict[str, str]:
         "either_or": repeat("either "),
         "flags": repeat("/think /no_think "),
         "chinese_in_text": "$\\text{" + "中" * half + "}$",
+        "letter_then_spaces": "1, a" + " " * size + "x",
+        "closed_fences": repeat("```python\nx\n```\n"),
+        "closed_boxes": repeat("\\boxed{7}"),
+        "answer_blocks": repeat("<answer>7</answer>"),
+        "think_blocks": repeat("<think>a</think>"),
     }
 
 

@@ -140,4 +140,4 @@ def test_extraction_is_linear_on_a_megabyte_of_adversarial_input():
     texts["fences_then_a_program"] = "```python\n" * 100_000 + "```\n"
     out = time_each(extract_program, texts, limit_s=2.0)
     assert {name: result for name, (result, _) in out.items() if result is not None} == {
-        "fences_then_a_program": "```python\n" * 99_999}
+        "fences_then_a_program": "```python\n" * 99_999, "closed_fences": "x\n"}

@@ -72,7 +72,8 @@ def test_rules_are_linear_on_a_megabyte_of_adversarial_input():
 
     texts = adversarial_texts(1_000_000)
     plain = time_each(lambda text: rule_verdict(text, "12"), texts, limit_s=2.0)
-    assert {(result.value, result.reason) for result, _ in plain.values()} == {(0.0, "no-answer")}
+    assert {name: (r.value, r.reason) for name, (r, _) in plain.items() if r.reason != "no-answer"} == {
+        "closed_boxes": (0.0, "sprayed")}
     boxed = time_each(lambda text: rule_verdict(f"\\boxed{{{text}}}", "12"), texts, limit_s=2.0)
     reasons = {name: result.reason for name, (result, _) in boxed.items()}
     assert reasons["letters"] == reasons["digits"] == reasons["math_openers"] == "too-long"

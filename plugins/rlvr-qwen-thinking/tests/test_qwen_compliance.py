@@ -79,6 +79,6 @@ def test_compliance_and_flags_are_linear_on_a_megabyte_of_adversarial_input():
 
     texts = adversarial_texts(1_000_000)
     thinking = time_each(lambda text: mode_compliance("q", text), texts, limit_s=2.0)
-    assert {name for name, (result, _) in thinking.items() if result} == {"interleaved_tags"}
+    assert {name for name, (result, _) in thinking.items() if result} == {"interleaved_tags", "think_blocks"}
     flags = time_each(explicit_flag, texts, limit_s=2.0)
     assert {name: result for name, (result, _) in flags.items() if result is not None} == {"flags": False}

@@ -512,7 +512,7 @@ ADVERSARIAL = adversarial_texts(1_000_000)
 
 def test_extract_answer_is_linear_on_a_megabyte_of_adversarial_input():
     out = time_each(extract_answer, ADVERSARIAL, limit_s=2.0)
-    assert {name: result for name, (result, _) in out.items() if result is not None} == {}
+    assert {name: result for name, (result, _) in out.items() if result is not None} == {"closed_boxes": "7"}
 
 
 @pytest.mark.parametrize("wrap", ["{}", "\\boxed{{{}}}", "<answer>{}</answer>", "#### {}"])
@@ -524,7 +524,7 @@ def test_accuracy_is_linear_on_a_megabyte_of_adversarial_input(wrap):
 
 def test_spraying_markers_in_adversarial_input():
     sprayed = {name for name, text in adversarial_texts(10_000).items() if is_sprayed(text, "12")}
-    assert sprayed == {"box_openers", "digit_runs", "commas_and_digits", "thousands"}
+    assert sprayed == {"box_openers", "closed_boxes", "digit_runs", "commas_and_digits", "thousands"}
 
 
 BIG = "1" * 10_000
