@@ -449,13 +449,14 @@ def test_final_answer_unwraps_in_one_linear_pass():
     assert out["box_then_braces"][0] == "\\boxed{" + "{" * 1_000_000
 
 
-def test_the_detectors_are_linear_on_a_megabyte_of_adversarial_input():
+def test_the_detectors_are_linear_on_adversarial_prompts():
+    """100 KB (prompts, not completions); the old phrase pattern took minutes on the newlines."""
     from rlvr_plugins.hygiene import multiple_choice_rule, true_false_rule
     from rlvr_plugins.testing import adversarial_texts, time_each
 
-    texts = {**adversarial_texts(1_000_000), "newlines_then_phrase": "\n" * 1_000_000 + "True or false: 2 is odd."}
-    tf = time_each(lambda text: true_false_rule(text), texts, limit_s=2.0)
+    texts = {**adversarial_texts(100_000), "newlines_then_phrase": "\n" * 100_000 + "True or false: 2 is odd."}
+    tf = time_each(lambda text: true_false_rule(text), texts, limit_s=1.0)
     assert {name: (v.rule, v.evidence) for name, (v, _) in tf.items() if v} == {
         "newlines_then_phrase": ("true_or_false_phrase", "True or false")}
-    mc = time_each(lambda text: multiple_choice_rule(text), texts, limit_s=2.0)
+    mc = time_each(lambda text: multiple_choice_rule(text), texts, limit_s=1.0)
     assert {name for name, (v, _) in mc.items() if v} == set()

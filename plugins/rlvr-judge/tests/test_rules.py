@@ -67,6 +67,7 @@ def test_docstring_examples():
         assert doctest.testmod(module).failed == 0
 
 
+@pytest.mark.slow
 def test_rules_are_linear_on_a_megabyte_of_adversarial_input():
     from rlvr_plugins.testing import adversarial_texts, time_each
 
