@@ -71,7 +71,8 @@ def final_answer(answer: Any) -> str | None:
 def _unwrap_text_commands(text: str) -> str:
     r"""``text`` with every ``\text{X}`` (``\textbf``, ``\mathrm``, ``\mathbf``, ``\textit``,
     ``\mbox``, ``\fbox``, ``\boxed``) replaced by ``X`` when ``X`` holds no brace once its own
-    wrappers are unwrapped (innermost first), in one pass with a stack of open braces.
+    wrappers are unwrapped (innermost first), in one pass with a stack of open braces. A wrapper
+    that only appears once another is removed (``\\te\\text{}xt{a}``) stays.
 
     >>> _unwrap_text_commands(r"\textbf{\text{(B)}} or \text{\frac{1}{2}}")
     '(B) or \\text{\\frac{1}{2}}'
