@@ -202,7 +202,7 @@ def _line(lines: list[int] | None, i: int) -> str:
 
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_GSM8K_FINAL = re.compile(r"####\s*\\?\$?\s*(-?[\d,]*\.?\d+)")
+_GSM8K_FINAL = re.compile(r"####\s*(?:\\\$?\s*|\$\s*)?(-?[\d,]*\.?\d+)")
 _INTEGER = re.compile(r"[-+]?\d+")
 _DECIMAL = re.compile(r"[-+]?\d*\.\d+|[-+]?\d+\.\d*")
 
@@ -233,20 +233,31 @@ def last_boxed_content(text: str) -> str | None:
 def plain_answer(value: Any) -> str:
     """A reference answer as text: numbers without a spurious ``.0`` or leading zeros, other text stripped.
 
-    >>> [plain_answer(27.0), plain_answer("025"), plain_answer(" 1.50 "), plain_answer("x+1")]
-    ['27', '25', '1.5', 'x+1']
+    Numbers are rewritten as digit strings, exactly: a 10,000-digit integer stays itself, and
+    ``3.14159265358979323846`` keeps its digits (no ``float`` rounding, no ``inf``).
+
+    >>> [plain_answer(27.0), plain_answer("025"), plain_answer(" 1.50 "), plain_answer("x+1"), plain_answer("-0.0")]
+    ['27', '25', '1.5', 'x+1', '0']
     """
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     text = str(value).strip()
-    if _INTEGER.fullmatch(text):
-        return str(int(text))
-    if _DECIMAL.fullmatch(text):
-        number = float(text)
-        return str(int(number)) if number.is_integer() else repr(number)
+    if _INTEGER.fullmatch(text) or _DECIMAL.fullmatch(text):
+        return _plain_number(text)
     return text
+
+
+def _plain_number(text: str) -> str:
+    """A decimal numeral without sign ``+``, leading zeros, trailing fraction zeros or a bare point,
+    exactly (digit strings, no ``int``/``float``: any number of digits, no rounding)."""
+    sign = "-" if text.startswith("-") else ""
+    whole, _, fraction = text.lstrip("+-").partition(".")
+    whole, fraction = whole.lstrip("0") or "0", fraction.rstrip("0")
+    if whole == "0" and not fraction:
+        sign = ""
+    return f"{sign}{whole}.{fraction}" if fraction else f"{sign}{whole}"
 
 
 def normalise_answer(value: Any, answer_format: str) -> str | None:
