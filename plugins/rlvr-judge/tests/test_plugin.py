@@ -135,3 +135,11 @@ def test_a_judge_that_is_down_stops_the_run_even_between_rule_rows(dead_url):
     with RewardEngine(in_process=True, max_consecutive_failures=4) as engine:
         result = engine.score("judge-equivalence", never, items)
     assert result.failed == [True, False, True, False, False, False, False]
+
+
+def test_checks_the_references_at_load_with_r1_rules():
+    plugin = JudgeEquivalencePlugin(JudgeEquivalencePlugin.parse_options({"model": "m"}))
+    rows = [{"prompt": "p", "answer": a} for a in ("5", "\\frac{1}{", "50 cm", "\\frac{1}{")]
+    assert plugin.rlvr_check_dataset(rows=rows) == [
+        (i, "math-verify cannot parse the reference answer (column 'answer'); it is compared by the rules only as "
+            "a plain decimal or as text, and by the judge otherwise") for i in (1, 3)]

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
 from rlvr_r1.answers import reference_answer
+from rlvr_r1.plugins import reference_check
 
 from rlvr_plugins import Plugin, RewardFunction, hookimpl
 from rlvr_plugins.errors import ConfigError
@@ -169,6 +170,11 @@ class JudgeEquivalencePlugin(Plugin):
     @hookimpl
     def rlvr_reward_functions(self, register):
         register(RewardFunction(self.name, build_scorer(self.options), self.options.weight))
+
+    @hookimpl
+    def rlvr_check_dataset(self, rows):
+        return reference_check(rows, self.options.answer_column, self.name,
+                               "compared by the rules only as a plain decimal or as text, and by the judge otherwise")
 
     @hookimpl
     def rlvr_validate_run(self, reward_names, engine_timeout_s):

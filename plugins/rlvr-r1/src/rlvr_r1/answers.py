@@ -21,7 +21,7 @@ from collections import Counter
 from contextlib import contextmanager
 from functools import lru_cache
 from itertools import islice
-from typing import Callable
+from typing import Callable, Sequence
 
 __all__ = [
     "split_completion",
@@ -33,6 +33,10 @@ __all__ = [
     "last_boxed",
     "FALLBACKS",
     "reference_problem",
+    "check_references",
+    "CHECK_BUDGET_S",
+    "TOO_MANY_DIGITS",
+    "UNPARSEABLE",
     "answer_too_long",
     "PARSE_TIMEOUT_S",
     "VERIFY_TIMEOUT_S",
@@ -48,6 +52,7 @@ VERIFY_TIMEOUT_S = 5
 TIME_BUDGET_S = 5.0
 MAX_ANSWER_CHARS = 1000
 MAX_NUMBER_DIGITS = 100_000
+CHECK_BUDGET_S = 3.0
 
 _THINK_OPEN = re.compile(re.escape("<think>"), re.IGNORECASE)
 _THINK_CLOSE = re.compile(re.escape("</think>"), re.IGNORECASE)
@@ -485,6 +490,44 @@ def reference_problem(reference: str) -> str | None:
         return (f"the reference answer holds a number of {digits} digits; numbers of more than "
                 f"{MAX_NUMBER_DIGITS} digits are compared only as plain decimals or as plain text")
     return None
+
+
+TOO_MANY_DIGITS = "too-many-digits"
+UNPARSEABLE = "unparseable"
+
+
+def check_references(references: Sequence[str | None], *, budget_s: float = CHECK_BUDGET_S
+                     ) -> tuple[list[tuple[int, str]], int]:
+    """Which references math-verify can never parse, cheaply, for a dataset check at load.
+
+    Returns ``([(index, kind)], unchecked)``: ``kind`` is :data:`TOO_MANY_DIGITS`
+    (``reference_problem``) or :data:`UNPARSEABLE` (math-verify's parse, the one
+    ``parse_reference`` caches, finds no math object in the reference answer). ``None`` entries
+    are skipped; each distinct reference is checked once; plain decimal numbers (``18``,
+    ``-0.5``) are fine without math-verify (they are compared as digit strings). Parsing stops
+    once ``budget_s`` seconds have passed (checked between references; each parse keeps its own
+    ``PARSE_TIMEOUT_S``, as when scoring): ``unchecked`` counts the references left (they are
+    checked when scored)."""
+    verdicts: dict[str, str | None] = {}
+    found, unchecked = [], 0
+    deadline = time.monotonic() + budget_s
+    for index, reference in enumerate(references):
+        if reference is None:
+            continue
+        if reference not in verdicts:
+            if reference_problem(reference) is not None:
+                verdicts[reference] = TOO_MANY_DIGITS
+            elif _PLAIN_NUMBER.match(_normalise(reference_answer(reference))):
+                verdicts[reference] = None
+            elif time.monotonic() >= deadline:
+                verdicts[reference] = None
+                unchecked += 1
+            else:
+                parsed = parse_reference(reference)
+                verdicts[reference] = None if any(not isinstance(p, str) for p in parsed) else UNPARSEABLE
+        if verdicts[reference] is not None:
+            found.append((index, verdicts[reference]))
+    return found, unchecked
 
 
 def answer_too_long(answer: str, reference: str) -> bool:
