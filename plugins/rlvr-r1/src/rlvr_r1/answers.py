@@ -41,6 +41,9 @@ __all__ = [
     "PARSE_TIMEOUT_S",
     "VERIFY_TIMEOUT_S",
     "TIME_BUDGET_S",
+    "DEADLINE_MARGIN_S",
+    "time_budget",
+    "OutOfTime",
     "MAX_ANSWER_CHARS",
     "MAX_NUMBER_DIGITS",
     "MAX_LOG_CHARS",
@@ -50,6 +53,7 @@ __all__ = [
 PARSE_TIMEOUT_S = 5
 VERIFY_TIMEOUT_S = 5
 TIME_BUDGET_S = 5.0
+DEADLINE_MARGIN_S = 3.0  # under an engine deadline: 1 s for math-verify's whole-second timeouts, 2 s for importing sympy
 MAX_ANSWER_CHARS = 1000
 MAX_NUMBER_DIGITS = 100_000
 CHECK_BUDGET_S = 3.0
@@ -309,7 +313,7 @@ def _signal_timeouts_usable() -> bool:
     return signal.getitimer(signal.ITIMER_REAL)[0] == 0.0
 
 
-class _OutOfTime(Exception):
+class OutOfTime(Exception):
     """The answer's math-verify time budget is spent."""
 
 
@@ -317,7 +321,7 @@ _BUDGET = threading.local()
 
 
 @contextmanager
-def _time_budget(seconds: float | None):
+def time_budget(seconds: float | None):
     """Every math-verify call in the block shares ``seconds`` (this thread only; None: no budget)."""
     previous = getattr(_BUDGET, "deadline", None)
     _BUDGET.deadline = None if seconds is None else time.monotonic() + seconds
@@ -329,14 +333,14 @@ def _time_budget(seconds: float | None):
 
 def _timeout(seconds: int) -> int | None:
     """math-verify's timeout for one call: ``seconds``, cut to what is left of the budget
-    (``_time_budget``) rounded up to whole seconds (math-verify's unit), so the calls end at most
-    1 s after the budget; ``_OutOfTime`` when nothing is left. None (no timeout inside
+    (``time_budget``) rounded up to whole seconds (math-verify's unit), so the calls end at most
+    1 s after the budget; ``OutOfTime`` when nothing is left. None (no timeout inside
     math-verify) where its signal-based timeouts cannot be used."""
     deadline = getattr(_BUDGET, "deadline", None)
     if deadline is not None:
         left = deadline - time.monotonic()
         if left <= 0:
-            raise _OutOfTime
+            raise OutOfTime
         seconds = min(seconds, math.ceil(left))
     return seconds if _signal_timeouts_usable() else None
 
@@ -449,9 +453,9 @@ def accuracy(
     if answer is None or is_sprayed(answer, reference) or _count_boxes(region) > 1:
         return 0.0
     try:
-        with _time_budget(time_budget_s):
+        with time_budget(time_budget_s):
             return _answer_matches(answer, reference)
-    except _OutOfTime:
+    except OutOfTime:
         return 0.0
 
 

@@ -11,6 +11,7 @@ from rlvr_plugins.errors import ConfigError
 
 from .answers import (
     CHECK_BUDGET_S,
+    DEADLINE_MARGIN_S,
     MAX_NUMBER_DIGITS,
     TIME_BUDGET_S,
     TOO_MANY_DIGITS,
@@ -110,13 +111,13 @@ class AccuracyPlugin(Plugin):
         if not budget >= 1:
             raise ConfigError(f"plugin {self.name!r}: option time_budget_s={budget:g} must be at least 1 "
                               f"(math-verify times out in whole seconds)", source="plugins")
-        if engine_timeout_s is not None and budget + 3 > engine_timeout_s:
+        if engine_timeout_s is not None and budget + DEADLINE_MARGIN_S > engine_timeout_s:
             raise ConfigError(
                 f"plugin {self.name!r}: option time_budget_s={budget:g} (math-verify's time per answer) does not fit "
-                f"under the reward engine's deadline engine.timeout_s={engine_timeout_s:g} with 3 s to spare (1 s "
-                f"for math-verify's whole-second timeouts, 2 s for the first call's import of sympy): a slow answer "
-                f"would be masked instead of scored 0. Set time_budget_s to at most {engine_timeout_s - 3:g} or raise "
-                f"engine.timeout_s.", source="plugins")
+                f"under the reward engine's deadline engine.timeout_s={engine_timeout_s:g} with "
+                f"{DEADLINE_MARGIN_S:g} s to spare (1 s for math-verify's whole-second timeouts, 2 s for the first "
+                f"call's import of sympy): a slow answer would be masked instead of scored 0. Set time_budget_s to at "
+                f"most {engine_timeout_s - DEADLINE_MARGIN_S:g} or raise engine.timeout_s.", source="plugins")
 
 
 class FormatPlugin(Plugin):
