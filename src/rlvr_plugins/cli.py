@@ -167,11 +167,11 @@ def cmd_score(args) -> int:
     from .score import LATE_STEP, load_completions, run_score
 
     config = load_config(args.config, args.overrides, need_data=False)
-    rows = load_completions(args.completions)
+    rows, lines = load_completions(args.completions)
     if args.output:
         check_output_file(args.output, "--output")
     quiet_libraries()
-    run_score(config, rows, args.output, LATE_STEP if args.step is None else args.step)
+    run_score(config, rows, args.output, LATE_STEP if args.step is None else args.step, args.completions, lines)
     return 0
 
 

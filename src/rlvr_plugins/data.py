@@ -15,15 +15,19 @@ list of LaTeX answers → the first, without ``$``) or ``plain`` (the value as t
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from pathlib import Path
 from typing import Any, Mapping
 
 from .config import ANSWER_FORMATS, lone_surrogate, resolve_path
-from .errors import ConfigError, RLVRError, columns_text, shown
+from .errors import ConfigError, PluginValidationError, RLVRError, columns_text, shown
 
 SYNTHETIC_TASKS = ("arithmetic",)
+MAX_NAMED_ROWS = 5
+
+logger = logging.getLogger(__name__)
 
 
 class DataError(RLVRError):
@@ -133,8 +137,11 @@ def _hub(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [dict(row) for row in ds]
 
 
-def load_rows(config: Mapping[str, Any], split: str) -> list[dict[str, Any]] | None:
-    """The rows of ``data.<split>`` with canonical column names, or None if the split is absent."""
+def load_rows(config: Mapping[str, Any], split: str, plugin_set=None) -> list[dict[str, Any]] | None:
+    """The rows of ``data.<split>`` with canonical column names, or None if the split is absent.
+
+    With ``plugin_set`` (a command that scores the split), every plugin checks the rows
+    (:func:`check_rows`) before they are returned."""
     data = config["data"]
     spec = data.get(split)
     if spec is None:
@@ -159,7 +166,43 @@ def load_rows(config: Mapping[str, Any], split: str) -> list[dict[str, Any]] | N
     answer_format = spec.get("answer_format", data.get("answer_format"))
     if answer_format is not None:
         rows = normalise_answers(rows, answer_format, where, lines)
+    if plugin_set is not None:
+        check_rows(plugin_set, rows, split, where, lines)
     return rows
+
+
+def check_rows(plugin_set, rows: list[dict[str, Any]], split: str, where: str,
+               lines: list[int] | None = None) -> None:
+    """Call ``rlvr_check_dataset`` once for ``rows`` and log one warning per plugin and problem
+    (:func:`dataset_warnings`)."""
+    for plugin, problems in plugin_set.call_each("rlvr_check_dataset", rows=rows, split=split):
+        for message in dataset_warnings(plugin, problems, len(rows), where, lines):
+            logger.warning("%s", message)
+
+
+def dataset_warnings(plugin: str, problems: Any, n_rows: int, where: str,
+                     lines: list[int] | None = None) -> list[str]:
+    """One line per distinct problem that ``plugin`` reported: how many rows, the problem, the
+    first :data:`MAX_NAMED_ROWS` rows (``row i (line n)``) and how many more.
+
+    >>> dataset_warnings("p", [(4, "bad"), (0, "bad"), (2, "odd")], 5, "d.jsonl", [1, 2, 3, 5, 6])
+    ['p: d.jsonl: 2 rows: bad: row 0 (line 1), row 4 (line 6)', 'p: d.jsonl: 1 row: odd: row 2 (line 3)']
+    """
+    grouped: dict[str, list[int]] = {}
+    for pair in problems or []:
+        if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], int)
+                and 0 <= pair[0] < n_rows and isinstance(pair[1], str)):
+            raise PluginValidationError(f"plugin {plugin!r}: rlvr_check_dataset returned {shown(pair)}; it returns "
+                                        f"(row index in 0..{n_rows - 1}, problem text) pairs")
+        grouped.setdefault(pair[1], []).append(pair[0])
+    out = []
+    for problem, indices in grouped.items():
+        indices = sorted(set(indices))
+        named = ", ".join(f"row {i}{_line(lines, i)}" for i in indices[:MAX_NAMED_ROWS])
+        more = f" and {len(indices) - MAX_NAMED_ROWS} more" if len(indices) > MAX_NAMED_ROWS else ""
+        out.append(f"{plugin}: {where}: {len(indices)} row{'s' if len(indices) != 1 else ''}: {problem}: "
+                   f"{named}{more}")
+    return out
 
 
 def rename_columns(rows: list[dict[str, Any]], columns: Mapping[str, str], where: str,

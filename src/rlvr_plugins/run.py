@@ -212,8 +212,9 @@ def _train(config: dict[str, Any], start: RunStart) -> dict[str, Any]:
     seed = int(prepared.grpo_args.seed)
     set_seed(seed)
     tokenizer = modeling.load_tokenizer(config)
-    train_rows = data.render(data.load_rows(config, "train"), prepared.plugin_set, tokenizer, seed)
-    eval_rows = data.load_rows(config, "eval")
+    checking = prepared.plugin_set if dist.is_main_process else None
+    train_rows = data.render(data.load_rows(config, "train", checking), prepared.plugin_set, tokenizer, seed)
+    eval_rows = data.load_rows(config, "eval", checking)
     eval_rows = data.render(eval_rows, prepared.plugin_set, tokenizer, seed) if eval_rows else None
     sft_section = config.get("sft")
     if sft_section:

@@ -32,10 +32,10 @@ def group_rows(rows: list[dict[str, Any]]) -> list[list[int]]:
     return list(groups.values())
 
 
-def load_completions(path: str) -> list[dict[str, Any]]:
-    """The rows of a completions file, each with a ``prompt`` and a text ``completion``; errors name
-    ``file:line``. Light: ``rlvr score`` calls it before importing torch."""
-    rows = []
+def load_completions(path: str) -> tuple[list[dict[str, Any]], list[int]]:
+    """The rows of a completions file, each with a ``prompt`` and a text ``completion``, and the
+    file line of each; errors name ``file:line``. Light: ``rlvr score`` calls it before importing torch."""
+    rows, lines = [], []
     for lineno, row in read_jsonl_numbered(path):
         for column in ("prompt", "completion"):
             if column not in row:
@@ -43,7 +43,8 @@ def load_completions(path: str) -> list[dict[str, Any]]:
         if not isinstance(row["completion"], (str, list)):
             raise DataError(f"{path}:{lineno}: 'completion' must be text, got {type(row['completion']).__name__}")
         rows.append(row)
-    return rows
+        lines.append(lineno)
+    return rows, lines
 
 
 def score_rows(rows: list[dict[str, Any]], plugin_set: PluginSet, engines: Engines, tokenizer,
@@ -118,18 +119,22 @@ def _cell(value: Any) -> str:
 
 
 def run_score(config: Mapping[str, Any], rows: list[dict[str, Any]], output: str | None,
-              step: int) -> list[dict[str, Any]]:
-    """Score ``rows`` (:func:`load_completions`), print the table, write ``output`` whole (or not at all).
+              step: int, where: str = "completions", lines: list[int] | None = None) -> list[dict[str, Any]]:
+    """Score ``rows`` (:func:`load_completions`, read from ``where``, at ``lines``), print the table,
+    write ``output`` whole (or not at all).
 
     The plugins and the run are validated as ``rlvr train --check`` does
-    (:func:`rlvr_plugins.commands.validate_scoring`) before anything is scored."""
+    (:func:`rlvr_plugins.commands.validate_scoring`), and every plugin checks the rows
+    (``rlvr_check_dataset``, split ``"completions"``), before anything is scored."""
     from .commands import validate_scoring
+    from .data import check_rows
     from .modeling import load_tokenizer
     from .outputs import write_atomic
     from .rewards import Engines
     from .run import engine_options
 
     plugin_set = validate_scoring(config)
+    check_rows(plugin_set, rows, "completions", where, lines)
     tokenizer = load_tokenizer(config)
     engines = Engines(**engine_options(config))
     try:

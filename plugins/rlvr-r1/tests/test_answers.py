@@ -582,21 +582,31 @@ def test_huge_fractions_in_threads_all_get_their_verdict():
     assert sys.get_int_max_str_digits() == base
 
 
-def test_a_reference_math_verify_can_never_parse_is_reported_once_naming_the_row(caplog):
-    from rlvr_r1.answers import MAX_NUMBER_DIGITS, reference_problem
-    from rlvr_r1.plugins import AccuracyScorer
+def test_a_reference_math_verify_can_never_parse_is_reported_at_load_naming_the_row(caplog):
+    from rlvr_r1.answers import MAX_NUMBER_DIGITS, TOO_MANY_DIGITS, UNPARSEABLE, check_references, reference_problem
+    from rlvr_r1.plugins import AccuracyPlugin, AccuracyScorer
 
     huge = "7" * (MAX_NUMBER_DIGITS + 1)
     assert reference_problem("12") is None and reference_problem(BIG) is None
     assert reference_problem(f"so \\boxed{{{huge}}}") == (
         f"the reference answer holds a number of {MAX_NUMBER_DIGITS + 1} digits; numbers of more than "
         f"{MAX_NUMBER_DIGITS} digits are compared only as plain decimals or as plain text")
+    broken = "\\frac{1}{"
+    references = ["12", huge, None, broken, "#### 1,234", huge, "\\frac{1}{2}", BIG]
+    assert check_references(references) == ([(1, TOO_MANY_DIGITS), (3, UNPARSEABLE), (5, TOO_MANY_DIGITS)], 0)
+    # no time left: only what needs no math-verify is checked; the rest is counted (distinct references)
+    assert check_references([broken, "x^2", broken, huge, "18"], budget_s=0) == ([(3, TOO_MANY_DIGITS)], 2)
+    plugin = AccuracyPlugin(AccuracyPlugin.Options(answer_column="gold"))
+    rows = [{"prompt": "p", "gold": r} for r in ("12", broken)] + [{"prompt": "p"}]
+    assert plugin.rlvr_check_dataset(rows=rows) == [
+        (1, "math-verify cannot parse the reference answer (column 'gold'); it is compared only as a plain "
+            "decimal or as text")]
     scorer = AccuracyScorer()
     with caplog.at_level("WARNING", logger="rlvr_r1.plugins"):
         scores = [scorer(prompt="p", completion=f"\\boxed{{{answer}}}", example={"answer": huge, "rlvr_index": 7})
                   for answer in (huge, "12", huge + "7")]
     assert scores == [1.0, 0.0, 0.0]
-    assert [r.getMessage() for r in caplog.records] == [f"r1-accuracy: row 7: {reference_problem(huge)}"]
+    assert caplog.records == []  # reported at load (rlvr_check_dataset), not once per worker
 
 
 def test_an_answer_too_long_for_math_verify_is_wrong_without_parsing():

@@ -200,14 +200,16 @@ def engines_for(config: Mapping[str, Any]):
     return Engines(**engine_options(config))
 
 
-def split_rows(config: Mapping[str, Any], section: str, split: str | None, default: str) -> tuple[str, list[dict]]:
-    """``(split name, rows)`` of ``data.<split>``; a missing split is a config error."""
+def split_rows(config: Mapping[str, Any], section: str, split: str | None, default: str,
+               plugin_set: PluginSet | None = None) -> tuple[str, list[dict]]:
+    """``(split name, rows)`` of ``data.<split>``; a missing split is a config error. With
+    ``plugin_set`` (the split is scored), every plugin checks the rows (``rlvr_check_dataset``)."""
     from ..data import load_rows
 
     name = split or default
     if name == "eval" and config["data"].get("eval") is None:
         name = "train" if split is None else name
-    rows = load_rows(config, name)
+    rows = load_rows(config, name, plugin_set)
     if rows is None:
         raise ConfigError(f"{section}.split {name!r}: the config has no data.{name}", source=section)
     return name, rows

@@ -48,7 +48,7 @@ def run_distill(config: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"distill.thresholds names reward(s) {unknown} that no enabled plugin registers; "
                           f"registered: {ctx.reward_names}", source="distill")
     max_per_prompt = int(section.get("max_per_prompt", 1))
-    split, rows = split_rows(config, "distill", section.get("split"), "train")
+    split, rows = split_rows(config, "distill", section.get("split"), "train", ctx.plugin_set)
     tokenizer, model, texts, samples = sample_rows(config, ctx, rows, options, desc="distill")
     n = options.n
     flat = [s for per in samples for s in per]

@@ -117,7 +117,7 @@ def run_eval(config: dict[str, Any]) -> dict[str, Any]:
     if format_reward is not None and format_reward not in ctx.reward_names:
         raise ConfigError(f"eval.format_reward {format_reward!r} is not a registered reward; registered: "
                           f"{ctx.reward_names}", source="eval")
-    split, rows = split_rows(config, "eval", section.get("split"), "eval")
+    split, rows = split_rows(config, "eval", section.get("split"), "eval", ctx.plugin_set)
     try:
         columns = metrics.breakdown_columns(rows, section.get("breakdown"))
     except KeyError as exc:

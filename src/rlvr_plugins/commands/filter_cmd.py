@@ -87,7 +87,8 @@ def run_filter(config: dict[str, Any]) -> dict[str, Any]:
         require_backend(options.backend, "filter")
     started = time.perf_counter()
     ctx = setup(config, "filter", need_rewards=difficulty)
-    split, rows = split_rows(config, "filter", section.get("split"), "train")
+    split, rows = split_rows(config, "filter", section.get("split"), "train",
+                             ctx.plugin_set if difficulty else None)
     drops: dict[int, dict[str, Any]] = {}
     report: dict[str, Any] = {"split": split}
     if section.get("hygiene") is not None:

@@ -14,6 +14,12 @@ comparison (``rlvr_r1.answers``). They decide in five cases; everything else is
 5. both the answer and the reference are *plain math* and both parse to a math object,
    yet they differ → 0 (``"rules-differ"``).
 
+Every math-verify call of one verdict shares ``time_budget_s`` (``RULES_BUDGET_S``, 2 s, by
+default; rlvr-r1's ``time_budget``, each call's timeout cut to what is left, rounded up to whole
+seconds). Rules that run out of time cannot decide (``"rules-timeout"``): the judge is asked,
+unless they already found the answer equal (a proof, however late). An out-of-time "differ"
+is never final, because math-verify answers "not equal" when its verify times out.
+
 *Plain math* means no prose word: after removing LaTeX commands (``\\frac``, ``\\text``,
 …) no run of two or more letters is left, except the names of common functions and
 constants (``sqrt``, ``sin``, ``log``, ``pi``, …). math-verify "parses" prose too (``"one
@@ -33,9 +39,11 @@ True
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 
 from rlvr_r1.answers import (
+    OutOfTime,
     accuracy,
     answer_too_long,
     extract_answer,
@@ -43,7 +51,10 @@ from rlvr_r1.answers import (
     parse_reference,
     reference_answer,
     split_completion,
+    time_budget,
 )
+
+RULES_BUDGET_S = 2.0
 
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
 _WORD = re.compile(r"[^\W\d_]{2,}")
@@ -98,17 +109,28 @@ def _has_answer_block(text: str) -> bool:
 
 
 def rule_verdict(completion: str, reference: str, *, think_opened: bool = False,
-                 fallback: str | None = "gsm8k") -> RuleVerdict:
-    """The rules' verdict on one completion against one reference (see the module docstring)."""
+                 fallback: str | None = "gsm8k", time_budget_s: float | None = RULES_BUDGET_S) -> RuleVerdict:
+    """The rules' verdict on one completion against one reference (see the module docstring);
+    ``time_budget_s``: the math-verify time they share (None: no budget)."""
     answer = extract_answer(completion, think_opened=think_opened, fallback=fallback)
     if answer is None:
         return RuleVerdict(0.0, None, "no-answer")
     if _sprayed(completion, answer, reference, think_opened):
         return RuleVerdict(0.0, answer, "sprayed")
-    if accuracy(completion, reference, think_opened=think_opened, fallback=fallback) == 1.0:
+    started = time.monotonic()
+    if accuracy(completion, reference, think_opened=think_opened, fallback=fallback,
+                time_budget_s=time_budget_s) == 1.0:
         return RuleVerdict(1.0, answer, "rules-equal")
     if answer_too_long(answer, reference):
         return RuleVerdict(0.0, answer, "too-long")
-    if is_plain_math(answer) and is_plain_math(reference_answer(reference)):
+    left = None if time_budget_s is None else time_budget_s - (time.monotonic() - started)
+    try:
+        with time_budget(left):
+            both_plain = is_plain_math(answer) and is_plain_math(reference_answer(reference))
+    except OutOfTime:
+        return RuleVerdict(None, answer, "rules-timeout")
+    if left is not None and time.monotonic() - started >= time_budget_s:
+        return RuleVerdict(None, answer, "rules-timeout")
+    if both_plain:
         return RuleVerdict(0.0, answer, "rules-differ")
     return RuleVerdict(None, answer, "judge")

@@ -21,7 +21,7 @@ from collections import Counter
 from contextlib import contextmanager
 from functools import lru_cache
 from itertools import islice
-from typing import Callable
+from typing import Callable, Sequence
 
 __all__ = [
     "split_completion",
@@ -33,10 +33,17 @@ __all__ = [
     "last_boxed",
     "FALLBACKS",
     "reference_problem",
+    "check_references",
+    "CHECK_BUDGET_S",
+    "TOO_MANY_DIGITS",
+    "UNPARSEABLE",
     "answer_too_long",
     "PARSE_TIMEOUT_S",
     "VERIFY_TIMEOUT_S",
     "TIME_BUDGET_S",
+    "DEADLINE_MARGIN_S",
+    "time_budget",
+    "OutOfTime",
     "MAX_ANSWER_CHARS",
     "MAX_NUMBER_DIGITS",
     "MAX_LOG_CHARS",
@@ -46,8 +53,10 @@ __all__ = [
 PARSE_TIMEOUT_S = 5
 VERIFY_TIMEOUT_S = 5
 TIME_BUDGET_S = 5.0
+DEADLINE_MARGIN_S = 3.0  # under an engine deadline: 1 s for math-verify's whole-second timeouts, 2 s for importing sympy
 MAX_ANSWER_CHARS = 1000
 MAX_NUMBER_DIGITS = 100_000
+CHECK_BUDGET_S = 3.0
 
 _THINK_OPEN = re.compile(re.escape("<think>"), re.IGNORECASE)
 _THINK_CLOSE = re.compile(re.escape("</think>"), re.IGNORECASE)
@@ -304,7 +313,7 @@ def _signal_timeouts_usable() -> bool:
     return signal.getitimer(signal.ITIMER_REAL)[0] == 0.0
 
 
-class _OutOfTime(Exception):
+class OutOfTime(Exception):
     """The answer's math-verify time budget is spent."""
 
 
@@ -312,7 +321,7 @@ _BUDGET = threading.local()
 
 
 @contextmanager
-def _time_budget(seconds: float | None):
+def time_budget(seconds: float | None):
     """Every math-verify call in the block shares ``seconds`` (this thread only; None: no budget)."""
     previous = getattr(_BUDGET, "deadline", None)
     _BUDGET.deadline = None if seconds is None else time.monotonic() + seconds
@@ -324,14 +333,14 @@ def _time_budget(seconds: float | None):
 
 def _timeout(seconds: int) -> int | None:
     """math-verify's timeout for one call: ``seconds``, cut to what is left of the budget
-    (``_time_budget``) rounded up to whole seconds (math-verify's unit), so the calls end at most
-    1 s after the budget; ``_OutOfTime`` when nothing is left. None (no timeout inside
+    (``time_budget``) rounded up to whole seconds (math-verify's unit), so the calls end at most
+    1 s after the budget; ``OutOfTime`` when nothing is left. None (no timeout inside
     math-verify) where its signal-based timeouts cannot be used."""
     deadline = getattr(_BUDGET, "deadline", None)
     if deadline is not None:
         left = deadline - time.monotonic()
         if left <= 0:
-            raise _OutOfTime
+            raise OutOfTime
         seconds = min(seconds, math.ceil(left))
     return seconds if _signal_timeouts_usable() else None
 
@@ -444,9 +453,9 @@ def accuracy(
     if answer is None or is_sprayed(answer, reference) or _count_boxes(region) > 1:
         return 0.0
     try:
-        with _time_budget(time_budget_s):
+        with time_budget(time_budget_s):
             return _answer_matches(answer, reference)
-    except _OutOfTime:
+    except OutOfTime:
         return 0.0
 
 
@@ -485,6 +494,44 @@ def reference_problem(reference: str) -> str | None:
         return (f"the reference answer holds a number of {digits} digits; numbers of more than "
                 f"{MAX_NUMBER_DIGITS} digits are compared only as plain decimals or as plain text")
     return None
+
+
+TOO_MANY_DIGITS = "too-many-digits"
+UNPARSEABLE = "unparseable"
+
+
+def check_references(references: Sequence[str | None], *, budget_s: float = CHECK_BUDGET_S
+                     ) -> tuple[list[tuple[int, str]], int]:
+    """Which references math-verify can never parse, cheaply, for a dataset check at load.
+
+    Returns ``([(index, kind)], unchecked)``: ``kind`` is :data:`TOO_MANY_DIGITS`
+    (``reference_problem``) or :data:`UNPARSEABLE` (math-verify's parse, the one
+    ``parse_reference`` caches, finds no math object in the reference answer). ``None`` entries
+    are skipped; each distinct reference is checked once; plain decimal numbers (``18``,
+    ``-0.5``) are fine without math-verify (they are compared as digit strings). Parsing stops
+    once ``budget_s`` seconds have passed (checked between references; each parse keeps its own
+    ``PARSE_TIMEOUT_S``, as when scoring): ``unchecked`` counts the references left (they are
+    checked when scored)."""
+    verdicts: dict[str, str | None] = {}
+    found, unchecked = [], 0
+    deadline = time.monotonic() + budget_s
+    for index, reference in enumerate(references):
+        if reference is None:
+            continue
+        if reference not in verdicts:
+            if reference_problem(reference) is not None:
+                verdicts[reference] = TOO_MANY_DIGITS
+            elif _PLAIN_NUMBER.match(_normalise(reference_answer(reference))):
+                verdicts[reference] = None
+            elif time.monotonic() >= deadline:
+                verdicts[reference] = None
+                unchecked += 1
+            else:
+                parsed = parse_reference(reference)
+                verdicts[reference] = None if any(not isinstance(p, str) for p in parsed) else UNPARSEABLE
+        if verdicts[reference] is not None:
+            found.append((index, verdicts[reference]))
+    return found, unchecked
 
 
 def answer_too_long(answer: str, reference: str) -> bool:

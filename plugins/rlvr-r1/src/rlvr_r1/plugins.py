@@ -4,26 +4,42 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Sequence
 
 from rlvr_plugins import Plugin, RewardFunction, hookimpl
 from rlvr_plugins.errors import ConfigError
 
-from .answers import TIME_BUDGET_S, accuracy, reference_problem
+from .answers import (
+    CHECK_BUDGET_S,
+    DEADLINE_MARGIN_S,
+    MAX_NUMBER_DIGITS,
+    TIME_BUDGET_S,
+    TOO_MANY_DIGITS,
+    UNPARSEABLE,
+    accuracy,
+    check_references,
+)
 
 logger = logging.getLogger(__name__)
-_CHECKED: set[int] = set()
 
 
-def report_reference_once(reference: str, example: Mapping[str, Any]) -> None:
-    """Log, once per process and reference, why math-verify can never parse ``reference``
-    (``reference_problem``), naming the row by its ``rlvr_index``."""
-    if hash(reference) in _CHECKED:
-        return
-    _CHECKED.add(hash(reference))
-    problem = reference_problem(reference)
-    if problem is not None:
-        logger.warning("r1-accuracy: row %s: %s", example.get("rlvr_index", "(no rlvr_index)"), problem)
+def reference_check(rows: Sequence[Mapping[str, Any]], column: str, plugin: str, compared: str,
+                    budget_s: float = CHECK_BUDGET_S) -> list[tuple[int, str]]:
+    """``rlvr_check_dataset`` for a reward that compares ``column`` with math-verify
+    (``check_references``): ``(row, problem)`` for every reference math-verify can never parse,
+    the problem saying how it is ``compared`` instead; references left unchecked when the
+    budget ran out are logged (info) as a count."""
+    references = [None if row.get(column) is None else str(row[column]) for row in rows]
+    found, unchecked = check_references(references, budget_s=budget_s)
+    if unchecked:
+        logger.info("%s: %d distinct references not checked at load (%g s budget spent); they are checked when "
+                    "scored", plugin, unchecked, budget_s)
+    problems = {
+        TOO_MANY_DIGITS: f"the reference answer (column {column!r}) holds a number of more than {MAX_NUMBER_DIGITS} "
+                         f"digits, which math-verify cannot parse; it is {compared}",
+        UNPARSEABLE: f"math-verify cannot parse the reference answer (column {column!r}); it is {compared}",
+    }
+    return [(index, problems[kind]) for index, kind in found]
 from .format import format_score
 from .language import language_consistency, thinking_text
 
@@ -41,7 +57,6 @@ class AccuracyScorer:
         reference = example.get(self.answer_column)
         if reference is None:
             return None
-        report_reference_once(str(reference), example)
         return accuracy(completion, str(reference), think_opened=self.think_opened, fallback=self.fallback,
                         time_budget_s=self.time_budget_s)
 
@@ -86,18 +101,23 @@ class AccuracyPlugin(Plugin):
                                                           o.time_budget_s), o.weight))
 
     @hookimpl
+    def rlvr_check_dataset(self, rows):
+        return reference_check(rows, self.options.answer_column, self.name,
+                               "compared only as a plain decimal or as text")
+
+    @hookimpl
     def rlvr_validate_run(self, engine_timeout_s):
         budget = self.options.time_budget_s
         if not budget >= 1:
             raise ConfigError(f"plugin {self.name!r}: option time_budget_s={budget:g} must be at least 1 "
                               f"(math-verify times out in whole seconds)", source="plugins")
-        if engine_timeout_s is not None and budget + 3 > engine_timeout_s:
+        if engine_timeout_s is not None and budget + DEADLINE_MARGIN_S > engine_timeout_s:
             raise ConfigError(
                 f"plugin {self.name!r}: option time_budget_s={budget:g} (math-verify's time per answer) does not fit "
-                f"under the reward engine's deadline engine.timeout_s={engine_timeout_s:g} with 3 s to spare (1 s "
-                f"for math-verify's whole-second timeouts, 2 s for the first call's import of sympy): a slow answer "
-                f"would be masked instead of scored 0. Set time_budget_s to at most {engine_timeout_s - 3:g} or raise "
-                f"engine.timeout_s.", source="plugins")
+                f"under the reward engine's deadline engine.timeout_s={engine_timeout_s:g} with "
+                f"{DEADLINE_MARGIN_S:g} s to spare (1 s for math-verify's whole-second timeouts, 2 s for the first "
+                f"call's import of sympy): a slow answer would be masked instead of scored 0. Set time_budget_s to at "
+                f"most {engine_timeout_s - DEADLINE_MARGIN_S:g} or raise engine.timeout_s.", source="plugins")
 
 
 class FormatPlugin(Plugin):
