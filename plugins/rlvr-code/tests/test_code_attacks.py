@@ -170,6 +170,33 @@ ATTACKS = [
     a("correct program", "HumanEval check", "def double(x):\n    return x + x", HUMANEVAL, 1.0),
     a("correct program", "assert test on a returned generator's items",
       "def double(x):\n    return (2 * v for v in x)", {"test": ["assert list(double([1, 2])) == [2, 4]"]}, 1.0),
+    a("correct program", "a function named like a standard-library module (copy)",
+      "def copy(xs):\n    return list(xs)", {"test": ["assert copy((1, 2)) == [1, 2]"]}, 1.0),
+    a("correct program", "a function named like a module beside math.isclose",
+      "def random(x):\n    return x / 2", {"test": ["assert math.isclose(random(1), 0.5)"]}, 1.0),
+    a("correct program", "returns range, dict views, bytearray, deque, Fraction, Decimal", """
+        import collections, decimal, fractions
+        def double(x):
+            d = {2 * x: 2 * x}
+            return (range(2 * x, 2 * x + 1), d.keys(), d.values(), d.items(), bytearray([2 * x]),
+                    collections.deque([2 * x], maxlen=3), fractions.Fraction(2 * x, 3), decimal.Decimal(2 * x))
+        """, {"test": ["r, k, v, i, b, q, f, d = double(2)",
+                       "assert r == range(4, 5) and list(r) == [4] and k == {4} and list(v) == [4]",
+                       "assert i == {(4, 4)} and b == bytearray(b'\\x04') and type(b) is bytearray",
+                       "assert list(q) == [4] and q.maxlen == 3 and str(f) == '4/3' and d == 4 and str(d) == '4'"]},
+      1.0),
+    a("correct program", "a bytearray and a deque argument changed in place", """
+        def double(b, q):
+            b.append(1)
+            q.appendleft(0)
+        """, {"test": ["import collections\nb, q = bytearray(), collections.deque([1])",
+                       "double(b, q)\nassert b == bytearray(b'\\x01') and list(q) == [0, 1]"]}, 1.0),
+    a("correct program", "resource.setrlimit(RLIMIT_STACK, unlimited) (a judge idiom)", """
+        import resource, sys
+        resource.setrlimit(resource.RLIMIT_STACK, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        sys.setrecursionlimit(10 ** 6)
+        print(int(input()) * 2)
+        """, DOUBLE, 1.0),
     a("wrong program", "wrong assert answer", "def double(x):\n    return 2 * x + 1", MBPP, 0.0),
     a("wrong program", "a generator where the tests compare with a list",
       "def double(x):\n    return (2 * v for v in x)", {"test": ["assert double([1, 2]) == [2, 4]"]}, 0.0),

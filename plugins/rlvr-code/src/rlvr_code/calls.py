@@ -230,26 +230,26 @@ def _update_in_place(args: tuple, after: list) -> None:
                 arg.update(new)
 
 
-def _binding(name: str, channel: tuple):
+def _module(name: str):
     """A standard-library module the tests use without importing it (MBPP's ``math.isclose``
-    relied on the solution's ``import math``) is the checker's own module; any other name is
-    the program's."""
-    if name in getattr(sys, "stdlib_module_names", ()):
-        try:
-            return __import__(name)
-        except ImportError:
-            pass
-    return Remote(name, channel)
+    relied on the solution's ``import math``): the checker's own; ``None`` if it cannot be
+    imported here (the name is then unbound, as it would be in the program)."""
+    try:
+        return __import__(name)
+    except ImportError:
+        return None
 
 
-def check(names: list[str], path: str = "solution.py") -> None:
-    """Run the tests with ``names`` bound to the program; exit 0 only if they run to their end."""
+def check(names: list[str], modules: list[str] = (), path: str = "solution.py") -> None:
+    """Run the tests with ``names`` bound to the program and ``modules`` to the checker's own
+    standard-library modules; exit 0 only if they run to their end."""
     import signal
 
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a program that is gone is an EPIPE, then a failure
     _start()
     channel = (os.fdopen(READ_FD, "rb"), os.fdopen(WRITE_FD, "wb"))
-    tests = {"__name__": "__main__", "__builtins__": builtins, **{name: _binding(name, channel) for name in names}}
+    tests = {"__name__": "__main__", "__builtins__": builtins, **{name: Remote(name, channel) for name in names}}
+    tests.update((name, module) for name in modules if (module := _module(name)) is not None)
     try:
         with open(path, encoding="utf-8") as f:
             exec(compile(f.read(), "tests.py", "exec"), tests)
@@ -265,5 +265,7 @@ def check(names: list[str], path: str = "solution.py") -> None:
 if __name__ == "__main__" and len(sys.argv) > 1:
     if sys.argv[1] == "serve":
         serve()
-    elif sys.argv[1] == "check":
-        check(sys.argv[2:])
+    elif sys.argv[1] == "check":  # check NAME... [-- MODULE...]
+        given = sys.argv[2:]
+        split = given.index("--") if "--" in given else len(given)
+        check(given[:split], given[split + 1 :])

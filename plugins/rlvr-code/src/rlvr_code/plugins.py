@@ -149,7 +149,7 @@ class CodeTestsScorer:
         pipes = [calls_r, calls_w, answers_r, answers_w]
         try:
             with self._start(program, limits, ["-c", CALLS_SOURCE, "serve"], pass_fds=(calls_r, answers_w)) as served, \
-                    self._start(tests.code, limits, ["-c", CALLS_SOURCE, "check", *tests.names],
+                    self._start(tests.code, limits, ["-c", CALLS_SOURCE, "check", *tests.names, "--", *tests.modules],
                                 pass_fds=(answers_r, calls_w)) as checker:
                 for fd in pipes:
                     os.close(fd)
