@@ -17,6 +17,7 @@ which the program reads on its 3; the answers go back the other way.
 from __future__ import annotations
 
 import builtins
+import collections
 import json
 import os
 import sys
@@ -27,7 +28,9 @@ THREAD_STACK = 8 << 20  # a thread's stack unless the program asks (threading.st
 EXIT_UNSENDABLE = 3  # the checker's status when the tests pass an argument that is not plain data
 
 
-_MUTABLE = (list, dict, set)
+_MUTABLE = (list, dict, set, bytearray, collections.deque)
+_ITEMS = type({}.items())
+_VIEWS = {type({}.keys()): "K", type({}.values()): "V", _ITEMS: "I"}
 _ENDS_ITERATION = (StopIteration, StopAsyncIteration)  # would end the tests' map(f, ...) early: a failure
 
 
@@ -37,10 +40,12 @@ class Unsendable(TypeError):
 
 def encode(value):
     """Plain data as JSON-ready values: ``None``, ``bool``, ``int``, ``float``, ``str`` as
-    themselves; ``bytes``, ``complex``, ``list``, ``tuple``, ``set``, ``frozenset``, ``dict``
-    and iterators (a generator, ``map``, ...: its items) as ``[tag, ...]``. The type test is
-    exact (``type(v) is int``): a subclass is refused, except the dict subclasses of
-    ``collections`` (sent as a dict) and named tuples (sent as a tuple).
+    themselves; ``bytes``, ``bytearray``, ``complex``, ``list``, ``tuple``, ``set``,
+    ``frozenset``, ``dict``, ``range``, a dict's ``keys()``/``values()``/``items()``,
+    ``collections.deque``, ``fractions.Fraction``, ``decimal.Decimal`` and iterators (a
+    generator, ``map``, ...: its items) as ``[tag, ...]``. The type test is exact
+    (``type(v) is int``): a subclass is refused, except the dict subclasses of ``collections``
+    (sent as a dict) and named tuples (sent as a tuple).
 
     >>> encode([1, (2.5, "x"), {b"k": None}, {3}])
     ['l', 1, ['t', 2.5, 'x'], ['d', ['b', '6b'], None], ['s', 3]]
@@ -50,6 +55,18 @@ def encode(value):
         return value
     if kind is bytes:
         return ["b", value.hex()]
+    if kind is bytearray:
+        return ["B", value.hex()]
+    if kind is range:
+        return ["r", value.start, value.stop, value.step]
+    if kind in _VIEWS:
+        return [_VIEWS[kind], *[encode(part) for item in value for part in (item if kind is _ITEMS else (item,))]]
+    if kind is collections.deque:
+        return ["q", value.maxlen, *map(encode, value)]
+    if kind is getattr(sys.modules.get("fractions"), "Fraction", None):
+        return ["F", value.numerator, value.denominator]
+    if kind is getattr(sys.modules.get("decimal"), "Decimal", None):
+        return ["D", str(value)]
     if kind is complex:
         return ["c", value.real, value.imag]
     if kind is list:
@@ -97,8 +114,47 @@ def _complex(items):
     return complex(*items)
 
 
+def _range(items):
+    if len(items) != 3 or any(type(v) is not int for v in items) or not items[2]:
+        raise ValueError("a range needs start, stop and a non-zero step")
+    return range(*items)
+
+
+def _deque(items):
+    if not items or not (items[0] is None or (type(items[0]) is int and items[0] >= len(items) - 1)):
+        raise ValueError("a deque needs its maxlen (None or an int that holds its items) first")
+    return collections.deque((decode(v) for v in items[1:]), items[0])
+
+
+def _fraction(items):
+    if len(items) != 2 or any(type(v) is not int for v in items) or items[1] <= 0:
+        raise ValueError("a Fraction needs an int numerator and a positive int denominator")
+    import fractions
+
+    return fractions.Fraction(*items)
+
+
+def _decimal(items):
+    import decimal
+
+    if len(items) != 1 or type(items[0]) is not str:
+        raise ValueError("a Decimal needs one string")
+    try:
+        return decimal.Decimal(items[0])
+    except decimal.InvalidOperation:
+        raise ValueError("not a Decimal") from None
+
+
 _DECODERS = {
     "b": _bytes,
+    "B": lambda items: bytearray(_bytes(items)),
+    "r": _range,
+    "K": lambda items: dict.fromkeys(decode(v) for v in items).keys(),
+    "V": lambda items: {k: decode(v) for k, v in enumerate(items)}.values(),
+    "I": lambda items: _pairs(items).items(),
+    "q": _deque,
+    "F": _fraction,
+    "D": _decimal,
     "c": _complex,
     "l": lambda items: [decode(v) for v in items],
     "t": lambda items: tuple(decode(v) for v in items),
@@ -223,8 +279,11 @@ def _update_in_place(args: tuple, after: list) -> None:
             new = decode(new)
             if type(new) is not type(arg):
                 raise ProgramFailed("an argument changed type in place")
-            if type(arg) is list:
+            if type(arg) in (list, bytearray):
                 arg[:] = new
+            elif type(arg) is collections.deque:
+                arg.clear()
+                arg.extend(new)
             else:
                 arg.clear()
                 arg.update(new)
