@@ -254,7 +254,7 @@ def _set_limits(limits: Limits, nproc: int) -> None:
     for which, value in (
         (resource.RLIMIT_CPU, (cpu, cpu + 1)),
         (resource.RLIMIT_AS, (memory, memory)),
-        (resource.RLIMIT_STACK, (min(memory, STACK_BYTES), min(memory, STACK_BYTES))),
+        (resource.RLIMIT_STACK, (min(memory, STACK_BYTES), resource.RLIM_INFINITY)),  # RLIMIT_AS bounds it
         (resource.RLIMIT_NPROC, (nproc, nproc)),
         (resource.RLIMIT_FSIZE, (limits.output_bytes + 1, limits.output_bytes + 1)),
         (resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files)),
