@@ -197,6 +197,21 @@ ATTACKS = [
         sys.setrecursionlimit(10 ** 6)
         print(int(input()) * 2)
         """, DOUBLE, 1.0),
+    a("correct program", "a returned generator that raises while its items are read", """
+        def double(xs):
+            for x in xs:
+                if x < 0:
+                    raise ValueError(x)
+                yield 2 * x
+        """, {"test": ["assert list(double([2])) == [4]",
+                       "try:\n    list(double([-1]))\nexcept ValueError:\n    pass\nelse:\n    assert False"]}, 1.0),
+    a("correct program", "a list nested 900 deep (the tests' own == handles it)", """
+        def double(x):
+            nested = []
+            for _ in range(900):
+                nested = [nested]
+            return nested
+        """, {"test": ["want = []\nfor _ in range(900):\n    want = [want]\nassert double(1) == want"]}, 1.0),
     a("wrong program", "wrong assert answer", "def double(x):\n    return 2 * x + 1", MBPP, 0.0),
     a("wrong program", "a generator where the tests compare with a list",
       "def double(x):\n    return (2 * v for v in x)", {"test": ["assert double([1, 2]) == [2, 4]"]}, 0.0),

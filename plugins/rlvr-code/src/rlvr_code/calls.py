@@ -25,6 +25,7 @@ import sys
 READ_FD, WRITE_FD = 3, 4
 MAX_MESSAGE = 16 << 20  # bytes of one call or answer
 THREAD_STACK = 8 << 20  # a thread's stack unless the program asks (threading.stack_size): a default ulimit's
+CODEC_RECURSION = 10_000  # nesting levels x frames: fits the 256 MB main-thread stack
 EXIT_UNSENDABLE = 3  # the checker's status when the tests pass an argument that is not plain data
 
 
@@ -182,13 +183,16 @@ def _receive(stream):
 
 def _start() -> None:
     """What both sides need: ``exit``/``quit`` (``-S`` skips the site module), 8 MB thread
-    stacks (else glibc gives each thread ``RLIMIT_STACK``, 256 MB, of address space), and
-    integers of any size across the channel."""
+    stacks (else glibc gives each thread ``RLIMIT_STACK``, 256 MB, of address space),
+    integers of any size across the channel, and values nested as deeply as the tests'
+    own ``==`` handles in one interpreter (the codec recurses once per level, and there are
+    several frames per level)."""
     import _thread
 
     builtins.exit = builtins.quit = sys.exit
     _thread.stack_size(THREAD_STACK)
     sys.set_int_max_str_digits(0)
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), CODEC_RECURSION))
 
 
 # ---------------------------------------------------------------- program side
@@ -218,9 +222,12 @@ def serve(path: str = "solution.py") -> None:
             _send(answers, ["raise", type(exc).__name__])
             continue
         try:
-            _send(answers, ["ok", encode(value), [encode(arg) if type(arg) in _MUTABLE else None for arg in args]])
-        except (Unsendable, RecursionError, ValueError) as exc:
-            _send(answers, ["unsendable", f"{name} returned {str(exc)[:200]}"])
+            answer = ["ok", encode(value), [encode(arg) if type(arg) in _MUTABLE else None for arg in args]]
+        except (Unsendable, RecursionError) as exc:
+            answer = ["unsendable", f"{name} returned {str(exc)[:200]}"]
+        except Exception as exc:  # a returned generator raised while its items were read: as it would in the tests
+            answer = ["raise", type(exc).__name__]
+        _send(answers, answer)
 
 
 # ---------------------------------------------------------------- checker side
