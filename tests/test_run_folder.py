@@ -271,6 +271,21 @@ def test_output_dir_that_is_a_file_or_under_one(tmp_path, capsys):
             f"output_dir {out} {text}; output_dir must be a folder (created if missing)")
 
 
+def test_output_dir_that_is_or_is_under_a_dangling_or_looping_symlink(tmp_path, capsys):
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "loop").symlink_to("loop")
+    for out, where, target in ((tmp_path / "dangling", "is a symlink", tmp_path / "nowhere"),
+                               (tmp_path / "loop", "is a symlink", "loop"),
+                               (tmp_path / "dangling" / "run", f"is under {tmp_path}/dangling, a symlink",
+                                tmp_path / "nowhere")):
+        cfg = write_config(tmp_path, smoke_config(out))
+        for check in ([], ["--check"]):
+            assert error_of(capsys, "train", str(cfg), *check) == (
+                f"output_dir {out} {where} to {target}, which does not resolve (missing, or a loop); point it at a "
+                "folder, or remove it")
+    assert not (tmp_path / "nowhere").exists()
+
+
 @contextlib.contextmanager
 def tmpfs(folder: Path, size: str, read_only: bool = False):
     """A small tmpfs at ``folder`` (root only; the test skips where mounting is not allowed)."""

@@ -175,8 +175,12 @@ def continue_in(out: Path, start: RunStart) -> None:
 def check_output_dir(out: Path) -> None:
     """``out`` is a folder, or can be created as one, and can be written to."""
     existing = out
-    while not existing.exists() and existing != existing.parent:
+    while not os.path.lexists(existing) and existing != existing.parent:
         existing = existing.parent
+    if existing.is_symlink() and not existing.exists():
+        where = "is a symlink" if existing == out else f"is under {existing}, a symlink"
+        raise RunFolderError(f"output_dir {out} {where} to {os.readlink(existing)}, which does not resolve (missing, "
+                             "or a loop); point it at a folder, or remove it")
     if existing.exists() and not existing.is_dir():
         where = "is a file" if existing == out else f"is under {existing}, which is a file"
         raise RunFolderError(f"output_dir {out} {where}; output_dir must be a folder (created if missing)")
