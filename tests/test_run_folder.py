@@ -115,9 +115,26 @@ def test_check_notes_a_used_folder_and_checks_the_resume(tmp_path, capsys):
 
 def test_a_folder_of_other_files_is_not_a_run(tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
+    assert plan_run({"output_dir": str(tmp_path)}) == RunStart(tmp_path)
     (tmp_path / "config.yaml").write_text("mine too")  # the user's, alone: not a run
     assert run_entries(tmp_path) == []
-    assert plan_run({"output_dir": str(tmp_path)}) == RunStart(tmp_path)
+
+
+def test_a_config_or_readme_of_the_users_is_never_overwritten_by_a_run(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.yaml").write_text("# my notes\nseed: 1\n")
+    (out / "README.md").write_text("mine")
+    cfg = str(write_config(tmp_path, smoke_config(out)))
+    refused = (f"output_dir {out} holds README.md, config.yaml of your own (no run beside it), which the run would "
+               "overwrite with its resolved config and TRL's model card; move it, or choose another output_dir")
+    assert error_of(capsys, "train", cfg) == refused
+    assert error_of(capsys, "train", cfg, "--overwrite") == refused
+    other = tmp_path / "other"
+    fake_run(other, smoke_config(other))
+    assert error_of(capsys, "train", cfg, "--resume", str(other / "checkpoint-2")) == refused
+    assert (out / "config.yaml").read_text() == "# my notes\nseed: 1\n" and (out / "README.md").read_text() == "mine"
+    assert sorted(os.listdir(out)) == ["README.md", "config.yaml"]
 
 
 def test_clear_run_removes_only_the_runs_entries(tmp_path):

@@ -140,14 +140,14 @@ def prepare(config: dict[str, Any]) -> Prepared:
 
 def write_run_header(out: Path, prepared: Prepared) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(yaml.safe_dump(cfg.public(prepared.config), sort_keys=False), encoding="utf-8")
     plugins = {
         "plugins": prepared.plugin_set.describe(),
         "rewards": [{"plugin": p, "name": r.name, "weight": r.weight, "isolated": r.isolated}
                     for p, r in prepared.plugin_set.reward_functions()],
         "versions": _versions(),
     }
-    (out / "plugins.json").write_text(json.dumps(plugins, indent=2), encoding="utf-8")
+    (out / "plugins.json").write_text(json.dumps(plugins, indent=2), encoding="utf-8")  # first: it marks a run folder
+    (out / "config.yaml").write_text(yaml.safe_dump(cfg.public(prepared.config), sort_keys=False), encoding="utf-8")
 
 
 def _versions() -> dict[str, str]:

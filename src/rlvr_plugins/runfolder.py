@@ -98,6 +98,7 @@ def plan_run(config: Mapping[str, Any], resume: str | bool | None = None, overwr
     if not resume:
         if not overwrite:
             check_no_run(out)
+        check_no_user_files(out)
         return RunStart(out, overwrite=overwrite)
     checkpoint = find_checkpoint(out, resume)
     step, max_steps = checkpoint_progress(checkpoint)
@@ -108,6 +109,7 @@ def plan_run(config: Mapping[str, Any], resume: str | bool | None = None, overwr
             raise RunFolderError(
                 f"--resume {checkpoint}: output_dir {out} holds another run ({_listing(entries)}); resume into the "
                 f"checkpoint's own folder {run_folder} or into an output_dir that holds no run")
+        check_no_user_files(out)
     else:
         newer = [name for s, name in complete_checkpoints(out) if s > step]
         if newer:
@@ -126,6 +128,17 @@ def check_no_run(out: Path) -> None:
         raise RunFolderError(
             f"output_dir {out} already holds a run ({_listing(entries)}): continue it with --resume, start it "
             "over with --overwrite (removes those entries), or choose another output_dir")
+
+
+def check_no_user_files(out: Path) -> None:
+    """The run would write its ``config.yaml`` (and TRL its model card, ``README.md``) into ``out``: a
+    file of that name there with no run beside it is the user's own, and is never overwritten."""
+    names = sorted(os.listdir(out)) if _main_process() and out.is_dir() and not run_entries(out) else []
+    mine = [name for name in names if name in RUN_EXTRAS]
+    if mine:
+        raise RunFolderError(
+            f"output_dir {out} holds {_listing(mine)} of your own (no run beside it), which the run would overwrite "
+            "with its resolved config and TRL's model card; move it, or choose another output_dir")
 
 
 def _main_process() -> bool:
