@@ -129,6 +129,7 @@ def test_a_config_or_readme_of_the_users_is_never_overwritten_by_a_run(tmp_path,
     refused = (f"output_dir {out} holds README.md, config.yaml of your own (no run beside it), which the run would "
                "overwrite with its resolved config and TRL's model card; move it, or choose another output_dir")
     assert error_of(capsys, "train", cfg) == refused
+    assert error_of(capsys, "train", cfg, "--check") == refused
     assert error_of(capsys, "train", cfg, "--overwrite") == refused
     other = tmp_path / "other"
     fake_run(other, smoke_config(other))

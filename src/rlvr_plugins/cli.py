@@ -132,12 +132,13 @@ def cmd_plugins(args) -> int:
 
 def cmd_train(args) -> int:
     from .config import load_config
-    from .runfolder import check_output_dir, output_dir, plan_run, run_entries
+    from .runfolder import check_no_user_files, check_output_dir, output_dir, plan_run, run_entries
 
     config = load_config(args.config, args.overrides)
     out = output_dir(config)
     if args.check and not (args.resume or args.overwrite):
         check_output_dir(out)  # a used folder is a note for --check, not an error
+        check_no_user_files(out)  # no flag gets past this one
         start = None
     else:
         start = plan_run(config, args.resume, args.overwrite)
