@@ -244,6 +244,29 @@ def test_a_second_run_into_a_folder_in_use_stops_at_once(tmp_path, capsys):
     assert os.listdir(out) == []
 
 
+def test_a_run_that_saved_between_the_plan_and_the_lock_is_seen_under_the_lock(tmp_path):
+    """rlvr train plans before importing torch (seconds) and locks after: a run that ended in between and
+    left a newer checkpoint, or a run in the folder a resume was going into, stops this one."""
+    from rlvr_plugins.errors import RunFolderError
+    from rlvr_plugins.run import train
+
+    out = tmp_path / "run"
+    cfg = smoke_config(out)
+    fake_run(out, cfg)
+    start = plan_run(cfg, resume=True)
+    assert start.checkpoint == out / "checkpoint-2"
+    fake_checkpoint(out, 3)
+    with pytest.raises(RunFolderError, match=r"holds newer complete checkpoints \(checkpoint-3\)"):
+        train(cfg, start=start)
+    into = smoke_config(tmp_path / "b")
+    start = plan_run(into, resume=str(out / "checkpoint-3"))
+    fake_run(tmp_path / "b", into, checkpoints=(1,))
+    with pytest.raises(RunFolderError, match="holds another run"):
+        train(into, start=start)
+    assert sorted(os.listdir(out)) == ["checkpoint-1", "checkpoint-2", "checkpoint-3", "config.yaml",
+                                       "metrics.jsonl", "plugins.json"]
+
+
 def test_resuming_into_another_folder_copies_policy_init_and_metrics_up_to_the_step(tmp_path):
     from rlvr_plugins.runfolder import continue_in
 

@@ -22,7 +22,7 @@ from .errors import ConfigError
 from .manager import PluginSet, build_plugin_set
 from .modeling import cpu_defaults
 from .rewards import MAX_ABS_REWARD
-from .runfolder import FINAL_DIR, SUMMARY_FILE, RunStart, check_no_run, clear_run, continue_in, exclusive, output_dir, \
+from .runfolder import FINAL_DIR, SUMMARY_FILE, RunStart, check_still_free, clear_run, continue_in, exclusive, output_dir, \
     plan_run, writing
 
 logger = logging.getLogger(__name__)
@@ -180,8 +180,7 @@ def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: b
               "to do", flush=True)
         return json.loads((start.out / SUMMARY_FILE).read_text(encoding="utf-8"))
     with exclusive(start.out):
-        if start.checkpoint is None and not start.overwrite:
-            check_no_run(start.out)  # again, now that no other run can write there
+        check_still_free(start)  # again, now that no other run can write there
         return _train(config, start)
 
 

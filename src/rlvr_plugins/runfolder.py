@@ -102,6 +102,14 @@ def plan_run(config: Mapping[str, Any], resume: str | bool | None = None, overwr
         return RunStart(out, overwrite=overwrite)
     checkpoint = find_checkpoint(out, resume)
     step, max_steps = checkpoint_progress(checkpoint)
+    check_resume_target(out, checkpoint, step)
+    check_same_config(checkpoint, config)
+    return RunStart(out, checkpoint, step, finished=0 < max_steps <= step)
+
+
+def check_resume_target(out: Path, checkpoint: Path, step: int) -> None:
+    """Resuming ``checkpoint`` (at ``step``) into ``out``: its own folder holds no newer complete
+    checkpoint; another folder holds no run and no file of the user's that the run would overwrite."""
     run_folder = checkpoint.parent
     if not _same_folder(run_folder, out):
         entries = run_entries(out) if _main_process() else []  # the others would see the main's first writes
@@ -116,8 +124,15 @@ def plan_run(config: Mapping[str, Any], resume: str | bool | None = None, overwr
             raise RunFolderError(
                 f"--resume {checkpoint}: {out} holds newer complete checkpoints ({_listing(newer)}) that the resumed "
                 "run would mix with its own; resume from the newest (--resume alone), or move them away")
-    check_same_config(checkpoint, config)
-    return RunStart(out, checkpoint, step, finished=0 < max_steps <= step)
+
+
+def check_still_free(start: RunStart) -> None:
+    """Under the run's lock (:func:`exclusive`), again what :func:`plan_run` checked about the folder: another
+    run may have written there between the plan and the lock (it ended just then)."""
+    if start.checkpoint is not None:
+        check_resume_target(start.out, start.checkpoint, start.step)
+    elif not start.overwrite:
+        check_no_run(start.out)
 
 
 def check_no_run(out: Path) -> None:
