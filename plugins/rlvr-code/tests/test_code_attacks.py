@@ -212,6 +212,24 @@ ATTACKS = [
                 nested = [nested]
             return nested
         """, {"test": ["want = []\nfor _ in range(900):\n    want = [want]\nassert double(1) == want"]}, 1.0),
+    a("correct program", "prints 3 MB of debug output while it answers (asserts look only at answers)", """
+        import os
+        print("x" * (3 << 20))
+        def double(x):
+            os.write(1, b"debug " * 200000)
+            return 2 * x
+        """, MBPP, 1.0),
+    a("correct program", "the tests check the message and args of the exception raised", """
+        def double(x):
+            if x < 0:
+                raise ValueError("negative", x)
+            if x == 0:
+                raise KeyError("zero")
+            return 2 * x
+        """, {"test": ["try:\n    double(-1)\nexcept ValueError as e:\n    assert e.args == ('negative', -1)\nelse:\n"
+                       "    assert False",
+                       "try:\n    double(0)\nexcept KeyError as e:\n    assert str(e) == \"'zero'\"\nelse:\n    assert False",
+                       "assert double(2) == 4"]}, 1.0),
     a("wrong program", "wrong assert answer", "def double(x):\n    return 2 * x + 1", MBPP, 0.0),
     a("wrong program", "a generator where the tests compare with a list",
       "def double(x):\n    return (2 * v for v in x)", {"test": ["assert double([1, 2]) == [2, 4]"]}, 0.0),

@@ -202,8 +202,11 @@ def serve(path: str = "solution.py") -> None:
     """Run the program as ``__main__``, then answer calls until the checker closes the channel:
     ``[name, args, kwargs]`` gets ``["ok", value, args after the call]`` (a list, dict or set
     argument the function changed in place is sent back; others as ``None``),
-    ``["raise", exception class name]`` or ``["unsendable", why]``."""
+    ``["raise", exception class name, its args or None]`` or ``["unsendable", why]``. The
+    program's stdout goes to ``/dev/null``: only the answers count, and a program that prints
+    a lot must not fail on the output cap."""
     _start()
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     program = {"__name__": "__main__", "__builtins__": builtins, "__file__": path}
     with open(path, encoding="utf-8") as f:
         code = compile(f.read(), path, "exec")
@@ -219,15 +222,24 @@ def serve(path: str = "solution.py") -> None:
                 raise NameError(name)
             value = program[name](*args, **decode(kwargs))
         except Exception as exc:
-            _send(answers, ["raise", type(exc).__name__])
+            _send(answers, _raised(exc))
             continue
         try:
             answer = ["ok", encode(value), [encode(arg) if type(arg) in _MUTABLE else None for arg in args]]
         except (Unsendable, RecursionError) as exc:
             answer = ["unsendable", f"{name} returned {str(exc)[:200]}"]
         except Exception as exc:  # a returned generator raised while its items were read: as it would in the tests
-            answer = ["raise", type(exc).__name__]
+            answer = _raised(exc)
         _send(answers, answer)
+
+
+def _raised(exc: Exception) -> list:
+    """The answer for an exception: its class name and its ``args`` when they are data (tests
+    that check ``str(e)`` or ``e.args``), else ``None``."""
+    try:
+        return ["raise", type(exc).__name__, encode(tuple(exc.args))]
+    except (Unsendable, RecursionError):
+        return ["raise", type(exc).__name__, None]
 
 
 # ---------------------------------------------------------------- checker side
@@ -271,9 +283,21 @@ class Remote:
         if kind == "raise":
             raised = getattr(builtins, str(payload), None)
             if isinstance(raised, type) and issubclass(raised, Exception) and raised not in _ENDS_ITERATION:
-                raise raised(f"raised by the program's {self.name}")
+                raise _rebuilt(raised, rest[0] if rest else None, self.name)
             raise ProgramFailed(f"{self.name} raised {str(payload)[:100]}")
         raise ProgramFailed(f"{self.name}: {str(payload)[:300]}")
+
+
+def _rebuilt(raised: type, args, name: str) -> Exception:
+    """The builtin exception ``raised`` with the program's args (when they were data and fit its
+    constructor), else with a message naming the function."""
+    try:
+        args = decode(args) if args is not None else None
+        if type(args) is tuple:
+            return raised(*args)
+    except (ValueError, TypeError, RecursionError):
+        pass
+    return raised(f"raised by the program's {name}")
 
 
 def _update_in_place(args: tuple, after: list) -> None:
