@@ -203,10 +203,13 @@ def serve(path: str = "solution.py") -> None:
     ``[name, args, kwargs]`` gets ``["ok", value, args after the call]`` (a list, dict or set
     argument the function changed in place is sent back; others as ``None``),
     ``["raise", exception class name, its args or None]`` or ``["unsendable", why]``. The
-    program's stdout goes to ``/dev/null``: only the answers count, and a program that prints
-    a lot must not fail on the output cap."""
+    program's stdout and stderr go to ``/dev/null``: only the answers count, and a program
+    that prints a lot must not fail on the output cap."""
     _start()
-    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    sink = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(sink, 1)
+    os.dup2(sink, 2)
+    os.close(sink)
     program = {"__name__": "__main__", "__builtins__": builtins, "__file__": path}
     with open(path, encoding="utf-8") as f:
         code = compile(f.read(), path, "exec")
