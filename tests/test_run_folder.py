@@ -280,6 +280,22 @@ def test_resuming_into_another_folder_copies_policy_init_and_metrics_up_to_the_s
     assert steps(b) == [1, 2] and steps(a) == [1, 2, 3]
 
 
+def test_a_full_disk_while_resuming_into_another_folder_leaves_nothing_half_copied(tmp_path):
+    """A half-copied policy-init/ would make the folder look like another run's: the next resume is refused."""
+    from rlvr_plugins.runfolder import continue_in
+
+    a = tmp_path / "a"
+    fake_run(a, {"seed": 0}, checkpoints=(1, 2))
+    (a / "policy-init").mkdir()
+    (a / "policy-init" / "config.json").write_text("{}")
+    (a / "policy-init" / "model.safetensors").write_bytes(b"w" * (2 << 20))
+    with tmpfs(tmp_path / "small", "1m") as small:
+        with pytest.raises(OSError) as raised:
+            continue_in(small, RunStart(small, a / "checkpoint-2", 2))
+        assert raised.value.errno == errno.ENOSPC or "No space left" in str(raised.value)
+        assert os.listdir(small) == [] and run_entries(small) == []
+
+
 # -- 23: --resume PATH errors name PATH ---------------------------------------------------------------
 def test_resume_path_errors_name_the_path_given(tmp_path, capsys):
     out = tmp_path / "run"

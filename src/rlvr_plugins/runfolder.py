@@ -193,11 +193,19 @@ def continue_in(out: Path, start: RunStart) -> None:
     from .runlog import truncate_metrics
 
     source = start.run_folder
-    if (source / "policy-init").is_dir() and not (out / "policy-init").exists():
-        shutil.copytree(source / "policy-init", out / "policy-init")
-    if (source / "metrics.jsonl").is_file() and not (out / "metrics.jsonl").exists():
-        shutil.copyfile(source / "metrics.jsonl", out / "metrics.jsonl")
-        truncate_metrics(out / "metrics.jsonl", start.step)
+    made: list[Path] = []
+    try:  # all or nothing: a half-copied policy-init/ would make out look like another run's folder
+        if (source / "policy-init").is_dir() and not (out / "policy-init").exists():
+            made.append(out / "policy-init")
+            shutil.copytree(source / "policy-init", out / "policy-init")
+        if (source / "metrics.jsonl").is_file() and not (out / "metrics.jsonl").exists():
+            made.append(out / "metrics.jsonl")
+            shutil.copyfile(source / "metrics.jsonl", out / "metrics.jsonl")
+            truncate_metrics(out / "metrics.jsonl", start.step)
+    except BaseException:
+        for path in made:
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+        raise
 
 
 def check_output_dir(out: Path) -> None:
