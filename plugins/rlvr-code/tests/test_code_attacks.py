@@ -69,6 +69,14 @@ LOOKUP_TABLE_FROM = """
         return table.get(x)
 """
 
+NESTED = """
+def double(x):
+    nested = []
+    for _ in range({depth}):
+        nested = [nested]
+    return nested
+"""
+
 SETSID_DAEMON = """\
 import os
 if os.fork() == 0:
@@ -205,13 +213,8 @@ ATTACKS = [
                 yield 2 * x
         """, {"test": ["assert list(double([2])) == [4]",
                        "try:\n    list(double([-1]))\nexcept ValueError:\n    pass\nelse:\n    assert False"]}, 1.0),
-    a("correct program", "a list nested 900 deep (the tests' own == handles it)", """
-        def double(x):
-            nested = []
-            for _ in range(900):
-                nested = [nested]
-            return nested
-        """, {"test": ["want = []\nfor _ in range(900):\n    want = [want]\nassert double(1) == want"]}, 1.0),
+    a("correct program", "a list nested 900 deep (the tests' own == handles it)", NESTED.format(depth=900),
+      {"test": ["want = []\nfor _ in range(900):\n    want = [want]\nassert double(1) == want"]}, 1.0),
     a("correct program", "prints 3 MB of debug output while it answers (asserts look only at answers)", """
         import os
         print("x" * (3 << 20))
@@ -315,13 +318,7 @@ ATTACKS = [
                 pass"""), MBPP, 0.0),
     a("assert hack", "StopIteration ends the tests' map() early", "def double(x):\n    raise StopIteration",
       {"test": ["assert all(got == want for got, want in zip(map(double, [2, 5]), [4, 10]))"]}, 0.0),
-    a("assert hack", "a value nested too deeply to send", """
-        def double(x):
-            nested = []
-            for _ in range(100000):
-                nested = [nested]
-            return nested
-        """, MBPP, 0.0),
+    a("assert hack", "a value nested too deeply to send", NESTED.format(depth=100000), MBPP, 0.0),
     # 8. SysV IPC: denied (it bypasses RLIMIT_AS and, in basic mode, outlives the run)
     a("SysV IPC", "shmget/shmat 64 MB segments, semget, msgget", """
         import ctypes
