@@ -360,6 +360,17 @@ ATTACKS = [
         def double(x):
             return 2 * x
         """, MBPP, 1.0),
+    a("survivor", "files in world-writable folders inside /tmp (the test's socket folder is one)", """
+        import os
+        for base in ("/tmp", "/var/tmp", "/dev/shm"):
+            for folder, subfolders, _ in os.walk(base):
+                try:
+                    open(os.path.join(folder, "left-{token}"), "w").write("x")
+                    os.makedirs(os.path.join(folder, "dir-{token}", "sub"))
+                except OSError:
+                    pass
+        print(int(input()) * 2)
+        """, DOUBLE, 1.0),
     a("survivor", "setsid double fork", SETSID_DAEMON + "print(0)", DOUBLE, 0.0),
     a("survivor", "fork bomb", """
         import os, time
@@ -408,14 +419,20 @@ def shared_memory_mb() -> float:
 
 
 def files_of_run_uids() -> list[str]:
-    left = []
-    for base in SHARED_WRITABLE:
-        for name in os.listdir(base) if os.path.isdir(base) else ():
+    """Entries of a run uid in the shared writable directories, in them and in their world-writable folders."""
+    left, pending = [], [base for base in SHARED_WRITABLE if os.path.isdir(base)]
+    while pending:
+        base = pending.pop()
+        for name in os.listdir(base):
+            path = os.path.join(base, name)
             try:
-                if os.lstat(os.path.join(base, name)).st_uid >= RUN_UID_BASE:
-                    left.append(os.path.join(base, name))
+                st = os.lstat(path)
             except OSError:
-                pass
+                continue
+            if st.st_uid >= RUN_UID_BASE:
+                left.append(path)
+            elif os.path.isdir(path) and not os.path.islink(path) and st.st_mode & 0o003 == 0o003:
+                pending.append(path)
     return left
 
 

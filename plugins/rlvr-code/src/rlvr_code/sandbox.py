@@ -461,8 +461,12 @@ def _sweep_descendants() -> None:
 
 
 def _remove_files_of(uid: int) -> None:
-    """Remove what ``uid`` left at the top of the host's shared writable directories."""
-    for base in SHARED_WRITABLE:
+    """Remove what ``uid`` left in the host's shared writable directories: at their top, and in
+    every world-writable folder of someone else's found in them (at any depth through such
+    folders), since the program could write there too."""
+    pending = list(SHARED_WRITABLE)
+    while pending:
+        base = pending.pop()
         try:
             names = os.listdir(base)
         except OSError:
@@ -471,12 +475,13 @@ def _remove_files_of(uid: int) -> None:
             path = os.path.join(base, name)
             try:
                 st = os.lstat(path)
-                if st.st_uid != uid:
-                    continue
-                if stat.S_ISDIR(st.st_mode):
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    os.unlink(path)
+                if st.st_uid == uid:
+                    if stat.S_ISDIR(st.st_mode):
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        os.unlink(path)
+                elif stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IWOTH and st.st_mode & stat.S_IXOTH:
+                    pending.append(path)
             except OSError:
                 pass
 
