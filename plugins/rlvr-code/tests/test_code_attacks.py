@@ -238,6 +238,8 @@ ATTACKS = [
       DOUBLE, 1.0),
     a("correct program", "3 MB of debug output on stderr (asserts)",
       "import sys\ndef double(x):\n    sys.stderr.write('e' * (3 << 20))\n    return 2 * x", MBPP, 1.0),
+    a("correct program", "prints and reads a 6,000-digit integer (the str/int limit of Python >= 3.11)",
+      "import math\nn = int(input())\nprint(int(str(math.factorial(2000 + n))) * 0 + 2 * n)", DOUBLE, 1.0),
     a("wrong program", "wrong assert answer", "def double(x):\n    return 2 * x + 1", MBPP, 0.0),
     a("wrong program", "a generator where the tests compare with a list",
       "def double(x):\n    return (2 * v for v in x)", {"test": ["assert double([1, 2]) == [2, 4]"]}, 0.0),
