@@ -294,6 +294,11 @@ def test_a_full_disk_while_resuming_into_another_folder_leaves_nothing_half_copi
             continue_in(small, RunStart(small, a / "checkpoint-2", 2))
         assert raised.value.errno == errno.ENOSPC or "No space left" in str(raised.value)
         assert os.listdir(small) == [] and run_entries(small) == []
+    b = tmp_path / "b"
+    (b / ".rlvr-resume-partial" / "policy-init").mkdir(parents=True)  # a kill mid-copy left it
+    continue_in(b, RunStart(b, a / "checkpoint-2", 2))
+    assert sorted(os.listdir(b)) == ["metrics.jsonl", "policy-init"] and steps(b) == [1, 2]
+    assert (b / "policy-init" / "model.safetensors").read_bytes() == b"w" * (2 << 20)
 
 
 # -- 23: --resume PATH errors name PATH ---------------------------------------------------------------

@@ -42,6 +42,7 @@ TRAINER_STATE_FILE = "trainer_state.json"
 CONFIG_FILE = "config.yaml"
 SUMMARY_FILE = "summary.json"
 FINAL_DIR = "final"
+STAGING_DIR = ".rlvr-resume-partial"  # continue_in copies here first
 
 # What rlvr train writes into output_dir (besides checkpoint-*). The first group marks a folder
 # as holding a run; config.yaml and README.md are also removed by --overwrite, but alone they
@@ -189,23 +190,31 @@ def exclusive(out: Path) -> Iterator[None]:
 
 def continue_in(out: Path, start: RunStart) -> None:
     """Resuming into a folder other than the checkpoint's: copy its ``policy-init/`` and its
-    ``metrics.jsonl`` (rows up to the checkpoint's step), so that ``out`` is a whole run folder."""
+    ``metrics.jsonl`` (rows up to the checkpoint's step), so that ``out`` is a whole run folder.
+
+    All or nothing: both are copied into a staging folder first and renamed into ``out`` at the
+    end, so that a full disk or a kill mid-copy leaves no half ``policy-init/`` (which would
+    make ``out`` look like another run's folder and stop the retried resume)."""
     from .runlog import truncate_metrics
 
     source = start.run_folder
-    made: list[Path] = []
-    try:  # all or nothing: a half-copied policy-init/ would make out look like another run's folder
-        if (source / "policy-init").is_dir() and not (out / "policy-init").exists():
-            made.append(out / "policy-init")
-            shutil.copytree(source / "policy-init", out / "policy-init")
-        if (source / "metrics.jsonl").is_file() and not (out / "metrics.jsonl").exists():
-            made.append(out / "metrics.jsonl")
-            shutil.copyfile(source / "metrics.jsonl", out / "metrics.jsonl")
-            truncate_metrics(out / "metrics.jsonl", start.step)
-    except BaseException:
-        for path in made:
-            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
-        raise
+    names = [name for name, there in (("policy-init", (source / "policy-init").is_dir()),
+                                      ("metrics.jsonl", (source / "metrics.jsonl").is_file()))
+             if there and not (out / name).exists()]
+    staging = out / STAGING_DIR
+    shutil.rmtree(staging, ignore_errors=True)  # left by a kill mid-copy
+    try:
+        staging.mkdir(parents=True)
+        for name in names:
+            if name == "policy-init":
+                shutil.copytree(source / name, staging / name)
+            else:
+                shutil.copyfile(source / name, staging / name)
+                truncate_metrics(staging / name, start.step)
+        for name in names:
+            os.replace(staging / name, out / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def check_output_dir(out: Path) -> None:
