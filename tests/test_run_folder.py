@@ -99,6 +99,20 @@ def test_fresh_run_into_a_folder_holding_a_run_is_refused(tmp_path, capsys):
                                                                 "metrics.jsonl", "plugins.json"]
 
 
+def test_a_tilde_in_output_dir_is_the_home_folder_as_for_transformers(tmp_path, monkeypatch):
+    """transformers expands ~ in output_dir (its checkpoints go there): the run folder checks look at the same place."""
+    from rlvr_plugins.errors import RunFolderError
+    from rlvr_plugins.runfolder import output_dir
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    cfg = smoke_config(Path("~/run"))
+    fake_run(tmp_path / "run", cfg)
+    with pytest.raises(RunFolderError, match=f"output_dir {tmp_path}/run already holds a run"):
+        plan_run(cfg)
+    assert plan_run(cfg, resume=True).checkpoint == tmp_path / "run" / "checkpoint-2"
+    assert output_dir(cfg) == tmp_path / "run"  # what GRPOConfig gets too (run.grpo_kwargs)
+
+
 def test_check_notes_a_used_folder_and_checks_the_resume(tmp_path, capsys):
     out = tmp_path / "run"
     cfg = smoke_config(out)

@@ -87,7 +87,9 @@ class RunStart:
 
 
 def output_dir(config: Mapping[str, Any]) -> Path:
-    return Path(str(config.get("output_dir") or DEFAULT_OUTPUT_DIR))
+    """The run folder, ``~`` expanded as transformers expands it (else its checkpoints would land in
+    ``$HOME/...`` and the rest of the run in ``./~/...``)."""
+    return Path(os.path.expanduser(str(config.get("output_dir") or DEFAULT_OUTPUT_DIR)))
 
 
 def plan_run(config: Mapping[str, Any], resume: str | bool | None = None, overwrite: bool = False) -> RunStart:
