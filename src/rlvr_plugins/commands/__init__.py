@@ -43,7 +43,7 @@ def setup(config: dict[str, Any], section: str, need_rewards: bool = True) -> Co
     if need_rewards and not rewards:
         raise ConfigError(f"rlvr {section} scores completions with the reward plugins, but the config enables none; "
                           "enable one (e.g. plugins: {r1-accuracy: {}})", source="plugins")
-    out = Path(config.get("output_dir", f"runs/{section}"))
+    out = Path(config.get("output_dir", f"runs/{section}")).expanduser()  # as rlvr train and transformers read it
     write_header(out, section, config, plugin_set, rewards)
     return Context(config, plugin_set, rewards, out, int(config.get("seed", 42)))
 
