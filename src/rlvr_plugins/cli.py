@@ -9,18 +9,19 @@ import sys
 from typing import Sequence
 
 from . import __version__
-from .errors import RLVRError
+from .errors import RLVRError, bounded
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Every command checks its config and files first, before torch, TRL or datasets are
+    imported (``quiet_libraries`` is the first heavy step), so bad input fails in well under 2 s."""
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    quiet_libraries()
     try:
         return args.func(args)
     except RLVRError as exc:
-        print(f"rlvr: error: {exc}", file=sys.stderr)
+        print(f"rlvr: error: {bounded(str(exc))}", file=sys.stderr)
         if exc.__cause__ is not None and args.verbose:
             import traceback
 
@@ -109,10 +110,13 @@ def cmd_plugins(args) -> int:
     from .manager import build_plugin_set, list_plugins
 
     enabled = None
+    config = None
     if args.config:
         from .config import load_config
 
         config = load_config(args.config)
+    quiet_libraries()
+    if config is not None:
         enabled = set(build_plugin_set(config.get("plugins")).names)
     rows = list_plugins(enabled)
     if args.json:
@@ -131,10 +135,10 @@ def cmd_plugins(args) -> int:
 
 
 def cmd_train(args) -> int:
-    from .config import load_config
+    from .config import load_config, missing_data_files
     from .runfolder import check_no_user_files, check_output_dir, output_dir, plan_run, run_entries
 
-    config = load_config(args.config, args.overrides)
+    config = load_config(args.config, args.overrides, need_files=not args.check)
     out = output_dir(config)
     if args.check and not (args.resume or args.overwrite):
         check_output_dir(out)  # a used folder is a note for --check, not an error
@@ -142,7 +146,7 @@ def cmd_train(args) -> int:
         start = None
     else:
         start = plan_run(config, args.resume, args.overwrite)
-
+    quiet_libraries()
     from .run import configure_threads, prepare, train
 
     if args.check:
@@ -150,6 +154,8 @@ def cmd_train(args) -> int:
         print(f"config OK; plugins: {', '.join(prepared.plugin_set.names)}")
         if start is None and run_entries(out):
             print(f"note: output_dir {out} holds a run: training it needs --resume or --overwrite")
+        for problem in missing_data_files(config):
+            print(f"note: {problem}; the run needs it when it starts")
         return 0
     configure_threads()
     train(config, start=start)
@@ -158,18 +164,29 @@ def cmd_train(args) -> int:
 
 def cmd_score(args) -> int:
     from .config import load_config
-    from .score import LATE_STEP, run_score
+    from .outputs import check_output_file
+    from .score import LATE_STEP, load_completions, run_score
 
     config = load_config(args.config, args.overrides, need_data=False)
-    run_score(config, args.completions, args.output, LATE_STEP if args.step is None else args.step)
+    rows = load_completions(args.completions)
+    if args.output:
+        check_output_file(args.output, "--output")
+    quiet_libraries()
+    run_score(config, rows, args.output, LATE_STEP if args.step is None else args.step)
     return 0
 
 
-def _command_config(args, need_model: bool = True):
+def _command_config(args, need_model: bool = True, check=None):
+    """The command's config, checked (``check(config)``: the command's own requirements) before
+    anything heavy is imported; then the libraries are quietened and the threads set."""
     from .config import load_config
+
+    config = load_config(args.config, args.overrides, need_model=need_model, need_files=True)
+    if check is not None:
+        check(config)
+    quiet_libraries()
     from .run import configure_threads
 
-    config = load_config(args.config, args.overrides, need_model=need_model)
     configure_threads()
     return config
 
@@ -182,16 +199,16 @@ def cmd_eval(args) -> int:
 
 
 def cmd_sft(args) -> int:
-    from .commands.sft_cmd import run_sft_command
+    from .commands.sft_cmd import check_config, run_sft_command
 
-    run_sft_command(_command_config(args))
+    run_sft_command(_command_config(args, check=check_config))
     return 0
 
 
 def cmd_filter(args) -> int:
-    from .commands.filter_cmd import run_filter
+    from .commands.filter_cmd import check_config, run_filter
 
-    run_filter(_command_config(args, need_model=False))
+    run_filter(_command_config(args, need_model=False, check=check_config))
     return 0
 
 

@@ -11,15 +11,14 @@ from __future__ import annotations
 import json
 import math
 from collections import OrderedDict
-from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-import torch
+from .data import DataError, read_jsonl_numbered
+from .errors import columns_text
 
-from .data import DataError, read_jsonl
-from .manager import PluginSet
-from .rewards import Engines, score_items
-from .trainer import batch_advantages
+if TYPE_CHECKING:
+    from .manager import PluginSet
+    from .rewards import Engines
 
 LATE_STEP = 10**9
 
@@ -33,31 +32,40 @@ def group_rows(rows: list[dict[str, Any]]) -> list[list[int]]:
     return list(groups.values())
 
 
-def check_rows(rows: list[dict[str, Any]], path: str) -> None:
-    for i, row in enumerate(rows, start=1):
+def load_completions(path: str) -> list[dict[str, Any]]:
+    """The rows of a completions file, each with a ``prompt`` and a text ``completion``; errors name
+    ``file:line``. Light: ``rlvr score`` calls it before importing torch."""
+    rows = []
+    for lineno, row in read_jsonl_numbered(path):
         for column in ("prompt", "completion"):
             if column not in row:
-                raise DataError(f"{path}: row {i} has no {column!r} column; columns present: {sorted(row)}")
+                raise DataError(f"{path}:{lineno}: no {column!r} column; columns present: {columns_text(row)}")
         if not isinstance(row["completion"], (str, list)):
-            raise DataError(f"{path}: row {i}: 'completion' must be text, got {type(row['completion']).__name__}")
+            raise DataError(f"{path}:{lineno}: 'completion' must be text, got {type(row['completion']).__name__}")
+        rows.append(row)
+    return rows
 
 
 def score_rows(rows: list[dict[str, Any]], plugin_set: PluginSet, engines: Engines, tokenizer,
                step: int = LATE_STEP) -> list[dict[str, Any]]:
     """Every reward, penalty, total and advantage for ``rows``, exactly as training would compute them."""
+    import torch
+
+    from .rewards import score_items
+
     rewards = plugin_set.reward_functions()
     names = [r.name for _, r in rewards]
     weights = torch.tensor([float(r.weight) for _, r in rewards])
     examples = [{k: v for k, v in row.items() if k not in ("prompt", "completion", "group")} for row in rows]
     items = score_items([r["prompt"] for r in rows], [r["completion"] for r in rows], examples)
+    lengths = torch.tensor([len(tokenizer(item["completion"], add_special_tokens=False)["input_ids"])
+                            for item in items])
     values = torch.full((len(rows), len(rewards)), float("nan"))
     failed = torch.zeros((len(rows), len(rewards)), dtype=torch.bool)
     for k, (_, reward) in enumerate(rewards):
         result = engines.score(reward, items)
         values[:, k] = torch.tensor(result.values, dtype=torch.float32)
         failed[:, k] = torch.tensor(result.failed)
-    lengths = torch.tensor([len(tokenizer(item["completion"], add_special_tokens=False)["input_ids"])
-                            for item in items])
     out: list[dict[str, Any]] = []
     for i, row in enumerate(rows):
         out.append({"row": i, **({"group": row["group"]} if "group" in row else {}),
@@ -69,6 +77,8 @@ def score_rows(rows: list[dict[str, Any]], plugin_set: PluginSet, engines: Engin
 
 
 def _score_group(out, idx, values, failed, lengths, names, weights, plugin_set, step) -> None:
+    from .trainer import batch_advantages
+
     result = batch_advantages(plugin_set, values, weights, failed, lengths, len(idx), step, names)
     for plugin, penalty in result.penalties:
         for j, i in enumerate(idx.tolist()):
@@ -107,21 +117,28 @@ def _cell(value: Any) -> str:
     return str(value)[:14]
 
 
-def run_score(config: Mapping[str, Any], completions: str, output: str | None, step: int) -> list[dict[str, Any]]:
-    from .manager import build_plugin_set
+def run_score(config: Mapping[str, Any], rows: list[dict[str, Any]], output: str | None,
+              step: int) -> list[dict[str, Any]]:
+    """Score ``rows`` (:func:`load_completions`), print the table, write ``output`` whole (or not at all).
+
+    The plugins and the run are validated as ``rlvr train --check`` does
+    (:func:`rlvr_plugins.commands.validate_scoring`) before anything is scored."""
+    from .commands import validate_scoring
     from .modeling import load_tokenizer
+    from .outputs import write_atomic
+    from .rewards import Engines
     from .run import engine_options
 
-    plugin_set = build_plugin_set(config.get("plugins"))
-    rows = read_jsonl(completions)
-    check_rows(rows, completions)
+    plugin_set = validate_scoring(config)
+    tokenizer = load_tokenizer(config)
     engines = Engines(**engine_options(config))
     try:
-        scored = score_rows(rows, plugin_set, engines, load_tokenizer(config), step=step)
+        scored = score_rows(rows, plugin_set, engines, tokenizer, step=step)
     finally:
         engines.close()
+    if output:
+        write_atomic(output, (json.dumps(r) + "\n" for r in scored), what="--output")
     print(format_table(scored))
     if output:
-        Path(output).write_text("".join(json.dumps(r) + "\n" for r in scored), encoding="utf-8")
         print(f"wrote {len(scored)} rows to {output}")
     return scored

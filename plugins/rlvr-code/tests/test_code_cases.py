@@ -150,3 +150,13 @@ def test_printing_only_the_first_line_never_passes(body):
     expected = "\n".join(body)
     if len(normalise_output(expected).split("\n")) >= 2:
         assert not outputs_match(body[0], expected)
+
+
+def test_extraction_is_linear_on_a_megabyte_of_adversarial_input():
+    from rlvr_plugins.testing import adversarial_texts, time_each
+
+    texts = adversarial_texts(1_000_000)
+    texts["fences_then_a_program"] = "```python\n" * 100_000 + "```\n"
+    out = time_each(extract_program, texts, limit_s=2.0)
+    assert {name: result for name, (result, _) in out.items() if result is not None} == {
+        "fences_then_a_program": "```python\n" * 99_999, "closed_fences": "x\n"}

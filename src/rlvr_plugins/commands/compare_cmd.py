@@ -52,15 +52,15 @@ def _window(text: str) -> int:
 def run(args) -> int:
     """Run the command from parsed arguments; return the exit code."""
     from .. import compare
-    from . import write_json
+    from . import write_json, write_text
 
     if args.label and len(args.label) != len(args.runs):
         raise RLVRError(f"--label given {len(args.label)} time(s) for {len(args.runs)} run folder(s); "
                         "give one --label per RUN_DIR, in the same order, or none")
-    figure_class = None if args.no_plots else _figure_class()
     labels = args.label or [None] * len(args.runs)
     runs = [compare.load_run(path, label) for path, label in zip(args.runs, labels)]
     compare.check_labels(runs)
+    figure_class = None if args.no_plots else _figure_class()
     result = compare.compare(runs, args.smooth)
     out = Path(args.output)
     try:
@@ -71,7 +71,7 @@ def run(args) -> int:
                                                        out)
     result["plots"] = [name for name, _ in plots or []]
     write_json(out / "compare.json", result)
-    (out / "compare.md").write_text(compare.report(result, plots), encoding="utf-8")
+    write_text(out / "compare.md", compare.report(result, plots))
     print(compare.markdown_table(result))
     for note in result["notes"]:
         print(f"note: {note}")

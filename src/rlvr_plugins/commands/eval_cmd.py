@@ -32,6 +32,7 @@ from . import (
     with_suffix,
     write_json,
     write_jsonl,
+    write_text,
 )
 from .sampling import SamplingOptions, require_backend
 
@@ -164,7 +165,7 @@ def run_eval(config: dict[str, Any]) -> dict[str, Any]:
     }
     write_json(ctx.out / "eval.json", report)
     write_jsonl(ctx.out / "eval_samples.jsonl", sample_records)
-    (ctx.out / "eval.md").write_text(markdown_report(report, ks), encoding="utf-8")
+    write_text(ctx.out / "eval.md", markdown_report(report, ks))
     print(markdown_report(report, ks), flush=True)
     print(f"wrote {ctx.out / 'eval.json'}, eval.md and eval_samples.jsonl", flush=True)
     return report

@@ -69,16 +69,21 @@ def _drop_repeated_block(row: dict[str, Any], column: str) -> dict[str, Any]:
     return row
 
 
+def check_config(config: dict[str, Any]) -> None:
+    """What ``rlvr sft`` needs beyond a valid config, checked before anything heavy is imported."""
+    if not config.get("sft"):
+        raise ConfigError("rlvr sft needs an sft: section (any trl.SFTConfig field, plus completion_column and "
+                          "examples)", source="sft")
+
+
 def run_sft_command(config: dict[str, Any]) -> dict[str, Any]:
     """Fine-tune ``model`` on ``data.train``; return the summary (also ``sft_summary.json``)."""
     from ..data import load_rows
     from ..modeling import load_tokenizer
     from ..sft import run_sft
 
-    section = config.get("sft")
-    if not section:
-        raise ConfigError("rlvr sft needs an sft: section (any trl.SFTConfig field, plus completion_column and "
-                          "examples)", source="sft")
+    check_config(config)
+    section = config["sft"]
     started = time.perf_counter()
     ctx = setup(config, "sft", need_rewards=False)
     column = section.get("completion_column", "solution")

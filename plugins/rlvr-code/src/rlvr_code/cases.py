@@ -13,14 +13,15 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-__all__ = ["TestCase", "AssertTests", "extract_program", "load_cases", "load_assert_tests", "normalise_output",
-           "outputs_match", "program_names", "unimported_modules", "PYTHON_TAGS"]
+__all__ = ["TestCase", "AssertTests", "extract_program", "fenced_blocks", "load_cases", "load_assert_tests",
+           "normalise_output", "outputs_match", "program_names", "unimported_modules", "PYTHON_TAGS"]
 
 PYTHON_TAGS = ("python", "python3", "py")
 
 _THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
 _THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
-_FENCE = re.compile(r"^[ \t]*```[ \t]*([^\s`]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.MULTILINE | re.DOTALL)
+_FENCE_LINE = re.compile(r"^[ \t]*```[ \t]*([^\s`]*)([^\n]*)(\n?)", re.MULTILINE)
+_CLOSER_REST = re.compile(r"[ \t]*")
 
 
 @dataclass(frozen=True)
@@ -58,21 +59,43 @@ def answer_part(completion: str, *, think_opened: bool = False) -> str:
     return rest[: reopened.start()] if reopened else rest
 
 
+def fenced_blocks(text: str):
+    """``(tag, content)`` of each closed fenced block, in order, in one linear pass over the lines.
+
+    An opening fence is a line ``` ```tag ``` (spaces before and after the backticks allowed,
+    anything after the tag ignored) that is not the last line; the block ends at the next line
+    that is only ``` ``` ``` with spaces or tabs around it. After the block, the search for the
+    next opening fence resumes on the line after its closing fence. An opening fence with no
+    closing line after it ends the search: no later fence could be closed either.
+
+    >>> list(fenced_blocks("```py\\na\\n```\\n```\\nb\\n```"))
+    [('py', 'a\\n'), ('', 'b\\n')]
+    """
+    opened = None
+    for line in _FENCE_LINE.finditer(text):
+        if opened is not None and _CLOSER_REST.fullmatch(line.group(1) + line.group(2)):
+            yield opened[0], text[opened[1]: line.start()]
+            opened = None
+        elif opened is None and line.group(3):
+            opened = (line.group(1), line.end())
+
+
 def extract_program(completion: str, *, think_opened: bool = False) -> str | None:
     """The program: the last closed fenced block tagged ``python``/``python3``/``py`` in the
     answer part (see :func:`answer_part`); if there is none, the last closed untagged block;
-    else None. Blocks in other languages are ignored; an unclosed fence is not a block.
+    else None. Blocks in other languages are ignored; an unclosed fence is not a block (see
+    :func:`fenced_blocks`). Linear in the completion's length.
 
     >>> extract_program("<think>```python\\nprint(0)\\n```</think>Answer:\\n```python\\nprint(1)\\n```")
     'print(1)\\n'
     """
     tagged, untagged = None, None
-    for match in _FENCE.finditer(answer_part(completion, think_opened=think_opened)):
-        tag = match.group(1).lower()
+    for tag, content in fenced_blocks(answer_part(completion, think_opened=think_opened)):
+        tag = tag.lower()
         if tag in PYTHON_TAGS:
-            tagged = match.group(2)
+            tagged = content
         elif not tag:
-            untagged = match.group(2)
+            untagged = content
     program = tagged if tagged is not None else untagged
     return program if program is not None and program.strip() else None
 

@@ -1,14 +1,17 @@
 """When the rules decide an answer, and when a judge must.
 
 The rules are rlvr-r1's: its answer extraction, its spraying rule and its math-verify
-comparison (``rlvr_r1.answers``). They decide in four cases; everything else is
+comparison (``rlvr_r1.answers``). They decide in five cases; everything else is
 "cannot decide" and goes to the judge model:
 
 1. no final answer outside the thinking → 0 (``"no-answer"``);
 2. the answer sprays several candidates → 0 (``"sprayed"``);
 3. rlvr-r1's accuracy says equal (math-verify, or the plain-string comparison of a
    reference math-verify cannot parse) → 1 (``"rules-equal"``);
-4. both the answer and the reference are *plain math* and both parse to a math object,
+4. the answer is too long for math-verify (``rlvr_r1.answers.answer_too_long``: more than
+   1000 characters and more than twice the reference answer) and not equal by rule 3
+   → 0 (``"too-long"``);
+5. both the answer and the reference are *plain math* and both parse to a math object,
    yet they differ → 0 (``"rules-differ"``).
 
 *Plain math* means no prose word: after removing LaTeX commands (``\\frac``, ``\\text``,
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 
 from rlvr_r1.answers import (
     accuracy,
+    answer_too_long,
     extract_answer,
     is_sprayed,
     parse_reference,
@@ -43,7 +47,8 @@ from rlvr_r1.answers import (
 
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
 _WORD = re.compile(r"[^\W\d_]{2,}")
-_ANSWER_BLOCK = re.compile(r"<answer>.*?</answer>", re.IGNORECASE | re.DOTALL)
+_ANSWER_OPEN = re.compile(r"<answer>", re.IGNORECASE)
+_ANSWER_CLOSE = re.compile(r"</answer>", re.IGNORECASE)
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
 MATH_WORDS = frozenset({
     "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
@@ -83,7 +88,13 @@ def _sprayed(completion: str, answer: str, reference: str, think_opened: bool) -
     if is_sprayed(answer, reference):
         return True
     _, rest = split_completion(completion, think_opened=think_opened)
-    return _ANSWER_BLOCK.search(rest) is None and len(_BOX.findall(rest)) > 1
+    return not _has_answer_block(rest) and len(_BOX.findall(rest)) > 1
+
+
+def _has_answer_block(text: str) -> bool:
+    """Whether an ``<answer>`` is followed by an ``</answer>`` (two searches, linear)."""
+    opener = _ANSWER_OPEN.search(text)
+    return opener is not None and _ANSWER_CLOSE.search(text, opener.end()) is not None
 
 
 def rule_verdict(completion: str, reference: str, *, think_opened: bool = False,
@@ -96,6 +107,8 @@ def rule_verdict(completion: str, reference: str, *, think_opened: bool = False,
         return RuleVerdict(0.0, answer, "sprayed")
     if accuracy(completion, reference, think_opened=think_opened, fallback=fallback) == 1.0:
         return RuleVerdict(1.0, answer, "rules-equal")
+    if answer_too_long(answer, reference):
+        return RuleVerdict(0.0, answer, "too-long")
     if is_plain_math(answer) and is_plain_math(reference_answer(reference)):
         return RuleVerdict(0.0, answer, "rules-differ")
     return RuleVerdict(None, answer, "judge")

@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, Mapping
 
 from rlvr_plugins import Plugin, RewardFunction, hookimpl
+from rlvr_plugins.errors import ConfigError
 
-from .answers import accuracy
+from .answers import TIME_BUDGET_S, accuracy, reference_problem
+
+logger = logging.getLogger(__name__)
+_CHECKED: set[int] = set()
+
+
+def report_reference_once(reference: str, example: Mapping[str, Any]) -> None:
+    """Log, once per process and reference, why math-verify can never parse ``reference``
+    (``reference_problem``), naming the row by its ``rlvr_index``."""
+    if hash(reference) in _CHECKED:
+        return
+    _CHECKED.add(hash(reference))
+    problem = reference_problem(reference)
+    if problem is not None:
+        logger.warning("r1-accuracy: row %s: %s", example.get("rlvr_index", "(no rlvr_index)"), problem)
 from .format import format_score
 from .language import language_consistency, thinking_text
 
@@ -19,12 +35,15 @@ class AccuracyScorer:
     answer_column: str = "answer"
     think_opened: bool = False
     fallback: str | None = "gsm8k"
+    time_budget_s: float = TIME_BUDGET_S
 
     def __call__(self, *, prompt, completion, example):
         reference = example.get(self.answer_column)
         if reference is None:
             return None
-        return accuracy(completion, str(reference), think_opened=self.think_opened, fallback=self.fallback)
+        report_reference_once(str(reference), example)
+        return accuracy(completion, str(reference), think_opened=self.think_opened, fallback=self.fallback,
+                        time_budget_s=self.time_budget_s)
 
 
 @dataclass(frozen=True)
@@ -58,11 +77,27 @@ class AccuracyPlugin(Plugin):
         answer_column: str = "answer"
         think_opened: bool = False
         fallback: Literal["gsm8k"] | None = "gsm8k"
+        time_budget_s: float = TIME_BUDGET_S
 
     @hookimpl
     def rlvr_reward_functions(self, register):
         o = self.options
-        register(RewardFunction(self.name, AccuracyScorer(o.answer_column, o.think_opened, o.fallback), o.weight))
+        register(RewardFunction(self.name, AccuracyScorer(o.answer_column, o.think_opened, o.fallback,
+                                                          o.time_budget_s), o.weight))
+
+    @hookimpl
+    def rlvr_validate_run(self, engine_timeout_s):
+        budget = self.options.time_budget_s
+        if not budget >= 1:
+            raise ConfigError(f"plugin {self.name!r}: option time_budget_s={budget:g} must be at least 1 "
+                              f"(math-verify times out in whole seconds)", source="plugins")
+        if engine_timeout_s is not None and budget + 3 > engine_timeout_s:
+            raise ConfigError(
+                f"plugin {self.name!r}: option time_budget_s={budget:g} (math-verify's time per answer) does not fit "
+                f"under the reward engine's deadline engine.timeout_s={engine_timeout_s:g} with 3 s to spare (1 s "
+                f"for math-verify's whole-second timeouts, 2 s for the first call's import of sympy): a slow answer "
+                f"would be masked instead of scored 0. Set time_budget_s to at most {engine_timeout_s - 3:g} or raise "
+                f"engine.timeout_s.", source="plugins")
 
 
 class FormatPlugin(Plugin):
