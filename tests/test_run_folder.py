@@ -99,6 +99,20 @@ def test_fresh_run_into_a_folder_holding_a_run_is_refused(tmp_path, capsys):
                                                                 "metrics.jsonl", "plugins.json"]
 
 
+def test_a_tilde_in_output_dir_is_the_home_folder_as_for_transformers(tmp_path, monkeypatch):
+    """transformers expands ~ in output_dir (its checkpoints go there): the run folder checks look at the same place."""
+    from rlvr_plugins.errors import RunFolderError
+    from rlvr_plugins.runfolder import output_dir
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    cfg = smoke_config(Path("~/run"))
+    fake_run(tmp_path / "run", cfg)
+    with pytest.raises(RunFolderError, match=f"output_dir {tmp_path}/run already holds a run"):
+        plan_run(cfg)
+    assert plan_run(cfg, resume=True).checkpoint == tmp_path / "run" / "checkpoint-2"
+    assert output_dir(cfg) == tmp_path / "run"  # what GRPOConfig gets too (run.grpo_kwargs)
+
+
 def test_check_notes_a_used_folder_and_checks_the_resume(tmp_path, capsys):
     out = tmp_path / "run"
     cfg = smoke_config(out)
@@ -115,9 +129,27 @@ def test_check_notes_a_used_folder_and_checks_the_resume(tmp_path, capsys):
 
 def test_a_folder_of_other_files_is_not_a_run(tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
+    assert plan_run({"output_dir": str(tmp_path)}) == RunStart(tmp_path)
     (tmp_path / "config.yaml").write_text("mine too")  # the user's, alone: not a run
     assert run_entries(tmp_path) == []
-    assert plan_run({"output_dir": str(tmp_path)}) == RunStart(tmp_path)
+
+
+def test_a_config_or_readme_of_the_users_is_never_overwritten_by_a_run(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.yaml").write_text("# my notes\nseed: 1\n")
+    (out / "README.md").write_text("mine")
+    cfg = str(write_config(tmp_path, smoke_config(out)))
+    refused = (f"output_dir {out} holds README.md, config.yaml of your own (no run beside it), which the run would "
+               "overwrite with its resolved config and TRL's model card; move it, or choose another output_dir")
+    assert error_of(capsys, "train", cfg) == refused
+    assert error_of(capsys, "train", cfg, "--check") == refused
+    assert error_of(capsys, "train", cfg, "--overwrite") == refused
+    other = tmp_path / "other"
+    fake_run(other, smoke_config(other))
+    assert error_of(capsys, "train", cfg, "--resume", str(other / "checkpoint-2")) == refused
+    assert (out / "config.yaml").read_text() == "# my notes\nseed: 1\n" and (out / "README.md").read_text() == "mine"
+    assert sorted(os.listdir(out)) == ["README.md", "config.yaml"]
 
 
 def test_clear_run_removes_only_the_runs_entries(tmp_path):
@@ -226,6 +258,29 @@ def test_a_second_run_into_a_folder_in_use_stops_at_once(tmp_path, capsys):
     assert os.listdir(out) == []
 
 
+def test_a_run_that_saved_between_the_plan_and_the_lock_is_seen_under_the_lock(tmp_path):
+    """rlvr train plans before importing torch (seconds) and locks after: a run that ended in between and
+    left a newer checkpoint, or a run in the folder a resume was going into, stops this one."""
+    from rlvr_plugins.errors import RunFolderError
+    from rlvr_plugins.run import train
+
+    out = tmp_path / "run"
+    cfg = smoke_config(out)
+    fake_run(out, cfg)
+    start = plan_run(cfg, resume=True)
+    assert start.checkpoint == out / "checkpoint-2"
+    fake_checkpoint(out, 3)
+    with pytest.raises(RunFolderError, match=r"holds newer complete checkpoints \(checkpoint-3\)"):
+        train(cfg, start=start)
+    into = smoke_config(tmp_path / "b")
+    start = plan_run(into, resume=str(out / "checkpoint-3"))
+    fake_run(tmp_path / "b", into, checkpoints=(1,))
+    with pytest.raises(RunFolderError, match="holds another run"):
+        train(into, start=start)
+    assert sorted(os.listdir(out)) == ["checkpoint-1", "checkpoint-2", "checkpoint-3", "config.yaml",
+                                       "metrics.jsonl", "plugins.json"]
+
+
 def test_resuming_into_another_folder_copies_policy_init_and_metrics_up_to_the_step(tmp_path):
     from rlvr_plugins.runfolder import continue_in
 
@@ -237,6 +292,27 @@ def test_resuming_into_another_folder_copies_policy_init_and_metrics_up_to_the_s
     continue_in(b, RunStart(b, a / "checkpoint-2", 2))
     assert (b / "policy-init" / "model.safetensors").read_bytes() == b"weights"
     assert steps(b) == [1, 2] and steps(a) == [1, 2, 3]
+
+
+def test_a_full_disk_while_resuming_into_another_folder_leaves_nothing_half_copied(tmp_path):
+    """A half-copied policy-init/ would make the folder look like another run's: the next resume is refused."""
+    from rlvr_plugins.runfolder import continue_in
+
+    a = tmp_path / "a"
+    fake_run(a, {"seed": 0}, checkpoints=(1, 2))
+    (a / "policy-init").mkdir()
+    (a / "policy-init" / "config.json").write_text("{}")
+    (a / "policy-init" / "model.safetensors").write_bytes(b"w" * (2 << 20))
+    with tmpfs(tmp_path / "small", "1m") as small:
+        with pytest.raises(OSError) as raised:
+            continue_in(small, RunStart(small, a / "checkpoint-2", 2))
+        assert raised.value.errno == errno.ENOSPC or "No space left" in str(raised.value)
+        assert os.listdir(small) == [] and run_entries(small) == []
+    b = tmp_path / "b"
+    (b / ".rlvr-resume-partial" / "policy-init").mkdir(parents=True)  # a kill mid-copy left it
+    continue_in(b, RunStart(b, a / "checkpoint-2", 2))
+    assert sorted(os.listdir(b)) == ["metrics.jsonl", "policy-init"] and steps(b) == [1, 2]
+    assert (b / "policy-init" / "model.safetensors").read_bytes() == b"w" * (2 << 20)
 
 
 # -- 23: --resume PATH errors name PATH ---------------------------------------------------------------
@@ -269,6 +345,21 @@ def test_output_dir_that_is_a_file_or_under_one(tmp_path, capsys):
             f"output_dir {out} {text}; output_dir must be a folder (created if missing)")
         assert error_of(capsys, "train", str(cfg), "--check") == (
             f"output_dir {out} {text}; output_dir must be a folder (created if missing)")
+
+
+def test_output_dir_that_is_or_is_under_a_dangling_or_looping_symlink(tmp_path, capsys):
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "loop").symlink_to("loop")
+    for out, where, target in ((tmp_path / "dangling", "is a symlink", tmp_path / "nowhere"),
+                               (tmp_path / "loop", "is a symlink", "loop"),
+                               (tmp_path / "dangling" / "run", f"is under {tmp_path}/dangling, a symlink",
+                                tmp_path / "nowhere")):
+        cfg = write_config(tmp_path, smoke_config(out))
+        for check in ([], ["--check"]):
+            assert error_of(capsys, "train", str(cfg), *check) == (
+                f"output_dir {out} {where} to {target}, which does not resolve (missing, or a loop); point it at a "
+                "folder, or remove it")
+    assert not (tmp_path / "nowhere").exists()
 
 
 @contextlib.contextmanager

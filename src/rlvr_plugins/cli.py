@@ -136,12 +136,13 @@ def cmd_plugins(args) -> int:
 
 def cmd_train(args) -> int:
     from .config import load_config, missing_data_files
-    from .runfolder import check_output_dir, output_dir, plan_run, run_entries
+    from .runfolder import check_no_user_files, check_output_dir, output_dir, plan_run, run_entries
 
     config = load_config(args.config, args.overrides, need_files=not args.check)
     out = output_dir(config)
     if args.check and not (args.resume or args.overwrite):
         check_output_dir(out)  # a used folder is a note for --check, not an error
+        check_no_user_files(out)  # no flag gets past this one
         start = None
     else:
         start = plan_run(config, args.resume, args.overwrite)

@@ -22,7 +22,7 @@ from .errors import ConfigError
 from .manager import PluginSet, build_plugin_set
 from .modeling import cpu_defaults
 from .rewards import MAX_ABS_REWARD
-from .runfolder import FINAL_DIR, SUMMARY_FILE, RunStart, check_no_run, clear_run, continue_in, exclusive, output_dir, \
+from .runfolder import FINAL_DIR, SUMMARY_FILE, RunStart, check_still_free, clear_run, continue_in, exclusive, output_dir, \
     plan_run, writing
 
 logger = logging.getLogger(__name__)
@@ -140,14 +140,14 @@ def prepare(config: dict[str, Any]) -> Prepared:
 
 def write_run_header(out: Path, prepared: Prepared) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(yaml.safe_dump(cfg.public(prepared.config), sort_keys=False), encoding="utf-8")
     plugins = {
         "plugins": prepared.plugin_set.describe(),
         "rewards": [{"plugin": p, "name": r.name, "weight": r.weight, "isolated": r.isolated}
                     for p, r in prepared.plugin_set.reward_functions()],
         "versions": _versions(),
     }
-    (out / "plugins.json").write_text(json.dumps(plugins, indent=2), encoding="utf-8")
+    (out / "plugins.json").write_text(json.dumps(plugins, indent=2), encoding="utf-8")  # first: it marks a run folder
+    (out / "config.yaml").write_text(yaml.safe_dump(cfg.public(prepared.config), sort_keys=False), encoding="utf-8")
 
 
 def _versions() -> dict[str, str]:
@@ -180,8 +180,7 @@ def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: b
               "to do", flush=True)
         return json.loads((start.out / SUMMARY_FILE).read_text(encoding="utf-8"))
     with exclusive(start.out):
-        if start.checkpoint is None and not start.overwrite:
-            check_no_run(start.out)  # again, now that no other run can write there
+        check_still_free(start)  # again, now that no other run can write there
         return _train(config, start)
 
 

@@ -42,6 +42,7 @@ TRAINER_STATE_FILE = "trainer_state.json"
 CONFIG_FILE = "config.yaml"
 SUMMARY_FILE = "summary.json"
 FINAL_DIR = "final"
+STAGING_DIR = ".rlvr-resume-partial"  # continue_in copies here first
 
 # What rlvr train writes into output_dir (besides checkpoint-*). The first group marks a folder
 # as holding a run; config.yaml and README.md are also removed by --overwrite, but alone they
@@ -86,7 +87,9 @@ class RunStart:
 
 
 def output_dir(config: Mapping[str, Any]) -> Path:
-    return Path(str(config.get("output_dir") or DEFAULT_OUTPUT_DIR))
+    """The run folder, ``~`` expanded as transformers expands it (else its checkpoints would land in
+    ``$HOME/...`` and the rest of the run in ``./~/...``)."""
+    return Path(os.path.expanduser(str(config.get("output_dir") or DEFAULT_OUTPUT_DIR)))
 
 
 def plan_run(config: Mapping[str, Any], resume: str | bool | None = None, overwrite: bool = False) -> RunStart:
@@ -98,9 +101,18 @@ def plan_run(config: Mapping[str, Any], resume: str | bool | None = None, overwr
     if not resume:
         if not overwrite:
             check_no_run(out)
+        check_no_user_files(out)
         return RunStart(out, overwrite=overwrite)
     checkpoint = find_checkpoint(out, resume)
     step, max_steps = checkpoint_progress(checkpoint)
+    check_resume_target(out, checkpoint, step)
+    check_same_config(checkpoint, config)
+    return RunStart(out, checkpoint, step, finished=0 < max_steps <= step)
+
+
+def check_resume_target(out: Path, checkpoint: Path, step: int) -> None:
+    """Resuming ``checkpoint`` (at ``step``) into ``out``: its own folder holds no newer complete
+    checkpoint; another folder holds no run and no file of the user's that the run would overwrite."""
     run_folder = checkpoint.parent
     if not _same_folder(run_folder, out):
         entries = run_entries(out) if _main_process() else []  # the others would see the main's first writes
@@ -108,14 +120,22 @@ def plan_run(config: Mapping[str, Any], resume: str | bool | None = None, overwr
             raise RunFolderError(
                 f"--resume {checkpoint}: output_dir {out} holds another run ({_listing(entries)}); resume into the "
                 f"checkpoint's own folder {run_folder} or into an output_dir that holds no run")
+        check_no_user_files(out)
     else:
         newer = [name for s, name in complete_checkpoints(out) if s > step]
         if newer:
             raise RunFolderError(
                 f"--resume {checkpoint}: {out} holds newer complete checkpoints ({_listing(newer)}) that the resumed "
                 "run would mix with its own; resume from the newest (--resume alone), or move them away")
-    check_same_config(checkpoint, config)
-    return RunStart(out, checkpoint, step, finished=0 < max_steps <= step)
+
+
+def check_still_free(start: RunStart) -> None:
+    """Under the run's lock (:func:`exclusive`), again what :func:`plan_run` checked about the folder: another
+    run may have written there between the plan and the lock (it ended just then)."""
+    if start.checkpoint is not None:
+        check_resume_target(start.out, start.checkpoint, start.step)
+    elif not start.overwrite:
+        check_no_run(start.out)
 
 
 def check_no_run(out: Path) -> None:
@@ -126,6 +146,17 @@ def check_no_run(out: Path) -> None:
         raise RunFolderError(
             f"output_dir {out} already holds a run ({_listing(entries)}): continue it with --resume, start it "
             "over with --overwrite (removes those entries), or choose another output_dir")
+
+
+def check_no_user_files(out: Path) -> None:
+    """The run would write its ``config.yaml`` (and TRL its model card, ``README.md``) into ``out``: a
+    file of that name there with no run beside it is the user's own, and is never overwritten."""
+    names = sorted(os.listdir(out)) if _main_process() and out.is_dir() and not run_entries(out) else []
+    mine = [name for name in names if name in RUN_EXTRAS]
+    if mine:
+        raise RunFolderError(
+            f"output_dir {out} holds {_listing(mine)} of your own (no run beside it), which the run would overwrite "
+            "with its resolved config and TRL's model card; move it, or choose another output_dir")
 
 
 def _main_process() -> bool:
@@ -161,22 +192,42 @@ def exclusive(out: Path) -> Iterator[None]:
 
 def continue_in(out: Path, start: RunStart) -> None:
     """Resuming into a folder other than the checkpoint's: copy its ``policy-init/`` and its
-    ``metrics.jsonl`` (rows up to the checkpoint's step), so that ``out`` is a whole run folder."""
+    ``metrics.jsonl`` (rows up to the checkpoint's step), so that ``out`` is a whole run folder.
+
+    All or nothing: both are copied into a staging folder first and renamed into ``out`` at the
+    end, so that a full disk or a kill mid-copy leaves no half ``policy-init/`` (which would
+    make ``out`` look like another run's folder and stop the retried resume)."""
     from .runlog import truncate_metrics
 
     source = start.run_folder
-    if (source / "policy-init").is_dir() and not (out / "policy-init").exists():
-        shutil.copytree(source / "policy-init", out / "policy-init")
-    if (source / "metrics.jsonl").is_file() and not (out / "metrics.jsonl").exists():
-        shutil.copyfile(source / "metrics.jsonl", out / "metrics.jsonl")
-        truncate_metrics(out / "metrics.jsonl", start.step)
+    names = [name for name, there in (("policy-init", (source / "policy-init").is_dir()),
+                                      ("metrics.jsonl", (source / "metrics.jsonl").is_file()))
+             if there and not (out / name).exists()]
+    staging = out / STAGING_DIR
+    shutil.rmtree(staging, ignore_errors=True)  # left by a kill mid-copy
+    try:
+        staging.mkdir(parents=True)
+        for name in names:
+            if name == "policy-init":
+                shutil.copytree(source / name, staging / name)
+            else:
+                shutil.copyfile(source / name, staging / name)
+                truncate_metrics(staging / name, start.step)
+        for name in names:
+            os.replace(staging / name, out / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def check_output_dir(out: Path) -> None:
     """``out`` is a folder, or can be created as one, and can be written to."""
     existing = out
-    while not existing.exists() and existing != existing.parent:
+    while not os.path.lexists(existing) and existing != existing.parent:
         existing = existing.parent
+    if existing.is_symlink() and not existing.exists():
+        where = "is a symlink" if existing == out else f"is under {existing}, a symlink"
+        raise RunFolderError(f"output_dir {out} {where} to {os.readlink(existing)}, which does not resolve (missing, "
+                             "or a loop); point it at a folder, or remove it")
     if existing.exists() and not existing.is_dir():
         where = "is a file" if existing == out else f"is under {existing}, which is a file"
         raise RunFolderError(f"output_dir {out} {where}; output_dir must be a folder (created if missing)")

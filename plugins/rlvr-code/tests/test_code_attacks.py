@@ -69,6 +69,14 @@ LOOKUP_TABLE_FROM = """
         return table.get(x)
 """
 
+NESTED = """
+def double(x):
+    nested = []
+    for _ in range({depth}):
+        nested = [nested]
+    return nested
+"""
+
 SETSID_DAEMON = """\
 import os
 if os.fork() == 0:
@@ -170,6 +178,68 @@ ATTACKS = [
     a("correct program", "HumanEval check", "def double(x):\n    return x + x", HUMANEVAL, 1.0),
     a("correct program", "assert test on a returned generator's items",
       "def double(x):\n    return (2 * v for v in x)", {"test": ["assert list(double([1, 2])) == [2, 4]"]}, 1.0),
+    a("correct program", "a function named like a standard-library module (copy)",
+      "def copy(xs):\n    return list(xs)", {"test": ["assert copy((1, 2)) == [1, 2]"]}, 1.0),
+    a("correct program", "a function named like a module beside math.isclose",
+      "def random(x):\n    return x / 2", {"test": ["assert math.isclose(random(1), 0.5)"]}, 1.0),
+    a("correct program", "returns range, dict views, bytearray, deque, Fraction, Decimal", """
+        import collections, decimal, fractions
+        def double(x):
+            d = {2 * x: 2 * x}
+            return (range(2 * x, 2 * x + 1), d.keys(), d.values(), d.items(), bytearray([2 * x]),
+                    collections.deque([2 * x], maxlen=3), fractions.Fraction(2 * x, 3), decimal.Decimal(2 * x))
+        """, {"test": ["r, k, v, i, b, q, f, d = double(2)",
+                       "assert r == range(4, 5) and list(r) == [4] and k == {4} and list(v) == [4]",
+                       "assert i == {(4, 4)} and b == bytearray(b'\\x04') and type(b) is bytearray",
+                       "assert list(q) == [4] and q.maxlen == 3 and str(f) == '4/3' and d == 4 and str(d) == '4'"]},
+      1.0),
+    a("correct program", "a bytearray and a deque argument changed in place", """
+        def double(b, q):
+            b.append(1)
+            q.appendleft(0)
+        """, {"test": ["import collections\nb, q = bytearray(), collections.deque([1])",
+                       "double(b, q)\nassert b == bytearray(b'\\x01') and list(q) == [0, 1]"]}, 1.0),
+    a("correct program", "resource.setrlimit(RLIMIT_STACK, unlimited) (a judge idiom)", """
+        import resource, sys
+        resource.setrlimit(resource.RLIMIT_STACK, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        sys.setrecursionlimit(10 ** 6)
+        print(int(input()) * 2)
+        """, DOUBLE, 1.0),
+    a("correct program", "a returned generator that raises while its items are read", """
+        def double(xs):
+            for x in xs:
+                if x < 0:
+                    raise ValueError(x)
+                yield 2 * x
+        """, {"test": ["assert list(double([2])) == [4]",
+                       "try:\n    list(double([-1]))\nexcept ValueError:\n    pass\nelse:\n    assert False"]}, 1.0),
+    a("correct program", "a list nested 900 deep (the tests' own == handles it)", NESTED.format(depth=900),
+      {"test": ["want = []\nfor _ in range(900):\n    want = [want]\nassert double(1) == want"]}, 1.0),
+    a("correct program", "prints 3 MB of debug output while it answers (asserts look only at answers)", """
+        import os
+        print("x" * (3 << 20))
+        def double(x):
+            os.write(1, b"debug " * 200000)
+            return 2 * x
+        """, MBPP, 1.0),
+    a("correct program", "the tests check the message and args of the exception raised", """
+        def double(x):
+            if x < 0:
+                raise ValueError("negative", x)
+            if x == 0:
+                raise KeyError("zero")
+            return 2 * x
+        """, {"test": ["try:\n    double(-1)\nexcept ValueError as e:\n    assert e.args == ('negative', -1)\nelse:\n"
+                       "    assert False",
+                       "try:\n    double(0)\nexcept KeyError as e:\n    assert str(e) == \"'zero'\"\nelse:\n    assert False",
+                       "assert double(2) == 4"]}, 1.0),
+    a("correct program", "3 MB of debug output on stderr (stdin/stdout)",
+      "import os, sys\nsys.stderr.write('e' * (3 << 20))\nos.write(2, b'e' * (3 << 20))\nprint(int(input()) * 2)",
+      DOUBLE, 1.0),
+    a("correct program", "3 MB of debug output on stderr (asserts)",
+      "import sys\ndef double(x):\n    sys.stderr.write('e' * (3 << 20))\n    return 2 * x", MBPP, 1.0),
+    a("correct program", "prints and reads a 6,000-digit integer (the str/int limit of Python >= 3.11)",
+      "import math\nn = int(input())\nprint(int(str(math.factorial(2000 + n))) * 0 + 2 * n)", DOUBLE, 1.0),
     a("wrong program", "wrong assert answer", "def double(x):\n    return 2 * x + 1", MBPP, 0.0),
     a("wrong program", "a generator where the tests compare with a list",
       "def double(x):\n    return (2 * v for v in x)", {"test": ["assert double([1, 2]) == [2, 4]"]}, 0.0),
@@ -250,13 +320,7 @@ ATTACKS = [
                 pass"""), MBPP, 0.0),
     a("assert hack", "StopIteration ends the tests' map() early", "def double(x):\n    raise StopIteration",
       {"test": ["assert all(got == want for got, want in zip(map(double, [2, 5]), [4, 10]))"]}, 0.0),
-    a("assert hack", "a value nested too deeply to send", """
-        def double(x):
-            nested = []
-            for _ in range(100000):
-                nested = [nested]
-            return nested
-        """, MBPP, 0.0),
+    a("assert hack", "a value nested too deeply to send", NESTED.format(depth=100000), MBPP, 0.0),
     # 8. SysV IPC: denied (it bypasses RLIMIT_AS and, in basic mode, outlives the run)
     a("SysV IPC", "shmget/shmat 64 MB segments, semget, msgget", """
         import ctypes
@@ -298,6 +362,17 @@ ATTACKS = [
         def double(x):
             return 2 * x
         """, MBPP, 1.0),
+    a("survivor", "files in world-writable folders inside /tmp (the test's socket folder is one)", """
+        import os
+        for base in ("/tmp", "/var/tmp", "/dev/shm"):
+            for folder, subfolders, _ in os.walk(base):
+                try:
+                    open(os.path.join(folder, "left-{token}"), "w").write("x")
+                    os.makedirs(os.path.join(folder, "dir-{token}", "sub"))
+                except OSError:
+                    pass
+        print(int(input()) * 2)
+        """, DOUBLE, 1.0),
     a("survivor", "setsid double fork", SETSID_DAEMON + "print(0)", DOUBLE, 0.0),
     a("survivor", "fork bomb", """
         import os, time
@@ -346,14 +421,20 @@ def shared_memory_mb() -> float:
 
 
 def files_of_run_uids() -> list[str]:
-    left = []
-    for base in SHARED_WRITABLE:
-        for name in os.listdir(base) if os.path.isdir(base) else ():
+    """Entries of a run uid in the shared writable directories, in them and in their world-writable folders."""
+    left, pending = [], [base for base in SHARED_WRITABLE if os.path.isdir(base)]
+    while pending:
+        base = pending.pop()
+        for name in os.listdir(base):
+            path = os.path.join(base, name)
             try:
-                if os.lstat(os.path.join(base, name)).st_uid >= RUN_UID_BASE:
-                    left.append(os.path.join(base, name))
+                st = os.lstat(path)
             except OSError:
-                pass
+                continue
+            if st.st_uid >= RUN_UID_BASE:
+                left.append(path)
+            elif os.path.isdir(path) and not os.path.islink(path) and st.st_mode & 0o003 == 0o003:
+                pending.append(path)
     return left
 
 

@@ -139,18 +139,26 @@ def test_assert_tests_that_pass_the_program_something_that_is_not_data_raise():
 
 
 def test_calls_codec_is_exact_and_strict():
+    import collections
+    import decimal
+    import fractions
+
     from rlvr_code.calls import Unsendable, decode, encode
 
     values = [None, False, 3, -0.5, float("inf"), "é", b"\x00", 2 - 1j, [1, [2]], (1, (2,)), {1, 2}, frozenset({3}),
-              {(1, 2): {"k": [None]}}, 10 ** 400]
+              {(1, 2): {"k": [None]}}, 10 ** 400, range(1, 9, 2), bytearray(b"a"), {1: 2}.keys(), {1: 2}.items(),
+              collections.deque([1], maxlen=2), fractions.Fraction(-1, 3), decimal.Decimal("-0.10")]
     for value in values:
         back = decode(encode(value))
         assert back == value and type(back) is type(value)
     assert list(decode(encode(map(abs, [-1, -2])))) == [1, 2]
+    assert list(decode(encode({1: "a"}.values()))) == ["a"] and decode(encode(collections.deque([1], 2))).maxlen == 2
+    assert str(decode(encode(decimal.Decimal("-0.10")))) == "-0.10"
     for bad in (type("I", (int,), {})(3), object(), [lambda: 0], {1: object()}):
         with pytest.raises(Unsendable):
             encode(bad)
-    for bad in (["x", 1], ["d", 1], ["c", "1", 2], ["b", 7], {"a": 1}, [], ["l", ["t", ["q"]]]):
+    for bad in (["x", 1], ["d", 1], ["c", "1", 2], ["b", 7], {"a": 1}, [], ["l", ["t", ["q"]]],
+                ["r", 1, 2, 0], ["r", 1.5, 2, 1], ["q", 0, 1], ["q", "3"], ["F", 1, 0], ["F", 1.0, 2], ["D", "x"], ["D", 1]):
         with pytest.raises(ValueError):
             decode(bad)
 

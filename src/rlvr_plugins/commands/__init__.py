@@ -45,7 +45,7 @@ def setup(config: dict[str, Any], section: str, need_rewards: bool = True) -> Co
                           "enable one (e.g. plugins: {r1-accuracy: {}})", source="plugins")
     if need_rewards:
         validate_scoring(config)
-    out = Path(config.get("output_dir", f"runs/{section}"))
+    out = Path(config.get("output_dir", f"runs/{section}")).expanduser()  # as rlvr train and transformers read it
     write_header(out, section, config, plugin_set, rewards)
     return Context(config, plugin_set, rewards, out, int(config.get("seed", 42)))
 

@@ -17,6 +17,7 @@ which the program reads on its 3; the answers go back the other way.
 from __future__ import annotations
 
 import builtins
+import collections
 import json
 import os
 import sys
@@ -24,10 +25,13 @@ import sys
 READ_FD, WRITE_FD = 3, 4
 MAX_MESSAGE = 16 << 20  # bytes of one call or answer
 THREAD_STACK = 8 << 20  # a thread's stack unless the program asks (threading.stack_size): a default ulimit's
+CODEC_RECURSION = 10_000  # nesting levels x frames: fits the 256 MB main-thread stack
 EXIT_UNSENDABLE = 3  # the checker's status when the tests pass an argument that is not plain data
 
 
-_MUTABLE = (list, dict, set)
+_MUTABLE = (list, dict, set, bytearray, collections.deque)
+_ITEMS = type({}.items())
+_VIEWS = {type({}.keys()): "K", type({}.values()): "V", _ITEMS: "I"}
 _ENDS_ITERATION = (StopIteration, StopAsyncIteration)  # would end the tests' map(f, ...) early: a failure
 
 
@@ -37,10 +41,12 @@ class Unsendable(TypeError):
 
 def encode(value):
     """Plain data as JSON-ready values: ``None``, ``bool``, ``int``, ``float``, ``str`` as
-    themselves; ``bytes``, ``complex``, ``list``, ``tuple``, ``set``, ``frozenset``, ``dict``
-    and iterators (a generator, ``map``, ...: its items) as ``[tag, ...]``. The type test is
-    exact (``type(v) is int``): a subclass is refused, except the dict subclasses of
-    ``collections`` (sent as a dict) and named tuples (sent as a tuple).
+    themselves; ``bytes``, ``bytearray``, ``complex``, ``list``, ``tuple``, ``set``,
+    ``frozenset``, ``dict``, ``range``, a dict's ``keys()``/``values()``/``items()``,
+    ``collections.deque``, ``fractions.Fraction``, ``decimal.Decimal`` and iterators (a
+    generator, ``map``, ...: its items) as ``[tag, ...]``. The type test is exact
+    (``type(v) is int``): a subclass is refused, except the dict subclasses of ``collections``
+    (sent as a dict) and named tuples (sent as a tuple).
 
     >>> encode([1, (2.5, "x"), {b"k": None}, {3}])
     ['l', 1, ['t', 2.5, 'x'], ['d', ['b', '6b'], None], ['s', 3]]
@@ -50,6 +56,18 @@ def encode(value):
         return value
     if kind is bytes:
         return ["b", value.hex()]
+    if kind is bytearray:
+        return ["B", value.hex()]
+    if kind is range:
+        return ["r", value.start, value.stop, value.step]
+    if kind in _VIEWS:
+        return [_VIEWS[kind], *[encode(part) for item in value for part in (item if kind is _ITEMS else (item,))]]
+    if kind is collections.deque:
+        return ["q", value.maxlen, *map(encode, value)]
+    if kind is getattr(sys.modules.get("fractions"), "Fraction", None):
+        return ["F", value.numerator, value.denominator]
+    if kind is getattr(sys.modules.get("decimal"), "Decimal", None):
+        return ["D", str(value)]
     if kind is complex:
         return ["c", value.real, value.imag]
     if kind is list:
@@ -97,8 +115,47 @@ def _complex(items):
     return complex(*items)
 
 
+def _range(items):
+    if len(items) != 3 or any(type(v) is not int for v in items) or not items[2]:
+        raise ValueError("a range needs start, stop and a non-zero step")
+    return range(*items)
+
+
+def _deque(items):
+    if not items or not (items[0] is None or (type(items[0]) is int and items[0] >= len(items) - 1)):
+        raise ValueError("a deque needs its maxlen (None or an int that holds its items) first")
+    return collections.deque((decode(v) for v in items[1:]), items[0])
+
+
+def _fraction(items):
+    if len(items) != 2 or any(type(v) is not int for v in items) or items[1] <= 0:
+        raise ValueError("a Fraction needs an int numerator and a positive int denominator")
+    import fractions
+
+    return fractions.Fraction(*items)
+
+
+def _decimal(items):
+    import decimal
+
+    if len(items) != 1 or type(items[0]) is not str:
+        raise ValueError("a Decimal needs one string")
+    try:
+        return decimal.Decimal(items[0])
+    except decimal.InvalidOperation:
+        raise ValueError("not a Decimal") from None
+
+
 _DECODERS = {
     "b": _bytes,
+    "B": lambda items: bytearray(_bytes(items)),
+    "r": _range,
+    "K": lambda items: dict.fromkeys(decode(v) for v in items).keys(),
+    "V": lambda items: {k: decode(v) for k, v in enumerate(items)}.values(),
+    "I": lambda items: _pairs(items).items(),
+    "q": _deque,
+    "F": _fraction,
+    "D": _decimal,
     "c": _complex,
     "l": lambda items: [decode(v) for v in items],
     "t": lambda items: tuple(decode(v) for v in items),
@@ -126,13 +183,16 @@ def _receive(stream):
 
 def _start() -> None:
     """What both sides need: ``exit``/``quit`` (``-S`` skips the site module), 8 MB thread
-    stacks (else glibc gives each thread ``RLIMIT_STACK``, 256 MB, of address space), and
-    integers of any size across the channel."""
+    stacks (else glibc gives each thread ``RLIMIT_STACK``, 256 MB, of address space),
+    integers of any size across the channel, and values nested as deeply as the tests'
+    own ``==`` handles in one interpreter (the codec recurses once per level, and there are
+    several frames per level)."""
     import _thread
 
     builtins.exit = builtins.quit = sys.exit
     _thread.stack_size(THREAD_STACK)
     sys.set_int_max_str_digits(0)
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), CODEC_RECURSION))
 
 
 # ---------------------------------------------------------------- program side
@@ -142,8 +202,14 @@ def serve(path: str = "solution.py") -> None:
     """Run the program as ``__main__``, then answer calls until the checker closes the channel:
     ``[name, args, kwargs]`` gets ``["ok", value, args after the call]`` (a list, dict or set
     argument the function changed in place is sent back; others as ``None``),
-    ``["raise", exception class name]`` or ``["unsendable", why]``."""
+    ``["raise", exception class name, its args or None]`` or ``["unsendable", why]``. The
+    program's stdout and stderr go to ``/dev/null``: only the answers count, and a program
+    that prints a lot must not fail on the output cap."""
     _start()
+    sink = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(sink, 1)
+    os.dup2(sink, 2)
+    os.close(sink)
     program = {"__name__": "__main__", "__builtins__": builtins, "__file__": path}
     with open(path, encoding="utf-8") as f:
         code = compile(f.read(), path, "exec")
@@ -159,12 +225,24 @@ def serve(path: str = "solution.py") -> None:
                 raise NameError(name)
             value = program[name](*args, **decode(kwargs))
         except Exception as exc:
-            _send(answers, ["raise", type(exc).__name__])
+            _send(answers, _raised(exc))
             continue
         try:
-            _send(answers, ["ok", encode(value), [encode(arg) if type(arg) in _MUTABLE else None for arg in args]])
-        except (Unsendable, RecursionError, ValueError) as exc:
-            _send(answers, ["unsendable", f"{name} returned {str(exc)[:200]}"])
+            answer = ["ok", encode(value), [encode(arg) if type(arg) in _MUTABLE else None for arg in args]]
+        except (Unsendable, RecursionError) as exc:
+            answer = ["unsendable", f"{name} returned {str(exc)[:200]}"]
+        except Exception as exc:  # a returned generator raised while its items were read: as it would in the tests
+            answer = _raised(exc)
+        _send(answers, answer)
+
+
+def _raised(exc: Exception) -> list:
+    """The answer for an exception: its class name and its ``args`` when they are data (tests
+    that check ``str(e)`` or ``e.args``), else ``None``."""
+    try:
+        return ["raise", type(exc).__name__, encode(tuple(exc.args))]
+    except (Unsendable, RecursionError):
+        return ["raise", type(exc).__name__, None]
 
 
 # ---------------------------------------------------------------- checker side
@@ -208,9 +286,21 @@ class Remote:
         if kind == "raise":
             raised = getattr(builtins, str(payload), None)
             if isinstance(raised, type) and issubclass(raised, Exception) and raised not in _ENDS_ITERATION:
-                raise raised(f"raised by the program's {self.name}")
+                raise _rebuilt(raised, rest[0] if rest else None, self.name)
             raise ProgramFailed(f"{self.name} raised {str(payload)[:100]}")
         raise ProgramFailed(f"{self.name}: {str(payload)[:300]}")
+
+
+def _rebuilt(raised: type, args, name: str) -> Exception:
+    """The builtin exception ``raised`` with the program's args (when they were data and fit its
+    constructor), else with a message naming the function."""
+    try:
+        args = decode(args) if args is not None else None
+        if type(args) is tuple:
+            return raised(*args)
+    except (ValueError, TypeError, RecursionError):
+        pass
+    return raised(f"raised by the program's {name}")
 
 
 def _update_in_place(args: tuple, after: list) -> None:
@@ -223,33 +313,36 @@ def _update_in_place(args: tuple, after: list) -> None:
             new = decode(new)
             if type(new) is not type(arg):
                 raise ProgramFailed("an argument changed type in place")
-            if type(arg) is list:
+            if type(arg) in (list, bytearray):
                 arg[:] = new
+            elif type(arg) is collections.deque:
+                arg.clear()
+                arg.extend(new)
             else:
                 arg.clear()
                 arg.update(new)
 
 
-def _binding(name: str, channel: tuple):
+def _module(name: str):
     """A standard-library module the tests use without importing it (MBPP's ``math.isclose``
-    relied on the solution's ``import math``) is the checker's own module; any other name is
-    the program's."""
-    if name in getattr(sys, "stdlib_module_names", ()):
-        try:
-            return __import__(name)
-        except ImportError:
-            pass
-    return Remote(name, channel)
+    relied on the solution's ``import math``): the checker's own; ``None`` if it cannot be
+    imported here (the name is then unbound, as it would be in the program)."""
+    try:
+        return __import__(name)
+    except ImportError:
+        return None
 
 
-def check(names: list[str], path: str = "solution.py") -> None:
-    """Run the tests with ``names`` bound to the program; exit 0 only if they run to their end."""
+def check(names: list[str], modules: list[str] = (), path: str = "solution.py") -> None:
+    """Run the tests with ``names`` bound to the program and ``modules`` to the checker's own
+    standard-library modules; exit 0 only if they run to their end."""
     import signal
 
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a program that is gone is an EPIPE, then a failure
     _start()
     channel = (os.fdopen(READ_FD, "rb"), os.fdopen(WRITE_FD, "wb"))
-    tests = {"__name__": "__main__", "__builtins__": builtins, **{name: _binding(name, channel) for name in names}}
+    tests = {"__name__": "__main__", "__builtins__": builtins, **{name: Remote(name, channel) for name in names}}
+    tests.update((name, module) for name in modules if (module := _module(name)) is not None)
     try:
         with open(path, encoding="utf-8") as f:
             exec(compile(f.read(), "tests.py", "exec"), tests)
@@ -265,5 +358,7 @@ def check(names: list[str], path: str = "solution.py") -> None:
 if __name__ == "__main__" and len(sys.argv) > 1:
     if sys.argv[1] == "serve":
         serve()
-    elif sys.argv[1] == "check":
-        check(sys.argv[2:])
+    elif sys.argv[1] == "check":  # check NAME... [-- MODULE...]
+        given = sys.argv[2:]
+        split = given.index("--") if "--" in given else len(given)
+        check(given[:split], given[split + 1 :])

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 __all__ = ["TestCase", "AssertTests", "extract_program", "fenced_blocks", "load_cases", "load_assert_tests",
-           "normalise_output", "outputs_match", "program_names", "PYTHON_TAGS"]
+           "normalise_output", "outputs_match", "program_names", "unimported_modules", "PYTHON_TAGS"]
 
 PYTHON_TAGS = ("python", "python3", "py")
 
@@ -36,12 +36,13 @@ class TestCase:
 
 @dataclass(frozen=True)
 class AssertTests:
-    """Assert-style test code (MBPP / HumanEval) and the names it reads and never binds itself,
-    builtins aside (see :func:`program_names`): the checker binds a standard-library module
-    name to the module, any other to the program's function."""
+    """Assert-style test code (MBPP / HumanEval), the names it takes from the program (see
+    :func:`program_names`), and the standard-library modules it uses without importing them
+    (see :func:`unimported_modules`), which the checker binds to its own modules."""
 
     code: str
     names: tuple[str, ...]
+    modules: tuple[str, ...] = ()
 
 
 def answer_part(completion: str, *, think_opened: bool = False) -> str:
@@ -154,11 +155,13 @@ def load_assert_tests(test: Any, *, entry_point: Any = None, setup: Any = None) 
         if not str(entry_point).isidentifier():
             raise ValueError(f"entry_point must be a Python identifier, got {entry_point!r}")
         code += f"\n\ncheck({entry_point})\n"
-    names = program_names(code)
-    if not set(names) - set(getattr(sys, "stdlib_module_names", ())):
+    free = program_names(code)
+    modules = unimported_modules(code, free)
+    names = tuple(name for name in free if name not in modules)
+    if not names:
         raise ValueError("the test code uses no function of the program (every name it reads it defines itself): "
                          "it cannot tell a right program from a wrong one")
-    return AssertTests(code, names)
+    return AssertTests(code, names, modules)
 
 
 def program_names(code: str) -> tuple[str, ...]:
@@ -185,6 +188,22 @@ def program_names(code: str) -> tuple[str, ...]:
         elif isinstance(node, ast.ExceptHandler) and node.name:
             bound.add(node.name)
     return tuple(sorted(read - bound))
+
+
+def unimported_modules(code: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    """Which of ``names`` are standard-library modules the tests use unimported (MBPP's
+    ``math.isclose`` relied on the solution's ``import math``): a module name that is only ever
+    read as ``name.attribute``. A name the tests call or compare (``copy([1])``, a program's
+    function named like a module) is the program's.
+
+    >>> unimported_modules("assert math.isclose(area(2), 4.0)\\nassert copy([1]) == [1]", ("area", "copy", "math"))
+    ('math',)
+    """
+    stdlib = set(getattr(sys, "stdlib_module_names", ())) & set(names)
+    tree = ast.parse(code)
+    as_module = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    other_use = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and id(node) not in as_module}
+    return tuple(sorted(stdlib - other_use))
 
 
 def normalise_output(text: str) -> str:

@@ -21,11 +21,15 @@ __all__ = ["CodeTestsOptions", "CodeTestsPlugin", "CodeTestsScorer", "STDIN_HARN
 MIN_CASE_TIME_S = 0.05
 
 STDIN_HARNESS = f"""\
-import _thread, builtins, sys
+import _thread, builtins, os, sys
 builtins.exit = builtins.quit = sys.exit  # normally added by the site module, which -S skips
 _thread.stack_size({calls.THREAD_STACK})  # else glibc gives each thread RLIMIT_STACK (256 MB) of address space
+sys.set_int_max_str_digits(0)  # big-number answers print as on the judges the datasets came from (Python < 3.11)
+_null = os.open(os.devnull, os.O_WRONLY)
+os.dup2(_null, 2)  # stderr is not looked at: debug output must not hit the file cap
+os.close(_null)
 sys.argv[:] = ["solution.py"]
-del _thread, builtins, sys
+del _thread, builtins, os, sys, _null
 __file__ = "solution.py"
 exec(compile(open("solution.py", encoding="utf-8").read(), "solution.py", "exec"))
 """
@@ -149,7 +153,7 @@ class CodeTestsScorer:
         pipes = [calls_r, calls_w, answers_r, answers_w]
         try:
             with self._start(program, limits, ["-c", CALLS_SOURCE, "serve"], pass_fds=(calls_r, answers_w)) as served, \
-                    self._start(tests.code, limits, ["-c", CALLS_SOURCE, "check", *tests.names],
+                    self._start(tests.code, limits, ["-c", CALLS_SOURCE, "check", *tests.names, "--", *tests.modules],
                                 pass_fds=(answers_r, calls_w)) as checker:
                 for fd in pipes:
                     os.close(fd)

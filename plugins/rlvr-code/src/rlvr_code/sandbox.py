@@ -254,7 +254,7 @@ def _set_limits(limits: Limits, nproc: int) -> None:
     for which, value in (
         (resource.RLIMIT_CPU, (cpu, cpu + 1)),
         (resource.RLIMIT_AS, (memory, memory)),
-        (resource.RLIMIT_STACK, (min(memory, STACK_BYTES), min(memory, STACK_BYTES))),
+        (resource.RLIMIT_STACK, (min(memory, STACK_BYTES), resource.RLIM_INFINITY)),  # RLIMIT_AS bounds it
         (resource.RLIMIT_NPROC, (nproc, nproc)),
         (resource.RLIMIT_FSIZE, (limits.output_bytes + 1, limits.output_bytes + 1)),
         (resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files)),
@@ -461,8 +461,12 @@ def _sweep_descendants() -> None:
 
 
 def _remove_files_of(uid: int) -> None:
-    """Remove what ``uid`` left at the top of the host's shared writable directories."""
-    for base in SHARED_WRITABLE:
+    """Remove what ``uid`` left in the host's shared writable directories: at their top, and in
+    every world-writable folder of someone else's found in them (at any depth through such
+    folders), since the program could write there too."""
+    pending = list(SHARED_WRITABLE)
+    while pending:
+        base = pending.pop()
         try:
             names = os.listdir(base)
         except OSError:
@@ -471,12 +475,13 @@ def _remove_files_of(uid: int) -> None:
             path = os.path.join(base, name)
             try:
                 st = os.lstat(path)
-                if st.st_uid != uid:
-                    continue
-                if stat.S_ISDIR(st.st_mode):
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    os.unlink(path)
+                if st.st_uid == uid:
+                    if stat.S_ISDIR(st.st_mode):
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        os.unlink(path)
+                elif stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IWOTH and st.st_mode & stat.S_IXOTH:
+                    pending.append(path)
             except OSError:
                 pass
 
