@@ -171,7 +171,7 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
     from . import data, modeling
     from .evaluation import evaluate
     from .rewards import Engines
-    from .runlog import GracefulStop, MetricsWriter, compact_console, truncate_metrics
+    from .runlog import GracefulStop, MetricsWriter, SeedAtTrainBegin, compact_console, truncate_metrics
     from .trainer import RLVRTrainer, last_complete_checkpoint
 
     started = time.perf_counter()
@@ -199,11 +199,12 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
     summary: dict[str, Any] = {"output_dir": str(out), "plugins": prepared.plugin_set.names, "stages": {}}
     max_new = int(prepared.grpo_args.max_completion_length)
 
-    def run_eval(tag: str, model):
+    def run_eval(tag: str, model, engine=None):
         if not eval_rows:
             return
         t = time.perf_counter()
-        result = evaluate(model, tokenizer, eval_rows, rewards, engines, config.get("eval") or {}, max_new)
+        with modeling.full_weights(model, engine):
+            result = evaluate(model, tokenizer, eval_rows, rewards, engines, config.get("eval") or {}, max_new)
         result["seconds"] = round(time.perf_counter() - t, 1)
         summary[f"eval_{tag}"] = result
         if dist.is_main_process:
@@ -217,21 +218,26 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
     else:
         model = modeling.load_model(config, tokenizer, seed)
         if sft_section:
-            from .sft import run_sft
+            from .sft import end_stage, run_sft, save_trained
 
             t = time.perf_counter()
-            model = run_sft(model, tokenizer, sft_rows, sft_section, out / "sft", seed, max_new)
+            sft_trainer = run_sft(model, tokenizer, sft_rows, sft_section, out / "sft", seed, max_new)
             summary["stages"]["sft_seconds"] = round(time.perf_counter() - t, 1)
             summary["sft_examples"] = len(sft_rows)
-        run_eval("before", model)
-        built_here = "tiny" in config["model"] or sft_section
-        if built_here:
-            if dist.is_main_process:
-                _policy_path(model, tokenizer, policy_dir)
-            dist.wait_for_everyone()
+            save_trained(sft_trainer, policy_dir)
+            run_eval("before", sft_trainer.model, sft_trainer.model_wrapped)
+            end_stage(sft_trainer, prepared.grpo_args)
+            del sft_trainer, model
             policy = str(policy_dir)
         else:
-            policy = model
+            run_eval("before", model)
+            if "tiny" in config["model"]:
+                if dist.is_main_process:
+                    _policy_path(model, tokenizer, policy_dir)
+                dist.wait_for_everyone()
+                policy = str(policy_dir)
+            else:
+                policy = model
     stop = GracefulStop()
     t = time.perf_counter()
     trainer = RLVRTrainer(
@@ -242,7 +248,7 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
         train_dataset=Dataset.from_list(train_rows),
         processing_class=tokenizer,
         peft_config=modeling.lora_config(config),
-        callbacks=[MetricsWriter(out / "metrics.jsonl"), stop],
+        callbacks=[MetricsWriter(out / "metrics.jsonl"), stop, SeedAtTrainBegin()],
         correctness_reward=(config.get("eval") or {}).get("reward"),
         correct_threshold=float((config.get("eval") or {}).get("threshold", 1.0)),
     )
@@ -258,7 +264,7 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
                   f"Continue with: rlvr train CONFIG --resume", flush=True)
     else:
         trainer.save_model(str(out / "final"))
-        run_eval("after", trainer.model)
+        run_eval("after", trainer.model, trainer.model_wrapped)
     if "eval_before" in summary and "eval_after" in summary:
         summary["accuracy_gain_points"] = round(
             100 * (summary["eval_after"]["accuracy"] - summary["eval_before"]["accuracy"]), 1)
