@@ -7,7 +7,7 @@ TORCH_SPEC ?= torch==2.13.0
 PLUGINS := plugins/rlvr-r1 plugins/rlvr-dr-grpo plugins/rlvr-kimi plugins/rlvr-qwen-thinking plugins/rlvr-code plugins/rlvr-judge
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast clean
+.PHONY: install demo test test-fast test-heavy clean
 
 install: $(STAMP)
 
@@ -26,6 +26,10 @@ test: install
 
 test-fast: install
 	$(PY) -m pytest -q -m "not slow"
+
+# DeepSpeed ZeRO-2/3 against DDP on 2 CPU processes, in a venv of its own built from nothing (.ci/heavy.sh).
+test-heavy:
+	bash .ci/heavy.sh
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

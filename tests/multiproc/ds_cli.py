@@ -36,10 +36,12 @@ class DigitShare(Plugin):
 
 
 def partition_stats(model) -> dict:
+    """``partitioned``: parameters whose full tensor this rank released (ZeRO-3 keeps weights under its
+    persistence threshold whole on every rank)."""
     params = list(model.parameters())
-    held = [p.ds_tensor.numel() if hasattr(p, "ds_tensor") else p.numel() for p in params]
     full = [getattr(p, "ds_numel", p.numel()) for p in params]
-    return {"params": len(params), "partitioned": sum(h < f for h, f in zip(held, full)), "largest": max(full)}
+    released = sum(hasattr(p, "ds_numel") and p.data.numel() == 0 for p in params)
+    return {"params": len(params), "partitioned": released, "largest": max(full)}
 
 
 def recording(train):
