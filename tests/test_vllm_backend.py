@@ -8,6 +8,7 @@ import sys
 import types
 from dataclasses import dataclass
 
+import pytest
 from transformers import AutoTokenizer
 
 from rlvr_plugins.commands.sampling import SamplingOptions, sample
@@ -58,3 +59,41 @@ def test_vllm_gets_a_named_tokenizer_as_it_is(tmp_path, monkeypatch):
     char_tokenizer().save_pretrained(folder)
     sample(["1+1="], SamplingOptions(backend="vllm"), config={"model": {"name_or_path": str(folder)}})
     assert seen["tokenizer"] == str(folder)
+
+
+HEAD_16 = ("trainer.use_vllm: the model's head_dim is 16, but vLLM on the CPU supports head sizes 32, 64, 80, 96, 112, "
+           "128, 160, 192, 224, 256, 512; set model.tiny.head_dim to one of them, or do not use vLLM")
+
+
+def test_a_head_size_vllm_cpu_lacks_is_named_at_start_up():
+    from rlvr_plugins.modeling import vllm_cpu_problem
+
+    assert vllm_cpu_problem({"model": {"tiny": {"head_dim": 16}}}, "trainer.use_vllm", has_gpu=False) == HEAD_16
+    assert vllm_cpu_problem({"model": {"tiny": {"head_dim": 16}}}, "trainer.use_vllm", has_gpu=True) is None
+    for size in (32, 64, 80, 128):
+        assert vllm_cpu_problem({"model": {"tiny": {"head_dim": size}}}, "x", has_gpu=False) is None
+    assert vllm_cpu_problem({"model": {"tiny": {}}}, "x", has_gpu=False) is None  # the demo model's 32
+    assert vllm_cpu_problem({"model": {"name_or_path": "Qwen/Qwen3-0.6B"}}, "x", has_gpu=False) is None  # not read
+
+
+def test_a_folder_models_head_size_comes_from_its_config_json(tmp_path):
+    import json
+
+    from rlvr_plugins.modeling import head_dim
+
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 320, "num_attention_heads": 4}))
+    assert head_dim({"model": {"name_or_path": str(tmp_path)}}) == 80
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 64, "num_attention_heads": 2, "head_dim": 16}))
+    assert head_dim({"model": {"name_or_path": str(tmp_path)}}) == 16
+
+
+def test_rlvr_train_check_with_use_vllm_on_the_cpu_recipe_exits_2(capsys, monkeypatch):
+    from pathlib import Path
+
+    from rlvr_plugins import cli
+
+    pytest.importorskip("rlvr_kimi")
+    monkeypatch.setattr("rlvr_plugins.run.has_accelerator", lambda: False)
+    kimi = Path(__file__).resolve().parents[1] / "configs" / "cpu" / "kimi.yaml"
+    assert cli.main(["train", str(kimi), "--check", "--set", "trainer.use_vllm=true"]) == 2
+    assert HEAD_16 in capsys.readouterr().err

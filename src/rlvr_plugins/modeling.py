@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import torch
@@ -58,6 +60,37 @@ def launch_problem(kwargs: Mapping[str, Any], env: Mapping[str, str], has_gpu: b
                 "would be DeepSpeed shards that from_pretrained cannot load; set zero3_save_16bit_model: true "
                 "(as configs/accelerate/zero3.yaml does)")
     return None
+
+
+# vLLM's CPU attention backend (CPU_ATTN) supports only these head sizes; it says so at the first generation.
+VLLM_CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+
+
+def head_dim(config: Mapping[str, Any]) -> int | None:
+    """The policy's attention head size, read without loading it: ``model.tiny``, or the
+    ``config.json`` of a local ``model.name_or_path`` folder (None for a hub id)."""
+    model = config.get("model") or {}
+    if "tiny" in model:
+        from .demo.model import DEFAULT_MODEL_CONFIG
+
+        values = {**DEFAULT_MODEL_CONFIG, **dict(model["tiny"] or {})}
+    elif "name_or_path" in model:
+        path = Path(resolve_path(config, model["name_or_path"])) / "config.json"
+        if not path.is_file():
+            return None
+        values = json.loads(path.read_text(encoding="utf-8"))
+    else:
+        return None
+    return int(values.get("head_dim") or values["hidden_size"] // values["num_attention_heads"])
+
+
+def vllm_cpu_problem(config: Mapping[str, Any], where: str, has_gpu: bool) -> str | None:
+    """Why vLLM on this machine cannot run ``config``'s model (``where`` names the setting), or None."""
+    size = None if has_gpu else head_dim(config)
+    if size is None or size in VLLM_CPU_HEAD_SIZES:
+        return None
+    return (f"{where}: the model's head_dim is {size}, but vLLM on the CPU supports head sizes "
+            f"{', '.join(map(str, VLLM_CPU_HEAD_SIZES))}; set model.tiny.head_dim to one of them, or do not use vLLM")
 
 
 def is_partitioned(model) -> bool:

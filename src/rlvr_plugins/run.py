@@ -19,7 +19,7 @@ import yaml
 from . import config as cfg
 from .errors import ConfigError
 from .manager import PluginSet, build_plugin_set
-from .modeling import cpu_defaults
+from .modeling import cpu_defaults, has_accelerator, vllm_cpu_problem
 from .rewards import MAX_ABS_REWARD
 
 logger = logging.getLogger(__name__)
@@ -127,6 +127,9 @@ def prepare(config: dict[str, Any]) -> Prepared:
     plugin_set = build_plugin_set(config.get("plugins"))
     args = build_grpo_config(grpo_kwargs(config, plugin_set))
     validate_run(plugin_set, args, engine_timeout(engine_options(config)))
+    problem = args.use_vllm and vllm_cpu_problem(config, "trainer.use_vllm", has_accelerator())
+    if problem:
+        raise ConfigError(problem)
     names = [r.name for _, r in plugin_set.reward_functions()]
     eval_reward = (config.get("eval") or {}).get("reward")
     if eval_reward is not None and eval_reward not in names:

@@ -78,7 +78,7 @@ def run_filter(config: dict[str, Any]) -> dict[str, Any]:
             raise ConfigError("filter.difficulty samples every prompt with the model, but the config has no model "
                               "section: give model.name_or_path (or model.tiny), or set filter.difficulty: false "
                               "for hygiene only", source="filter")
-        require_backend(options.backend, "filter")
+        require_backend(options.backend, "filter", config)
     started = time.perf_counter()
     ctx = setup(config, "filter", need_rewards=difficulty)
     split, rows = split_rows(config, "filter", section.get("split"), "train")

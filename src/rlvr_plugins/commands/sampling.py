@@ -36,13 +36,18 @@ class SamplingOptions:
         return cls(**values)
 
 
-def require_backend(backend: str, section: str) -> None:
-    """Fail before any model is loaded when the chosen backend cannot be used."""
+def require_backend(backend: str, section: str, config: Mapping[str, Any] | None = None) -> None:
+    """Fail before any model is loaded when the chosen backend cannot be used (for ``config``'s model)."""
     if backend == "vllm":
         try:
             import vllm  # noqa: F401
         except ImportError as exc:
             raise ConfigError(VLLM_MISSING.format(section=section), source=section) from exc
+        from ..modeling import has_accelerator, vllm_cpu_problem
+
+        problem = config and vllm_cpu_problem(config, f"{section}.backend 'vllm'", has_accelerator())
+        if problem:
+            raise ConfigError(problem, source=section)
     elif backend != "transformers":
         raise ConfigError(f"{section}.backend must be 'transformers' or 'vllm', got {backend!r}", source=section)
 
