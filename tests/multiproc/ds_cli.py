@@ -19,12 +19,9 @@ from transformers import Trainer
 
 from rlvr_plugins import Plugin, RewardFunction, cli, hookimpl
 from rlvr_plugins.manager import temporary_plugin
+from rlvr_plugins.testing import digit_share
 
 STATS = Path(sys.argv[1])
-
-
-def digit_share(*, prompt, completion, example):
-    return sum(c.isdigit() for c in completion) / max(1, len(completion))
 
 
 class DigitShare(Plugin):
