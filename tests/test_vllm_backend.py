@@ -97,3 +97,12 @@ def test_rlvr_train_check_with_use_vllm_on_the_cpu_recipe_exits_2(capsys, monkey
     kimi = Path(__file__).resolve().parents[1] / "configs" / "cpu" / "kimi.yaml"
     assert cli.main(["train", str(kimi), "--check", "--set", "trainer.use_vllm=true"]) == 2
     assert HEAD_16 in capsys.readouterr().err
+
+
+def test_the_char_tokenizer_saved_with_the_model_is_the_model_folder(tmp_path, monkeypatch):
+    seen: dict = {}
+    monkeypatch.setitem(sys.modules, "vllm", fake_vllm(seen))
+    char_tokenizer().save_pretrained(tmp_path)
+    sample(["1+1="], SamplingOptions(backend="vllm"), config={"model": {"name_or_path": str(tmp_path),
+                                                                        "tokenizer": "char"}})
+    assert seen["tokenizer"] == str(tmp_path)

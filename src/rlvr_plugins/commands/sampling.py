@@ -140,8 +140,10 @@ def _sample_vllm(prompts, options: SamplingOptions, config, seed: int):
 
 def vllm_tokenizer(config: Mapping[str, Any]) -> str:
     """What vLLM gets as ``tokenizer``: a folder or hub id. vLLM takes only names, so the project's
-    character tokenizer (``model.tokenizer: char``) is first written to a temporary folder."""
+    character tokenizer (``model.tokenizer: char``) is the model folder's own when it was saved
+    there (as every model this project trains is), else written to a temporary folder."""
     import tempfile
+    from pathlib import Path
 
     from ..config import resolve_path
 
@@ -149,6 +151,9 @@ def vllm_tokenizer(config: Mapping[str, Any]) -> str:
     name = model.get("tokenizer", model["name_or_path"])
     if name != "char":
         return resolve_path(config, name)
+    path = resolve_path(config, model["name_or_path"])
+    if (Path(path) / "tokenizer_config.json").is_file():
+        return path
     from ..demo.tokenizer import build_char_tokenizer
 
     folder = tempfile.mkdtemp(prefix="rlvr-char-tokenizer-")
