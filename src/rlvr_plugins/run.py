@@ -20,7 +20,7 @@ import yaml
 from . import config as cfg
 from .errors import ConfigError
 from .manager import PluginSet, build_plugin_set
-from .modeling import cpu_defaults
+from .modeling import cpu_defaults, has_accelerator, vllm_cpu_problem
 from .rewards import MAX_ABS_REWARD
 from .runfolder import FINAL_DIR, SUMMARY_FILE, RunStart, check_still_free, clear_run, continue_in, exclusive, output_dir, \
     plan_run, writing
@@ -131,6 +131,9 @@ def prepare(config: dict[str, Any]) -> Prepared:
     plugin_set = build_plugin_set(config.get("plugins"))
     args = build_grpo_config(grpo_kwargs(config, plugin_set))
     validate_run(plugin_set, args, engine_timeout(engine_options(config)))
+    problem = args.use_vllm and vllm_cpu_problem(config, "trainer.use_vllm", has_accelerator())
+    if problem:
+        raise ConfigError(problem)
     names = [r.name for _, r in plugin_set.reward_functions()]
     eval_reward = (config.get("eval") or {}).get("reward")
     if eval_reward is not None and eval_reward not in names:
@@ -191,7 +194,7 @@ def _train(config: dict[str, Any], start: RunStart) -> dict[str, Any]:
     from . import data, modeling
     from .evaluation import evaluate
     from .rewards import Engines
-    from .runlog import GracefulStop, MetricsWriter, compact_console, truncate_metrics
+    from .runlog import GracefulStop, MetricsWriter, SeedAtTrainBegin, compact_console, truncate_metrics
     from .trainer import RLVRTrainer
 
     started = time.perf_counter()
@@ -223,11 +226,12 @@ def _train(config: dict[str, Any], start: RunStart) -> dict[str, Any]:
     summary: dict[str, Any] = {"output_dir": str(out), "plugins": prepared.plugin_set.names, "stages": {}}
     max_new = int(prepared.grpo_args.max_completion_length)
 
-    def run_eval(tag: str, model):
+    def run_eval(tag: str, model, engine=None):
         if not eval_rows:
             return
         t = time.perf_counter()
-        result = evaluate(model, tokenizer, eval_rows, rewards, engines, config.get("eval") or {}, max_new)
+        with modeling.full_weights(model, engine):
+            result = evaluate(model, tokenizer, eval_rows, rewards, engines, config.get("eval") or {}, max_new)
         result["seconds"] = round(time.perf_counter() - t, 1)
         summary[f"eval_{tag}"] = result
         if dist.is_main_process:
@@ -243,22 +247,28 @@ def _train(config: dict[str, Any], start: RunStart) -> dict[str, Any]:
     else:
         model = modeling.load_model(config, tokenizer, seed)
         if sft_section:
-            from .sft import run_sft
+            from .sft import end_stage, run_sft, save_trained
 
             t = time.perf_counter()
-            model = run_sft(model, tokenizer, sft_rows, sft_section, out / "sft", seed, max_new)
+            sft_trainer = run_sft(model, tokenizer, sft_rows, sft_section, out / "sft", seed, max_new)
             summary["stages"]["sft_seconds"] = round(time.perf_counter() - t, 1)
             summary["sft_examples"] = len(sft_rows)
-        run_eval("before", model)
-        built_here = "tiny" in config["model"] or sft_section
-        if built_here:
-            if dist.is_main_process:
-                with writing(policy_dir, out):
-                    _policy_path(model, tokenizer, policy_dir)
-            dist.wait_for_everyone()
+            with writing(policy_dir, out):
+                save_trained(sft_trainer, policy_dir)
+            run_eval("before", sft_trainer.model, sft_trainer.model_wrapped)
+            end_stage(sft_trainer, prepared.grpo_args)
+            del sft_trainer, model
             policy = str(policy_dir)
         else:
-            policy = model
+            run_eval("before", model)
+            if "tiny" in config["model"]:
+                if dist.is_main_process:
+                    with writing(policy_dir, out):
+                        _policy_path(model, tokenizer, policy_dir)
+                dist.wait_for_everyone()
+                policy = str(policy_dir)
+            else:
+                policy = model
     stop = GracefulStop()
     t = time.perf_counter()
     trainer = RLVRTrainer(
@@ -269,7 +279,7 @@ def _train(config: dict[str, Any], start: RunStart) -> dict[str, Any]:
         train_dataset=Dataset.from_list(train_rows),
         processing_class=tokenizer,
         peft_config=modeling.lora_config(config),
-        callbacks=[MetricsWriter(out / "metrics.jsonl"), stop],
+        callbacks=[MetricsWriter(out / "metrics.jsonl"), stop, SeedAtTrainBegin()],
         correctness_reward=(config.get("eval") or {}).get("reward"),
         correct_threshold=float((config.get("eval") or {}).get("threshold", 1.0)),
     )
@@ -291,7 +301,7 @@ def _train(config: dict[str, Any], start: RunStart) -> dict[str, Any]:
     else:
         if not (start.finished and (out / FINAL_DIR).is_dir()):
             save_final(trainer, out, dist)
-        run_eval("after", trainer.model)
+        run_eval("after", trainer.model, trainer.model_wrapped)
     if "eval_before" in summary and "eval_after" in summary:
         summary["accuracy_gain_points"] = round(
             100 * (summary["eval_after"]["accuracy"] - summary["eval_before"]["accuracy"]), 1)

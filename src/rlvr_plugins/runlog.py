@@ -35,6 +35,21 @@ class MetricsWriter(TrainerCallback):
                 fh.write(json.dumps(row) + "\n")
 
 
+class SeedAtTrainBegin(TrainerCallback):
+    """Re-seed every RNG with ``args.seed`` once the model is wrapped, just before the first step.
+
+    Wrapping and loading draw random numbers differently per backend (ZeRO-3's ``zero.Init``
+    initialises weights before loading them; DDP does not), so without this a DDP run and a
+    DeepSpeed run of one config sample different completions. A resumed run restores the
+    checkpoint's RNG state after this, as before.
+    """
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        from transformers import set_seed
+
+        set_seed(args.seed)
+
+
 def _jsonable(value):
     if isinstance(value, float) and not math.isfinite(value):
         return None

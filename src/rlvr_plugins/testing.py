@@ -38,6 +38,15 @@ def tiny_model(tokenizer, seed: int = 0, **overrides: Any):
     return build_tiny_model(tokenizer, seed=seed, **{**TINY, **overrides})
 
 
+def digit_share(*, prompt, completion, example) -> float:
+    """A reward that varies inside a group even for an untrained policy: the share of digits.
+
+    >>> digit_share(prompt="", completion="a1b2", example={})
+    0.5
+    """
+    return sum(c.isdigit() for c in completion) / max(1, len(completion))
+
+
 def tiny_rows(n: int = 16, seed: int = 0) -> list[dict[str, Any]]:
     """``n`` rows of 1–2 digit additions with ``prompt``, ``answer``, ``solution``, ``rlvr_index``."""
     from .demo.task import split_train_eval

@@ -39,7 +39,7 @@ def run_distill(config: dict[str, Any]) -> dict[str, Any]:
 
     section = dict(config.get("distill") or {})
     options = SamplingOptions.from_section(section, DEFAULTS)
-    require_backend(options.backend, "distill")
+    require_backend(options.backend, "distill", config)
     started = time.perf_counter()
     ctx = setup(config, "distill")
     thresholds = dict(section.get("thresholds") or {name: 1.0 for name in ctx.reward_names})

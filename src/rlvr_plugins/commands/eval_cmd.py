@@ -105,7 +105,7 @@ def run_eval(config: dict[str, Any]) -> dict[str, Any]:
 
     section = dict(config.get("eval") or {})
     options = eval_options(section, config)
-    require_backend(options.backend, "eval")
+    require_backend(options.backend, "eval", config)
     ks = [int(k) for k in section.get("k", default_ks(options.n))]
     if any(k > options.n for k in ks):
         raise ConfigError(f"eval.k={ks} asks for more samples than eval.n={options.n}", source="eval")

@@ -84,7 +84,7 @@ def run_filter(config: dict[str, Any]) -> dict[str, Any]:
     difficulty = section.get("difficulty", True)
     options = SamplingOptions.from_section(section, DEFAULTS)
     if difficulty:
-        require_backend(options.backend, "filter")
+        require_backend(options.backend, "filter", config)
     started = time.perf_counter()
     ctx = setup(config, "filter", need_rewards=difficulty)
     split, rows = split_rows(config, "filter", section.get("split"), "train",

@@ -80,7 +80,7 @@ def run_sft_command(config: dict[str, Any]) -> dict[str, Any]:
     """Fine-tune ``model`` on ``data.train``; return the summary (also ``sft_summary.json``)."""
     from ..data import load_rows
     from ..modeling import load_tokenizer
-    from ..sft import run_sft
+    from ..sft import run_sft, save_trained
 
     check_config(config)
     section = config["sft"]
@@ -100,15 +100,15 @@ def run_sft_command(config: dict[str, Any]) -> dict[str, Any]:
     if max_completion is None:
         max_completion = max(len(tokenizer(str(r[column]), add_special_tokens=False)["input_ids"]) for r in rows) + 1
     model = load_policy(config, tokenizer, ctx.seed)
-    model = run_sft(model, tokenizer, rows, {**section, "completion_column": column}, ctx.out / "sft", ctx.seed,
-                    int(max_completion))
+    trainer = run_sft(model, tokenizer, rows, {**section, "completion_column": column}, ctx.out / "sft", ctx.seed,
+                      int(max_completion))
     folder = ctx.out / "model"
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
+    save_trained(trainer, folder)
     summary = {"examples": len(rows), "completion_column": column, "model": str(folder), **info,
                "seconds": round(time.perf_counter() - started, 1)}
-    write_json(ctx.out / "sft_summary.json", summary)
-    print(f"SFT on {len(rows)} examples; model saved to {folder}" +
-          (f" (fusion: {info['thinking']} thinking, {info['non_thinking']} non-thinking)" if info["fusion"] else ""),
-          flush=True)
+    if trainer.is_world_process_zero():
+        write_json(ctx.out / "sft_summary.json", summary)
+        print(f"SFT on {len(rows)} examples; model saved to {folder}" +
+              (f" (fusion: {info['thinking']} thinking, {info['non_thinking']} non-thinking)" if info["fusion"]
+               else ""), flush=True)
     return summary
