@@ -108,19 +108,20 @@ class Ledger:
     no wrapped call is charged to ``None``. ``totals(thread_ident)`` is a snapshot.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.thread_time) -> None:
+        self._clock = clock
         self._local = threading.local()
         self._totals: dict[int, defaultdict[str | None, float]] = defaultdict(lambda: defaultdict(float))
 
     def _state(self):
         local = self._local
         if not hasattr(local, "stack"):
-            local.stack, local.last = [None], time.thread_time()
+            local.stack, local.last = [None], self._clock()
             local.totals = self._totals[threading.get_ident()]
         return local
 
     def _charge(self, local) -> None:
-        now = time.thread_time()
+        now = self._clock()
         local.totals[local.stack[-1]] += now - local.last
         local.last = now
 

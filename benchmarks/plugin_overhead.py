@@ -163,7 +163,14 @@ def record_work(trainer) -> dict[str, list]:
     return records
 
 
-def build(kind: str, workdir: Path, model_dir: str, steps: int, quick: bool):
+SIZE = dict(per_device_train_batch_size=32, num_generations=8, max_completion_length=16)
+QUICK_SIZE = dict(per_device_train_batch_size=8, num_generations=4, max_completion_length=8)
+
+
+def build(kind: str, workdir: Path, model_dir: str, steps: int, size: dict):
+    """Plain TRL (``trl``) or ``RLVRTrainer`` with the defaults (``defaults``), the cheap digit reward
+    in-process, from the model saved in ``model_dir``; ``size``: ``GRPOConfig`` fields (batch,
+    generations, lengths) over :func:`rlvr_plugins.testing.grpo_args`."""
     from datasets import Dataset
     from transformers.trainer_callback import PrinterCallback
     from trl import GRPOTrainer
@@ -176,9 +183,7 @@ def build(kind: str, workdir: Path, model_dir: str, steps: int, quick: bool):
 
     tokenizer = char_tokenizer()
     dataset = Dataset.from_list(tiny_rows(256))
-    size = dict(per_device_train_batch_size=8, num_generations=4, max_completion_length=8) if quick else dict(
-        per_device_train_batch_size=32, num_generations=8, max_completion_length=16)
-    args = grpo_args(workdir / kind, max_steps=steps, logging_steps=1, learning_rate=1e-4, **size)
+    args = grpo_args(workdir / kind, max_steps=steps, logging_steps=1, **{"learning_rate": 1e-4, **size})
     module = sys.modules[__name__]
     if kind == "trl":
         reward = module.digits_reward
@@ -223,7 +228,7 @@ def run(steps: int, warmup: int, quick: bool = False) -> dict:
         start_state = random_state()
         steppers, records = {}, {}
         for kind in ("trl", "defaults"):
-            trainer = build(kind, Path(tmp), model_dir, total, quick)
+            trainer = build(kind, Path(tmp), model_dir, total, QUICK_SIZE if quick else SIZE)
             records[kind] = record_work(trainer)
             steppers[kind] = Stepper(trainer, rng_state=start_state)
         ours_cpu: list[float] = []
@@ -263,6 +268,25 @@ def summarise(cpu_ours: list[float], cpu_trl: list[float], wall_ours: list[float
     }
 
 
+def report(records: dict[str, dict[str, list]], series: dict[str, dict[str, list[float]]], warmup: int
+           ) -> tuple[int, dict]:
+    """``(0, figures)`` when both trainers did identical work, else ``(3, {"refused": why})``: no ratio.
+
+    ``records``: per trainer (``trl``, ``defaults``), per kind, one entry per step;
+    ``series``: per trainer, ``cpu`` and ``wall`` seconds per step, and for ``defaults``
+    ``ours`` (the framework's CPU seconds per step); the first ``warmup`` steps are not timed.
+    """
+    try:
+        check_identical_work(records["trl"], records["defaults"], names=("trl", "defaults"))
+    except DifferentWork as exc:
+        return 3, {"refused": f"the two trainers did different work, no ratio: {exc}"}
+    t = slice(warmup, None)
+    a, b = series["defaults"], series["trl"]
+    figures = {"identical_work": {"steps": len(records["trl"]["loss"]), "checked": sorted(records["trl"])}}
+    figures.update(summarise(a["cpu"][t], b["cpu"][t], a["wall"][t], b["wall"][t], a["ours"][t]))
+    return 0, figures
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=40, help="timed steps per trainer (after the warm-up)")
@@ -283,24 +307,18 @@ def main(argv=None):
         "command": " ".join(["python", "benchmarks/plugin_overhead.py", *(argv if argv is not None else sys.argv[1:])]),
         "steps_timed": steps, "warmup_steps": warmup, "seconds": round(time.perf_counter() - started, 1),
     }
-    try:
-        check_identical_work(raw["records"]["trl"], raw["records"]["defaults"], names=("trl", "defaults"))
-    except DifferentWork as exc:
-        result["refused"] = f"the two trainers did different work, no ratio: {exc}"
-        print(json.dumps(result, indent=2))
-        return 3
-    result["identical_work"] = {"steps": len(raw["records"]["trl"]["loss"]),
-                                "checked": sorted(raw["records"]["trl"])}
     s = raw["steppers"]
-    t = slice(warmup, None)
-    result.update(summarise(s["defaults"].process_cpu_times[t], s["trl"].process_cpu_times[t], s["defaults"].times[t],
-                            s["trl"].times[t], raw["ours_cpu"][t]))
-    result["trl_cpu_charged_to_rlvr_plugins"] = raw["trl_charged_to_ours"]
+    series = {k: {"cpu": s[k].process_cpu_times, "wall": s[k].times} for k in s}
+    series["defaults"]["ours"] = raw["ours_cpu"]
+    status, verdict = report(raw["records"], series, warmup)
+    result.update(verdict)
+    if status == 0:
+        result["trl_cpu_charged_to_rlvr_plugins"] = raw["trl_charged_to_ours"]
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:
         Path(args.json).write_text(text + "\n")
-    return 0
+    return status
 
 
 if __name__ == "__main__":
