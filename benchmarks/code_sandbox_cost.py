@@ -8,10 +8,11 @@ loop), 1 or N test cases per completion, 1 or 2 reward workers, and distinct pro
 adds its own ``k``, so no cache can answer) or identical ones (one program, one input).
 
 Per configuration: wall time for all programs, ms per program and per sandboxed run (one run
-per test case), programs per second. Split of one sandboxed run (1 worker, distinct):
-interpreter start = ``python -I -S -B -c pass`` (the sandbox's flags) outside the sandbox,
-program = the same program run that way minus that start, sandbox set-up = the sandboxed
-run minus both. ``python -c pass`` (with ``site``) is printed beside it for reference.
+per test case), programs per second. Split of one sandboxed run (1 worker, one case), from
+rounds that interleave a bare ``python -I -S -B -c pass`` (the sandbox's flags), the bare
+program run that way, and the program through the engine and the sandbox: interpreter start,
+program = bare program minus bare start, sandbox set-up = sandboxed minus bare program.
+``python -c pass`` (with ``site``) is printed beside it for reference.
 
     python benchmarks/code_sandbox_cost.py [--programs 40] [--cases 4] [--json FILE] [--quick]
         [--isolation auto] [--python /usr/bin/python3]
@@ -76,16 +77,31 @@ def measure(engine, scorer, kind: str, n: int, cases: int, distinct: bool, worke
             "ms_per_run": round(1000 * wall / (n * cases), 2), "programs_per_s": round(n / wall, 1)}
 
 
-def split(rows: list[dict], bare: dict[str, float]) -> list[dict]:
-    """One sandboxed run of each kind (1 worker, distinct, 1 case) split into sandbox set-up,
-    interpreter start and the program, from the bare runs of the same interpreter."""
-    out = []
-    for row in rows:
-        if row["workers"] == 1 and row["distinct"] and row["cases"] == 1:
-            start, whole = bare["start"], bare[row["kind"]]
-            out.append({"kind": row["kind"], "sandboxed_ms": row["ms_per_run"], "interpreter_start_ms": round(start, 2),
-                        "program_ms": round(whole - start, 2), "sandbox_setup_ms": round(row["ms_per_run"] - whole, 2)})
-    return out
+def split(kind: str, start_ms: list[float], bare_ms_: list[float], sandboxed_ms: list[float]) -> dict:
+    """One sandboxed run of ``kind`` split into interpreter start, the program and the sandbox's
+    set-up (with the engine's round trip), from medians of interleaved runs: a bare start, the
+    bare program (start included) and the program through the engine and the sandbox."""
+    start, whole, sandboxed = (statistics.median(x) for x in (start_ms, bare_ms_, sandboxed_ms))
+    return {"kind": kind, "sandboxed_ms": round(sandboxed, 2), "interpreter_start_ms": round(start, 2),
+            "program_ms": round(whole - start, 2), "sandbox_setup_ms": round(sandboxed - whole, 2)}
+
+
+def measure_split(engine, scorer, interpreter: str, kind: str, repeats: int) -> dict:
+    """``split`` from ``repeats`` rounds of: bare start, bare program, sandboxed program (1 worker,
+    one completion, one case, a new ``k`` each round), interleaved so load hits all three alike."""
+    start_ms, bare, sandboxed = [], [], []
+    for r in range(repeats):
+        start_ms.append(bare_ms(interpreter, [*SANDBOX_FLAGS, "-c", "pass"], "", 1))
+        bare.append(bare_ms(interpreter, [*SANDBOX_FLAGS, "-c", program(kind, 1000 + r)], "1\n", 1))
+        item = items(kind, 1, 1, True)[0]
+        item = {**item, "completion": f"{FENCE}python\n{program(kind, 1000 + r)}{FENCE}",
+                "example": {"tests": [{"input": "1\n", "output": f"{1001 + r}\n"}]}}
+        t = time.perf_counter()
+        result = engine.score("code-tests", scorer, [item])
+        sandboxed.append(1000 * (time.perf_counter() - t))
+        if list(result.values) != [1.0]:
+            raise SystemExit(f"{kind}: the split's program failed ({list(result.values)})")
+    return split(kind, start_ms, bare, sandboxed)
 
 
 def markdown(rows: list[dict], parts: list[dict]) -> str:
@@ -94,7 +110,8 @@ def markdown(rows: list[dict], parts: list[dict]) -> str:
     for r in rows:
         lines.append(f"| {r['kind']} | {r['cases']} | {r['workers']} | {'distinct' if r['distinct'] else 'identical'} | "
                      f"{r['ms_per_program']} | {r['ms_per_run']} | {r['programs_per_s']} |")
-    lines += ["", "| program (1 worker, 1 case) | sandboxed run ms | interpreter start | program | sandbox set-up |",
+    lines += ["", "| program (1 worker, 1 case, interleaved rounds) | sandboxed run ms | interpreter start | program | "
+                  "sandbox set-up and engine round trip |",
               "|---|---|---|---|---|"]
     for p in parts:
         lines.append(f"| {p['kind']} | {p['sandboxed_ms']} | {p['interpreter_start_ms']} | {p['program_ms']} | "
@@ -125,22 +142,20 @@ def main(argv=None) -> dict:
     isolation = run_python("print(1)", isolation=args.isolation, interpreter=args.python or None).isolation
     scorer = CodeTestsScorer(CodeTestsOptions(isolation=args.isolation, python=args.python))
     repeats = 5 if args.quick else 20
-    bare = {"start_with_site": bare_ms(interpreter, ["-c", "pass"], "", repeats),
-            "start": bare_ms(interpreter, [*SANDBOX_FLAGS, "-c", "pass"], "", repeats)}
-    for kind in args.kinds:
-        bare[kind] = bare_ms(interpreter, [*SANDBOX_FLAGS, "-c", program(kind, 1)], "1\n", repeats)
-    rows = []
+    rows, parts = [], []
     for workers in args.workers:
         with RewardEngine(num_workers=workers, timeout_s=60.0) as engine:
             engine.score("code-tests", scorer, items("trivial", workers, 1, True))  # workers started and warm
+            if workers == 1:
+                parts = [measure_split(engine, scorer, interpreter, kind, repeats) for kind in args.kinds]
             for kind in args.kinds:
                 for cases, n in ((1, args.programs), (args.cases, max(2, args.programs // args.cases))):
                     for distinct in (True, False):
                         rows.append(measure(engine, scorer, kind, n, cases, distinct, workers))
                         print(json.dumps(rows[-1]), flush=True)
-    parts = split(rows, bare)
+    with_site = bare_ms(interpreter, ["-c", "pass"], "", repeats)
     result = {"machine": machine_note(load_start, load_average()), "interpreter": interpreter, "isolation": isolation,
-              "bare_ms": {k: round(v, 2) for k, v in bare.items()}, "rows": rows, "split": parts}
+              "bare_start_with_site_ms": round(with_site, 2), "rows": rows, "split": parts}
     print(markdown(rows, parts))
     print(json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=2))
     if args.json:

@@ -17,7 +17,7 @@ framework's own share is measured by instrumentation, not by subtraction: every 
 their time to "ours" minus the time of the TRL methods they call (``super()``) and of the
 user's reward function.
 
-    python benchmarks/plugin_overhead.py [--steps 40] [--warmup 3] [--json FILE] [--quick]
+    python benchmarks/plugin_overhead.py [--steps 40] [--warmup 3] [--model tiny|demo] [--json FILE] [--quick]
 
 Goal (issue 14): CPU ratio <= 1.02 with its interval below 1.05, framework share <= 1.5 %.
 """
@@ -165,6 +165,13 @@ def record_work(trainer) -> dict[str, list]:
 
 SIZE = dict(per_device_train_batch_size=32, num_generations=8, max_completion_length=16)
 QUICK_SIZE = dict(per_device_train_batch_size=8, num_generations=4, max_completion_length=8)
+DEMO_SIZE = dict(per_device_train_batch_size=64, num_generations=8, max_completion_length=34)
+MODELS = {  # --model: the tiny model (hidden 64, 2 layers) or the CPU demo's (configs/demo.yaml, 1.06 M)
+    "tiny": (dict(hidden_size=64, intermediate_size=256, num_hidden_layers=2, head_dim=32), SIZE),
+    "demo": (dict(hidden_size=128, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4,
+                  num_key_value_heads=4, head_dim=32), DEMO_SIZE),
+    "quick": (dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, head_dim=32), QUICK_SIZE),
+}
 
 
 def build(kind: str, workdir: Path, model_dir: str, steps: int, size: dict):
@@ -210,7 +217,7 @@ def losses(trainer) -> list[float]:
     return [h["loss"] for h in trainer.state.log_history if "loss" in h]
 
 
-def run(steps: int, warmup: int, quick: bool = False) -> dict:
+def run(steps: int, warmup: int, model: str = "tiny") -> dict:
     """Build, step in ABBA alternation, check identical work; the raw per-step series."""
     import torch
     import transformers
@@ -222,13 +229,13 @@ def run(steps: int, warmup: int, quick: bool = False) -> dict:
     total = warmup + steps
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = str(Path(tmp) / "init")
-        hidden = dict(hidden_size=32, intermediate_size=64) if quick else dict(hidden_size=64, intermediate_size=256)
-        tiny_model(char_tokenizer(), num_hidden_layers=2, head_dim=32, **hidden).save_pretrained(model_dir)
+        config, size = MODELS[model]
+        tiny_model(char_tokenizer(), **config).save_pretrained(model_dir)
         transformers.set_seed(0)
         start_state = random_state()
         steppers, records = {}, {}
         for kind in ("trl", "defaults"):
-            trainer = build(kind, Path(tmp), model_dir, total, QUICK_SIZE if quick else SIZE)
+            trainer = build(kind, Path(tmp), model_dir, total, size)
             records[kind] = record_work(trainer)
             steppers[kind] = Stepper(trainer, rng_state=start_state)
         ours_cpu: list[float] = []
@@ -291,6 +298,9 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=40, help="timed steps per trainer (after the warm-up)")
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--model", choices=["tiny", "demo"], default="tiny",
+                   help="tiny: hidden 64, 2 layers, 32 completions of 16 tokens per step; demo: the CPU demo's "
+                        "model (1.06 M) and step (64 completions of 34 tokens)")
     p.add_argument("--quick", action="store_true", help="smaller model and batch, 4 timed steps (smoke test)")
     p.add_argument("--json")
     args = p.parse_args(argv)
@@ -300,12 +310,13 @@ def main(argv=None):
     steps, warmup = (4, 1) if args.quick else (args.steps, args.warmup)
     load_start = load_average()
     started = time.perf_counter()
-    raw = run(steps, warmup, args.quick)
+    raw = run(steps, warmup, "quick" if args.quick else args.model)
     result = {
         "machine": {**machine_note(load_start, load_average()), "arch": platform.machine(),
                     "torch_threads": raw["torch_threads"]},
         "command": " ".join(["python", "benchmarks/plugin_overhead.py", *(argv if argv is not None else sys.argv[1:])]),
-        "steps_timed": steps, "warmup_steps": warmup, "seconds": round(time.perf_counter() - started, 1),
+        "model": "quick" if args.quick else args.model, "steps_timed": steps, "warmup_steps": warmup,
+        "seconds": round(time.perf_counter() - started, 1),
     }
     s = raw["steppers"]
     series = {k: {"cpu": s[k].process_cpu_times, "wall": s[k].times} for k in s}

@@ -309,7 +309,7 @@ def time_phases(models: dict[str, dict], size: dict, steps: int, warmup: int, wo
 
 def phases_markdown(rows: list[dict]) -> str:
     cols = ["cpu_s_per_step", *PHASES, REST, "ours_s_per_step"]
-    lines = ["| model | parameters | trainer | CPU s/step | generation | reward | advantage | loss, backward, optimizer "
+    lines = ["| model | parameters | trainer | CPU ms/step | generation | reward | advantage | loss, backward, optimizer "
              "| ours (rlvr_plugins) | ours share | CPU ratio to TRL |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         for k in ("trl", "defaults"):
@@ -317,7 +317,7 @@ def phases_markdown(rows: list[dict]) -> str:
             ratio_text = "1" if k == "trl" else (f"{r['cpu_ratio_defaults_vs_trl']:.3f}" if "refused" not in r
                                                  else "refused (different work)")
             lines.append(f"| {r['model']} | {r['parameters'] / 1e6:.2f} M | {k} | "
-                         + " | ".join(f"{d[c]:.3f}" for c in cols) + f" | {100 * d['ours_share']:.2f} % | {ratio_text} |")
+                         + " | ".join(f"{1000 * d[c]:.1f}" for c in cols) + f" | {100 * d['ours_share']:.2f} % | {ratio_text} |")
     return "\n".join(lines)
 
 

@@ -189,3 +189,47 @@ def test_plugin_overhead_quick_does_identical_work_and_reports_load(tmp_path):
     assert cpu["pairs"] == 4 and cpu["ci95"][0] <= cpu["median"] <= cpu["ci95"][1]
     assert 0 < result["framework_share_of_step_cpu"]["median"] < 1
     assert result["trl_cpu_charged_to_rlvr_plugins"] == 0.0
+
+
+def test_reward_throughput_refuses_a_speedup_unless_every_verdict_is_the_same():
+    import reward_throughput
+
+    assert reward_throughput.speedup_refusal(1024, 1024, 1024) is None
+    assert reward_throughput.speedup_refusal(1024, 1021, 1020) == (
+        "different work, no speed-up: 3 of 1024 completions undecided by one side, 1 verdicts differ")
+
+
+def test_scaling_phases_split_a_step_into_phases_and_the_rest():
+    import scaling
+
+    before = [{}, {"generation": 1.0, "reward": 0.5}]
+    after = [{"generation": 1.0, "reward": 0.5, "advantage": 0.25}, {"generation": 1.5, "reward": 0.75}]
+    # step 1: 1.0 + 0.5 + 0.25 of 2.0 s, rest 0.25; step 2: 0.5 + 0.25 + 0 of 1.0 s, rest 0.25
+    assert scaling.split_steps(before, after, [2.0, 1.0]) == {
+        "generation": 0.75, "reward": 0.375, "advantage": 0.125, "loss, backward, optimizer": 0.25}
+
+
+def test_sandbox_cost_split_subtracts_the_bare_runs():
+    import code_sandbox_cost
+
+    assert code_sandbox_cost.split("trivial", [24.0, 25.0, 90.0], [26.5, 30.0, 20.0], [40.0, 41.0, 39.0]) == {
+        "kind": "trivial", "sandboxed_ms": 40.0, "interpreter_start_ms": 25.0, "program_ms": 1.5,
+        "sandbox_setup_ms": 13.5}  # medians 25, 26.5, 40
+    items = code_sandbox_cost.items("cpu", 2, 3, distinct=True)
+    assert [t["output"] for t in items[1]["example"]["tests"]] == ["2\n", "3\n", "4\n"]  # input c, k = 1
+    assert code_sandbox_cost.items("trivial", 2, 1, distinct=False)[0] == code_sandbox_cost.items(
+        "trivial", 2, 1, distinct=False)[1]
+
+
+@pytest.mark.slow
+def test_code_sandbox_cost_quick_covers_its_matrix(tmp_path):
+    pytest.importorskip("rlvr_code")
+    out = tmp_path / "sandbox.json"
+    result_ = subprocess.run([sys.executable, str(REPO / "benchmarks" / "code_sandbox_cost.py"), "--quick", "--json",
+                              str(out)], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert result_.returncode == 0, result_.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert [(r["workers"], r["cases"], r["distinct"]) for r in result["rows"]] == [
+        (w, c, d) for w in (1, 2) for c in (1, 2) for d in (True, False)]
+    assert len(result["machine"]["load_average_start"]) == 3
+    assert [p["kind"] for p in result["split"]] == ["trivial"]
