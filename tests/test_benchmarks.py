@@ -233,3 +233,19 @@ def test_code_sandbox_cost_quick_covers_its_matrix(tmp_path):
         (w, c, d) for w in (1, 2) for c in (1, 2) for d in (True, False)]
     assert len(result["machine"]["load_average_start"]) == 3
     assert [p["kind"] for p in result["split"]] == ["trivial"]
+
+
+@pytest.mark.slow
+def test_scaling_phases_quick_splits_each_step_and_compares_identical_work(tmp_path):
+    out = tmp_path / "phases.json"
+    run_benchmark("scaling.py", "--phases", "--json", str(out))
+    result = json.loads(out.read_text())
+    assert [r["model"] for r in result["rows"]] == ["tiny"]
+    assert result["vllm"] in ("not installed: skipped", "installed but not run (needs a GPU)")
+    row = result["rows"][0]
+    assert "refused" not in row and row["cpu_ratio_defaults_vs_trl"] > 0
+    for kind in ("trl", "defaults"):
+        d = row[kind]
+        assert d["generation"] > 0 and d["reward"] >= 0 and d["advantage"] > 0
+    assert row["trl"]["ours_s_per_step"] == 0.0 < row["defaults"]["ours_s_per_step"]
+    assert len(result["machine"]["load_average_end"]) == 3
