@@ -17,6 +17,13 @@ trainer runs the same rewards through the isolated reward engine (2 worker proce
 default for reward plugins); plain TRL has no counterpart for that column.
 
     python benchmarks/scaling.py [--quick] [--steps 6] [--block 3] [--json FILE] [--plot FILE]
+    python benchmarks/scaling.py --phases [--quick] [--steps 6] [--warmup 1] [--json FILE]
+
+Every trainer keeps its own random state (``plugin_overhead.Stepper``), so all sample the
+same completions; a row whose trainers' completion ids, advantages or losses differ gets
+``refused_<kind>`` instead of a ratio. ``--phases`` instead splits each step's CPU time into
+generation, reward, advantage and the rest (loss, backward, optimizer) at the demo's model
+size and a 4x larger one, with the framework's own share (vLLM: skipped unless installed).
 
 Prints a markdown table and the JSON; writes both JSON and a PNG plot to
 ``benchmarks/results/`` unless told otherwise.
