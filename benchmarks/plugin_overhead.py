@@ -39,8 +39,8 @@ from pathlib import Path
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchkit import (DifferentWork, Ledger, check_identical_work, load_average, machine_note,  # noqa: E402
-                      paired_ratio)
+from benchkit import (DifferentWork, Ledger, bootstrap_ci, check_identical_work, load_average,  # noqa: E402
+                      machine_note, paired_ratio)
 
 GOAL_RATIO, GOAL_CI_BELOW, GOAL_SHARE = 1.02, 1.05, 0.015
 OURS, USER = "rlvr_plugins", "user reward"
@@ -217,7 +217,7 @@ def losses(trainer) -> list[float]:
     return [h["loss"] for h in trainer.state.log_history if "loss" in h]
 
 
-def run(steps: int, warmup: int, model: str = "tiny") -> dict:
+def run(steps: int, warmup: int, model: str = "tiny", build_first: str = "trl") -> dict:
     """Build, step in ABBA alternation, check identical work; the raw per-step series."""
     import torch
     import transformers
@@ -234,7 +234,7 @@ def run(steps: int, warmup: int, model: str = "tiny") -> dict:
         transformers.set_seed(0)
         start_state = random_state()
         steppers, records = {}, {}
-        for kind in ("trl", "defaults"):
+        for kind in sorted(("trl", "defaults"), key=lambda k: k != build_first):
             trainer = build(kind, Path(tmp), model_dir, total, size)
             records[kind] = record_work(trainer)
             steppers[kind] = Stepper(trainer, rng_state=start_state)
@@ -302,20 +302,27 @@ def main(argv=None):
                    help="tiny: hidden 64, 2 layers, 32 completions of 16 tokens per step; demo: the CPU demo's "
                         "model (1.06 M) and step (64 completions of 34 tokens)")
     p.add_argument("--quick", action="store_true", help="smaller model and batch, 4 timed steps (smoke test)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="fresh processes, build order alternating; the figures are then the runs' medians with an "
+                        "interval across runs (a run's own interval misses what differs between runs)")
+    p.add_argument("--build-first", choices=["trl", "defaults"], default="trl", help=argparse.SUPPRESS)
     p.add_argument("--json")
     args = p.parse_args(argv)
+    if args.repeats > 1 and not args.quick:
+        return repeat_runs(args)
     import torch
 
     torch.set_num_threads(int(os.environ.get("RLVR_THREADS", "1")))
     steps, warmup = (4, 1) if args.quick else (args.steps, args.warmup)
     load_start = load_average()
     started = time.perf_counter()
-    raw = run(steps, warmup, "quick" if args.quick else args.model)
+    raw = run(steps, warmup, "quick" if args.quick else args.model, args.build_first)
     result = {
         "machine": {**machine_note(load_start, load_average()), "arch": platform.machine(),
                     "torch_threads": raw["torch_threads"]},
         "command": " ".join(["python", "benchmarks/plugin_overhead.py", *(argv if argv is not None else sys.argv[1:])]),
-        "model": "quick" if args.quick else args.model, "steps_timed": steps, "warmup_steps": warmup,
+        "model": "quick" if args.quick else args.model, "built_first": args.build_first,
+        "steps_timed": steps, "warmup_steps": warmup,
         "seconds": round(time.perf_counter() - started, 1),
     }
     s = raw["steppers"]
@@ -330,6 +337,50 @@ def main(argv=None):
     if args.json:
         Path(args.json).write_text(text + "\n")
     return status
+
+
+def across_runs(runs: list[dict]) -> dict:
+    """Figures over repeated runs (each a ``main`` result): the median of the runs' median CPU
+    ratios and framework shares, with a bootstrap interval over runs; ``refused`` if any run was."""
+    refused = [r["refused"] for r in runs if "refused" in r]
+    if refused:
+        return {"refused": f"{len(refused)} of {len(runs)} runs did different work: {refused[0]}"}
+    ratios = [r["cpu_ratio_defaults_vs_trl"]["median"] for r in runs]
+    shares = [r["framework_share_of_step_cpu"]["median"] for r in runs]
+    low, high = bootstrap_ci(ratios)
+    ratio, share = statistics.median(ratios), statistics.median(shares)
+    return {"runs": len(runs), "cpu_ratio_per_run": ratios, "framework_share_per_run": shares,
+            "cpu_ratio_defaults_vs_trl": {"median": ratio, "ci95_over_runs": [low, high]},
+            "framework_share_of_step_cpu": {"median": share},
+            "goal": {"cpu_ratio_at_most": GOAL_RATIO, "ci_upper_below": GOAL_CI_BELOW, "share_at_most": GOAL_SHARE,
+                     "met": ratio <= GOAL_RATIO and high < GOAL_CI_BELOW and share <= GOAL_SHARE}}
+
+
+def repeat_runs(args) -> int:
+    """``args.repeats`` runs in fresh interpreters (TRL built first in even runs, ours in odd ones)."""
+    import subprocess
+
+    load_start = load_average()
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(args.repeats):
+            out = Path(tmp) / f"run{i}.json"
+            subprocess.run([sys.executable, __file__, "--steps", str(args.steps), "--warmup", str(args.warmup),
+                            "--model", args.model, "--build-first", ("trl", "defaults")[i % 2], "--json", str(out)],
+                           check=False, capture_output=True)
+            if not out.exists():
+                raise SystemExit(f"run {i} wrote no result")
+            runs.append(json.loads(out.read_text()))
+            print(f"run {i}: " + json.dumps({k: runs[-1].get(k) for k in ("built_first", "cpu_ratio_defaults_vs_trl",
+                                                                            "refused")}), flush=True)
+    result = {"machine": machine_note(load_start, load_average()),
+              "command": " ".join(["python", "benchmarks/plugin_overhead.py", *sys.argv[1:]]),
+              **across_runs(runs), "run_results": runs}
+    text = json.dumps({k: v for k, v in result.items() if k != "run_results"}, indent=2)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+    return 3 if "refused" in result else 0
 
 
 if __name__ == "__main__":

@@ -249,3 +249,20 @@ def test_scaling_phases_quick_splits_each_step_and_compares_identical_work(tmp_p
         assert d["generation"] > 0 and d["reward"] >= 0 and d["advantage"] > 0
     assert row["trl"]["ours_s_per_step"] == 0.0 < row["defaults"]["ours_s_per_step"]
     assert len(result["machine"]["load_average_end"]) == 3
+
+
+def test_overhead_across_runs_takes_the_median_of_runs_and_refuses_if_any_run_did():
+    import plugin_overhead
+
+    def run_result(ratio, share):
+        return {"cpu_ratio_defaults_vs_trl": {"median": ratio}, "framework_share_of_step_cpu": {"median": share}}
+
+    runs = [run_result(1.01, 0.012), run_result(1.03, 0.014), run_result(0.99, 0.013)]
+    result = plugin_overhead.across_runs(runs)
+    assert result["cpu_ratio_defaults_vs_trl"]["median"] == 1.01
+    low, high = result["cpu_ratio_defaults_vs_trl"]["ci95_over_runs"]
+    assert 0.99 <= low <= 1.01 <= high <= 1.03
+    assert result["framework_share_of_step_cpu"]["median"] == 0.013
+    assert result["goal"]["met"] is True  # 1.01 <= 1.02, upper end <= 1.03 < 1.05, 1.3 % <= 1.5 %
+    refused = plugin_overhead.across_runs([runs[0], {"refused": "the two trainers did different work: x"}])
+    assert refused == {"refused": "1 of 2 runs did different work: the two trainers did different work: x"}
