@@ -108,7 +108,8 @@ def markdown(rows: list[dict], parts: list[dict]) -> str:
     lines = ["| program | cases | workers | programs | ms per program | ms per run | programs/s |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['kind']} | {r['cases']} | {r['workers']} | {'distinct' if r['distinct'] else 'identical'} | "
+        same = "distinct" if r["distinct"] else "identical"
+        lines.append(f"| {r['kind']} | {r['cases']} | {r['workers']} | {same} | "
                      f"{r['ms_per_program']} | {r['ms_per_run']} | {r['programs_per_s']} |")
     lines += ["", "| program (1 worker, 1 case, interleaved rounds) | sandboxed run ms | interpreter start | program | "
                   "sandbox set-up and engine round trip |",

@@ -316,15 +316,16 @@ def time_phases(models: dict[str, dict], size: dict, steps: int, warmup: int, wo
 
 def phases_markdown(rows: list[dict]) -> str:
     cols = ["cpu_s_per_step", *PHASES, REST, "ours_s_per_step"]
-    lines = ["| model | parameters | trainer | CPU ms/step | generation | reward | advantage | loss, backward, optimizer "
-             "| ours (rlvr_plugins) | ours share | CPU ratio to TRL |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | parameters | trainer | CPU ms/step | generation | reward | advantage "
+             "| loss, backward, optimizer | ours (rlvr_plugins) | ours share | CPU ratio to TRL |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         for k in ("trl", "defaults"):
             d = r[k]
             ratio_text = "1" if k == "trl" else (f"{r['cpu_ratio_defaults_vs_trl']:.3f}" if "refused" not in r
                                                  else "refused (different work)")
             lines.append(f"| {r['model']} | {r['parameters'] / 1e6:.2f} M | {k} | "
-                         + " | ".join(f"{1000 * d[c]:.1f}" for c in cols) + f" | {100 * d['ours_share']:.2f} % | {ratio_text} |")
+                         + " | ".join(f"{1000 * d[c]:.1f}" for c in cols)
+                         + f" | {100 * d['ours_share']:.2f} % | {ratio_text} |")
     return "\n".join(lines)
 
 
@@ -336,7 +337,8 @@ def markdown(rows: list[dict]) -> str:
         iso = (f"{r['s_per_step_rlvr-isolated']:.3f} ({ratio(r, 'ratio_rlvr-isolated_vs_trl', '.2f')})"
                if "s_per_step_rlvr-isolated" in r else "–")
         lines.append(f"| {r['sweep']} | {r[r['sweep']]} | {r['completions_per_step']} | {r['cpu_s_per_step_trl']:.3f} | "
-                     f"{r['cpu_s_per_step_rlvr']:.3f} | {ratio(r, 'cpu_ratio_rlvr_vs_trl')} | {r['s_per_step_trl']:.3f} | "
+                     f"{r['cpu_s_per_step_rlvr']:.3f} | {ratio(r, 'cpu_ratio_rlvr_vs_trl')} | "
+                     f"{r['s_per_step_trl']:.3f} | "
                      f"{r['s_per_step_rlvr']:.3f} | {ratio(r, 'ratio_rlvr_vs_trl')} | {iso} |")
     return "\n".join(lines)
 

@@ -121,7 +121,8 @@ def test_identical_work_check_names_the_first_difference():
     cases = [
         ({"completion_ids": [[[1, 2]], [[3, 5]]], "loss": [0.5, 0.25]},
          "completion_ids differs at step 1: trl [[3, 4]], defaults [[3, 5]]"),
-        ({"completion_ids": [[[1, 2]], [[3, 4]]], "loss": [0.5, 0.26]}, "loss differs at step 1: trl 0.25, defaults 0.26"),
+        ({"completion_ids": [[[1, 2]], [[3, 4]]], "loss": [0.5, 0.26]},
+         "loss differs at step 1: trl 0.25, defaults 0.26"),
         ({"completion_ids": [[[1, 2]]], "loss": [0.5]}, "completion_ids: trl has 2 steps, defaults has 1"),
         ({"loss": [0.5, 0.25]}, "trl recorded ['completion_ids', 'loss'], defaults recorded ['loss']"),
     ]
