@@ -25,6 +25,9 @@ os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from benchkit import load_average, machine_note  # noqa: E402
 
 
 def _load_demo():
@@ -93,6 +96,7 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     t_start = time.perf_counter()
+    load_start = load_average()
     torch.set_num_threads(args.threads)
     demo = _load_demo()
 
@@ -269,10 +273,13 @@ def main(argv=None):
         results["gain"] = results["grpo_acc"] - results["sft_acc"]
 
     timings["total"] = time.perf_counter() - t_start
+    machine = machine_note(load_start, load_average())
+    print(f"[load] {machine['load_average_start']} at start, {machine['load_average_end']} at end", flush=True)
     print("[timings] " + "  ".join(f"{k} {v:.1f}s" for k, v in timings.items()), flush=True)
     print("[result] " + json.dumps({k: (round(v, 1) if isinstance(v, float) else v) for k, v in results.items()}), flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "timings": timings, "results": results}, indent=2))
+        Path(args.json).write_text(json.dumps({"args": vars(args), "machine": machine, "timings": timings, "results": results},
+                                              indent=2))
     return results
 
 

@@ -24,8 +24,13 @@ import os
 import platform
 import random
 import statistics
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchkit import load_average, machine_note  # noqa: E402
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -142,6 +147,7 @@ def main(argv=None):
     from rlvr_plugins.manager import build_plugin_set
     from rlvr_plugins.rewards import Engines
 
+    load_start = load_average()
     rows = build(args.prompts, args.per_prompt, args.seed)
     reward = build_plugin_set({"r1-accuracy": {"fallback": None}}).reward_functions()[0][1]
     warm_up = [{"completion": "<answer>\\boxed{\\frac{1}{2}}</answer>", "gold": "\\frac{1}{3}"}] * (2 * args.workers)
@@ -164,6 +170,7 @@ def main(argv=None):
         "completions": len(rows),
         "workers": args.workers,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "load": machine_note(load_start, load_average()),
         "ours_seconds_median": statistics.median(ours_t),
         "trl_seconds_median": statistics.median(trl_t),
         "speedup": statistics.median(trl_t) / statistics.median(ours_t),
@@ -177,10 +184,24 @@ def main(argv=None):
         "undecided_trl": sum(v is None for v in theirs),
         "disagreements_sample": disagreements[:5],
     }
+    refused = speedup_refusal(len(rows), len(both), agree)
+    if refused:
+        for key in ("speedup", "speedup_per_repeat"):
+            result.pop(key)
+        result["refused"] = refused
     print(json.dumps(result, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     return result
+
+
+def speedup_refusal(completions: int, decided_by_both: int, identical: int) -> str | None:
+    """Why no speed-up may be printed (the two sides did not reach the same verdict on every
+    completion: one timed out or they disagree, so they did different work), or ``None``."""
+    if decided_by_both == identical == completions:
+        return None
+    return (f"different work, no speed-up: {completions - decided_by_both} of {completions} completions undecided "
+            f"by one side, {decided_by_both - identical} verdicts differ")
 
 
 if __name__ == "__main__":

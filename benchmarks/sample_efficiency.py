@@ -47,7 +47,12 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import sys
+
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchkit import load_average, machine_note  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -295,6 +300,7 @@ def main(argv=None):
     configure_threads()
     json_path = Path(args.json) if args.json else RESULTS / f"sample_efficiency{'-quick' if args.quick else ''}.json"
     started = time.perf_counter()
+    load_start = load_average()
     with contextlib.ExitStack() as stack:
         workdir = Path(args.workdir) if args.workdir else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         model, sft_seconds = (Path(args.sft_model), 0.0) if args.sft_model else sft_once(workdir, p["sft_examples"])
@@ -308,6 +314,7 @@ def main(argv=None):
     ratios = ratio_summary(runs, p["seeds"])
     result = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}",
+        "load": machine_note(load_start, load_average()),
         "task": {**MIX, "max_completion_length": 34, "held_out": p["eval_size"], "train_pool": p["pool_size"]},
         "arms": {"uniform": "repeat-sampler (TRL RepeatSampler)", "curriculum": "kimi-curriculum, default options"},
         "params": p,

@@ -17,6 +17,13 @@ trainer runs the same rewards through the isolated reward engine (2 worker proce
 default for reward plugins); plain TRL has no counterpart for that column.
 
     python benchmarks/scaling.py [--quick] [--steps 6] [--block 3] [--json FILE] [--plot FILE]
+    python benchmarks/scaling.py --phases [--quick] [--steps 6] [--warmup 1] [--json FILE]
+
+Every trainer keeps its own random state (``plugin_overhead.Stepper``), so all sample the
+same completions; a row whose trainers' completion ids, advantages or losses differ gets
+``refused_<kind>`` instead of a ratio. ``--phases`` instead splits each step's CPU time into
+generation, reward, advantage and the rest (loss, backward, optimizer) at the demo's model
+size and a 4x larger one, with the framework's own share (vLLM: skipped unless installed).
 
 Prints a markdown table and the JSON; writes both JSON and a PNG plot to
 ``benchmarks/results/`` unless told otherwise.
@@ -37,7 +44,9 @@ from pathlib import Path
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from plugin_overhead import Stepper, digit_score, digits_reward  # noqa: E402
+import plugin_overhead  # noqa: E402
+from benchkit import DifferentWork, Ledger, check_identical_work, load_average, machine_note  # noqa: E402
+from plugin_overhead import Stepper, digit_score, digits_reward, random_state, record_work  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BASE = {"num_generations": 8, "completion_length": 32, "reward_plugins": 1}
@@ -92,10 +101,10 @@ class SafeStepper(Stepper):
 
     error: BaseException | None = None
 
-    def __init__(self, trainer):
+    def __init__(self, trainer, rng_state: tuple | None = None):
         from transformers import TrainerCallback
 
-        super().__init__(trainer)
+        super().__init__(trainer, rng_state=rng_state)
         self.cpu_times: list[float] = []
         outer = self
 
@@ -168,7 +177,13 @@ def time_setting(sweep: str, setting: dict[str, int], steps: int, block: int, wo
     """Median seconds per step of each trainer kind over ``steps`` timed steps after one warm-up block."""
     kinds = ["trl", "rlvr"] + (["rlvr-isolated"] if sweep == "reward_plugins" else [])
     blocks = steps // block + 1
-    steppers = {k: SafeStepper(build(k, setting, workdir, blocks * block)) for k in kinds}
+    import transformers
+
+    transformers.set_seed(0)
+    start_state = random_state()
+    trainers = {k: build(k, setting, workdir, blocks * block) for k in kinds}
+    records = {k: record_work(t) for k, t in trainers.items()}
+    steppers = {k: SafeStepper(t, rng_state=start_state) for k, t in trainers.items()}
     try:
         for _ in range(blocks):
             for k in kinds:
@@ -186,13 +201,132 @@ def time_setting(sweep: str, setting: dict[str, int], steps: int, block: int, wo
                    if "completions/mean_length" in log]
         row[f"mean_completion_length_{k}"] = statistics.mean(lengths) if lengths else None
         row[f"steps_run_{k}"] = s.trainer.state.global_step
-        if k != "trl":
-            row[f"ratio_{k}_vs_trl"] = row[f"s_per_step_{k}"] / row["s_per_step_trl"]
-            row[f"cpu_ratio_{k}_vs_trl"] = row[f"cpu_s_per_step_{k}"] / row["cpu_s_per_step_trl"]
+        records[k]["loss"] = plugin_overhead.losses(s.trainer)
         close = getattr(s.trainer, "engines", None)
         if close is not None:
             close.close()
+    for k in kinds[1:]:
+        try:
+            check_identical_work(records["trl"], records[k], names=("trl", k))
+        except DifferentWork as exc:
+            row[f"refused_{k}"] = f"different work, no ratio: {exc}"
+            continue
+        row[f"ratio_{k}_vs_trl"] = row[f"s_per_step_{k}"] / row["s_per_step_trl"]
+        row[f"cpu_ratio_{k}_vs_trl"] = row[f"cpu_s_per_step_{k}"] / row["cpu_s_per_step_trl"]
     return row
+
+
+MODELS = {
+    "demo": dict(hidden_size=128, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4,
+                 num_key_value_heads=4, head_dim=32),
+    "4x demo": dict(hidden_size=256, intermediate_size=1024, num_hidden_layers=4, num_attention_heads=4,
+                    num_key_value_heads=4, head_dim=64),
+}
+QUICK_MODELS = {"tiny": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, head_dim=16)}
+DEMO_STEP = dict(per_device_train_batch_size=64, num_generations=8, max_completion_length=34, learning_rate=2e-4)
+QUICK_STEP = dict(per_device_train_batch_size=8, num_generations=4, max_completion_length=8)
+PHASES = ("generation", "reward", "advantage")
+REST = "loss, backward, optimizer"
+
+
+def phase_ledger() -> Ledger:
+    """A ledger charging TRL's generation, reward and scoring methods (and ``RLVRTrainer``'s
+    overrides of the last two) to ``generation``, ``reward`` and ``advantage`` (the scoring
+    method's own time: advantages, normalisation, metrics)."""
+    from trl import GRPOTrainer
+
+    from rlvr_plugins.trainer import RLVRTrainer
+
+    ledger = Ledger()
+    for cls in (GRPOTrainer, RLVRTrainer):
+        for name, phase in (("_generate", "generation"), ("_calculate_rewards", "reward"),
+                            ("_generate_and_score_completions", "advantage")):
+            if name in vars(cls):
+                setattr(cls, name, ledger.wrap(phase, vars(cls)[name]))
+    return ledger
+
+
+def split_steps(before: list[dict], after: list[dict], cpu: list[float], phases: tuple[str, ...] = PHASES,
+                rest: str = REST) -> dict[str, float]:
+    """Median CPU seconds per step in each phase (ledger snapshots around each step) and the rest
+    of the step (``cpu`` minus the phases): the step's loss, backward pass and optimizer update."""
+    out = {}
+    for phase in phases:
+        out[phase] = statistics.median(a.get(phase, 0.0) - b.get(phase, 0.0) for b, a in zip(before, after))
+    out[rest] = statistics.median(c - sum(a.get(p, 0.0) - b.get(p, 0.0) for p in phases)
+                                  for b, a, c in zip(before, after, cpu))
+    return out
+
+
+def time_phases(models: dict[str, dict], size: dict, steps: int, warmup: int, workdir: Path) -> list[dict]:
+    """Per model, plain TRL and ``RLVRTrainer`` (defaults, the cheap reward in-process) stepped in
+    alternation on identical completions; each step's process CPU split into phases, and the
+    framework's share (``plugin_overhead.instrument``'s ledger)."""
+    import transformers
+
+    from rlvr_plugins.testing import char_tokenizer, tiny_model
+
+    ours, phases = Ledger(), phase_ledger()
+    plugin_overhead.instrument(ours)
+    rows = []
+    for model_name, config in models.items():
+        model_dir = str(workdir / model_name.replace(" ", "_"))
+        model = tiny_model(char_tokenizer(), **config)
+        n_params = sum(p.numel() for p in model.parameters())
+        model.save_pretrained(model_dir)
+        transformers.set_seed(0)
+        start_state = random_state()
+        trainers = {k: plugin_overhead.build(k, workdir / model_dir, model_dir, steps + warmup, size)
+                    for k in ("trl", "defaults")}
+        records = {k: record_work(t) for k, t in trainers.items()}
+        steppers = {k: SafeStepper(t, rng_state=start_state) for k, t in trainers.items()}
+        snaps = {k: {"before": [], "after": [], "ours": []} for k in trainers}
+        try:
+            for step in range(steps + warmup):
+                for k in (("trl", "defaults") if step % 2 == 0 else ("defaults", "trl")):
+                    s = steppers[k]
+                    ident = s.thread.ident
+                    b, o = (phases.totals(ident), ours.totals(ident)) if ident else ({}, {})
+                    s.step_block(1)
+                    snaps[k]["before"].append(b)
+                    snaps[k]["after"].append(phases.totals(s.thread.ident))
+                    snaps[k]["ours"].append(ours.totals(s.thread.ident).get(plugin_overhead.OURS, 0.0)
+                                            - o.get(plugin_overhead.OURS, 0.0))
+        finally:
+            for s in steppers.values():
+                s.finish()
+        row = {"model": model_name, "parameters": n_params, **{k: v for k, v in size.items() if k != "learning_rate"},
+               "steps_timed": steps}
+        for k, s in steppers.items():
+            records[k]["loss"] = plugin_overhead.losses(s.trainer)
+            t = slice(warmup, None)
+            cpu = s.process_cpu_times[t]
+            row[k] = {"cpu_s_per_step": statistics.median(cpu), "wall_s_per_step": statistics.median(s.times[t]),
+                      **split_steps(snaps[k]["before"][t], snaps[k]["after"][t], cpu),
+                      "ours_s_per_step": statistics.median(snaps[k]["ours"][t])}
+            row[k]["ours_share"] = row[k]["ours_s_per_step"] / row[k]["cpu_s_per_step"]
+        try:
+            check_identical_work(records["trl"], records["defaults"], names=("trl", "defaults"))
+            row["cpu_ratio_defaults_vs_trl"] = row["defaults"]["cpu_s_per_step"] / row["trl"]["cpu_s_per_step"]
+        except DifferentWork as exc:
+            row["refused"] = f"different work, no ratio: {exc}"
+        rows.append(row)
+    return rows
+
+
+def phases_markdown(rows: list[dict]) -> str:
+    cols = ["cpu_s_per_step", *PHASES, REST, "ours_s_per_step"]
+    lines = ["| model | parameters | trainer | CPU ms/step | generation | reward | advantage "
+             "| loss, backward, optimizer | ours (rlvr_plugins) | ours share | CPU ratio to TRL |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        for k in ("trl", "defaults"):
+            d = r[k]
+            ratio_text = "1" if k == "trl" else (f"{r['cpu_ratio_defaults_vs_trl']:.3f}" if "refused" not in r
+                                                 else "refused (different work)")
+            lines.append(f"| {r['model']} | {r['parameters'] / 1e6:.2f} M | {k} | "
+                         + " | ".join(f"{1000 * d[c]:.1f}" for c in cols)
+                         + f" | {100 * d['ours_share']:.2f} % | {ratio_text} |")
+    return "\n".join(lines)
 
 
 def markdown(rows: list[dict]) -> str:
@@ -200,12 +334,18 @@ def markdown(rows: list[dict]) -> str:
              "ours wall s/step | wall ratio | ours, isolated rewards: wall s/step (ratio) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        iso = (f"{r['s_per_step_rlvr-isolated']:.3f} ({r['ratio_rlvr-isolated_vs_trl']:.2f})"
+        iso = (f"{r['s_per_step_rlvr-isolated']:.3f} ({ratio(r, 'ratio_rlvr-isolated_vs_trl', '.2f')})"
                if "s_per_step_rlvr-isolated" in r else "–")
         lines.append(f"| {r['sweep']} | {r[r['sweep']]} | {r['completions_per_step']} | {r['cpu_s_per_step_trl']:.3f} | "
-                     f"{r['cpu_s_per_step_rlvr']:.3f} | {r['cpu_ratio_rlvr_vs_trl']:.3f} | {r['s_per_step_trl']:.3f} | "
-                     f"{r['s_per_step_rlvr']:.3f} | {r['ratio_rlvr_vs_trl']:.3f} | {iso} |")
+                     f"{r['cpu_s_per_step_rlvr']:.3f} | {ratio(r, 'cpu_ratio_rlvr_vs_trl')} | "
+                     f"{r['s_per_step_trl']:.3f} | "
+                     f"{r['s_per_step_rlvr']:.3f} | {ratio(r, 'ratio_rlvr_vs_trl')} | {iso} |")
     return "\n".join(lines)
+
+
+def ratio(row: dict, key: str, spec: str = ".3f") -> str:
+    """A row's ratio, or "refused" where the trainers did different work."""
+    return format(row[key], spec) if key in row else "refused (different work)"
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -246,6 +386,10 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="two values per sweep, 2 timed steps (smoke test)")
     p.add_argument("--steps", type=int, default=16, help="timed steps per trainer and setting (after one warm-up block)")
     p.add_argument("--block", type=int, default=1, help="steps per alternation block")
+    p.add_argument("--phases", action="store_true",
+                   help="instead of the sweeps: seconds per step split into generation, reward, advantage and "
+                        "optimizer at the demo's model size and a 4x larger one (demo step: 8 prompts x 8, 34 tokens)")
+    p.add_argument("--warmup", type=int, default=1, help="--phases: untimed steps per trainer")
     p.add_argument("--json", help="default: benchmarks/results/scaling[-quick].json")
     p.add_argument("--plot", help="default: benchmarks/results/scaling[-quick].png")
     args = p.parse_args(argv)
@@ -254,11 +398,14 @@ def main(argv=None):
     import torch
 
     torch.set_num_threads(int(os.environ.get("RLVR_THREADS", "2")))
+    if args.phases:
+        return main_phases(args)
     sweeps, steps, block = (QUICK_SWEEPS, 2, 1) if args.quick else (SWEEPS, args.steps, args.block)
     suffix = "-quick" if args.quick else ""
     json_path = Path(args.json) if args.json else RESULTS / f"scaling{suffix}.json"
     plot_path = Path(args.plot) if args.plot else RESULTS / f"scaling{suffix}.png"
     started = time.perf_counter()
+    load_start = load_average()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for sweep, setting in settings(sweeps):
@@ -269,6 +416,7 @@ def main(argv=None):
                   f"{r['s_per_step_trl']:.3f}, ours {r['s_per_step_rlvr']:.3f}", flush=True)
     result = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}",
+        "load": machine_note(load_start, load_average()),
         "model": "tiny Qwen3, hidden 64, 2 layers (rlvr_plugins.testing.tiny_model)",
         "prompts_per_step": PROMPTS_PER_STEP,
         "base": BASE,
@@ -284,6 +432,33 @@ def main(argv=None):
     json_path.write_text(json.dumps(result, indent=2) + "\n")
     plot(rows, plot_path)
     print(f"wrote {json_path} and {plot_path}")
+    return result
+
+
+def main_phases(args) -> dict:
+    import importlib.util
+    import tempfile
+
+    import torch
+
+    models, size, steps = (QUICK_MODELS, QUICK_STEP, 3) if args.quick else (MODELS, DEMO_STEP, args.steps)
+    json_path = Path(args.json) if args.json else RESULTS / f"scaling-phases{'-quick' if args.quick else ''}.json"
+    load_start = load_average()
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = time_phases(models, size, steps, args.warmup, Path(tmp))
+    result = {
+        "machine": {**machine_note(load_start, load_average()), "arch": platform.machine(),
+                    "torch_threads": torch.get_num_threads()},
+        "generation": "transformers",
+        "vllm": "installed but not run (needs a GPU)" if importlib.util.find_spec("vllm") else "not installed: skipped",
+        "quick": args.quick, "rows": rows, "seconds": round(time.perf_counter() - started, 1),
+    }
+    print(phases_markdown(rows))
+    print(json.dumps(result, indent=2))
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {json_path}")
     return result
 
 

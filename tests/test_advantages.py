@@ -39,6 +39,21 @@ def test_grpo_equals_trl_scale_rewards_group_formula():
     assert torch.allclose(A.grpo_advantages(r, all_valid(48), 8), expected, atol=1e-6)
 
 
+def test_all_valid_shortcut_gives_the_masked_path_values_bit_for_bit():
+    # a ninth group with one unscored completion sends the whole batch down the masked path;
+    # groups are independent, so the first eight must come out identical to the shortcut's
+    torch.manual_seed(1)
+    r = torch.rand(8 * 8)
+    r[8:16] = 0.35  # one zero-variance group
+    extra = torch.rand(8)
+    masked_valid = torch.cat([all_valid(64), torch.tensor([False] + [True] * 7)])
+    masked = A.grpo_advantages(torch.cat([r, extra]), masked_valid, 8)
+    assert torch.equal(A.grpo_advantages(r, all_valid(64), 8), masked[:64])
+    zero_masked = A.zero_variance_groups(torch.cat([r, extra]), masked_valid, 8)
+    assert torch.equal(A.zero_variance_groups(r, all_valid(64), 8), zero_masked[:8])
+    assert A.zero_variance_groups(r, all_valid(64), 8).tolist() == [False, True] + [False] * 6
+
+
 def test_mean_baseline_is_reward_minus_group_mean():
     r = t([3, 1, 2, 0, 0, 4])
     assert A.mean_baseline_advantages(r, all_valid(6), 3).tolist() == pytest.approx([1, -1, 0, -4 / 3, -4 / 3, 8 / 3])

@@ -1,7 +1,8 @@
-"""The benchmark scripts' ``--quick`` modes: they run, and their JSON is complete and self-consistent.
+"""The benchmark scripts: their statistics and refusals against hand-computed cases, and their
+``--quick`` modes: they run, and their JSON is complete and self-consistent.
 
-Timings are never asserted (they depend on the machine's load). Both quick modes together
-take well over a minute on two cores, so both are marked ``slow``.
+Timings are never asserted (they depend on the machine's load). The quick modes take from
+ten seconds to over a minute on two cores, so they are marked ``slow``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import benchkit  # noqa: E402
 
 
 def run_benchmark(script: str, *args: str) -> None:
@@ -85,3 +89,181 @@ def test_scaling_quick_table_covers_every_setting(tmp_path):
             assert r[f"ratio_{kind}_vs_trl"] == pytest.approx(r[f"s_per_step_{kind}"] / r["s_per_step_trl"])
         assert ("s_per_step_rlvr-isolated" in r) == (r["sweep"] == "reward_plugins")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_percentile_interpolates_between_order_statistics():
+    assert benchkit.percentile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
+    assert benchkit.percentile([1.0, 2.0, 3.0, 4.0], 0.25) == 1.75  # position 0.75
+    assert benchkit.percentile([7.0], 0.9) == 7.0
+
+
+def test_bootstrap_interval_of_a_median_matches_the_exact_bootstrap_distribution():
+    # resampling [1, 3] twice gives medians 1, 2, 2, 3 with probability 1/4 each: 2 has half the
+    # mass, 1 and 3 a quarter each; so the 95 % interval is (1, 3) and the 40 % one (2, 2)
+    assert benchkit.bootstrap_ci([1.0, 3.0]) == (1.0, 3.0)
+    assert benchkit.bootstrap_ci([1.0, 3.0], confidence=0.4) == (2.0, 2.0)
+    assert benchkit.bootstrap_ci([1.2] * 7) == (1.2, 1.2)
+    # max of a resample of [1, 2] is 1 with probability 1/4: the 90 % interval is (1, 2)
+    assert benchkit.bootstrap_ci([1.0, 2.0], statistic=max, confidence=0.9) == (1.0, 2.0)
+
+
+def test_paired_ratio_is_the_median_of_per_pair_ratios():
+    result = benchkit.paired_ratio([2.0, 3.0, 4.0], [1.0, 3.0, 2.0])  # ratios 2, 1, 2
+    assert result["median"] == 2.0 and result["pairs"] == 3
+    assert result["ci95"][0] >= 1.0 and result["ci95"][1] == 2.0
+    with pytest.raises(ValueError, match="equal, non-empty series; got 2 and 1"):
+        benchkit.paired_ratio([1.0, 2.0], [1.0])
+
+
+def test_identical_work_check_names_the_first_difference():
+    a = {"completion_ids": [[[1, 2]], [[3, 4]]], "loss": [0.5, 0.25]}
+    benchkit.check_identical_work(a, {"completion_ids": [[[1, 2]], [[3, 4]]], "loss": [0.5, 0.25 * (1 + 1e-7)]})
+    cases = [
+        ({"completion_ids": [[[1, 2]], [[3, 5]]], "loss": [0.5, 0.25]},
+         "completion_ids differs at step 1: trl [[3, 4]], defaults [[3, 5]]"),
+        ({"completion_ids": [[[1, 2]], [[3, 4]]], "loss": [0.5, 0.26]},
+         "loss differs at step 1: trl 0.25, defaults 0.26"),
+        ({"completion_ids": [[[1, 2]]], "loss": [0.5]}, "completion_ids: trl has 2 steps, defaults has 1"),
+        ({"loss": [0.5, 0.25]}, "trl recorded ['completion_ids', 'loss'], defaults recorded ['loss']"),
+    ]
+    for b, message in cases:
+        with pytest.raises(benchkit.DifferentWork) as info:
+            benchkit.check_identical_work(a, b, names=("trl", "defaults"))
+        assert str(info.value) == message
+
+
+def test_ledger_charges_exclusive_cpu_time_to_the_innermost_owner():
+    now = [0.0]
+    ledger = benchkit.Ledger(clock=lambda: now[0])
+
+    def inner():
+        now[0] += 5.0
+
+    inner = ledger.wrap("trl", inner)
+
+    def outer():
+        now[0] += 2.0
+        inner()
+        now[0] += 1.0
+
+    now[0] = 10.0  # before any wrapped call: charged to nobody
+    ledger.wrap("ours", outer)()
+    import threading
+    assert ledger.totals(threading.get_ident()) == {None: 0.0, "ours": 3.0, "trl": 5.0}
+
+
+def overhead_series(n: int, trl: float, ours: float) -> dict:
+    return {"trl": {"cpu": [trl] * n, "wall": [2 * trl] * n},
+            "defaults": {"cpu": [ours] * n, "wall": [2 * ours] * n, "ours": [0.01 * ours] * n}}
+
+
+def test_overhead_report_gives_ratios_only_for_identical_work():
+    import plugin_overhead
+
+    same = {"completion_ids": [[[1]], [[2]], [[3]]], "advantages": [[0.0]] * 3, "loss": [0.1, 0.2, 0.3]}
+    status, figures = plugin_overhead.report({"trl": same, "defaults": dict(same)}, overhead_series(3, 0.2, 0.204),
+                                             warmup=1)
+    assert status == 0
+    assert figures["identical_work"] == {"steps": 3, "checked": ["advantages", "completion_ids", "loss"]}
+    assert figures["cpu_ratio_defaults_vs_trl"]["median"] == pytest.approx(1.02)
+    assert figures["cpu_ratio_defaults_vs_trl"]["pairs"] == 2  # the warm-up step is not timed
+    assert figures["framework_share_of_step_cpu"]["median"] == pytest.approx(0.01)
+    assert figures["goal"]["met"] is True
+    _, slower = plugin_overhead.report({"trl": same, "defaults": dict(same)}, overhead_series(3, 0.2, 0.21), warmup=1)
+    assert slower["goal"]["met"] is False  # 1.05 > 1.02
+    other = {**same, "completion_ids": [[[1]], [[9]], [[3]]]}
+    status, figures = plugin_overhead.report({"trl": same, "defaults": other}, overhead_series(3, 0.2, 0.204),
+                                             warmup=1)
+    assert status == 3
+    assert figures == {"refused": "the two trainers did different work, no ratio: completion_ids differs at step 1: "
+                                  "trl [[2]], defaults [[9]]"}
+
+
+@pytest.mark.slow
+def test_plugin_overhead_quick_does_identical_work_and_reports_load(tmp_path):
+    out = tmp_path / "overhead.json"
+    run_benchmark("plugin_overhead.py", "--json", str(out))
+    result = json.loads(out.read_text())
+    assert result["identical_work"]["steps"] == result["steps_timed"] + result["warmup_steps"] == 5
+    assert len(result["machine"]["load_average_start"]) == len(result["machine"]["load_average_end"]) == 3
+    cpu = result["cpu_ratio_defaults_vs_trl"]
+    assert cpu["pairs"] == 4 and cpu["ci95"][0] <= cpu["median"] <= cpu["ci95"][1]
+    assert 0 < result["framework_share_of_step_cpu"]["median"] < 1
+    assert result["trl_cpu_charged_to_rlvr_plugins"] == 0.0
+
+
+def test_reward_throughput_refuses_a_speedup_unless_every_verdict_is_the_same():
+    import reward_throughput
+
+    assert reward_throughput.speedup_refusal(1024, 1024, 1024) is None
+    assert reward_throughput.speedup_refusal(1024, 1021, 1020) == (
+        "different work, no speed-up: 3 of 1024 completions undecided by one side, 1 verdicts differ")
+
+
+def test_scaling_phases_split_a_step_into_phases_and_the_rest():
+    import scaling
+
+    before = [{}, {"generation": 1.0, "reward": 0.5}]
+    after = [{"generation": 1.0, "reward": 0.5, "advantage": 0.25}, {"generation": 1.5, "reward": 0.75}]
+    # step 1: 1.0 + 0.5 + 0.25 of 2.0 s, rest 0.25; step 2: 0.5 + 0.25 + 0 of 1.0 s, rest 0.25
+    assert scaling.split_steps(before, after, [2.0, 1.0]) == {
+        "generation": 0.75, "reward": 0.375, "advantage": 0.125, "loss, backward, optimizer": 0.25}
+
+
+def test_sandbox_cost_split_subtracts_the_bare_runs():
+    import code_sandbox_cost
+
+    assert code_sandbox_cost.split("trivial", [24.0, 25.0, 90.0], [26.5, 30.0, 20.0], [40.0, 41.0, 39.0]) == {
+        "kind": "trivial", "sandboxed_ms": 40.0, "interpreter_start_ms": 25.0, "program_ms": 1.5,
+        "sandbox_setup_ms": 13.5}  # medians 25, 26.5, 40
+    items = code_sandbox_cost.items("cpu", 2, 3, distinct=True)
+    assert [t["output"] for t in items[1]["example"]["tests"]] == ["2\n", "3\n", "4\n"]  # input c, k = 1
+    assert code_sandbox_cost.items("trivial", 2, 1, distinct=False)[0] == code_sandbox_cost.items(
+        "trivial", 2, 1, distinct=False)[1]
+
+
+@pytest.mark.slow
+def test_code_sandbox_cost_quick_covers_its_matrix(tmp_path):
+    pytest.importorskip("rlvr_code")
+    out = tmp_path / "sandbox.json"
+    result_ = subprocess.run([sys.executable, str(REPO / "benchmarks" / "code_sandbox_cost.py"), "--quick", "--json",
+                              str(out)], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert result_.returncode == 0, result_.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert [(r["workers"], r["cases"], r["distinct"]) for r in result["rows"]] == [
+        (w, c, d) for w in (1, 2) for c in (1, 2) for d in (True, False)]
+    assert len(result["machine"]["load_average_start"]) == 3
+    assert [p["kind"] for p in result["split"]] == ["trivial"]
+
+
+@pytest.mark.slow
+def test_scaling_phases_quick_splits_each_step_and_compares_identical_work(tmp_path):
+    out = tmp_path / "phases.json"
+    run_benchmark("scaling.py", "--phases", "--json", str(out))
+    result = json.loads(out.read_text())
+    assert [r["model"] for r in result["rows"]] == ["tiny"]
+    assert result["vllm"] in ("not installed: skipped", "installed but not run (needs a GPU)")
+    row = result["rows"][0]
+    assert "refused" not in row and row["cpu_ratio_defaults_vs_trl"] > 0
+    for kind in ("trl", "defaults"):
+        d = row[kind]
+        assert d["generation"] > 0 and d["reward"] >= 0 and d["advantage"] > 0
+    assert row["trl"]["ours_s_per_step"] == 0.0 < row["defaults"]["ours_s_per_step"]
+    assert len(result["machine"]["load_average_end"]) == 3
+
+
+def test_overhead_across_runs_takes_the_median_of_runs_and_refuses_if_any_run_did():
+    import plugin_overhead
+
+    def run_result(ratio, share):
+        return {"cpu_ratio_defaults_vs_trl": {"median": ratio}, "framework_share_of_step_cpu": {"median": share}}
+
+    runs = [run_result(1.01, 0.012), run_result(1.03, 0.014), run_result(0.99, 0.013)]
+    result = plugin_overhead.across_runs(runs)
+    assert result["cpu_ratio_defaults_vs_trl"]["median"] == 1.01
+    low, high = result["cpu_ratio_defaults_vs_trl"]["ci95_over_runs"]
+    assert 0.99 <= low <= 1.01 <= high <= 1.03
+    assert result["framework_share_of_step_cpu"]["median"] == 0.013
+    assert result["goal"]["met"] is True  # 1.01 <= 1.02, upper end <= 1.03 < 1.05, 1.3 % <= 1.5 %
+    refused = plugin_overhead.across_runs([runs[0], {"refused": "the two trainers did different work: x"}])
+    assert refused == {"refused": "1 of 2 runs did different work: the two trainers did different work: x"}

@@ -59,6 +59,10 @@ def grpo_advantages(
     Equal to TRL's ``scale_rewards="group"``. A group with fewer than two valid rewards has
     no std: its advantages are 0.
     """
+    if num_generations > 1 and bool(valid.all()):  # the common case: the same arithmetic without the masks
+        g = grouped(rewards, num_generations)
+        mean = torch.nanmean(g, dim=1, keepdim=True)
+        return ((g - mean) / (nan_std(g, dim=1).unsqueeze(1) + eps)).view(-1)
     std = group_std(rewards, valid, num_generations)
     adv = (rewards - group_mean(rewards, valid, num_generations)) / (std + eps)
     return _zero_invalid(torch.where(torch.isnan(std), torch.zeros_like(adv), adv), valid)
@@ -149,6 +153,8 @@ def zero_variance_groups(rewards: torch.Tensor, valid: torch.Tensor, num_generat
     nonzero computed std, but their max and min are identical.
     """
     g = grouped(rewards, num_generations)
+    if bool(valid.all()):
+        return ~(g.amax(dim=1) > g.amin(dim=1))
     v = grouped(valid, num_generations)
     hi = torch.where(v, g, torch.full_like(g, -torch.inf)).max(dim=1).values
     lo = torch.where(v, g, torch.full_like(g, torch.inf)).min(dim=1).values
