@@ -182,12 +182,13 @@ def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: b
         print(f"the run in {start.out} is already complete (step {start.step}, {SUMMARY_FILE} written): nothing "
               "to do", flush=True)
         return json.loads((start.out / SUMMARY_FILE).read_text(encoding="utf-8"))
+    prepared = prepare(config)  # every config and launch check before the folder is made
     with exclusive(start.out):
         check_still_free(start)  # again, now that no other run can write there
-        return _train(config, start)
+        return _train(config, start, prepared)
 
 
-def _train(config: dict[str, Any], start: RunStart) -> dict[str, Any]:
+def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[str, Any]:
     import torch
     from datasets import Dataset
     from transformers import set_seed
@@ -198,7 +199,6 @@ def _train(config: dict[str, Any], start: RunStart) -> dict[str, Any]:
     from .trainer import RLVRTrainer
 
     started = time.perf_counter()
-    prepared = prepare(config)
     out = start.out
     checkpoint = str(start.checkpoint) if start.checkpoint else None
     dist = _distributed_state()
