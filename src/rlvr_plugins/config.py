@@ -50,7 +50,7 @@ GENERATION_KEYS = {"n", "temperature", "top_p", "max_new_tokens", "batch_size", 
                    "reward", "threshold"}
 BACKENDS = ("transformers", "vllm")
 PROMPTING_MODES = ("zero-shot", "few-shot", "cot")
-EVAL_KEYS = {"reward", "threshold", "max_new_tokens", "batch_size"} | GENERATION_KEYS | {
+EVAL_KEYS = {"reward", "threshold", "max_new_tokens", "batch_size", "every_steps"} | GENERATION_KEYS | {
     "mode", "shots", "shot_column", "cot_instruction", "k", "format_reward", "breakdown"}
 FILTER_KEYS = GENERATION_KEYS | {"min_pass_rate", "max_pass_rate", "drop_solved_without_cot", "no_cot_instruction",
                                  "no_cot_max_new_tokens", "output", "difficulty", "hygiene"}

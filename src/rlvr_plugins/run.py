@@ -113,6 +113,21 @@ def engine_options(config: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+@dataclasses.dataclass(frozen=True)
+class EvalSchedule:
+    """``eval.every_steps``: measure held-out accuracy during GRPO every so many optimiser steps (``None``: only
+    before and after GRPO)."""
+
+    every_steps: int | None = None
+
+    @classmethod
+    def from_section(cls, section: Mapping[str, Any] | None) -> EvalSchedule:
+        value = (section or {}).get("every_steps")
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ConfigError(f"eval.every_steps must be a whole number of steps >= 1 (or absent), got {value!r}")
+        return cls(value)
+
+
 @dataclasses.dataclass
 class Prepared:
     """What a run needs, checked: the plugins and the GRPOConfig (no model loaded yet)."""
@@ -132,6 +147,7 @@ def prepare(config: dict[str, Any]) -> Prepared:
     eval_reward = (config.get("eval") or {}).get("reward")
     if eval_reward is not None and eval_reward not in names:
         raise ConfigError(f"eval.reward {eval_reward!r} is not a registered reward; registered: {names}")
+    EvalSchedule.from_section(config.get("eval"))
     return Prepared(config, plugin_set, args)
 
 
@@ -170,9 +186,9 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
     from datasets import Dataset
     from transformers import set_seed
     from . import data, modeling
-    from .evaluation import evaluate
+    from .evaluation import evaluate, metric_row
     from .rewards import Engines
-    from .runlog import GracefulStop, MetricsWriter, compact_console, truncate_metrics
+    from .runlog import GracefulStop, MetricsWriter, PeriodicEval, compact_console, truncate_metrics
     from .trainer import RLVRTrainer, last_complete_checkpoint
 
     started = time.perf_counter()
@@ -200,16 +216,25 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
     summary: dict[str, Any] = {"output_dir": str(out), "plugins": prepared.plugin_set.names, "stages": {}}
     max_new = int(prepared.grpo_args.max_completion_length)
 
-    def run_eval(tag: str, model):
+    metrics = MetricsWriter(out / "metrics.jsonl")
+
+    def measure(tag: str, model):
         if not eval_rows:
-            return
+            return None
         t = time.perf_counter()
         result = evaluate(model, tokenizer, eval_rows, rewards, engines, config.get("eval") or {}, max_new)
         result["seconds"] = round(time.perf_counter() - t, 1)
-        summary[f"eval_{tag}"] = result
         if dist.is_main_process:
             print(f"[eval {tag}] accuracy {100 * result['accuracy']:.1f}% on {result['n']} held-out problems "
                   f"({result['reward']}); rewards {_fmt(result['rewards'])}", flush=True)
+        return result
+
+    def run_eval(tag: str, model, step: int):
+        result = measure(tag, model)
+        if result is not None:
+            summary[f"eval_{tag}"] = result
+            if dist.is_main_process:
+                metrics.write(step, metric_row(result))
 
     policy_dir = out / "policy-init"
     if resume and policy_dir.is_dir():
@@ -224,7 +249,7 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
             model = run_sft(model, tokenizer, sft_rows, sft_section, out / "sft", seed, max_new)
             summary["stages"]["sft_seconds"] = round(time.perf_counter() - t, 1)
             summary["sft_examples"] = len(sft_rows)
-        run_eval("before", model)
+        run_eval("before", model, 0)
         built_here = "tiny" in config["model"] or sft_section
         if built_here:
             if dist.is_main_process:
@@ -234,6 +259,10 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
         else:
             policy = model
     stop = GracefulStop()
+    callbacks = [metrics, stop]
+    every = EvalSchedule.from_section(config.get("eval")).every_steps
+    if every and eval_rows:
+        callbacks.append(PeriodicEval(every, measure, metrics.write))
     t = time.perf_counter()
     trainer = RLVRTrainer(
         plugin_set=prepared.plugin_set,
@@ -243,7 +272,7 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
         train_dataset=Dataset.from_list(train_rows),
         processing_class=tokenizer,
         peft_config=modeling.lora_config(config),
-        callbacks=[MetricsWriter(out / "metrics.jsonl"), stop],
+        callbacks=callbacks,
         correctness_reward=(config.get("eval") or {}).get("reward"),
         correct_threshold=float((config.get("eval") or {}).get("threshold", 1.0)),
     )
@@ -259,7 +288,7 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
                   f"Continue with: rlvr train CONFIG --resume", flush=True)
     else:
         trainer.save_model(str(out / "final"))
-        run_eval("after", trainer.model)
+        run_eval("after", trainer.model, trainer.state.global_step)
     if "eval_before" in summary and "eval_after" in summary:
         summary["accuracy_gain_points"] = round(
             100 * (summary["eval_after"]["accuracy"] - summary["eval_before"]["accuracy"]), 1)
@@ -270,7 +299,16 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
     if dist.is_main_process:
         (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
         _print_summary(summary)
+        _write_curves(out)
     return summary
+
+
+def _write_curves(out: Path) -> None:
+    from .commands.compare_cmd import draw_curves
+
+    path = draw_curves(out)
+    print(f"learning curves: {path}" if path else "learning curves not drawn (matplotlib is not installed: "
+          "pip install rlvr-plugins[plots])", flush=True)
 
 
 def _policy_path(model, tokenizer, folder: Path) -> str:
