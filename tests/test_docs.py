@@ -170,3 +170,10 @@ def test_writing_plugins_walks_through_the_example_plugin():
     for needle in ("class NoRepeatPlugin(Plugin):", "class NoRepeatScorer:", "def repeated_share("):
         assert needle in source and needle in text, needle
     assert "pip install ./docs/example-plugin" in text and "rewards/no-repeat/mean" in text
+
+
+def test_readme_says_what_every_make_target_does():
+    targets = re.findall(r"^([a-z][a-z-]*):", (REPO / "Makefile").read_text(encoding="utf-8"), flags=re.M)
+    assert {"install", "demo", "test", "test-fast", "clean"} <= set(targets)
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert [t for t in targets if f"| `make {t}` |" not in readme] == []

@@ -1,6 +1,7 @@
 """Plugin discovery, enabling, options, and every start-up error naming its culprit."""
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import pytest
@@ -17,6 +18,8 @@ from rlvr_plugins.errors import (
     UnknownPluginError,
 )
 from rlvr_plugins.manager import PluginEntry, build_plugin_set, temporary_plugin
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 class HalfEstimator(Plugin):
@@ -91,6 +94,29 @@ def test_unknown_plugin_lists_installed():
     with pytest.raises(UnknownPluginError) as exc:
         build_plugin_set({"r1-acuracy": {}})
     assert "'r1-acuracy'" in str(exc.value) and "grpo" in str(exc.value) and "rloo" in str(exc.value)
+    assert str(exc.value).endswith("'r1-acuracy': did you mean 'r1-accuracy'?")
+    assert "pip install" not in str(exc.value)
+
+
+def test_unknown_plugin_hints_pip_only_for_a_name_a_known_distribution_provides():
+    from rlvr_plugins.errors import unknown_plugin_hint
+
+    assert unknown_plugin_hint("code-tests", ["grpo"]) == \
+        "'code-tests' is provided by rlvr-code: pip install rlvr-code (or pip install -e plugins/rlvr-code)."
+    assert unknown_plugin_hint("zzzz", ["grpo", "rloo"]) == \
+        "'zzzz': no installed or known plugin has a similar name; check the spelling (rlvr plugins lists them)."
+
+
+def test_known_distributions_match_the_plugins_folder():
+    import tomllib
+
+    from rlvr_plugins.errors import KNOWN_DISTRIBUTIONS
+
+    found = {}
+    for path in sorted((REPO / "plugins").glob("*/pyproject.toml")):
+        project = tomllib.loads(path.read_text(encoding="utf-8"))["project"]
+        found[project["name"]] = tuple(project["entry-points"]["rlvr_plugins"])
+    assert found == KNOWN_DISTRIBUTIONS
 
 
 def test_two_one_winner_plugins_conflict_naming_both():
