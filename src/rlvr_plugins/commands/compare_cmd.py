@@ -196,7 +196,8 @@ def _line(ax, points, colour: str, **style) -> None:
             marker="." if len(points) < 30 else None, **style)
 
 
-CURVES = ("eval/accuracy", "reward")
+CURVES = (("eval/accuracy", "held-out accuracy (greedy; step 0: before GRPO)"),
+          ("reward", "train reward (weighted total, mean over completions)"))
 """What a run's ``curves.png`` shows: held-out accuracy during GRPO and the train reward, against step."""
 
 
@@ -210,7 +211,7 @@ def draw_curves(folder: str | Path, ema: float = DEFAULT_EMA) -> Path | None:
         return None
     run = compare.load_run(folder)
     group = compare.Group("curves", f"Learning curves: {run.label}",
-                          tuple(compare.Metric(k, k, "max") for k in CURVES))
+                          tuple(compare.Metric(k, title, "max") for k, title in CURVES))
     path = Path(folder) / "curves.png"
     return path if draw_group(figure_class, group, [run], 1, path, ema) else None
 
