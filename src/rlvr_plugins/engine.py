@@ -167,6 +167,10 @@ class RewardFunctionError(RLVRError, RuntimeError):
 # ---------------------------------------------------------------- shared by both sides
 
 
+IN_PROCESS_HINT = ("run rewards in the trainer's process, without workers or deadlines (config: "
+                   "engine: {in_process: true}; Python: Engines(in_process=True))")
+
+
 def _safe(text: Any, limit: int = _ERROR_CHARS) -> str:
     """ASCII-only, control characters and lone surrogates escaped, truncated."""
     try:
@@ -754,7 +758,7 @@ class _Dispatch:
         return RewardContractError(
             f"reward plugin {self.tally.name!r}: its scoring function cannot be loaded in a worker process{hint}: "
             f"{error}. It must be importable: a module-level function or class instance, or a functools.partial "
-            "of one; or score it with in_process=True"
+            f"of one; or {IN_PROCESS_HINT}"
         )
 
     def _expired(self, worker: _Worker) -> None:
@@ -890,7 +894,7 @@ class RewardEngine:
             raise RewardContractError(
                 f"reward plugin {name!r}: its scoring function {_safe(repr(fn), 120)} cannot be pickled for the "
                 f"worker processes ({_describe(exc)}); use a module-level function or class instance, or "
-                "in_process=True"
+                f"{IN_PROCESS_HINT}"
             ) from exc
         return f"{name}:{hashlib.blake2b(payload, digest_size=12).hexdigest()}", payload
 
