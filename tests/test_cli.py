@@ -77,6 +77,29 @@ def test_bad_plugin_option_and_override(tmp_path, capsys):
     assert "config OK; plugins: r1-accuracy, r1-format, grpo" in capsys.readouterr().out
 
 
+def test_disable_turns_a_plugin_off_from_the_command_line(capsys):
+    assert cli.main(["train", str(SMOKE), "--check", "--disable", "r1-format", "--set", "plugins.rloo={}"]) == 0
+    assert capsys.readouterr().out == "config OK; plugins: r1-accuracy, rloo, repeat-sampler, plain-template\n"
+    assert cli.main(["train", str(SMOKE), "--check", "--set", "plugins.r1-format=null"]) == 0
+    assert capsys.readouterr().out == "config OK; plugins: r1-accuracy, grpo, repeat-sampler, plain-template\n"
+    assert cli.main(["train", str(SMOKE), "--check", "--disable", "r1-fromat"]) == 2
+    err = capsys.readouterr().err
+    assert ("override 'plugins.r1-fromat=': plugin 'r1-fromat' is not enabled, so it cannot be disabled; "
+            "did you mean r1-format?\n") in err and "Traceback" not in err
+    assert cli.main(["train", str(SMOKE), "--check", "--disable", "zzz"]) == 2
+    assert "plugin 'zzz' is not enabled, so it cannot be disabled; enabled: r1-accuracy, r1-format\n" in \
+        capsys.readouterr().err
+
+
+def test_an_empty_override_removes_the_key():
+    from rlvr_plugins.config import apply_overrides
+
+    config = {"model": {"tiny": {"hidden_size": 8}, "tokenizer": "char"}, "engine": {"memory_limit_mb": 64}}
+    out = apply_overrides(config, ["model.tiny=", "model.name_or_path=runs/x/final", "engine.memory_limit_mb=null"])
+    assert out == {"model": {"tokenizer": "char", "name_or_path": "runs/x/final"}, "engine": {"memory_limit_mb": None}}
+    assert config["model"]["tiny"] == {"hidden_size": 8}
+
+
 def test_grpo_config_rejection_is_reported_as_config_error(tmp_path, capsys):
     assert cli.main(["train", str(SMOKE), "--check", "--set", "trainer.num_generations=3"]) == 2
     assert "trainer:" in capsys.readouterr().err

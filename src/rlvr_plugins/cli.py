@@ -15,6 +15,8 @@ from .errors import RLVRError
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "disable", None):
+        args.overrides = [*args.overrides, *(f"plugins.{name}=" for name in args.disable)]
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     quiet_libraries()
     try:
@@ -65,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", nargs="?", const=True, default=None, metavar="CHECKPOINT",
                    help="resume from the last checkpoint of output_dir, or from CHECKPOINT")
     p.add_argument("--check", action="store_true", help="validate the config and plugins, then stop")
+    add_disable(p)
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("score", help="score saved completions with the enabled plugins (no training)")
@@ -72,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("completions", help="JSONL rows: prompt, completion, answer, optional group")
     p.add_argument("--output", help="write one scored JSONL row per input row")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    add_disable(p)
     p.add_argument("--step", type=int, default=None,
                    help="training step seen by step-dependent plugins (default: past any warm-up)")
     p.set_defaults(func=cmd_score)
@@ -87,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("config")
         p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config value, e.g. --set eval.n=8 (repeatable)")
+        add_disable(p)
         p.set_defaults(func=globals()[func])
 
     from .commands import audit_cmd, compare_cmd
@@ -101,6 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
         module.add_arguments(p)
         p.set_defaults(func=module.run)
     return parser
+
+
+def add_disable(parser) -> None:
+    parser.add_argument("--disable", action="append", default=[], metavar="PLUGIN",
+                        help="turn off a plugin the config enables, e.g. --disable kimi-length (repeatable; the same "
+                             "as --set plugins.PLUGIN=null)")
 
 
 def cmd_plugins(args) -> int:

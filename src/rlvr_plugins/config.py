@@ -104,10 +104,26 @@ def apply_overrides(config: Mapping[str, Any], overrides: list[str]) -> dict[str
                 break
             node = child
         else:
-            node[parts[-1]] = yaml.safe_load(value) if value.strip() else None
+            parsed = yaml.safe_load(value) if value.strip() else None
+            if not removes(parts, value, parsed):
+                node[parts[-1]] = parsed
+            elif parts[-1] in node:
+                del node[parts[-1]]
+            elif parts[0] == "plugins":
+                enabled = list(out.get("plugins") or {})
+                close = difflib.get_close_matches(parts[1], enabled, n=3)
+                hint = f"did you mean {', '.join(close)}?" if close else f"enabled: {', '.join(enabled) or '(none)'}"
+                problems.append(f"override {item!r}: plugin {parts[1]!r} is not enabled, so it cannot be "
+                                f"disabled; {hint}")
     if problems:
         raise ConfigError(problems, source="--set")
     return out
+
+
+def removes(parts: list[str], value: str, parsed: Any) -> bool:
+    """Whether an override removes its key: an empty value (``--set model.tiny=``), or any null value for a
+    plugin (``--set plugins.r1-format=null``: the plugin is off)."""
+    return not value.strip() or (parsed is None and len(parts) == 2 and parts[0] == "plugins")
 
 
 def validate(config: Mapping[str, Any], source: str | None = None, need_data: bool = True,
