@@ -162,3 +162,57 @@ def test_third_party_plugin_from_the_docs_is_installed_and_called(tmp_path):
     assert any(v < 0 for v in values)  # an untrained tiny model repeats itself
     weights = json.loads((tmp_path / "run" / "plugins.json").read_text())["rewards"]
     assert {"plugin": "no-repeat", "name": "no-repeat", "weight": 0.5, "isolated": True} in weights
+
+
+def fake_run_folder(tmp_path, config_text: str, final: bool = True):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "config.yaml").write_text(config_text)
+    if final:
+        (folder / "final").mkdir()
+    return folder
+
+
+def test_a_run_folder_is_read_as_its_config_with_its_final_model(tmp_path):
+    from rlvr_plugins.config import load_config_or_run, run_config_text
+
+    config = {**yaml.safe_load(SMOKE.read_text()), "_config_dir": "/somewhere/configs"}
+    text = run_config_text(config)
+    assert text.startswith("# relative paths of this config are relative to: /somewhere/configs\noutput_dir: ")
+    folder = fake_run_folder(tmp_path, text)
+    loaded = load_config_or_run(folder, ["eval.n=2"])
+    assert loaded["model"] == {"name_or_path": str((folder / "final").resolve())}
+    assert loaded["output_dir"] == str(folder) and loaded["_config_dir"] == "/somewhere/configs"
+    assert loaded["eval"]["n"] == 2 and loaded["plugins"] == config["plugins"]
+
+
+@pytest.mark.parametrize("has_config, has_final, message", [
+    (False, True, "is a folder but not a run folder: it has no config.yaml"),
+    (True, False, "the run has no final/ model (unfinished?)"),
+])
+def test_a_folder_that_is_not_a_finished_run_is_refused(tmp_path, capsys, has_config, has_final, message):
+    folder = fake_run_folder(tmp_path, SMOKE.read_text(), final=has_final)
+    if not has_config:
+        (folder / "config.yaml").unlink()
+    assert cli.main(["eval", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and str(folder) in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_eval_and_score_a_run_folder(tmp_path):
+    """rlvr eval RUN_DIR / rlvr score RUN_DIR use the run's own config and its final/ model (~30 s)."""
+    run = tmp_path / "run"
+    trained = run_cli("train", str(SMOKE), "--set", f"output_dir={run}", "--set", "trainer.save_steps=100")
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    evaluated = run_cli("eval", str(run))
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    assert yaml.safe_load((run / "eval_config.yaml").read_text())["model"] == {"name_or_path": str(run / "final")}
+    assert json.loads((run / "eval.json").read_text())["metrics"]["problems"] == 16
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"prompt": "3+4=", "completion": "<think>7</think><answer>7</answer>",
+                                "answer": "7"}) + "\n")
+    scored = run_cli("score", str(run), str(rows), "--output", str(tmp_path / "scored.jsonl"))
+    assert scored.returncode == 0, scored.stderr[-2000:]
+    [row] = [json.loads(line) for line in (tmp_path / "scored.jsonl").read_text().splitlines()]
+    assert row["r1-accuracy"] == 1.0 and row["r1-format"] == 1.0

@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("score", help="score saved completions with the enabled plugins (no training)")
-    p.add_argument("config")
+    p.add_argument("config", **RUN_DIR_ARGUMENT)
     p.add_argument("completions", help="JSONL rows: prompt, completion, answer, optional group")
     p.add_argument("--output", help="write one scored JSONL row per input row")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("distill", "cmd_distill", "rejection sampling: keep a teacher's correct, well-formed traces as an SFT set"),
     ):
         p = sub.add_parser(name, help=text)
-        p.add_argument("config")
+        p.add_argument("config", **RUN_DIR_ARGUMENT if name == "eval" else {})
         p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config value, e.g. --set eval.n=8 (repeatable)")
         add_disable(p)
@@ -106,6 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
         module.add_arguments(p)
         p.set_defaults(func=module.run)
     return parser
+
+
+RUN_DIR_ARGUMENT = {"metavar": "CONFIG|RUN_DIR",
+                    "help": "a config file, or a run folder: its final/ model with the run's own config.yaml"}
 
 
 def add_disable(parser) -> None:
@@ -154,19 +158,20 @@ def cmd_train(args) -> int:
 
 
 def cmd_score(args) -> int:
-    from .config import load_config
+    from .config import load_config_or_run
     from .score import LATE_STEP, run_score
 
-    config = load_config(args.config, args.overrides, need_data=False)
+    config = load_config_or_run(args.config, args.overrides, need_data=False)
     run_score(config, args.completions, args.output, LATE_STEP if args.step is None else args.step)
     return 0
 
 
 def _command_config(args, need_model: bool = True):
-    from .config import load_config
+    from .config import load_config, load_config_or_run
     from .run import configure_threads
 
-    config = load_config(args.config, args.overrides, need_model=need_model)
+    load = load_config_or_run if args.command == "eval" else load_config
+    config = load(args.config, args.overrides, need_model=need_model)
     configure_threads()
     return config
 

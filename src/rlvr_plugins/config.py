@@ -86,6 +86,38 @@ def load_config(path: str | Path, overrides: list[str] | None = None, need_data:
     return config
 
 
+CONFIG_DIR_COMMENT = "# relative paths of this config are relative to: "
+"""The first line of a run folder's ``config.yaml``: the folder of the config it was trained from."""
+
+
+def run_config_text(config: Mapping[str, Any]) -> str:
+    """A run folder's ``config.yaml``: the public config, after a comment naming the original config's folder."""
+    return (f"{CONFIG_DIR_COMMENT}{config.get('_config_dir', '.')}\n"
+            + yaml.safe_dump(public(config), sort_keys=False))
+
+
+def load_config_or_run(path: str | Path, overrides: list[str] | None = None, **kwargs: Any) -> dict[str, Any]:
+    """:func:`load_config` of a config file, or of a run folder (the ``output_dir`` of ``rlvr train``): its own
+    resolved ``config.yaml`` with the model replaced by the run's ``final/`` and ``output_dir`` the folder itself
+    (so ``rlvr eval RUN_DIR`` writes ``eval.json`` next to the run's files). ``--set`` overrides apply after that."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return load_config(path, overrides, **kwargs)
+    config_file, final = folder / "config.yaml", folder / "final"
+    if not config_file.is_file():
+        raise ConfigError(f"{folder} is a folder but not a run folder: it has no config.yaml (give a config "
+                          "file, or the output_dir of rlvr train)")
+    if not final.is_dir():
+        raise ConfigError(f"{folder}: the run has no final/ model (unfinished?); give a config file with "
+                          f"model.name_or_path set to one of its checkpoint-N folders instead")
+    first = config_file.read_text(encoding="utf-8").partition("\n")[0]
+    config_dir = first[len(CONFIG_DIR_COMMENT):] if first.startswith(CONFIG_DIR_COMMENT) else str(folder.resolve())
+    run = [f"output_dir={folder}", "model.tiny=", "model.tokenizer=", f"model.name_or_path={final.resolve()}"]
+    config = load_config(config_file, run + list(overrides or []), **kwargs)
+    config["_config_dir"] = config_dir
+    return config
+
+
 def apply_overrides(config: Mapping[str, Any], overrides: list[str]) -> dict[str, Any]:
     """``["trainer.learning_rate=1e-6"]`` → a deep copy with those keys set."""
     out = copy.deepcopy(dict(config))

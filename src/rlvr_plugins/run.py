@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
 
 from . import config as cfg
 from .errors import ConfigError
@@ -153,7 +152,7 @@ def prepare(config: dict[str, Any]) -> Prepared:
 
 def write_run_header(out: Path, prepared: Prepared) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(yaml.safe_dump(cfg.public(prepared.config), sort_keys=False), encoding="utf-8")
+    (out / "config.yaml").write_text(cfg.run_config_text(prepared.config), encoding="utf-8")
     plugins = {
         "plugins": prepared.plugin_set.describe(),
         "rewards": [{"plugin": p, "name": r.name, "weight": r.weight, "isolated": r.isolated}
