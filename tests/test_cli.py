@@ -216,3 +216,25 @@ def test_eval_and_score_a_run_folder(tmp_path):
     assert scored.returncode == 0, scored.stderr[-2000:]
     [row] = [json.loads(line) for line in (tmp_path / "scored.jsonl").read_text().splitlines()]
     assert row["r1-accuracy"] == 1.0 and row["r1-format"] == 1.0
+
+
+@pytest.mark.parametrize("command", ["eval", "sft", "filter", "distill"])
+def test_command_help_describes_it_and_shows_examples_that_validate(command, capsys):
+    import shlex
+
+    from rlvr_plugins.config import load_config
+
+    module = __import__(f"rlvr_plugins.commands.{command}_cmd", fromlist=["EXAMPLES"])
+    with pytest.raises(SystemExit) as exc:
+        cli.main([command, "--help"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0
+    assert module.__doc__.splitlines()[0] in out and module.EXAMPLES.strip() in out
+    examples = [shlex.split(line.split("#")[0]) for line in module.EXAMPLES.splitlines()[1:] if line.strip()]
+    assert examples and all(words[:2] == ["rlvr", command] for words in examples)
+    for words in examples:
+        target = REPO / words[2]
+        if words[2].startswith("runs/"):
+            continue  # a run folder of `make demo`
+        overrides = [w for w in words[3:] if w != "--set"]
+        load_config(target, overrides, need_model=command != "filter")

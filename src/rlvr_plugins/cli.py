@@ -80,14 +80,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="training step seen by step-dependent plugins (default: past any warm-up)")
     p.set_defaults(func=cmd_score)
 
-    for name, func, text in (
+    from .commands import distill_cmd, eval_cmd, filter_cmd, sft_cmd
+
+    for name, func, text, module in (
         ("eval", "cmd_eval", "evaluate a model: zero-shot, few-shot or chain-of-thought prompting; accuracy, "
-                             "pass@k, maj@k, format rate (writes eval.json and eval.md)"),
-        ("sft", "cmd_sft", "SFT cold start alone (TRL SFTTrainer); the model is saved to <output_dir>/model"),
-        ("filter", "cmd_filter", "difficulty filtering: keep prompts whose pass rate is in a band (filtered.jsonl)"),
-        ("distill", "cmd_distill", "rejection sampling: keep a teacher's correct, well-formed traces as an SFT set"),
+                             "pass@k, maj@k, format rate (writes eval.json and eval.md)", eval_cmd),
+        ("sft", "cmd_sft", "SFT cold start alone (TRL SFTTrainer); the model is saved to <output_dir>/model", sft_cmd),
+        ("filter", "cmd_filter", "difficulty filtering: keep prompts whose pass rate is in a band (filtered.jsonl)",
+         filter_cmd),
+        ("distill", "cmd_distill", "rejection sampling: keep a teacher's correct, well-formed traces as an SFT set",
+         distill_cmd),
     ):
-        p = sub.add_parser(name, help=text)
+        p = sub.add_parser(name, help=text, description=module.__doc__, epilog=module.EXAMPLES,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("config", **RUN_DIR_ARGUMENT if name == "eval" else {})
         p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config value, e.g. --set eval.n=8 (repeatable)")
