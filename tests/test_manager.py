@@ -197,6 +197,46 @@ def test_hook_with_unknown_argument_is_an_error():
             build_plugin_set({"bad-args": {}})
 
 
+def test_misspelled_hook_argument_gets_our_message_with_the_specs_arguments():
+    class Typo(Plugin):
+        name = "typo"
+
+        @hookimpl
+        def rlvr_length_penalty(self, completion_length, step):
+            return None
+
+    with temporary_plugin(Typo):
+        with pytest.raises(PluginValidationError) as exc:
+            build_plugin_set({"typo": {}})
+    assert str(exc.value) == (
+        "plugin 'typo': test_misspelled_hook_argument_gets_our_message_with_the_specs_arguments.<locals>.Typo."
+        "rlvr_length_penalty takes argument(s) 'completion_length' (did you mean 'completion_lengths'?) that "
+        "rlvr_length_penalty does not pass; it passes (take any of them, by name): completion_lengths, "
+        "num_generations, rewards_per_func, reward_names, step")
+
+
+def test_rlvr_plugins_warns_about_a_plugin_that_implements_no_hook_and_reports_a_misspelled_one():
+    class Idle(Plugin):
+        name = "idle"
+
+        def length_penalty(self, completion_lengths):
+            return None
+
+    class Misspelled(Plugin):
+        name = "misspelled"
+
+        @hookimpl
+        def rlvr_lenght_penalty(self, completion_lengths):
+            return None
+
+    with temporary_plugin(Idle), temporary_plugin(Misspelled):
+        rows = {r["name"]: r for r in manager.list_plugins()}
+    assert rows["idle"]["hooks"] == [] and "implements no hook" in rows["idle"]["warning"]
+    assert "rlvr_lenght_penalty matches no hook spec; did you mean 'rlvr_length_penalty'?" in \
+        rows["misspelled"]["error"]
+    assert "warning" not in rows["grpo"] and "error" not in rows["grpo"]
+
+
 def test_import_failure_names_plugin_and_chains(monkeypatch):
     monkeypatch.setitem(manager._temporary, "broken",
                         PluginEntry("broken", "rlvr_no_such_module.sub:Plugin", "rlvr-broken", "1.0"))

@@ -142,6 +142,8 @@ def cmd_plugins(args) -> int:
         if "error" in row:
             print(f"    ERROR: {row['error']}")
             continue
+        if "warning" in row:
+            print(f"    WARNING: {row['warning']}")
         print(f"    hooks: {', '.join(row['hooks'])}")
         if row["options"]:
             print(f"    options: {'; '.join(row['options'])}")
