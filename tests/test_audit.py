@@ -212,6 +212,28 @@ def test_an_estimator_breaking_the_hook_contract_is_named():
             audit.audit_estimator(est, audit.AuditSize(draws=10))
 
 
+def test_a_failing_estimator_is_skipped_with_a_warning_and_the_others_audited(tmp_path, caplog):
+    out = tmp_path / "audit"
+    with temporary_plugin(WrongShape):
+        args = build_parser().parse_args(["audit", "--estimator", "wrong-shape", "--estimator", "rloo", "--output",
+                                          str(out), "--draws", "100", "--prompts", "2"])
+        assert args.func(args) == 0
+    data = json.loads((out / "audit.json").read_text())
+    assert [e["name"] for e in data["estimators"]] == ["rloo"]
+    [skipped] = data["skipped"]
+    assert skipped["name"] == "wrong-shape" and skipped["error"].startswith(
+        "PluginContractError: plugin 'wrong-shape': rlvr_compute_advantages returned")
+    assert "estimator 'wrong-shape' (in-process) failed and is left out of the audit: PluginContractError" in caplog.text
+    assert "- **skipped** `wrong-shape` (in-process): it failed, PluginContractError" in (out / "audit.md").read_text()
+
+
+def test_when_every_estimator_fails_the_audit_fails_naming_it():
+    with temporary_plugin(WrongShape):
+        (est,) = audit.load_estimators(["wrong-shape"])
+        with pytest.raises(PluginContractError, match="plugin 'wrong-shape'"):
+            audit.run_audit([est], audit.AuditSize(draws=10, prompts=2))
+
+
 # -- the command ---------------------------------------------------------------------
 
 

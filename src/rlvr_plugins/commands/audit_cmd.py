@@ -97,6 +97,8 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     for name, sc in results["scenarios"].items():
         lines.append(f"- **{name}**: {sc['description']}; J = {sc['expected_reward']:.3f}")
+    for skipped in results.get("skipped", []):
+        lines.append(f"- **skipped** `{skipped['name']}` ({skipped['distribution']}): it failed, {skipped['error']}")
     lines += [
         "",
         "## Bias and variance against the exact gradient",
