@@ -292,6 +292,7 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
         summary["accuracy_gain_points"] = round(
             100 * (summary["eval_after"]["accuracy"] - summary["eval_before"]["accuracy"]), 1)
     summary["reward_engine"] = engines.stats()
+    summary["reward_failures"] = engines.failures()
     engines.close()
     summary["seconds"] = round(time.perf_counter() - started, 1)
     summary["threads"] = torch.get_num_threads()
@@ -347,7 +348,20 @@ def _print_summary(summary: Mapping[str, Any]) -> None:
     if "accuracy_gain_points" in summary:
         print(f"gain from GRPO: {summary['accuracy_gain_points']:+.1f} points")
     print(f"time: {summary['seconds']:.0f}s  stages: {summary['stages']}")
+    print(failure_line(summary.get("reward_failures") or {}))
     print("=" * 60, flush=True)
+
+
+def failure_line(failures: Mapping[str, Mapping[str, int]]) -> str:
+    """The summary's line on rewards that raised, timed out or returned no usable value.
+
+    >>> failure_line({"r1-accuracy": {"items": 512, "failed": 3}, "r1-format": {"items": 512, "failed": 0}})
+    'reward failures (no score, masked): r1-accuracy 3 of 512 items, r1-format 0 of 512 items'
+    """
+    if not failures:
+        return "reward failures: none scored"
+    return "reward failures (no score, masked): " + ", ".join(
+        f"{name} {c['failed']} of {c['items']} items" for name, c in failures.items())
 
 
 def configure_threads() -> None:
