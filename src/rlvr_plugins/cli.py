@@ -18,6 +18,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "disable", None):
         args.overrides = [*args.overrides, *(f"plugins.{name}=" for name in args.disable)]
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.verbose:
+        logging.getLogger("rlvr_plugins.engine.traceback").setLevel(logging.DEBUG)  # a failing reward's traceback
     quiet_libraries()
     try:
         return args.func(args)
@@ -52,7 +54,8 @@ def quiet_libraries() -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlvr", description="RL with verifiable rewards, as plugins on TRL.")
     parser.add_argument("--version", action="version", version=f"rlvr-plugins {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="print chained tracebacks of errors")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="print chained tracebacks of errors, and the traceback of each item a reward failed on")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("plugins", help="list installed plugins, their versions and hooks")

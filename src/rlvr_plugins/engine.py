@@ -124,6 +124,9 @@ from .errors import PluginContractError, RLVRError
 __all__ = ["RewardContractError", "RewardEngine", "RewardFunctionError", "RewardPluginFailing", "ScoreResult"]
 
 logger = logging.getLogger("rlvr_plugins.engine")
+traceback_logger = logging.getLogger("rlvr_plugins.engine.traceback")
+"""The traceback of each failed item, at DEBUG (``rlvr -v`` shows it), captured where the reward ran."""
+TRACEBACK_SEP = "\x00traceback\x00"
 
 _BATCH_SIZE = 32
 _QUEUED_BATCH_MAX_BYTES = 32 * 1024
@@ -188,6 +191,15 @@ def _describe(exc: BaseException) -> str:
     return _safe(f"{type(exc).__name__}: {message}" if message else type(exc).__name__)
 
 
+def _with_traceback(exc: BaseException) -> str:
+    """An error payload: the one-line description, then (after :data:`TRACEBACK_SEP`) the formatted traceback."""
+    try:
+        text = "".join(traceback.format_exception(exc))
+    except BaseException:
+        text = "<traceback unavailable>"
+    return _describe(exc) + TRACEBACK_SEP + text
+
+
 def _describe_value(value: Any) -> str:
     try:
         text = reprlib.repr(value)
@@ -250,7 +262,7 @@ def _call(fn: Callable[..., Any], item: Mapping[str, Any]) -> tuple[str, Any, li
     try:
         value, logs = _invoke(fn, item)
     except BaseException as exc:
-        return "error", _describe(exc), None
+        return "error", _with_traceback(exc), None
     try:
         return (*_convert(value), logs)
     except BaseException as exc:
@@ -564,6 +576,10 @@ class _Tally:
         self.abort: BaseException | None = None
 
     def record(self, index: int, kind: str, payload: Any, logs: list[tuple] | None = None) -> None:
+        if kind == "error":
+            payload, _, trace = str(payload).partition(TRACEBACK_SEP)
+            if trace:
+                traceback_logger.debug("reward %s, item %d: %s", _safe(self.name), index, trace.rstrip())
         self.remaining -= 1
         self.engine._stats["calls"] += 1
         if logs:
@@ -912,7 +928,7 @@ class RewardEngine:
                 if self.on_error == "raise":
                     exc.add_note(f"raised by reward plugin {tally.name!r} on item {index} (engine on_error='raise')")
                     raise
-                tally.record(index, "error", _describe(exc))
+                tally.record(index, "error", _with_traceback(exc))
             else:
                 tally.record(index, *_convert(value), logs)
             if tally.abort is not None:
