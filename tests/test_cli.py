@@ -238,3 +238,44 @@ def test_command_help_describes_it_and_shows_examples_that_validate(command, cap
             continue  # a run folder of `make demo`
         overrides = [w for w in words[3:] if w != "--set"]
         load_config(target, overrides, need_model=command != "filter")
+
+
+def raises_on_anything(*, prompt, completion, example):
+    raise KeyError("solution")
+
+
+def first_char_is_digit(*, prompt, completion, example):
+    return float(completion[:1].isdigit())
+
+
+def reward_plugin(name: str, fn, example):
+    from rlvr_plugins import Plugin, RewardFunction, hookimpl
+
+    class Rewarding(Plugin):
+        @hookimpl
+        def rlvr_reward_functions(self, register):
+            register(RewardFunction(name, fn, isolated=False, example=example))
+
+    Rewarding.name = name
+    return Rewarding
+
+
+def test_check_refuses_a_reward_that_fails_on_its_own_example(capsys):
+    from rlvr_plugins.manager import temporary_plugin
+
+    example = {"prompt": "1+1=", "completion": "2", "example": {"answer": "2"}}
+    with temporary_plugin(reward_plugin("broken", raises_on_anything, example)), \
+            temporary_plugin(reward_plugin("fine", first_char_is_digit, example)):
+        assert cli.main(["train", str(SMOKE), "--check", "--set", "plugins.fine={}"]) == 0
+        capsys.readouterr()
+        assert cli.main(["train", str(SMOKE), "--check", "--set", "plugins.broken={}"]) == 2
+    err = capsys.readouterr().err
+    assert ("rlvr: error: reward 'broken' (plugin 'broken') fails on its own example: KeyError: 'solution'. It would "
+            "fail on every row: fix the plugin or disable it (--disable NAME)\n") in err
+
+
+def test_a_reward_example_must_be_an_item():
+    from rlvr_plugins import RewardFunction
+
+    with pytest.raises(TypeError, match="RewardFunction 'r': example must be a mapping with 'prompt', 'completion'"):
+        RewardFunction("r", first_char_is_digit, example={"completion": "2"})

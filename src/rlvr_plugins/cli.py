@@ -155,11 +155,12 @@ def cmd_plugins(args) -> int:
 
 def cmd_train(args) -> int:
     from .config import load_config
-    from .run import configure_threads, prepare, train
+    from .run import configure_threads, prepare, probe_reward_examples, train
 
     config = load_config(args.config, args.overrides)
     if args.check:
         prepared = prepare(config)
+        probe_reward_examples(prepared)
         print(f"config OK; plugins: {', '.join(prepared.plugin_set.names)}")
         return 0
     configure_threads()

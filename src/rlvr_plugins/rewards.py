@@ -161,6 +161,28 @@ class Engines:
         self._isolated = self._local = None
 
 
+def probe_rewards(rewards: Sequence[tuple[str, RewardFunction]], engines: Engines) -> None:
+    """Score each reward's own ``example`` once; :class:`~rlvr_plugins.errors.PluginError` listing every reward
+    that fails on it (raises, cannot be shipped to a worker, times out, returns no usable value)."""
+    from .errors import RLVRError
+
+    problems = []
+    for plugin, reward in rewards:
+        if reward.example is None:
+            continue
+        item = {"example": {}, **reward.example}
+        try:
+            result = engines.score(reward, [item])
+            error = result.errors[0] if result.failed[0] else None
+        except RLVRError as exc:
+            error = str(exc)
+        if error is not None:
+            problems.append(f"reward {reward.name!r} (plugin {plugin!r}) fails on its own example: {error}")
+    if problems:
+        raise PluginError("; ".join(problems) + ". It would fail on every row: fix the plugin or disable it "
+                          "(--disable NAME)")
+
+
 class TRLReward:
     """One reward plugin seen by TRL: ``f(prompts, completions, **columns) -> list[float]``.
 

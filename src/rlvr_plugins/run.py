@@ -150,6 +150,17 @@ def prepare(config: dict[str, Any]) -> Prepared:
     return Prepared(config, plugin_set, args)
 
 
+def probe_reward_examples(prepared: Prepared) -> None:
+    """``--check``: score each reward's own example once (:func:`rlvr_plugins.rewards.probe_rewards`)."""
+    from .rewards import Engines, probe_rewards
+
+    engines = Engines(**engine_options(prepared.config))
+    try:
+        probe_rewards(prepared.plugin_set.reward_functions(), engines)
+    finally:
+        engines.close()
+
+
 def write_run_header(out: Path, prepared: Prepared) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(cfg.run_config_text(prepared.config), encoding="utf-8")
@@ -186,7 +197,7 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
     from transformers import set_seed
     from . import data, modeling
     from .evaluation import evaluate, metric_row
-    from .rewards import Engines
+    from .rewards import Engines, probe_rewards
     from .runlog import GracefulStop, MetricsWriter, PeriodicEval, compact_console, truncate_metrics
     from .trainer import RLVRTrainer, last_complete_checkpoint
 
@@ -212,6 +223,7 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
         sft_rows, train_rows = _split_for_sft(train_rows, sft_section)
     engines = Engines(**engine_options(config))
     rewards = prepared.plugin_set.reward_functions()
+    probe_rewards(rewards, engines)
     summary: dict[str, Any] = {"output_dir": str(out), "plugins": prepared.plugin_set.names, "stages": {}}
     max_new = int(prepared.grpo_args.max_completion_length)
 
