@@ -62,7 +62,15 @@ class AccuracyPlugin(Plugin):
     @hookimpl
     def rlvr_reward_functions(self, register):
         o = self.options
-        register(RewardFunction(self.name, AccuracyScorer(o.answer_column, o.think_opened, o.fallback), o.weight))
+        register(RewardFunction(self.name, AccuracyScorer(o.answer_column, o.think_opened, o.fallback), o.weight,
+                                example=example_item(o.think_opened, {o.answer_column: "2"})))
+
+
+def example_item(think_opened: bool, row: dict) -> dict:
+    """A correct, well-formed completion of ``1+1=``: the item ``rlvr train --check`` scores once."""
+    completion = "<think>1+1=2</think><answer>2</answer>"
+    return {"prompt": "1+1=", "completion": completion.removeprefix("<think>") if think_opened else completion,
+            "example": row}
 
 
 class FormatPlugin(Plugin):
@@ -76,7 +84,8 @@ class FormatPlugin(Plugin):
 
     @hookimpl
     def rlvr_reward_functions(self, register):
-        register(RewardFunction(self.name, FormatScorer(self.options.think_opened), self.options.weight))
+        register(RewardFunction(self.name, FormatScorer(self.options.think_opened), self.options.weight,
+                                example=example_item(self.options.think_opened, {})))
 
 
 class LanguagePlugin(Plugin):
