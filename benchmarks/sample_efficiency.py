@@ -206,7 +206,7 @@ def run_arm(arm: str, seed: int, model: Path, workdir: Path, p: dict[str, Any], 
     t = time.perf_counter()
     with temporary_plugin(counter_plugin()), periodic_eval(
             lambda tr: HeldOutEval(tr, config, p["eval_every"], p["target"], p["budget_steps"], at_start)) as made:
-        summary = train(config)
+        summary = train(config, overwrite=True)  # a reused --workdir holds the previous benchmark's arms
     seconds = time.perf_counter() - t
     ev = made[0]
     counter = ev.trainer.plugin_set.get(COUNTER)

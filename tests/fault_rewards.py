@@ -65,3 +65,23 @@ def zero_one_or_035_by_row(*, prompt, completion, example):
 
 def always_wrong(*, prompt, completion, example):
     return 0.0
+
+
+def text_length(*, prompt, completion, example):
+    return float(len(completion))
+
+
+def logs_the_whole_input(*, prompt, completion, example):
+    """Logs its whole input, as math-verify does on a parse timeout, plus a traceback with it in."""
+    import logging
+    import warnings
+
+    log = logging.getLogger("some.third.party")
+    log.warning("Timeout during parsing: %s", completion)
+    try:
+        raise ValueError(completion)
+    except ValueError:
+        log.exception("failed on")
+    warnings.warn(f"cannot parse {completion}")
+    print("printed:", completion, "\nnext line")
+    return 1.0

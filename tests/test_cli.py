@@ -38,7 +38,7 @@ def test_plugins_json_lists_builtins_and_installed_plugins(capsys):
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
     assert {"grpo", "rloo", "batch-std", "repeat-sampler", "plain-template"} <= set(rows)
     assert rows["r1-accuracy"]["distribution"] == "rlvr-r1"
-    assert rows["r1-accuracy"]["hooks"] == ["rlvr_reward_functions"]
+    assert rows["r1-accuracy"]["hooks"] == ["rlvr_check_dataset", "rlvr_reward_functions", "rlvr_validate_run"]
     assert any(o.startswith("weight (float") for o in rows["r1-accuracy"]["options"])
 
 

@@ -4,6 +4,7 @@ outcomes are known in advance, so the kept rows and the counts are checked exact
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
 from pathlib import Path
 
@@ -215,3 +216,12 @@ def test_without_the_fusion_builder_sft_uses_the_rows_as_they_are_and_says_so(tm
     assert info["fusion"] is False and "build_fusion_sft is not installed" in info["fusion_note"]
     assert "note: qwen-thinking is enabled but" in capsys.readouterr().out
     assert [r["solution"] for r in out] == [r["solution"] for r in rows]
+
+
+def test_a_tilde_in_a_commands_output_dir_is_the_home_folder_as_for_rlvr_train(tmp_path, monkeypatch):
+    from rlvr_plugins.commands import setup
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    ctx = setup({"output_dir": "~/run", "model": {"tiny": {}}, "plugins": {"r1-accuracy": {}}}, "eval")
+    assert ctx.out == tmp_path / "run" and sorted(os.listdir(tmp_path / "run")) == ["eval_config.yaml",
+                                                                                   "eval_plugins.json"]

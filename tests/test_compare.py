@@ -314,6 +314,8 @@ def test_no_plots_writes_the_table_alone_and_a_rerun_drops_stale_pngs(runs, tmp_
     ("no-step", ":1: the row has no integer 'step'"),
     ("no-numbers", "metrics.jsonl has no numeric metric in any row"),
     ("bad-summary", "summary.json: not valid JSON"),
+    ("binary-summary", "summary.json: not valid UTF-8 (byte 1); the file is corrupt"),
+    ("alias-config", "config.yaml:2: not valid YAML: YAML aliases (*a) are not allowed"),
 ])
 def test_bad_folders_exit_2_naming_the_folder(runs, tmp_path, capsys, case, message):
     folder = tmp_path / case
@@ -327,11 +329,17 @@ def test_bad_folders_exit_2_naming_the_folder(runs, tmp_path, capsys, case, mess
         "no-step": '{"reward": 0.5}\n',
         "no-numbers": '{"step": 1, "note": "x"}\n',
         "bad-summary": '{"step": 1, "reward": 0.5}\n',
+        "binary-summary": '{"step": 1, "reward": 0.5}\n',
+        "alias-config": '{"step": 1, "reward": 0.5}\n',
     }
     if case in contents:
         (folder / "metrics.jsonl").write_text(contents[case])
     if case == "bad-summary":
         (folder / "summary.json").write_text("{not json")
+    if case == "binary-summary":
+        (folder / "summary.json").write_bytes(b"{\xff}")
+    if case == "alias-config":
+        (folder / "config.yaml").write_text("a: &a [1]\nb: *a\n")
     assert compare_cli(str(runs[0]), str(folder), "--output", str(tmp_path / "out")) == 2
     err = capsys.readouterr().err
     assert str(folder) in err and message in err, err

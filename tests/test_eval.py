@@ -381,3 +381,36 @@ def test_eval_few_shot_on_gsm8k_with_the_cpu_recipe(tmp_path):
     assert "Question: Natalia sold clips" in prompt and "#### 72\n\nQuestion: Janet" in prompt
     assert report["metrics"]["accuracy"] == pytest.approx(sum(s["correct"] for s in samples) / 8)
     assert report["format"] == "r1-format" and report["reward"] == "r1-accuracy"
+
+
+def test_extract_final_answer_is_linear_on_a_megabyte_of_adversarial_input():
+    from rlvr_plugins.testing import adversarial_texts, time_each
+
+    texts = adversarial_texts(1_000_000)
+    texts["openers_then_a_block"] = "<answer>" * 100_000 + "</answer><answer> 7 </answer>"
+    out = time_each(metrics.extract_final_answer, texts, limit_s=2.0)
+    assert {name: result for name, (result, _) in out.items() if result is not None} == {
+        "openers_then_a_block": "7", "answer_blocks": "7", "closed_boxes": "7"}
+
+
+def test_answer_key_is_linear_and_keys_huge_numbers_as_text():
+    from rlvr_plugins.testing import adversarial_texts, time_each
+
+    texts = {**adversarial_texts(1_000_000), "digits_then_letter": "1" * 1_000_000 + "x"}
+    out = time_each(metrics.answer_key, texts, limit_s=2.0)
+    assert out["digits_then_letter"][0] == "1" * 1_000_000 + "x"
+    assert out["digits"][0] == "1" * 1_000_000
+    huge = "\\frac{" + "2" * 5000 + "}{2}"
+    assert metrics.answer_key(huge) == huge
+    assert metrics.answer_key("\\frac{" + "2" * 4000 + "}{2}") == "1" * 4000
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("1" * 10_000, "1" * 10_000),
+    ("-000" + "7" * 5_000 + ".2500", "-" + "7" * 5_000 + ".25"),
+    ("1" * 400 + ".5", "1" * 400 + ".5"),
+    ("3.14159265358979323846", "3.14159265358979323846"),
+    ("+.50", "0.5"), ("-0.000", "0"), ("5.", "5"), (12.5, "12.5"),
+])
+def test_plain_answers_keep_every_digit(value, expected):
+    assert plain_answer(value) == expected

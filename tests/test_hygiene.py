@@ -436,3 +436,27 @@ def test_hygiene_runs_before_the_difficulty_sampling(tmp_path, monkeypatch):
     kept = [json.loads(line) for line in (tmp_path / "run" / "filtered.jsonl").read_text().splitlines()]
     assert [r["pass_rate"] for r in kept] == [0.5, 0.5]
     assert re.search(r"## Difficulty", (tmp_path / "run" / "filter_report.md").read_text())
+
+
+def test_final_answer_unwraps_in_one_linear_pass():
+    from rlvr_plugins.testing import adversarial_texts, time_each
+
+    assert final_answer(r"\textbf{\text{(B)}} or \text{\frac{1}{2}}") == r"(B) or \text{\frac{1}{2}}"
+    assert final_answer(r"\boxed{\mathrm{\text{Yes}}}.") == "Yes"
+    out = time_each(final_answer, adversarial_texts(1_000_000), limit_s=2.0)
+    assert out["nested_text"][0] == "x"
+    assert out["hash_then_spaces"][0] == "x"
+    assert out["box_then_braces"][0] == "\\boxed{" + "{" * 1_000_000
+
+
+def test_the_detectors_are_linear_on_adversarial_prompts():
+    """100 KB (prompts, not completions); the old phrase pattern took minutes on the newlines."""
+    from rlvr_plugins.hygiene import multiple_choice_rule, true_false_rule
+    from rlvr_plugins.testing import adversarial_texts, time_each
+
+    texts = {**adversarial_texts(100_000), "newlines_then_phrase": "\n" * 100_000 + "True or false: 2 is odd."}
+    tf = time_each(lambda text: true_false_rule(text), texts, limit_s=1.0)
+    assert {name: (v.rule, v.evidence) for name, (v, _) in tf.items() if v} == {
+        "newlines_then_phrase": ("true_or_false_phrase", "True or false")}
+    mc = time_each(lambda text: multiple_choice_rule(text), texts, limit_s=1.0)
+    assert {name for name, (v, _) in mc.items() if v} == set()

@@ -92,6 +92,13 @@ def test_truncate_metrics_keeps_rows_up_to_the_checkpoint(tmp_path):
     assert [r["step"] for r in read_metrics(path)] == [1, 2]
 
 
+def test_truncate_metrics_drops_a_torn_last_row(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1, "loss": 0.1}\n{"step": 2, "loss": 0.2}\n{"step": 3, "lo')  # disk full mid-row
+    truncate_metrics(path, 3)
+    assert read_metrics(path) == [{"step": 1, "loss": 0.1}, {"step": 2, "loss": 0.2}]
+
+
 @pytest.mark.slow
 def test_sigterm_writes_a_checkpoint_and_stops_cleanly(tmp_path):
     cfg = config(tmp_path, "t", max_steps=400, save_steps=1000)

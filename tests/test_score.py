@@ -79,7 +79,7 @@ def test_score_with_rloo_and_a_score_only_config(tmp_path):
 def test_score_rejects_rows_without_completion(tmp_path, capsys):
     src = write_rows(tmp_path / "bad.jsonl", [{"prompt": "x", "completion": "y"}, {"prompt": "x"}])
     assert cli.main(["score", str(SMOKE), str(src)]) == 2
-    assert "bad.jsonl: row 2 has no 'completion' column" in capsys.readouterr().err
+    assert "bad.jsonl:2: no 'completion' column; columns present: ['prompt']" in capsys.readouterr().err
 
 
 def test_malformed_jsonl_names_file_and_line(tmp_path):

@@ -9,10 +9,12 @@ import sys
 from typing import Sequence
 
 from . import __version__
-from .errors import RLVRError
+from .errors import RLVRError, bounded
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Every command checks its config and files first, before torch, TRL or datasets are
+    imported (``quiet_libraries`` is the first heavy step), so bad input fails in well under 2 s."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "disable", None):
@@ -20,11 +22,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if args.verbose:
         logging.getLogger("rlvr_plugins.engine.traceback").setLevel(logging.DEBUG)  # a failing reward's traceback
-    quiet_libraries()
     try:
         return args.func(args)
     except RLVRError as exc:
-        print(f"rlvr: error: {exc}", file=sys.stderr)
+        print(f"rlvr: error: {bounded(str(exc))}", file=sys.stderr)
         if exc.__cause__ is not None and args.verbose:
             import traceback
 
@@ -68,7 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. --set trainer.learning_rate=1e-6 (repeatable)")
     p.add_argument("--resume", nargs="?", const=True, default=None, metavar="CHECKPOINT",
-                   help="resume from the last checkpoint of output_dir, or from CHECKPOINT")
+                   help="resume from the last complete checkpoint of output_dir, or from CHECKPOINT (same config)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="output_dir holds an earlier run: remove it (only the run's own entries) and start over")
     p.add_argument("--check", action="store_true", help="validate the config and plugins, then stop")
     add_disable(p)
     p.set_defaults(func=cmd_train)
@@ -130,10 +133,13 @@ def cmd_plugins(args) -> int:
     from .manager import build_plugin_set, list_plugins
 
     enabled = None
+    config = None
     if args.config:
         from .config import load_config
 
         config = load_config(args.config)
+    quiet_libraries()
+    if config is not None:
         enabled = set(build_plugin_set(config.get("plugins")).names)
     rows = list_plugins(enabled)
     if args.json:
@@ -154,35 +160,60 @@ def cmd_plugins(args) -> int:
 
 
 def cmd_train(args) -> int:
-    from .config import load_config
+    from .config import load_config, missing_data_files
+    from .runfolder import check_no_user_files, check_output_dir, output_dir, plan_run, run_entries
+
+    config = load_config(args.config, args.overrides, need_files=not args.check)
+    out = output_dir(config)
+    if args.check and not (args.resume or args.overwrite):
+        check_output_dir(out)  # a used folder is a note for --check, not an error
+        check_no_user_files(out)  # no flag gets past this one
+        start = None
+    else:
+        start = plan_run(config, args.resume, args.overwrite)
+    quiet_libraries()
     from .run import configure_threads, prepare, probe_reward_examples, train
 
-    config = load_config(args.config, args.overrides)
     if args.check:
         prepared = prepare(config)
         probe_reward_examples(prepared)
         print(f"config OK; plugins: {', '.join(prepared.plugin_set.names)}")
+        if start is None and run_entries(out):
+            print(f"note: output_dir {out} holds a run: training it needs --resume or --overwrite")
+        for problem in missing_data_files(config):
+            print(f"note: {problem}; the run needs it when it starts")
         return 0
     configure_threads()
-    train(config, resume=args.resume)
+    train(config, start=start)
     return 0
 
 
 def cmd_score(args) -> int:
     from .config import load_config_or_run
-    from .score import LATE_STEP, run_score
+    from .outputs import check_output_file
+    from .score import LATE_STEP, load_completions, run_score
 
     config = load_config_or_run(args.config, args.overrides, need_data=False)
-    run_score(config, args.completions, args.output, LATE_STEP if args.step is None else args.step)
+    rows, lines = load_completions(args.completions)
+    if args.output:
+        check_output_file(args.output, "--output")
+    quiet_libraries()
+    run_score(config, rows, args.output, LATE_STEP if args.step is None else args.step, args.completions, lines)
     return 0
 
 
-def _command_config(args, need_model: bool = True):
+def _command_config(args, need_model: bool = True, check=None):
+    """The command's config, checked (``check(config)``: the command's own requirements) before
+    anything heavy is imported; then the libraries are quietened and the threads set."""
     from .config import load_config, load_config_or_run
-    from .run import configure_threads
 
     load = load_config_or_run if args.command == "eval" else load_config
-    config = load(args.config, args.overrides, need_model=need_model)
+    config = load(args.config, args.overrides, need_model=need_model, need_files=True)
+    if check is not None:
+        check(config)
+    quiet_libraries()
+    from .run import configure_threads
+
     configure_threads()
     return config
 
@@ -195,16 +226,16 @@ def cmd_eval(args) -> int:
 
 
 def cmd_sft(args) -> int:
-    from .commands.sft_cmd import run_sft_command
+    from .commands.sft_cmd import check_config, run_sft_command
 
-    run_sft_command(_command_config(args))
+    run_sft_command(_command_config(args, check=check_config))
     return 0
 
 
 def cmd_filter(args) -> int:
-    from .commands.filter_cmd import run_filter
+    from .commands.filter_cmd import check_config, run_filter
 
-    run_filter(_command_config(args, need_model=False))
+    run_filter(_command_config(args, need_model=False, check=check_config))
     return 0
 
 

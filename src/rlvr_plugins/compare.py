@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-import yaml
-
 from .errors import RLVRError
 
 TRAIN_ACCURACY = "accuracy/train"
@@ -151,6 +149,8 @@ def _read_json(path: Path) -> dict[str, Any] | None:
         value = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise RunFolderError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    except UnicodeDecodeError as exc:
+        raise RunFolderError(f"{path}: not valid UTF-8 (byte {exc.start}); the file is corrupt") from exc
     if not isinstance(value, dict):
         raise RunFolderError(f"{path}: expected a JSON object")
     return value
@@ -159,10 +159,13 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 def _read_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
+    from .config import parse_yaml, read_config_text
+    from .errors import ConfigError
+
     try:
-        value = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise RunFolderError(f"{path}: not valid YAML ({exc})") from exc
+        value, _ = parse_yaml(read_config_text(path), str(path))
+    except ConfigError as exc:
+        raise RunFolderError(f"{path.parent} is not a readable run folder: {exc.problems[0]}") from exc
     return value if isinstance(value, dict) else {}
 
 

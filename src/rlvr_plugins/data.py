@@ -15,14 +15,19 @@ list of LaTeX answers → the first, without ``$``) or ``plain`` (the value as t
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from .config import ANSWER_FORMATS, resolve_path
-from .errors import ConfigError, RLVRError
+from .config import ANSWER_FORMATS, lone_surrogate, resolve_path
+from .errors import ConfigError, PluginValidationError, RLVRError, columns_text, shown
 
 SYNTHETIC_TASKS = ("arithmetic",)
+MAX_NAMED_ROWS = 5
+
+logger = logging.getLogger(__name__)
 
 
 class DataError(RLVRError):
@@ -34,26 +39,79 @@ def read_jsonl(path: str) -> list[dict[str, Any]]:
     return [row for _, row in read_jsonl_numbered(path)]
 
 
-def read_jsonl_numbered(path: str) -> list[tuple[int, dict[str, Any]]]:
-    """``(line number, row)`` for every non-blank line of a JSONL file; errors name the file and the line."""
+MAX_LINE_MB_ENV = "RLVR_MAX_LINE_MB"
+DEFAULT_MAX_LINE_MB = 16
+
+
+def max_line_bytes() -> int:
+    """The longest JSONL line read: ``$RLVR_MAX_LINE_MB`` MiB (default 16)."""
+    raw = os.environ.get(MAX_LINE_MB_ENV, "")
+    try:
+        megabytes = float(raw) if raw.strip() else DEFAULT_MAX_LINE_MB
+    except ValueError:
+        raise DataError(f"{MAX_LINE_MB_ENV}={shown(raw)} must be a number of MiB") from None
+    if not megabytes > 0:
+        raise DataError(f"{MAX_LINE_MB_ENV}={shown(raw)} must be a number of MiB > 0")
+    return int(megabytes * 1024 * 1024)
+
+
+def read_jsonl_numbered(path: str, max_bytes: int | None = None) -> list[tuple[int, dict[str, Any]]]:
+    """``(line number, row)`` for every non-blank line of a JSONL file; errors name the file and the line.
+
+    A line longer than ``max_bytes`` (default :func:`max_line_bytes`) is refused without being
+    read whole; so is text that is not UTF-8, or a JSON string with a lone surrogate
+    (``"\\ud800"``: not text any tokenizer can encode).
+    """
+    limit = max_line_bytes() if max_bytes is None else max_bytes
     p = Path(path)
     if not p.is_file():
-        raise DataError(f"data file {path!r} does not exist")
+        what = "is a folder, not a file" if p.is_dir() else "does not exist"
+        raise DataError(f"data file {shown(path, 300)} {what}")
     rows = []
-    with p.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"{path}:{lineno}: malformed JSON ({exc.msg} at column {exc.colno})") from exc
-            if not isinstance(row, dict):
-                raise DataError(f"{path}:{lineno}: each line must be a JSON object, got {type(row).__name__}")
-            rows.append((lineno, row))
+    try:
+        fh = p.open("rb")
+    except OSError as exc:
+        raise DataError(f"data file {shown(path, 300)} cannot be read: {exc.strerror}") from exc
+    with fh:
+        lineno = 0
+        while line := fh.readline(limit + 1):
+            lineno += 1
+            if len(line) > limit and not line.endswith(b"\n"):
+                raise DataError(f"{path}:{lineno}: line longer than the limit of {limit} bytes; set "
+                                f"{MAX_LINE_MB_ENV} (MiB, default {DEFAULT_MAX_LINE_MB}) to allow longer lines")
+            if line.strip():
+                rows.append((lineno, _parse_line(line, path, lineno)))
     if not rows:
-        raise DataError(f"data file {path!r} is empty")
+        raise DataError(f"data file {shown(path, 300)} is empty")
     return rows
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _parse_line(line: bytes, path: str, lineno: int) -> dict[str, Any]:
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}:{lineno}: not valid UTF-8 (byte 0x{line[exc.start]:02x} at column "
+                        f"{exc.start + 1}); save the file as UTF-8") from exc
+    try:
+        row = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}:{lineno}: malformed JSON ({exc.msg} at column {exc.colno})") from exc
+    except RecursionError as exc:
+        raise DataError(f"{path}:{lineno}: JSON nested too deeply") from exc
+    if not isinstance(row, dict):
+        raise DataError(f"{path}:{lineno}: each line must be a JSON object, got {type(row).__name__}")
+    if _SURROGATE_ESCAPE.search(line):
+        try:
+            column = lone_surrogate(row)
+        except RecursionError as exc:
+            raise DataError(f"{path}:{lineno}: JSON nested too deeply") from exc
+        if column is not None:
+            raise DataError(f"{path}:{lineno}: column {shown(column)} has a lone surrogate escape (\\ud800-"
+                            "\\udfff without its pair), which is not Unicode text")
+    return row
 
 
 def _synthetic(split: str, spec: Mapping[str, Any], other: Mapping[str, Any] | None) -> list[dict[str, Any]]:
@@ -61,7 +119,8 @@ def _synthetic(split: str, spec: Mapping[str, Any], other: Mapping[str, Any] | N
 
     task = spec["task"]
     if task not in SYNTHETIC_TASKS:
-        raise ConfigError(f"data.{split}.task {task!r} is unknown; built-in synthetic tasks: {list(SYNTHETIC_TASKS)}")
+        raise ConfigError(f"data.{split}.task {shown(task)} is unknown; built-in synthetic tasks: "
+                          f"{list(SYNTHETIC_TASKS)}")
     same_stream = other is not None and other.get("source") == "synthetic" and other.get("task") == task
     sizes = {split: int(spec.get("size", 1000)), "other": int(other.get("size", 0)) if same_stream else 0}
     seed = int(spec.get("seed", 0))
@@ -78,8 +137,11 @@ def _hub(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [dict(row) for row in ds]
 
 
-def load_rows(config: Mapping[str, Any], split: str) -> list[dict[str, Any]] | None:
-    """The rows of ``data.<split>`` with canonical column names, or None if the split is absent."""
+def load_rows(config: Mapping[str, Any], split: str, plugin_set=None) -> list[dict[str, Any]] | None:
+    """The rows of ``data.<split>`` with canonical column names, or None if the split is absent.
+
+    With ``plugin_set`` (a command that scores the split), every plugin checks the rows
+    (:func:`check_rows`) before they are returned."""
     data = config["data"]
     spec = data.get(split)
     if spec is None:
@@ -104,7 +166,43 @@ def load_rows(config: Mapping[str, Any], split: str) -> list[dict[str, Any]] | N
     answer_format = spec.get("answer_format", data.get("answer_format"))
     if answer_format is not None:
         rows = normalise_answers(rows, answer_format, where, lines)
+    if plugin_set is not None:
+        check_rows(plugin_set, rows, split, where, lines)
     return rows
+
+
+def check_rows(plugin_set, rows: list[dict[str, Any]], split: str, where: str,
+               lines: list[int] | None = None) -> None:
+    """Call ``rlvr_check_dataset`` once for ``rows`` and log one warning per plugin and problem
+    (:func:`dataset_warnings`)."""
+    for plugin, problems in plugin_set.call_each("rlvr_check_dataset", rows=rows, split=split):
+        for message in dataset_warnings(plugin, problems, len(rows), where, lines):
+            logger.warning("%s", message)
+
+
+def dataset_warnings(plugin: str, problems: Any, n_rows: int, where: str,
+                     lines: list[int] | None = None) -> list[str]:
+    """One line per distinct problem that ``plugin`` reported: how many rows, the problem, the
+    first :data:`MAX_NAMED_ROWS` rows (``row i (line n)``) and how many more.
+
+    >>> dataset_warnings("p", [(4, "bad"), (0, "bad"), (2, "odd")], 5, "d.jsonl", [1, 2, 3, 5, 6])
+    ['p: d.jsonl: 2 rows: bad: row 0 (line 1), row 4 (line 6)', 'p: d.jsonl: 1 row: odd: row 2 (line 3)']
+    """
+    grouped: dict[str, list[int]] = {}
+    for pair in problems or []:
+        if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], int)
+                and 0 <= pair[0] < n_rows and isinstance(pair[1], str)):
+            raise PluginValidationError(f"plugin {plugin!r}: rlvr_check_dataset returned {shown(pair)}; it returns "
+                                        f"(row index in 0..{n_rows - 1}, problem text) pairs")
+        grouped.setdefault(pair[1], []).append(pair[0])
+    out = []
+    for problem, indices in grouped.items():
+        indices = sorted(set(indices))
+        named = ", ".join(f"row {i}{_line(lines, i)}" for i in indices[:MAX_NAMED_ROWS])
+        more = f" and {len(indices) - MAX_NAMED_ROWS} more" if len(indices) > MAX_NAMED_ROWS else ""
+        out.append(f"{plugin}: {where}: {len(indices)} row{'s' if len(indices) != 1 else ''}: {problem}: "
+                   f"{named}{more}")
+    return out
 
 
 def rename_columns(rows: list[dict[str, Any]], columns: Mapping[str, str], where: str,
@@ -118,8 +216,8 @@ def rename_columns(rows: list[dict[str, Any]], columns: Mapping[str, str], where
         missing = [src for src in columns.values() if src not in row]
         if missing:
             raise DataError(
-                f"{where}: row {i}{_line(lines, i)} has no column {missing[0]!r} (data.columns maps to it); "
-                f"columns present: {sorted(row)}"
+                f"{where}: row {i}{_line(lines, i)} has no column {shown(missing[0])} (data.columns maps to it); "
+                f"columns present: {columns_text(row)}"
             )
         new = dict(row)
         for canonical, src in columns.items():
@@ -127,7 +225,7 @@ def rename_columns(rows: list[dict[str, Any]], columns: Mapping[str, str], where
         if "prompt" not in new:
             raise DataError(
                 f"{where}: row {i}{_line(lines, i)} has no 'prompt' column; map one with data.columns "
-                f"(e.g. columns: {{prompt: question}}); columns present: {sorted(row)}"
+                f"(e.g. columns: {{prompt: question}}); columns present: {columns_text(row)}"
             )
         out.append(new)
     return out
@@ -147,7 +245,7 @@ def _line(lines: list[int] | None, i: int) -> str:
 
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_GSM8K_FINAL = re.compile(r"####\s*\\?\$?\s*(-?[\d,]*\.?\d+)")
+_GSM8K_FINAL = re.compile(r"####\s*(?:\\\$?\s*|\$\s*)?(-?[\d,]*\.?\d+)")
 _INTEGER = re.compile(r"[-+]?\d+")
 _DECIMAL = re.compile(r"[-+]?\d*\.\d+|[-+]?\d+\.\d*")
 
@@ -178,20 +276,31 @@ def last_boxed_content(text: str) -> str | None:
 def plain_answer(value: Any) -> str:
     """A reference answer as text: numbers without a spurious ``.0`` or leading zeros, other text stripped.
 
-    >>> [plain_answer(27.0), plain_answer("025"), plain_answer(" 1.50 "), plain_answer("x+1")]
-    ['27', '25', '1.5', 'x+1']
+    Numbers are rewritten as digit strings, exactly: a 10,000-digit integer stays itself, and
+    ``3.14159265358979323846`` keeps its digits (no ``float`` rounding, no ``inf``).
+
+    >>> [plain_answer(27.0), plain_answer("025"), plain_answer(" 1.50 "), plain_answer("x+1"), plain_answer("-0.0")]
+    ['27', '25', '1.5', 'x+1', '0']
     """
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     text = str(value).strip()
-    if _INTEGER.fullmatch(text):
-        return str(int(text))
-    if _DECIMAL.fullmatch(text):
-        number = float(text)
-        return str(int(number)) if number.is_integer() else repr(number)
+    if _INTEGER.fullmatch(text) or _DECIMAL.fullmatch(text):
+        return _plain_number(text)
     return text
+
+
+def _plain_number(text: str) -> str:
+    """A decimal numeral without sign ``+``, leading zeros, trailing fraction zeros or a bare point,
+    exactly (digit strings, no ``int``/``float``: any number of digits, no rounding)."""
+    sign = "-" if text.startswith("-") else ""
+    whole, _, fraction = text.lstrip("+-").partition(".")
+    whole, fraction = whole.lstrip("0") or "0", fraction.rstrip("0")
+    if whole == "0" and not fraction:
+        sign = ""
+    return f"{sign}{whole}.{fraction}" if fraction else f"{sign}{whole}"
 
 
 def normalise_answer(value: Any, answer_format: str) -> str | None:
@@ -218,7 +327,7 @@ def normalise_answer(value: Any, answer_format: str) -> str | None:
         return str(items[0]).replace("$", "").strip()
     if answer_format == "plain":
         return plain_answer(value) if value is not None else None
-    raise ConfigError(f"data.answer_format {answer_format!r} is unknown; supported: {list(ANSWER_FORMATS)}")
+    raise ConfigError(f"data.answer_format {shown(answer_format)} is unknown; supported: {list(ANSWER_FORMATS)}")
 
 
 _EXPECTED = {
@@ -237,18 +346,19 @@ def normalise_answers(rows: list[dict[str, Any]], answer_format: str, where: str
     :class:`DataError` naming the file and line (JSONL) or the row.
     """
     if answer_format not in ANSWER_FORMATS:
-        raise ConfigError(f"data.answer_format {answer_format!r} is unknown; supported: {list(ANSWER_FORMATS)}")
+        raise ConfigError(f"data.answer_format {shown(answer_format)} is unknown; supported: {list(ANSWER_FORMATS)}")
     out = []
     for i, row in enumerate(rows):
         at = f"{where}:{lines[i]}" if lines is not None and i < len(lines) else f"{where}: row {i}"
         if "answer" not in row:
             raise DataError(f"{at}: no 'answer' column to normalise (data.answer_format {answer_format}); map one "
-                            f"with data.columns (e.g. columns: {{answer: solution}}); columns present: {sorted(row)}")
+                            f"with data.columns (e.g. columns: {{answer: solution}}); "
+                            f"columns present: {columns_text(row)}")
         answer = normalise_answer(row["answer"], answer_format)
         if answer is None:
-            shown = str(row["answer"])
-            shown = shown if len(shown) <= 80 else "…" + shown[-80:]
+            tail = str(row["answer"])
+            tail = tail if len(tail) <= 80 else "…" + tail[-80:]
             raise DataError(f"{at}: answer_format {answer_format} expects {_EXPECTED[answer_format]} in the "
-                            f"'answer' column, got {shown!r}")
+                            f"'answer' column, got {tail!r}")
         out.append({**row, "answer": answer, "raw_answer": row["answer"]})
     return out

@@ -43,7 +43,11 @@ Dispatch and deadline
     prompt (adjacent in GRPO batches) land on the same worker and a plugin's per-group
     ``lru_cache`` hits. A worker gets its chunk in batches of up to 32 items, with one
     more batch queued while it works (only if that batch is small enough to sit in the
-    socket buffer, so a send never blocks on a busy worker). A worker that runs out steals
+    socket buffer, so a send never blocks on a busy worker). Each item is pickled on its
+    own, and a batch holds at most 1 MiB of them unless one item alone is bigger (it then
+    goes alone), so an item the worker cannot load (``MemoryError`` under
+    ``memory_limit_mb``) fails alone, never its neighbours; an item over 256 MiB fails
+    without being sent. A worker that runs out steals
     the tail half of the longest remaining chunk. The worker reports after every item;
     an item's deadline starts when the parent sends it to an idle worker or receives the
     result of the item before it, so an item always gets at least ``timeout_s`` and
@@ -60,7 +64,10 @@ What is protected and what is not
     memory (with ``memory_limit_mb``, ``RLIMIT_AS`` in the worker), stray SIGALRM games,
     orphans (workers are killed on ``close()``, when the engine is garbage-collected, at
     interpreter exit, and die with the parent through their closed socket and
-    ``PR_SET_PDEATHSIG``). Not protected: a plugin that deliberately escapes (double
+    ``PR_SET_PDEATHSIG``), log floods (every log record made in a worker, from any logger,
+    and every warning, is cut to 2,000 characters, and so is every line the worker writes
+    to ``sys.stdout`` or ``sys.stderr``: math-verify logs its whole input on a parse
+    timeout). Not protected: a plugin that deliberately escapes (double
     fork into a new session, writes to shared files), and anything with
     ``in_process=True``: that path calls ``fn`` in the calling process with no deadline and
     no isolation (for debugging and rewards declared cheap); it still validates values and
@@ -114,6 +121,7 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 import weakref
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -130,11 +138,14 @@ TRACEBACK_SEP = "\x00traceback\x00"
 
 _BATCH_SIZE = 32
 _QUEUED_BATCH_MAX_BYTES = 32 * 1024
+_BATCH_MAX_BYTES = 1024 * 1024
 _STARTUP_TIMEOUT_S = 120.0
 _MAX_START_FAILURES = 3
 _FRAME = struct.Struct("!i")  # multiprocessing.connection's length prefix; worker messages stay far below 2 GiB
 _SAMPLE_CHARS = 300
 _ERROR_CHARS = 300
+_LOG_CHARS = 2000
+_MAX_ITEM_BYTES = 256 * 1024 * 1024
 _SINGLE_THREAD_ENV = {
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
@@ -336,6 +347,72 @@ def _limit_memory(megabytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+def _call_pickled(fn: Callable[..., Any], blob: bytes) -> tuple[str, Any, list[tuple] | None]:
+    """:func:`_call` on an item pickled on its own, so that an item that cannot be loaded here
+    (``MemoryError`` under ``memory_limit_mb``) fails alone, not with its batch."""
+    try:
+        item = pickle.loads(blob)
+    except BaseException as exc:
+        return "error", f"the item cannot be loaded in the worker: {_describe(exc)}", None
+    return _call(fn, item)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def _bound_log_records(limit: int = _LOG_CHARS) -> None:
+    """Cut every log record made in this process (any logger, any handler, ``warnings`` too) to
+    ``limit`` characters of message, traceback and stack: a library that logs its whole input
+    (math-verify on a parse timeout logs the 1 MB completion) prints a bounded line."""
+    make = logging.getLogRecordFactory()
+
+    def bounded_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:
+            return record  # logging reports the broken format string itself
+        record.msg, record.args = _clip(message, limit), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = _clip(logging.Formatter().formatException(record.exc_info), limit)
+        if record.stack_info:
+            record.stack_info = _clip(record.stack_info, limit)
+        return record
+
+    logging.setLogRecordFactory(bounded_record)
+    format_warning = warnings.formatwarning
+    warnings.formatwarning = lambda *args, **kwargs: _clip(format_warning(*args, **kwargs), limit) + "\n"
+
+
+class _ClippedLines:
+    """A text stream that passes at most ``limit`` characters of each line on to ``stream``,
+    then says how many it left out: ``print`` of a 1 MB completion from a plugin or a library
+    in a worker is one bounded line."""
+
+    def __init__(self, stream: Any, limit: int = _LOG_CHARS) -> None:
+        self._stream, self._limit, self._column, self._dropped = stream, limit, 0, 0
+
+    def write(self, text: str) -> int:
+        out = []
+        parts = text.split("\n")
+        for i, part in enumerate(parts):
+            keep = part[: max(self._limit - self._column, 0)]
+            out.append(keep)
+            self._column += len(keep)
+            self._dropped += len(part) - len(keep)
+            if i < len(parts) - 1:
+                if self._dropped:
+                    out.append(f"... ({self._dropped} more characters)")
+                out.append("\n")
+                self._column = self._dropped = 0
+        self._stream.write("".join(out))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def _load_fn(payload: bytes, paths: list[str]) -> Callable[..., Any]:
     sys.path[:0] = [p for p in paths if p not in sys.path]
     fn = pickle.loads(payload)
@@ -347,6 +424,8 @@ def _load_fn(payload: bytes, paths: list[str]) -> Callable[..., Any]:
 def _worker_main(fd: int, parent_pid: int, memory_limit_mb: int | None) -> None:
     """Entry point of a worker process: load functions, score batches, report per item."""
     _die_with_parent(parent_pid)
+    _bound_log_records()
+    sys.stdout, sys.stderr = _ClippedLines(sys.stdout), _ClippedLines(sys.stderr)
     os.set_inheritable(fd, False)
     conn = Connection(fd)
     fns: dict[str, Callable[..., Any]] = {}
@@ -363,8 +442,8 @@ def _worker_main(fd: int, parent_pid: int, memory_limit_mb: int | None) -> None:
                 continue
             if message[0] == "run":
                 fn = fns[message[1]]
-                for index, item in message[2]:
-                    kind, payload, logs = _call(fn, item)
+                for index, blob in message[2]:
+                    kind, payload, logs = _call_pickled(fn, blob)
                     conn.send(("r", index, kind, payload) if logs is None else ("r", index, kind, payload, logs))
             elif message[0] == "fn":
                 _, name, key, payload, paths = message
@@ -654,6 +733,7 @@ class _Dispatch:
         self.engine, self.tally, self.key, self.payload = engine, tally, key, payload
         self.workers = engine._workers
         self.timeout_s = engine.timeout_s
+        self.blobs: dict[int, bytes] = {}
 
     def run(self) -> ScoreResult:
         self._assign()
@@ -661,7 +741,8 @@ class _Dispatch:
             while self.tally.remaining and self.tally.abort is None:
                 for worker in self.workers:
                     self._feed(worker)
-                self._wait()
+                if self.tally.remaining and self.tally.abort is None:  # _feed can fail the last items
+                    self._wait()
         except BaseException:
             self._kill_busy()
             raise
@@ -685,7 +766,10 @@ class _Dispatch:
         if not worker.queue and not worker.busy and worker.prepared is None:
             self._steal(worker)
         while (worker.queue or worker.prepared) and len(worker.batches) < 2:
-            batch, data = worker.prepared or self._prepare(worker)
+            prepared = worker.prepared or self._prepare(worker)
+            if prepared is None:
+                continue
+            batch, data = prepared
             if worker.busy and len(data) > _QUEUED_BATCH_MAX_BYTES:
                 worker.prepared = batch, data
                 return
@@ -698,10 +782,40 @@ class _Dispatch:
                 worker.deadline = time.monotonic() + self.timeout_s
             worker.batches.append(collections.deque(batch))
 
-    def _prepare(self, worker: _Worker) -> tuple[list[int], bytes]:
-        batch = [worker.queue.popleft() for _ in range(min(_BATCH_SIZE, len(worker.queue)))]
-        items = [(i, self.tally.items[i]) for i in batch]
-        return batch, pickle.dumps(("run", self.tally.name, items), pickle.HIGHEST_PROTOCOL)
+    def _prepare(self, worker: _Worker) -> tuple[list[int], bytes] | None:
+        """The next batch: up to ``_BATCH_SIZE`` items, each pickled on its own, no more than
+        ``_BATCH_MAX_BYTES`` together unless one item alone is bigger (it goes alone), so
+        that an item that breaks the worker (memory) takes no neighbour with it. An item over
+        ``_MAX_ITEM_BYTES`` fails here without being sent. None when every item taken failed so."""
+        batch, blobs, size = [], [], 0
+        while worker.queue and len(batch) < _BATCH_SIZE:
+            index = worker.queue[0]
+            blob = self.blobs.pop(index, None) or self._pickle(index)
+            if blob is None:
+                worker.queue.popleft()
+                continue
+            if batch and size + len(blob) > _BATCH_MAX_BYTES:
+                self.blobs[index] = blob
+                break
+            worker.queue.popleft()
+            batch.append(index)
+            blobs.append((index, blob))
+            size += len(blob)
+        if not batch:
+            return None
+        return batch, pickle.dumps(("run", self.tally.name, blobs), pickle.HIGHEST_PROTOCOL)
+
+    def _pickle(self, index: int) -> bytes | None:
+        try:
+            blob = pickle.dumps(self.tally.items[index], pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            self.tally.lost(index, f"the item cannot be sent to a worker: {_describe(exc)}")
+            return None
+        if len(blob) > _MAX_ITEM_BYTES:
+            self.tally.lost(index, f"the item is {len(blob)} bytes; the reward engine takes items of at most "
+                                   f"{_MAX_ITEM_BYTES} bytes")
+            return None
+        return blob
 
     def _load(self, worker: _Worker) -> None:
         worker.state = "loading"

@@ -8,18 +8,71 @@ a reward returning the wrong number of values).
 
 from __future__ import annotations
 
+import reprlib
+from typing import Any
+
+SHOWN_CHARS = 120
+MAX_PROBLEMS = 30
+MAX_MESSAGE_CHARS = 12_000
+
+def _repr(items: int) -> reprlib.Repr:
+    out = reprlib.Repr()
+    out.maxlevel = 3
+    out.maxdict = out.maxlist = out.maxtuple = out.maxset = out.maxfrozenset = out.maxdeque = items
+    out.maxstring = out.maxother = 80
+    out.maxlong = 40
+    return out
+
+
+_REPRS = {5: _repr(5)}
+
+
+def shown(value: Any, limit: int = SHOWN_CHARS, items: int = 5) -> str:
+    """``repr(value)`` bounded in length and in the work it takes (nested values are cut at
+    depth 3 and after ``items`` items), for every error message that echoes user input.
+
+    >>> shown("x" * 1000, 20)
+    "'xxxxxxxxxxxxxxxx..."
+    >>> shown([[[[1]]]] * 100)
+    '[[[[...]]], [[[...]]], [[[...]]], [[[...]]], [[[...]]], ...]'
+    """
+    try:
+        text = (_REPRS.get(items) or _REPRS.setdefault(items, _repr(items))).repr(value)
+    except Exception:
+        text = f"<{type(value).__name__} that cannot be shown>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def columns_text(row: Any) -> str:
+    """The column names of a row for an error message: up to 30, cut at 500 characters."""
+    return shown(sorted(map(str, row)), 500, items=30)
+
+
+def bounded(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """A message cut to ``limit`` characters, saying how much was left out."""
+    if len(message) <= limit:
+        return message
+    return f"{message[:limit]} ... ({len(message) - limit} more characters)"
+
 
 class RLVRError(Exception):
     """Base of every error the command line reports as a message (exit code 2)."""
 
 
 class ConfigError(RLVRError, ValueError):
-    """An invalid config: every problem found, one per line."""
+    """An invalid config: every problem found, one per line (one problem: one line).
+
+    Each problem is bounded in length, and at most ``MAX_PROBLEMS`` are listed."""
 
     def __init__(self, problems: list[str] | str, source: str | None = None):
         self.problems = [problems] if isinstance(problems, str) else list(problems)
         where = f" in {source}" if source else ""
-        lines = "\n".join(f"  - {p}" for p in self.problems)
+        if len(self.problems) == 1:
+            super().__init__(f"invalid config{where}: {bounded(self.problems[0], 1000)}")
+            return
+        lines = "\n".join(f"  - {bounded(p, 1000)}" for p in self.problems[:MAX_PROBLEMS])
+        more = len(self.problems) - MAX_PROBLEMS
+        lines += f"\n  ... and {more} more problem(s)" if more > 0 else ""
         super().__init__(f"invalid config{where} ({len(self.problems)} problem(s)):\n{lines}")
 
 
@@ -42,7 +95,7 @@ class UnknownPluginError(PluginError):
     def __init__(self, names: list[str], installed: list[str]):
         self.names = names
         super().__init__(
-            f"the config enables plugin(s) that are not installed: {', '.join(repr(n) for n in names)}. "
+            f"the config enables plugin(s) that are not installed: {', '.join(shown(n) for n in names[:20])}. "
             f"Installed plugins: {', '.join(sorted(installed)) or '(none)'}. "
             + " ".join(unknown_plugin_hint(n, installed) for n in names)
         )
@@ -91,3 +144,8 @@ class PluginValidationError(PluginError):
 
 class PluginContractError(RLVRError, ValueError):
     """A plugin broke a hook's contract while running (wrong shape, NaN, wrong type)."""
+
+
+class RunFolderError(RLVRError):
+    """The run folder cannot be used as asked: it holds another run, is not a writable folder, the
+    checkpoint to resume is missing or belongs to another config, or a write into it failed."""

@@ -20,7 +20,7 @@ prompt are contiguous; ``K`` is the number of reward functions.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import pluggy
 
@@ -84,6 +84,31 @@ def rlvr_validate_run(reward_names: list[str], grpo_args: Any, engine_timeout_s:
         reward with its own time budget (a sandbox, a judge's HTTP retries) checks that the
         budget fits under it.
     :returns: nothing.
+    """
+
+
+@hookspec
+def rlvr_check_dataset(rows: Sequence[Mapping[str, Any]], split: str) -> list[tuple[int, str]] | None:
+    """Check the rows of one loaded split, once, before anything is generated or scored.
+
+    Called once per loaded split by every command that scores it (``rlvr train``: the train
+    and the eval split, after they are loaded and before they are rendered; ``rlvr eval``,
+    ``filter``, ``distill``: the split they score; ``rlvr score``: the completions file), on
+    the main process only. Collect-all. Keep it fast (seconds for a whole dataset): it runs
+    in the main process while nothing else can.
+
+    Report what the plugin would otherwise find only when it scores the row (once per
+    worker process, or never): e.g. a reference that its checker can never parse. The
+    framework logs one warning per plugin and problem, naming at most
+    :data:`rlvr_plugins.data.MAX_NAMED_ROWS` rows (with their file line when known) and how
+    many more. To refuse the data, raise :class:`rlvr_plugins.data.DataError` naming the row.
+
+    :param rows: the split's rows with canonical columns (``prompt``, usually ``answer``),
+        in order, before rendering (read-only).
+    :param split: ``"train"``, ``"eval"`` or ``"completions"`` (``rlvr score``'s input).
+    :returns: ``(row index, problem)`` pairs, the index into ``rows`` and a problem text
+        that does not repeat the row (rows with the same text are reported together); an
+        empty list or ``None`` when every row is fine.
     """
 
 

@@ -25,7 +25,7 @@ MULTIPLE_CHOICE = "multiple_choice"
 TRUE_FALSE = "true_false"
 CONTAMINATED = "contaminated"
 
-_LATEX_WRAPPER = re.compile(r"\\(?:text|textbf|mathrm|mathbf|textit|mbox|fbox|boxed)\s*\{([^{}]*)\}")
+_WRAPPER_OR_BRACE = re.compile(r"\\(?:text|textbf|mathrm|mathbf|textit|mbox|fbox|boxed)\s*\{|[{}]")
 _LATEX_COMMAND = re.compile(r"\\[a-zA-Z]+")
 _NOT_WORD = re.compile(r"[\W_]+")
 _GSM8K_MARK = "####"
@@ -65,10 +65,39 @@ def final_answer(answer: Any) -> str | None:
         text = boxed
     elif _GSM8K_MARK in text:
         text = text.rsplit(_GSM8K_MARK, 1)[1]
-    previous = None
-    while previous != text:
-        previous, text = text, _LATEX_WRAPPER.sub(r"\1", text)
-    return text.replace("$", "").strip().rstrip(".").strip()
+    return _unwrap_text_commands(text).replace("$", "").strip().rstrip(".").strip()
+
+
+def _unwrap_text_commands(text: str) -> str:
+    r"""``text`` with every ``\text{X}`` (``\textbf``, ``\mathrm``, ``\mathbf``, ``\textit``,
+    ``\mbox``, ``\fbox``, ``\boxed``) replaced by ``X`` when ``X`` holds no brace once its own
+    wrappers are unwrapped (innermost first), in one pass with a stack of open braces. A wrapper
+    that only appears once another is removed (``\\te\\text{}xt{a}``) stays.
+
+    >>> _unwrap_text_commands(r"\textbf{\text{(B)}} or \text{\frac{1}{2}}")
+    '(B) or \\text{\\frac{1}{2}}'
+    """
+    starts: list[int] = []  # per open brace: where its wrapper command starts, -1 for a plain brace
+    ends: list[int] = []
+    braced: list[bool] = []  # whether a brace inside it stays
+    removed: list[tuple[int, int]] = []
+    for token in _WRAPPER_OR_BRACE.finditer(text):
+        if token.group() != "}":
+            starts.append(token.start() if token.group() != "{" else -1)
+            ends.append(token.end())
+            braced.append(False)
+        elif starts:
+            start, end, kept_inside = starts.pop(), ends.pop(), braced.pop()
+            if start >= 0 and not kept_inside:
+                removed += [(start, end), (token.start(), token.end())]
+            elif braced:
+                braced[-1] = True
+    pieces, previous = [], 0
+    for start, end in sorted(removed):
+        pieces.append(text[previous:start])
+        previous = end
+    pieces.append(text[previous:])
+    return "".join(pieces)
 
 
 @dataclass(frozen=True)
@@ -166,7 +195,7 @@ def multiple_choice_rule(prompt: Any, answer: Any = None) -> Verdict | None:
 
 TRUTH_VALUES = ("true", "false", "yes", "no")
 _TRUE_OR_FALSE = re.compile(
-    r"(?:^|[\n(\[])\s*(?:true\s*(?:or|/)\s*false|t\s*/\s*f)\b"
+    r"(?:^|[\n(\[])[^\S\n]*(?:true\s*(?:or|/)\s*false|t\s*/\s*f)\b"  # no \n in the run: one start per run
     r"|\btrue\s*(?:or|/)\s*false\s*[?:)\]]"
     r"|\b(?:answer|state|determine|decide|indicate|say|mark|write|whether)\b[^.?!\n]{0,80}"
     r"\btrue\s+or\s+false\b(?!\s+(?:questions?|statements?|items?)\b)",

@@ -38,7 +38,7 @@ _TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|mathrm|mathbf|operatorname)\s*\{([
 _SPACING = re.compile(r"\\[,;:! ]|\\left|\\right|~|\s+")
 _THOUSANDS = re.compile(r"(?<![\d.])\d{1,3}(?:,\d{3})+(?![\d])")
 _FRAC = re.compile(r"^(-?)\\[dt]?frac\{(-?\d+)\}\{(-?\d+)\}$")
-_NUMBER = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:/\d+)?$")
+_NUMBER = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:/\d+)?$")
 
 
 def answer_key(answer: str | None) -> str | None:
@@ -49,8 +49,9 @@ def answer_key(answer: str | None) -> str | None:
     ``\text{…}``-style wrappers, reads ``\dfrac``/``\tfrac`` as ``\frac``, removes thousands
     separators and writes every plain number (integer, decimal, ``a/b``, ``\frac{a}{b}``)
     as a reduced fraction, so ``0.5``, ``1/2`` and ``$\dfrac{1}{2}$`` are one vote (but
-    ``\frac12``, without braces, is compared as text). Letters are lower-cased.
-    ``None`` or an empty answer has no key (it is not a vote).
+    ``\frac12``, without braces, is compared as text; so is a number of more digits than Python
+    converts, 4300). Letters are lower-cased. ``None`` or an empty answer has no key (it is
+    not a vote). Linear in the answer's length.
 
     >>> [answer_key(a) for a in ["0.5", r"\frac{1}{2}", "1/2", " 1,200. ", r"\text{Yes}", ""]]
     ['1/2', '1/2', '1/2', '1200', 'yes', None]
@@ -64,15 +65,15 @@ def answer_key(answer: str | None) -> str | None:
     text = _THOUSANDS.sub(lambda m: m.group().replace(",", ""), text)
     if not text:
         return None
-    frac = _FRAC.match(text)
-    if frac and int(frac.group(3)) != 0:
-        value = Fraction(int(frac.group(2)), int(frac.group(3))) * (-1 if frac.group(1) else 1)
-        return _fraction_text(value)
-    if _NUMBER.match(text):
-        try:
+    try:
+        frac = _FRAC.match(text)
+        if frac and int(frac.group(3)) != 0:
+            value = Fraction(int(frac.group(2)), int(frac.group(3))) * (-1 if frac.group(1) else 1)
+            return _fraction_text(value)
+        if _NUMBER.match(text):
             return _fraction_text(Fraction(text))
-        except (ValueError, ZeroDivisionError):
-            return text.lower()
+    except (ValueError, ZeroDivisionError):  # x/0, or more digits than Python converts (4300)
+        pass
     return text.lower()
 
 
@@ -206,8 +207,20 @@ def breakdown_columns(rows: Sequence[Mapping[str, Any]], requested: Sequence[str
 
 
 _THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
-_ANSWER_BLOCK = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
-_GSM8K = re.compile(r"####\s*\$?\s*(-?[\d,]*\.?\d+)")
+_ANSWER_TAG = re.compile(r"<(/?)answer>", re.IGNORECASE)
+_GSM8K = re.compile(r"####\s*(?:\$\s*)?(-?[\d,]*\.?\d+)")
+
+
+def _last_answer_block(text: str) -> str | None:
+    """Content of the last ``<answer>…</answer>`` block, blocks taken left to right (an opener
+    pairs with the first closer after it), in one pass over the tags; None when there is none."""
+    last, opened_at = None, None
+    for tag in _ANSWER_TAG.finditer(text):
+        if opened_at is None and not tag.group(1):
+            opened_at = tag.end()
+        elif opened_at is not None and tag.group(1):
+            last, opened_at = text[opened_at: tag.start()], None
+    return last
 
 
 def extract_final_answer(completion: str) -> str | None:
@@ -220,11 +233,13 @@ def extract_final_answer(completion: str) -> str | None:
     """
     from .data import last_boxed_content
 
-    closes = list(_THINK_CLOSE.finditer(completion))
-    rest = completion[closes[-1].end():] if closes else completion
-    blocks = _ANSWER_BLOCK.findall(rest)
-    if blocks and blocks[-1].strip():
-        return blocks[-1].strip()
+    close = None
+    for close in _THINK_CLOSE.finditer(completion):
+        pass
+    rest = completion[close.end():] if close is not None else completion
+    block = _last_answer_block(rest)
+    if block is not None and block.strip():
+        return block.strip()
     boxed = last_boxed_content(rest)
     if boxed:
         return boxed

@@ -10,7 +10,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Literal, Mapping
 
-from .errors import PluginOptionError
+from .errors import PluginOptionError, shown
 
 
 class Plugin:
@@ -114,7 +114,7 @@ def parse_options(plugin: str, options_cls: type, raw: Mapping[str, Any]) -> Any
     :class:`PluginOptionError`, with the valid options listed.
     """
     if not isinstance(raw, Mapping):
-        raise PluginOptionError(plugin, [f"options must be a mapping, got {type(raw).__name__} {raw!r}"],
+        raise PluginOptionError(plugin, [f"options must be a mapping, got {type(raw).__name__} {shown(raw)}"],
                                 describe_options(options_cls))
     hints = typing.get_type_hints(options_cls)
     fields = {f.name: f for f in dataclasses.fields(options_cls)}
@@ -123,11 +123,11 @@ def parse_options(plugin: str, options_cls: type, raw: Mapping[str, Any]) -> Any
         if key not in fields:
             close = difflib.get_close_matches(str(key), fields, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            problems.append(f"unknown option {key!r}{hint}")
+            problems.append(f"unknown option {shown(key)}{hint}")
             continue
         ok, converted = _check_type(value, hints[key])
         if not ok:
-            problems.append(f"option {key!r} must be {_type_name(hints[key])}, got {value!r}")
+            problems.append(f"option {key!r} must be {_type_name(hints[key])}, got {shown(value)}")
         else:
             values[key] = converted
     for name, f in fields.items():

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import logging
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -18,8 +19,10 @@ from typing import Any, Mapping
 from . import config as cfg
 from .errors import ConfigError
 from .manager import PluginSet, build_plugin_set
-from .modeling import cpu_defaults
+from .modeling import cpu_defaults, has_accelerator, vllm_cpu_problem
 from .rewards import MAX_ABS_REWARD
+from .runfolder import FINAL_DIR, SUMMARY_FILE, RunStart, check_still_free, clear_run, continue_in, exclusive, output_dir, \
+    plan_run, writing
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +42,7 @@ RUN_DEFAULTS = {"report_to": "none", "logging_steps": 1, "save_strategy": "steps
 def grpo_kwargs(config: Mapping[str, Any], plugin_set: PluginSet) -> dict[str, Any]:
     """The GRPOConfig arguments: run defaults, the user's ``trainer:`` section, then the plugins' adjustments."""
     trainer = dict(config.get("trainer") or {})
-    kwargs = {**RUN_DEFAULTS, **trainer, "output_dir": config.get("output_dir", "runs/rlvr")}
+    kwargs = {**RUN_DEFAULTS, **trainer, "output_dir": str(output_dir(config))}
     kwargs.setdefault("seed", config.get("seed", 42))
     cpu_defaults(kwargs)
     for name, value in trainer.items():
@@ -142,6 +145,9 @@ def prepare(config: dict[str, Any]) -> Prepared:
     plugin_set = build_plugin_set(config.get("plugins"))
     args = build_grpo_config(grpo_kwargs(config, plugin_set))
     validate_run(plugin_set, args, engine_timeout(engine_options(config)))
+    problem = args.use_vllm and vllm_cpu_problem(config, "trainer.use_vllm", has_accelerator())
+    if problem:
+        raise ConfigError(problem)
     names = [r.name for _, r in plugin_set.reward_functions()]
     eval_reward = (config.get("eval") or {}).get("reward")
     if eval_reward is not None and eval_reward not in names:
@@ -163,14 +169,14 @@ def probe_reward_examples(prepared: Prepared) -> None:
 
 def write_run_header(out: Path, prepared: Prepared) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(cfg.run_config_text(prepared.config), encoding="utf-8")
     plugins = {
         "plugins": prepared.plugin_set.describe(),
         "rewards": [{"plugin": p, "name": r.name, "weight": r.weight, "isolated": r.isolated}
                     for p, r in prepared.plugin_set.reward_functions()],
         "versions": _versions(),
     }
-    (out / "plugins.json").write_text(json.dumps(plugins, indent=2), encoding="utf-8")
+    (out / "plugins.json").write_text(json.dumps(plugins, indent=2), encoding="utf-8")  # first: it marks a run folder
+    (out / "config.yaml").write_text(cfg.run_config_text(prepared.config), encoding="utf-8")
 
 
 def _versions() -> dict[str, str]:
@@ -185,38 +191,58 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str, Any]:
+def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: bool = False,
+          start: RunStart | None = None) -> dict[str, Any]:
     """Run the whole pipeline; return the summary (also written to ``summary.json``).
 
     ``resume`` (True for the newest complete checkpoint, or a checkpoint folder) skips the
     SFT cold start and the first evaluation, and restarts GRPO from the checkpoint with the
-    policy saved in ``policy-init`` as its reference.
+    policy saved in ``policy-init`` as its reference; a checkpoint already at ``max_steps``
+    trains nothing more: only ``final/``, the eval after and the summary are made, where
+    missing. ``overwrite`` removes an earlier run from ``output_dir`` first (after every
+    check passed). ``start``: the :func:`~rlvr_plugins.runfolder.plan_run` already made
+    for these arguments.
     """
+    start = start or plan_run(config, resume, overwrite)
+    if start.finished and _complete(start.out):
+        print(f"the run in {start.out} is already complete (step {start.step}, {SUMMARY_FILE} written): nothing "
+              "to do", flush=True)
+        return json.loads((start.out / SUMMARY_FILE).read_text(encoding="utf-8"))
+    with exclusive(start.out):
+        check_still_free(start)  # again, now that no other run can write there
+        return _train(config, start)
+
+
+def _train(config: dict[str, Any], start: RunStart) -> dict[str, Any]:
     import torch
     from datasets import Dataset
     from transformers import set_seed
     from . import data, modeling
     from .evaluation import evaluate, metric_row
     from .rewards import Engines, probe_rewards
-    from .runlog import GracefulStop, MetricsWriter, PeriodicEval, compact_console, truncate_metrics
-    from .trainer import RLVRTrainer, last_complete_checkpoint
+    from .runlog import GracefulStop, MetricsWriter, PeriodicEval, SeedAtTrainBegin, compact_console, truncate_metrics
+    from .trainer import RLVRTrainer
 
     started = time.perf_counter()
     prepared = prepare(config)
-    out = Path(prepared.grpo_args.output_dir)
-    if resume:
-        resume = last_complete_checkpoint(str(out)) if resume is True else str(resume)
-        if not resume or not Path(resume).is_dir():
-            raise ConfigError(f"--resume: no complete checkpoint in {out}")
-        truncate_metrics(out / "metrics.jsonl", int(Path(resume).name.rsplit("-", 1)[1]))
+    out = start.out
+    checkpoint = str(start.checkpoint) if start.checkpoint else None
     dist = _distributed_state()
     if dist.is_main_process:
-        write_run_header(out, prepared)
+        if start.overwrite and (removed := clear_run(out)):
+            print(f"--overwrite: removed the earlier run from {out} ({len(removed)} entries)", flush=True)
+        with writing(out, out, remove_partial=False):
+            if checkpoint:
+                continue_in(out, start)
+                truncate_metrics(out / "metrics.jsonl", start.step)
+            write_run_header(out, prepared)
+    dist.wait_for_everyone()
     seed = int(prepared.grpo_args.seed)
     set_seed(seed)
     tokenizer = modeling.load_tokenizer(config)
-    train_rows = data.render(data.load_rows(config, "train"), prepared.plugin_set, tokenizer, seed)
-    eval_rows = data.load_rows(config, "eval")
+    checking = prepared.plugin_set if dist.is_main_process else None
+    train_rows = data.render(data.load_rows(config, "train", checking), prepared.plugin_set, tokenizer, seed)
+    eval_rows = data.load_rows(config, "eval", checking)
     eval_rows = data.render(eval_rows, prepared.plugin_set, tokenizer, seed) if eval_rows else None
     sft_section = config.get("sft")
     if sft_section:
@@ -229,51 +255,62 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
 
     metrics = MetricsWriter(out / "metrics.jsonl")
 
-    def measure(tag: str, model):
+    def measure(tag: str, model, engine=None):
         if not eval_rows:
             return None
         t = time.perf_counter()
-        result = evaluate(model, tokenizer, eval_rows, rewards, engines, config.get("eval") or {}, max_new)
+        with modeling.full_weights(model, engine):
+            result = evaluate(model, tokenizer, eval_rows, rewards, engines, config.get("eval") or {}, max_new)
         result["seconds"] = round(time.perf_counter() - t, 1)
         if dist.is_main_process:
             print(f"[eval {tag}] accuracy {100 * result['accuracy']:.1f}% on {result['n']} held-out problems "
                   f"({result['reward']}); rewards {_fmt(result['rewards'])}", flush=True)
         return result
 
-    def run_eval(tag: str, model, step: int):
-        result = measure(tag, model)
+    def run_eval(tag: str, model, step: int, engine=None):
+        result = measure(tag, model, engine)
         if result is not None:
             summary[f"eval_{tag}"] = result
             if dist.is_main_process:
                 metrics.write(step, metric_row(result))
 
     policy_dir = out / "policy-init"
-    if resume and policy_dir.is_dir():
+    if checkpoint:
+        summary["resumed_from"] = checkpoint
+        summary.update(_carried_over(start.run_folder))
+    if checkpoint and policy_dir.is_dir():
         policy = str(policy_dir)
-        summary["resumed_from"] = resume
     else:
         model = modeling.load_model(config, tokenizer, seed)
         if sft_section:
-            from .sft import run_sft
+            from .sft import end_stage, run_sft, save_trained
 
             t = time.perf_counter()
-            model = run_sft(model, tokenizer, sft_rows, sft_section, out / "sft", seed, max_new)
+            sft_trainer = run_sft(model, tokenizer, sft_rows, sft_section, out / "sft", seed, max_new)
             summary["stages"]["sft_seconds"] = round(time.perf_counter() - t, 1)
             summary["sft_examples"] = len(sft_rows)
-        run_eval("before", model, 0)
-        built_here = "tiny" in config["model"] or sft_section
-        if built_here:
-            if dist.is_main_process:
-                _policy_path(model, tokenizer, policy_dir)
-            dist.wait_for_everyone()
+            with writing(policy_dir, out):
+                save_trained(sft_trainer, policy_dir)
+            run_eval("before", sft_trainer.model, 0, sft_trainer.model_wrapped)
+            end_stage(sft_trainer, prepared.grpo_args)
+            del sft_trainer, model
             policy = str(policy_dir)
         else:
-            policy = model
+            run_eval("before", model, 0)
+            if "tiny" in config["model"]:
+                if dist.is_main_process:
+                    with writing(policy_dir, out):
+                        _policy_path(model, tokenizer, policy_dir)
+                dist.wait_for_everyone()
+                policy = str(policy_dir)
+            else:
+                policy = model
     stop = GracefulStop()
-    callbacks = [metrics, stop]
+    callbacks = [metrics, stop, SeedAtTrainBegin()]
     every = EvalSchedule.from_section(config.get("eval")).every_steps
-    if every and eval_rows:
-        callbacks.append(PeriodicEval(every, measure, metrics.write))
+    if every and eval_rows:  # the trainer's wrapped model: under ZeRO-3 its weights are gathered for generation
+        callbacks.append(PeriodicEval(every, lambda tag, _: measure(tag, trainer.model, trainer.model_wrapped),
+                                      metrics.write))
     t = time.perf_counter()
     trainer = RLVRTrainer(
         plugin_set=prepared.plugin_set,
@@ -288,18 +325,24 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
         correct_threshold=float((config.get("eval") or {}).get("threshold", 1.0)),
     )
     compact_console(trainer, show_bar=not prepared.grpo_args.disable_tqdm)
-    with stop.installed():
-        trainer.train(resume_from_checkpoint=resume or None)
-    summary["stages"]["grpo_seconds"] = round(time.perf_counter() - t, 1)
-    summary["grpo_steps"] = trainer.state.global_step
+    if start.finished:
+        trainer._load_from_checkpoint(checkpoint)
+        summary["grpo_steps"] = start.step
+        print(f"{checkpoint} is at the last step ({start.step}): no training left; finishing the run", flush=True)
+    else:
+        with stop.installed():
+            trainer.train(resume_from_checkpoint=checkpoint)
+        summary["stages"]["grpo_seconds"] = round(time.perf_counter() - t, 1)
+        summary["grpo_steps"] = trainer.state.global_step
     if stop.signal_name:
         summary["stopped_by"] = stop.signal_name
         if dist.is_main_process:
             print(f"stopped by {stop.signal_name} at step {trainer.state.global_step}; checkpoint written. "
                   f"Continue with: rlvr train CONFIG --resume", flush=True)
     else:
-        trainer.save_model(str(out / "final"))
-        run_eval("after", trainer.model, trainer.state.global_step)
+        if not (start.finished and (out / FINAL_DIR).is_dir()):
+            save_final(trainer, out, dist)
+        run_eval("after", trainer.model, summary["grpo_steps"], trainer.model_wrapped)
     if "eval_before" in summary and "eval_after" in summary:
         summary["accuracy_gain_points"] = round(
             100 * (summary["eval_after"]["accuracy"] - summary["eval_before"]["accuracy"]), 1)
@@ -309,10 +352,51 @@ def train(config: dict[str, Any], resume: str | bool | None = None) -> dict[str,
     summary["seconds"] = round(time.perf_counter() - started, 1)
     summary["threads"] = torch.get_num_threads()
     if dist.is_main_process:
-        (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+        with writing(out / SUMMARY_FILE, out, remove_partial=False):
+            _write_atomic(out / SUMMARY_FILE, json.dumps(summary, indent=2, default=str))
         _print_summary(summary)
         _write_curves(out)
     return summary
+
+
+def _complete(out: Path) -> bool:
+    """The run in ``out`` ended normally: ``final/`` and a ``summary.json`` without ``stopped_by``."""
+    path = out / SUMMARY_FILE
+    if not (out / FINAL_DIR).is_dir() or not path.is_file():
+        return False
+    try:
+        return "stopped_by" not in json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return False
+
+
+def _carried_over(run_folder: Path) -> dict[str, Any]:
+    """What a resumed run keeps from the summary of the run it continues (written when that run was stopped)."""
+    path = run_folder / SUMMARY_FILE
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except ValueError:
+        return {}
+    return {k: earlier[k] for k in ("eval_before", "sft_examples") if k in earlier}
+
+
+def save_final(trainer, out: Path, dist) -> None:
+    """``final/``, atomically: saved as ``final.partial/`` then renamed, so a ``final/`` is always whole."""
+    partial, final = out / (FINAL_DIR + ".partial"), out / FINAL_DIR
+    if dist.is_main_process:
+        shutil.rmtree(partial, ignore_errors=True)
+    with writing(partial, out):
+        trainer.save_model(str(partial))
+    if dist.is_main_process:
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(partial, final)
+    dist.wait_for_everyone()
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def _write_curves(out: Path) -> None:

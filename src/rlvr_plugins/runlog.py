@@ -14,6 +14,8 @@ from typing import Any, Callable, Mapping
 from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
+from .runfolder import writing
+
 SHOWN = ("reward", "rlvr/frac_zero_variance_groups", "completions/mean_length", "kl", "entropy",
          "mean_token_accuracy")
 
@@ -32,9 +34,25 @@ class MetricsWriter(TrainerCallback):
     def write(self, step: int, values) -> None:
         """Append one row ``{"step": step, **values}`` (non-finite numbers as ``null``)."""
         row = {"step": step, **{k: _jsonable(v) for k, v in values.items()}}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(row) + "\n")
+        with writing(self.path, self.path.parent, remove_partial=False):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(row) + "\n")
+
+
+class SeedAtTrainBegin(TrainerCallback):
+    """Re-seed every RNG with ``args.seed`` once the model is wrapped, just before the first step.
+
+    Wrapping and loading draw random numbers differently per backend (ZeRO-3's ``zero.Init``
+    initialises weights before loading them; DDP does not), so without this a DDP run and a
+    DeepSpeed run of one config sample different completions. A resumed run restores the
+    checkpoint's RNG state after this, as before.
+    """
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        from transformers import set_seed
+
+        set_seed(args.seed)
 
 
 def _jsonable(value):
@@ -101,15 +119,24 @@ def compact_console(trainer, show_bar: bool) -> None:
 
 
 def truncate_metrics(path: str | Path, last_step: int) -> None:
-    """Drop rows logged after ``last_step`` (a resumed run logs them again), atomically."""
+    """Drop rows logged after ``last_step`` (a resumed run logs them again), atomically; a last row
+    torn by a kill or a full disk (not valid JSON) is dropped too."""
     path = Path(path)
     if not path.exists():
         return
     kept = [line for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip() and json.loads(line).get("step", 0) <= last_step]
+            if (row := _row(line)) is not None and row.get("step", 0) <= last_step]
     tmp = path.with_suffix(".tmp")
     tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
     os.replace(tmp, path)
+
+
+def _row(line: str) -> dict | None:
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return None
+    return row if isinstance(row, dict) else None
 
 
 class GracefulStop(TrainerCallback):

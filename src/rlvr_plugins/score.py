@@ -12,15 +12,14 @@ import json
 import math
 import sys
 from collections import OrderedDict
-from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-import torch
+from .data import DataError, read_jsonl_numbered
+from .errors import columns_text
 
-from .data import DataError, read_jsonl
-from .manager import PluginSet, implemented_hooks
-from .rewards import Engines, score_items
-from .trainer import batch_advantages
+if TYPE_CHECKING:
+    from .manager import PluginSet
+    from .rewards import Engines
 
 LATE_STEP = 10**9
 
@@ -36,6 +35,8 @@ def group_rows(rows: list[dict[str, Any]]) -> list[list[int]]:
 
 def describe_scoring(plugin_set: PluginSet) -> str:
     """One line: the rewards with their weights, the length penalties and the estimator ``rlvr score`` uses."""
+    from .manager import implemented_hooks
+
     rewards = ", ".join(f"{r.name} x{r.weight:g}" for _, r in plugin_set.reward_functions()) or "none"
     penalties = [p.name for p in plugin_set.enabled if "rlvr_length_penalty" in implemented_hooks(type(p.instance))]
     return (f"scoring with rewards {rewards}; length penalties {', '.join(penalties) or 'none'}; "
@@ -52,31 +53,41 @@ def group_warning(rows: list[dict[str, Any]]) -> str | None:
             "0 (there is nothing to compare it with); give the completions of one prompt the same 'group' value")
 
 
-def check_rows(rows: list[dict[str, Any]], path: str) -> None:
-    for i, row in enumerate(rows, start=1):
+def load_completions(path: str) -> tuple[list[dict[str, Any]], list[int]]:
+    """The rows of a completions file, each with a ``prompt`` and a text ``completion``, and the
+    file line of each; errors name ``file:line``. Light: ``rlvr score`` calls it before importing torch."""
+    rows, lines = [], []
+    for lineno, row in read_jsonl_numbered(path):
         for column in ("prompt", "completion"):
             if column not in row:
-                raise DataError(f"{path}: row {i} has no {column!r} column; columns present: {sorted(row)}")
+                raise DataError(f"{path}:{lineno}: no {column!r} column; columns present: {columns_text(row)}")
         if not isinstance(row["completion"], (str, list)):
-            raise DataError(f"{path}: row {i}: 'completion' must be text, got {type(row['completion']).__name__}")
+            raise DataError(f"{path}:{lineno}: 'completion' must be text, got {type(row['completion']).__name__}")
+        rows.append(row)
+        lines.append(lineno)
+    return rows, lines
 
 
 def score_rows(rows: list[dict[str, Any]], plugin_set: PluginSet, engines: Engines, tokenizer,
                step: int = LATE_STEP) -> list[dict[str, Any]]:
     """Every reward, penalty, total and advantage for ``rows``, exactly as training would compute them."""
+    import torch
+
+    from .rewards import score_items
+
     rewards = plugin_set.reward_functions()
     names = [r.name for _, r in rewards]
     weights = torch.tensor([float(r.weight) for _, r in rewards])
     examples = [{k: v for k, v in row.items() if k not in ("prompt", "completion", "group")} for row in rows]
     items = score_items([r["prompt"] for r in rows], [r["completion"] for r in rows], examples)
+    lengths = torch.tensor([len(tokenizer(item["completion"], add_special_tokens=False)["input_ids"])
+                            for item in items])
     values = torch.full((len(rows), len(rewards)), float("nan"))
     failed = torch.zeros((len(rows), len(rewards)), dtype=torch.bool)
     for k, (_, reward) in enumerate(rewards):
         result = engines.score(reward, items)
         values[:, k] = torch.tensor(result.values, dtype=torch.float32)
         failed[:, k] = torch.tensor(result.failed)
-    lengths = torch.tensor([len(tokenizer(item["completion"], add_special_tokens=False)["input_ids"])
-                            for item in items])
     out: list[dict[str, Any]] = []
     for i, row in enumerate(rows):
         out.append({"row": i, **({"group": row["group"]} if "group" in row else {}),
@@ -88,6 +99,8 @@ def score_rows(rows: list[dict[str, Any]], plugin_set: PluginSet, engines: Engin
 
 
 def _score_group(out, idx, values, failed, lengths, names, weights, plugin_set, step) -> None:
+    from .trainer import batch_advantages
+
     result = batch_advantages(plugin_set, values, weights, failed, lengths, len(idx), step, names)
     for plugin, penalty in result.penalties:
         for j, i in enumerate(idx.tolist()):
@@ -126,25 +139,36 @@ def _cell(value: Any) -> str:
     return str(value)[:14]
 
 
-def run_score(config: Mapping[str, Any], completions: str, output: str | None, step: int) -> list[dict[str, Any]]:
-    from .manager import build_plugin_set
+def run_score(config: Mapping[str, Any], rows: list[dict[str, Any]], output: str | None,
+              step: int, where: str = "completions", lines: list[int] | None = None) -> list[dict[str, Any]]:
+    """Score ``rows`` (:func:`load_completions`, read from ``where``, at ``lines``), print the table,
+    write ``output`` whole (or not at all).
+
+    The plugins and the run are validated as ``rlvr train --check`` does
+    (:func:`rlvr_plugins.commands.validate_scoring`), and every plugin checks the rows
+    (``rlvr_check_dataset``, split ``"completions"``), before anything is scored."""
+    from .commands import validate_scoring
+    from .data import check_rows
     from .modeling import load_tokenizer
+    from .outputs import write_atomic
+    from .rewards import Engines
     from .run import engine_options
 
-    plugin_set = build_plugin_set(config.get("plugins"))
-    rows = read_jsonl(completions)
-    check_rows(rows, completions)
+    plugin_set = validate_scoring(config)
+    check_rows(plugin_set, rows, "completions", where, lines)
+    tokenizer = load_tokenizer(config)
     print(describe_scoring(plugin_set))
     warning = group_warning(rows)
     if warning:
         print(warning, file=sys.stderr, flush=True)
     engines = Engines(**engine_options(config))
     try:
-        scored = score_rows(rows, plugin_set, engines, load_tokenizer(config), step=step)
+        scored = score_rows(rows, plugin_set, engines, tokenizer, step=step)
     finally:
         engines.close()
+    if output:
+        write_atomic(output, (json.dumps(r) + "\n" for r in scored), what="--output")
     print(format_table(scored))
     if output:
-        Path(output).write_text("".join(json.dumps(r) + "\n" for r in scored), encoding="utf-8")
         print(f"wrote {len(scored)} rows to {output}")
     return scored

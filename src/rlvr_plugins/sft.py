@@ -18,7 +18,11 @@ SFT_DEFAULTS = {
 
 def run_sft(model, tokenizer, rows: list[dict[str, Any]], section: Mapping[str, Any], output_dir: Path,
             seed: int, max_completion_length: int):
-    """Fine-tune ``model`` on ``{"prompt", "completion": row[completion_column]}``; return the trained model."""
+    """Fine-tune ``model`` on ``{"prompt", "completion": row[completion_column]}``; return the ``SFTTrainer``.
+
+    Its ``model`` is the trained policy (under ZeRO-3 still partitioned: save it with
+    :func:`save_trained`, generate with it inside :func:`rlvr_plugins.modeling.full_weights`).
+    """
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
@@ -44,4 +48,36 @@ def run_sft(model, tokenizer, rows: list[dict[str, Any]], section: Mapping[str, 
 
     compact_console(trainer, show_bar=not args.disable_tqdm)
     trainer.train()
-    return trainer.model
+    return trainer
+
+
+def save_trained(trainer, folder: Path) -> None:
+    """Write ``trainer``'s model and tokenizer to ``folder`` as ``from_pretrained`` loads them.
+
+    Collective (every rank calls it): under ZeRO-3 the weights are gathered from every rank's
+    partition, and only the main process writes.
+    """
+    trainer.save_model(str(folder))
+    trainer.accelerator.wait_for_everyone()
+
+
+def end_stage(trainer, next_args) -> None:
+    """Release ``trainer``'s DeepSpeed engine and accelerate state so the next stage builds its own.
+
+    accelerate keeps one process-wide DeepSpeed state and refuses a second ``Accelerator`` with a
+    ``deepspeed_plugin``; the process group (``PartialState``) is kept. ``next_args`` (the next
+    stage's ``TrainingArguments``) becomes the DeepSpeed config that ``from_pretrained`` reads.
+    """
+    import gc
+
+    from accelerate.state import AcceleratorState, GradientState
+
+    trainer.accelerator.free_memory()
+    AcceleratorState._reset_state()
+    GradientState._reset_state()
+    ds_config = getattr(next_args, "hf_deepspeed_config", None)
+    if ds_config is not None:
+        from transformers.integrations.deepspeed import set_hf_deepspeed_config
+
+        set_hf_deepspeed_config(ds_config)
+    gc.collect()

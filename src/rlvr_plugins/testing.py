@@ -38,6 +38,15 @@ def tiny_model(tokenizer, seed: int = 0, **overrides: Any):
     return build_tiny_model(tokenizer, seed=seed, **{**TINY, **overrides})
 
 
+def digit_share(*, prompt, completion, example) -> float:
+    """A reward that varies inside a group even for an untrained policy: the share of digits.
+
+    >>> digit_share(prompt="", completion="a1b2", example={})
+    0.5
+    """
+    return sum(c.isdigit() for c in completion) / max(1, len(completion))
+
+
 def tiny_rows(n: int = 16, seed: int = 0) -> list[dict[str, Any]]:
     """``n`` rows of 1–2 digit additions with ``prompt``, ``answer``, ``solution``, ``rlvr_index``."""
     from .demo.task import split_train_eval
@@ -83,6 +92,97 @@ def tiny_trainer(tmp_path, plugins: dict, tokenizer=None, **trainer_overrides: A
     return RLVRTrainer(plugin_set=prepared.plugin_set, engines=Engines(in_process=True),
                        model=tiny_model(tokenizer), args=prepared.grpo_args,
                        train_dataset=Dataset.from_list(tiny_rows()), processing_class=tokenizer)
+
+
+def adversarial_texts(size: int = 1_000_000) -> dict[str, str]:
+    r"""Texts of about ``size`` characters, by name, that make a text scanner slow when it
+    backtracks or rescans: many openers of every kind that a reward looks for (code fences,
+    ``<think>``, ``<answer>``, ``\boxed{``, ``$``, ``\(``, ``\text{``) never closed, deep nesting,
+    long runs of what an optional part of a pattern may eat (spaces, digits, commas), plain
+    runs of one character, and many complete blocks (fences, boxes, answer and think blocks).
+    Every scanner of a completion should handle each in linear time.
+    """
+    def repeat(unit: str) -> str:
+        return unit * max(1, size // len(unit))
+
+    half = size // 2
+    return {
+        "unclosed_fences": repeat("```python\n"),
+        "fences_with_code": repeat("```python\nprint(1)\n"),
+        "one_fence_many_lines": "```python\n" + repeat("```js\nx\n"),
+        "fence_without_newline": repeat("```python"),
+        "answer_openers": repeat("<answer>"),
+        "answer_closers": repeat("</answer>"),
+        "think_openers": repeat("<think>"),
+        "think_closers": repeat("</think>"),
+        "interleaved_tags": repeat("<think><answer></think>"),
+        "box_openers": repeat("\\boxed{"),
+        "box_then_braces": "\\boxed{" + "{" * size,
+        "nested_text": "\\text{" * (size // 14) + "x" + "}" * (size // 14),
+        "text_openers": repeat("\\text{"),
+        "hashes": repeat("####"),
+        "hash_then_spaces": "#### " + " " * size + "x",
+        "hash_dollar_spaces": "#### \\$" + " " * size + "x",
+        "digit_then_spaces": "1" + " " * size + "x",
+        "comma_then_spaces": "1," + " " * size + "x",
+        "digit_runs": repeat("1 "),
+        "commas_and_digits": repeat("1,"),
+        "thousands": "1" + repeat(",000") + "0",
+        "dollars": repeat("$"),
+        "dollar_words": repeat("$a"),
+        "math_openers": repeat("\\("),
+        "display_openers": repeat("\\["),
+        "backslashes": repeat("\\"),
+        "braces_open": repeat("{"),
+        "spaces": " " * size,
+        "newlines": "\n" * size,
+        "digits": "1" * size,
+        "letters": "a" * size,
+        "either_or": repeat("either "),
+        "flags": repeat("/think /no_think "),
+        "chinese_in_text": "$\\text{" + "中" * half + "}$",
+        "letter_then_spaces": "1, a" + " " * size + "x",
+        "closed_fences": repeat("```python\nx\n```\n"),
+        "closed_boxes": repeat("\\boxed{7}"),
+        "answer_blocks": repeat("<answer>7</answer>"),
+        "think_blocks": repeat("<think>a</think>"),
+    }
+
+
+def time_each(fn, texts: dict[str, str], limit_s: float) -> dict[str, tuple[Any, float]]:
+    """``{name: (fn(text), seconds)}`` for each text, run one after another in a forked child so
+    that a scan slower than ``limit_s`` fails the test at once (the child is killed) instead of
+    hanging it: AssertionError naming the text. Results must pickle. Linux only (``fork``)."""
+    import multiprocessing
+    import time
+
+    parent, child = multiprocessing.Pipe(duplex=False)
+
+    def run() -> None:
+        for name, text in texts.items():
+            start = time.perf_counter()
+            result = fn(text)
+            child.send((name, result, time.perf_counter() - start))
+
+    process = multiprocessing.get_context("fork").Process(target=run, daemon=True)
+    process.start()
+    child.close()
+    label, wait_s = getattr(fn, "__name__", repr(fn)), limit_s + 5.0
+    out: dict[str, tuple[Any, float]] = {}
+    try:
+        for name in texts:
+            if not parent.poll(wait_s):
+                raise AssertionError(f"{label} on {name!r}: no result after {wait_s:.0f} s")
+            got, result, seconds = parent.recv()
+            out[got] = (result, seconds)
+    except EOFError:
+        raise AssertionError(f"{label}: the child died after {sorted(out)}") from None
+    finally:
+        process.kill()
+        process.join()
+    slow = {name: round(seconds, 2) for name, (_, seconds) in out.items() if seconds > limit_s}
+    assert not slow, f"{label}: slower than {limit_s} s on {slow}"
+    return out
 
 
 SFT_TEMPLATES = ({"r1-accuracy": {}}, {"r1-zero-template": {}, "r1-accuracy": {}})

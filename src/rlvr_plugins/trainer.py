@@ -21,11 +21,12 @@ import json
 import logging
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 from accelerate.utils import gather, gather_object
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 from trl import GRPOConfig, GRPOTrainer
 
 from .advantages import finalize_advantages, shaping_advantages
@@ -34,10 +35,10 @@ from .errors import PluginConflictError, PluginContractError, PluginError
 from .manager import PluginSet, build_plugin_set
 from .rewards import Engines, TRLReward
 from .run import ESTIMATOR_SCALE
+from .runfolder import PLUGIN_STATE_FILE, folder_bytes, last_complete_checkpoint, writing
 
 logger = logging.getLogger(__name__)
 
-PLUGIN_STATE_FILE = "rlvr_plugin_state.json"
 TRL_NO_SCORE_WARNING = "All reward functions returned None"
 
 
@@ -335,14 +336,41 @@ class RLVRTrainer(GRPOTrainer):
 
     # -- checkpoints -----------------------------------------------------------------
     def _save_checkpoint(self, model, trial):
-        super()._save_checkpoint(model, trial)
-        state = {name: s for name, s in self.plugin_set.call_each("rlvr_state_dict") if s is not None}
+        """TRL's checkpoint, then the plugins' states (the completeness marker), then rotation.
+
+        TRL deletes old checkpoints (``save_total_limit``) at the end of its own save, before
+        the marker exists; here the rotation waits until the new checkpoint is complete, so
+        a kill at any moment leaves a complete checkpoint. A write error (disk full,
+        read-only) removes the half-written folder and stops the run with one message
+        naming it, the space needed and the space free; older checkpoints are untouched.
+        """
+        run_dir = self._get_output_dir(trial=trial)
+        folder = Path(run_dir) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        last = last_complete_checkpoint(run_dir)
+        needed = folder_bytes(Path(last)) if last else self._checkpoint_bytes()
+        limit, self.args.save_total_limit = self.args.save_total_limit, None
+        try:
+            with writing(folder, Path(run_dir), needed, remove_partial=self.args.should_save):
+                super()._save_checkpoint(model, trial)
+                state = {name: s for name, s in self.plugin_set.call_each("rlvr_state_dict") if s is not None}
+                if self.args.should_save:
+                    tmp = folder / (PLUGIN_STATE_FILE + ".tmp")
+                    with open(tmp, "w", encoding="utf-8") as fh:
+                        json.dump(state, fh)
+                    os.replace(tmp, folder / PLUGIN_STATE_FILE)
+        finally:
+            self.args.save_total_limit = limit
         if self.args.should_save:
-            folder = os.path.join(self._get_output_dir(trial=trial), f"checkpoint-{self.state.global_step}")
-            tmp = os.path.join(folder, PLUGIN_STATE_FILE + ".tmp")
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump(state, fh)
-            os.replace(tmp, os.path.join(folder, PLUGIN_STATE_FILE))
+            rotate_checkpoints(output_dir=run_dir, save_total_limit=limit,
+                               best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
+
+    def _checkpoint_bytes(self) -> int:
+        """About what a checkpoint takes: the parameters and the optimizer's state tensors."""
+        tensors = list(self.model.parameters())
+        if self.optimizer is not None:
+            tensors += [t for s in self.optimizer.state_dict()["state"].values() for t in s.values()
+                        if isinstance(t, torch.Tensor)]
+        return sum(t.numel() * t.element_size() for t in tensors)
 
     def train(self, resume_from_checkpoint=None, **kwargs):
         if resume_from_checkpoint is True:
@@ -413,25 +441,6 @@ def batch_advantages(plugin_set: PluginSet, rewards_per_func: torch.Tensor, weig
         raw = raw + shaping_advantages(shaping, valid, num_generations)
     advantages, zero_var = finalize_advantages(raw, total, valid, num_generations)
     return BatchAdvantages(valid, total, penalties, advantages, zero_var)
-
-
-def last_complete_checkpoint(output_dir: str) -> str | None:
-    """The newest ``checkpoint-N`` that was written to the end.
-
-    The plugin state file is the last thing a checkpoint gets (after model, optimizer,
-    RNG and trainer state), so a folder without it was interrupted while being written
-    and is skipped with a warning.
-    """
-    if not os.path.isdir(output_dir):
-        return None
-    steps = sorted((int(name.rsplit("-", 1)[1]), name) for name in os.listdir(output_dir)
-                   if name.startswith(PREFIX_CHECKPOINT_DIR + "-") and name.rsplit("-", 1)[1].isdigit())
-    for _, name in reversed(steps):
-        folder = os.path.join(output_dir, name)
-        if os.path.exists(os.path.join(folder, PLUGIN_STATE_FILE)):
-            return folder
-        logger.warning("checkpoint %s is incomplete (interrupted while saving); using an older one", folder)
-    return None
 
 
 def validate_run(plugin_set: PluginSet, grpo_args, engine_timeout_s: float | None = None,

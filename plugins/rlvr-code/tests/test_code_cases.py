@@ -7,7 +7,7 @@ import json
 import pytest
 from hypothesis import given, strategies as st
 
-from rlvr_code.cases import (AssertTests, TestCase, answer_part, extract_program, load_assert_tests, load_cases,
+from rlvr_code.cases import (AssertTests, TestCase, answer_part, extract_program, load_assert_tests, program_names, load_cases,
                              normalise_output, outputs_match)
 
 FENCE = "```"
@@ -91,15 +91,34 @@ def test_malformed_tests_raise(raw, message):
 
 
 def test_assert_tests_formats():
-    assert load_assert_tests("assert f(1) == 2") == AssertTests("assert f(1) == 2")
-    mbpp = load_assert_tests(["assert f(1) == 2", "assert f(2) == 3"], setup="import math")
-    assert mbpp == AssertTests("import math\nassert f(1) == 2\nassert f(2) == 3\n")
+    assert load_assert_tests("assert f(1) == 2") == AssertTests("assert f(1) == 2", ("f",))
+    mbpp = load_assert_tests(["assert f(1) == 2", "assert g(2) == 3"], setup="import math")
+    assert mbpp == AssertTests("import math\nassert f(1) == 2\nassert g(2) == 3\n", ("f", "g"))
     humaneval = load_assert_tests("def check(candidate):\n    assert candidate(1) == 2\n", entry_point="f")
-    assert humaneval.code.endswith("\n\ncheck(f)\n")
-    assert load_assert_tests("assert f(1) == 2", entry_point="f") == AssertTests("assert f(1) == 2")
+    assert humaneval.code.endswith("\n\ncheck(f)\n") and humaneval.names == ("f",)
+    assert load_assert_tests("assert f(1) == 2", entry_point="f") == AssertTests("assert f(1) == 2", ("f",))
     assert load_assert_tests(None) is None and load_assert_tests("") is None and load_assert_tests([]) is None
     with pytest.raises(ValueError, match="entry_point must be a Python identifier"):
         load_assert_tests("def check(c):\n    pass\n", entry_point="f); import os; (")
+
+
+def test_names_the_tests_take_from_the_program():
+    """Read and never bound, builtins aside: what the checker binds to the program's functions."""
+    code = ("import math as m\nfrom os import path\nLIMIT = 3\ndef helper(x, *rest, k=1):\n    return [y for y in rest]\n"
+            "class Box:\n    pass\ntry:\n    pass\nexcept ValueError as err:\n    print(err)\n"
+            "for i in range(LIMIT):\n    assert solve(i, m.pi, path, helper, Box, len) == expected(i)\n")
+    assert program_names(code) == ("expected", "solve")
+
+
+@pytest.mark.parametrize("code, message", [
+    ("assert f(1) ==", "test code is not valid Python: line 1"),
+    ("assert 1 == 1", "uses no function of the program"),
+    ("def f(x):\n    return x\nassert f(1) == 1", "uses no function of the program"),
+    ("assert math.isclose(1.0, 1.0)", "uses no function of the program"),  # math: a module, not the program's
+])
+def test_assert_tests_that_cannot_judge_a_program_are_refused_at_load(code, message):
+    with pytest.raises(ValueError, match=message):
+        load_assert_tests(code)
 
 
 def test_comparison_rule_examples():
@@ -131,3 +150,13 @@ def test_printing_only_the_first_line_never_passes(body):
     expected = "\n".join(body)
     if len(normalise_output(expected).split("\n")) >= 2:
         assert not outputs_match(body[0], expected)
+
+
+def test_extraction_is_linear_on_a_megabyte_of_adversarial_input():
+    from rlvr_plugins.testing import adversarial_texts, time_each
+
+    texts = adversarial_texts(1_000_000)
+    texts["fences_then_a_program"] = "```python\n" * 100_000 + "```\n"
+    out = time_each(extract_program, texts, limit_s=2.0)
+    assert {name: result for name, (result, _) in out.items() if result is not None} == {
+        "fences_then_a_program": "```python\n" * 99_999, "closed_fences": "x\n"}

@@ -67,14 +67,15 @@ def test_printing_only_the_first_expected_line_fails(share):
 @pytest.mark.parametrize("code, expected", [
     ("raise ValueError('boom')", 0.0),
     ("import sys; sys.exit(3)", 0.0),
-    ("import os; os._exit(0)", 0.0),  # skips the interpreter's shutdown: not a normal exit
+    ("import os; os._exit(0)", 1.0),  # status 0 as the kernel reports it: nothing printed, nothing expected
+    ("import os; os._exit(3)", 0.0),
     ("import ctypes; ctypes.string_at(0)", 0.0),  # segmentation fault
     ("import sys; sys.exit(0)", 1.0),
     ("exit()", 1.0),  # exit/quit come from the site module, which -S skips: the harness adds them
     ("quit(2)", 0.0),
     ("pass", 1.0),
 ])
-def test_empty_expected_output_needs_a_normal_exit(share, code, expected):
+def test_empty_expected_output_needs_exit_status_0(share, code, expected):
     assert score(share, code, {"tests": [{"input": "", "output": ""}]}) == expected
 
 
@@ -100,6 +101,66 @@ def test_assert_style_tests(all_):
     mbpp = {"test_list": None, "test": ["assert add(1, 2) == 3", "assert add(2, 2) == 4"]}
     assert score(all_, "def add(a, b):\n    return a + b", mbpp) == 1.0
     assert score(all_, "def add(a, b):\n    return 3", mbpp) == 0.0
+
+
+def test_assert_tests_see_the_programs_exceptions_and_plain_values_only(all_):
+    expects_error = {"test": "def check(c):\n    try:\n        c(-1)\n    except ValueError:\n        pass\n"
+                             "    else:\n        raise AssertionError('no error')\n    assert c(4) == 2.0\n",
+                     "entry_point": "root"}
+    assert score(all_, "def root(x):\n    if x < 0:\n        raise ValueError(x)\n    return x ** 0.5", expects_error) == 1.0
+    assert score(all_, "def root(x):\n    return abs(x) ** 0.5", expects_error) == 0.0
+    kinds = {"test": ["assert kinds() == [None, True, 2, 2.5, 'x', b'y', 1j, (1,), {1}, frozenset(), {'k': [1]}]",
+                      "assert type(kinds()[1]) is bool and type(kinds()[2]) is int"]}
+    assert score(all_, "def kinds():\n    return [None, True, 2, 2.5, 'x', b'y', 1j, (1,), {1}, frozenset(), {'k': [1]}]",
+                 kinds) == 1.0
+    named = {"test": ["assert pair() == (1, 2)", "assert counts() == {'a': 2}", "assert big() == 10 ** 5000"]}
+    assert score(all_, "import collections\ndef pair():\n    return collections.namedtuple('P', 'x y')(1, 2)\n"
+                       "def counts():\n    return collections.Counter('aa')\ndef big():\n    return 10 ** 5000", named) == 1.0
+
+
+def test_assert_tests_may_use_a_module_the_solution_imported(all_):
+    """MBPP asserts use ``math.isclose`` with no import of their own (the solution's served)."""
+    tests = {"test": ["assert math.isclose(area(2), 12.566, rel_tol=0.001)", "assert re.fullmatch('a+', 'aa')"]}
+    assert score(all_, "import math\ndef area(r):\n    return math.pi * r * r", tests) == 1.0
+    assert score(all_, "def area(r):\n    return 12", tests) == 0.0
+
+
+def test_assert_tests_see_arguments_changed_in_place(all_):
+    tests = {"test": ["data = [3, 1, 2]\nseen = {}\nassert sort_in_place(data, seen) is None\n"
+                      "assert data == [1, 2, 3] and seen == {'n': 3}"]}
+    assert score(all_, "def sort_in_place(xs, seen):\n    xs.sort()\n    seen['n'] = len(xs)", tests) == 1.0
+    assert score(all_, "def sort_in_place(xs, seen):\n    xs = sorted(xs)\n    seen['n'] = 3", tests) == 0.0
+
+
+def test_assert_tests_that_pass_the_program_something_that_is_not_data_raise():
+    s = scorer(time_limit_s=5.0, total_time_s=20.0)
+    with pytest.raises(ValueError, match="the tests call apply with an argument that cannot be sent"):
+        score(s, "def apply(f, x):\n    return f(x)", {"test": ["assert apply(lambda v: v, 1) == 1"]})
+
+
+def test_calls_codec_is_exact_and_strict():
+    import collections
+    import decimal
+    import fractions
+
+    from rlvr_code.calls import Unsendable, decode, encode
+
+    values = [None, False, 3, -0.5, float("inf"), "é", b"\x00", 2 - 1j, [1, [2]], (1, (2,)), {1, 2}, frozenset({3}),
+              {(1, 2): {"k": [None]}}, 10 ** 400, range(1, 9, 2), bytearray(b"a"), {1: 2}.keys(), {1: 2}.items(),
+              collections.deque([1], maxlen=2), fractions.Fraction(-1, 3), decimal.Decimal("-0.10")]
+    for value in values:
+        back = decode(encode(value))
+        assert back == value and type(back) is type(value)
+    assert list(decode(encode(map(abs, [-1, -2])))) == [1, 2]
+    assert list(decode(encode({1: "a"}.values()))) == ["a"] and decode(encode(collections.deque([1], 2))).maxlen == 2
+    assert str(decode(encode(decimal.Decimal("-0.10")))) == "-0.10"
+    for bad in (type("I", (int,), {})(3), object(), [lambda: 0], {1: object()}):
+        with pytest.raises(Unsendable):
+            encode(bad)
+    for bad in (["x", 1], ["d", 1], ["c", "1", 2], ["b", 7], {"a": 1}, [], ["l", ["t", ["q"]]],
+                ["r", 1, 2, 0], ["r", 1.5, 2, 1], ["q", 0, 1], ["q", "3"], ["F", 1, 0], ["F", 1.0, 2], ["D", "x"], ["D", 1]):
+        with pytest.raises(ValueError):
+            decode(bad)
 
 
 def test_no_tests_means_the_reward_does_not_apply_and_no_program_scores_zero(share):
@@ -196,10 +257,11 @@ def test_engine_deadline_kills_the_worker_and_leaves_no_process(mode):
 def test_docstring_examples():
     import doctest
 
+    import rlvr_code.calls
     import rlvr_code.cases
     import rlvr_code.plugins
 
-    for module in (rlvr_code.cases, rlvr_code.plugins):
+    for module in (rlvr_code.calls, rlvr_code.cases, rlvr_code.plugins):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
 

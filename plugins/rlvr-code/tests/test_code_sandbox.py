@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import resource
 import secrets
 import signal
 import socket
@@ -41,6 +42,12 @@ def test_trivial_program_reads_stdin_and_writes_stdout(isolation):
 def test_dev_stdin_and_fd_0_read_the_input(isolation):
     result = run("print(open('/dev/stdin').read().split(), open(0).read().split())", isolation, stdin="4 5\n")
     assert result.ok and result.stdout == b"['4', '5'] ['4', '5']\n"
+
+
+def test_dev_stdout_and_dev_stderr_write_the_output(isolation):
+    result = run("import sys\nprint('a', flush=True)\nopen('/dev/stderr', 'w').write('e')\n"
+                 "open('/dev/stdout', 'a').write('b\\n')", isolation)
+    assert result.ok and result.stdout == b"a\nb\n" and result.stderr == b"e"
 
 
 def test_signal_state_of_the_caller_is_not_inherited(isolation):
@@ -84,10 +91,14 @@ def test_rlimits_are_set_inside(isolation):
             print(name, *r.getrlimit(getattr(r, "RLIMIT_" + name)))
         """, isolation, limits=Limits(time_s=1.5, memory_mb=256, max_processes=5, output_bytes=999, open_files=32))
     lines = dict(line.split(" ", 1) for line in result.stdout.decode().splitlines())
-    assert lines["CPU"] == "2 3" and lines["AS"] == lines["STACK"] == f"{256 << 20} {256 << 20}"
+    assert lines["CPU"] == "2 3" and lines["AS"] == f"{256 << 20} {256 << 20}"
+    hard = resource.getrlimit(resource.RLIMIT_STACK)[1]  # the caller's: a program may raise its soft limit (a judge idiom)
+    assert lines["STACK"] == f"{256 << 20} {hard}"
     assert lines["FSIZE"] == "1000 1000" and lines["NOFILE"] == "32 32" and lines["CORE"] == "0 0"
     if isolation[0] == "namespaces":
         assert lines["NPROC"] == "6 6"  # the keeper counts in the program's user namespace
+    elif os.geteuid() == 0:
+        assert lines["NPROC"] == "5 5"  # a uid of its own: nothing else counts
 
 
 def test_fork_bomb_is_bounded_and_fully_killed(isolation):
@@ -119,10 +130,10 @@ def test_process_limit_counts_only_this_program(isolation):
         """, isolation, limits=Limits(time_s=10.0, max_processes=6))
     forked, err = map(int, result.stdout.split())
     assert err == errno.EAGAIN
-    if isolation[0] == "namespaces":
+    if isolation[0] == "namespaces" or os.geteuid() == 0:
         assert forked == 5  # 6 processes in the tree: the program and 5 children
     else:
-        assert 1 <= forked <= 5  # basic mode shares the user's count with concurrent programs
+        assert 1 <= forked <= 5  # basic mode as an ordinary user shares the user's count
     assert_clean(result)
 
 
@@ -151,6 +162,63 @@ def test_children_that_leave_the_group_are_killed_too(isolation):
         """, isolation)
     assert result.ok
     assert_clean(result, token=token)
+
+
+def run_and_kill_the_keeper(source, isolation, token):
+    """Start ``source``, SIGKILL its keeper once a child carrying ``token`` runs; the result."""
+    from rlvr_code.sandbox import start_python
+
+    mode, python = isolation
+    with start_python(source, isolation=mode, interpreter=python, limits=FAST) as started:
+        deadline = time.monotonic() + 8.0
+        while not survivors(token) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(started.pid, signal.SIGKILL)
+        return started.wait()
+
+
+def test_a_keeper_killed_after_the_program_started_is_the_programs_failure(isolation):
+    """Whatever dies once the program runs is the program's doing (only it was running): a
+    failed result, not a SandboxError that would mask the item; its tree goes too."""
+    token = f"306.{secrets.randbelow(10**6)}"
+    source = f"import os, time\nprint('up', flush=True)\nos.posix_spawn('/bin/sleep', ['sleep', '{token}'], {{}})\ntime.sleep(30)"
+    result = run_and_kill_the_keeper(source, isolation, token)
+    assert result.keeper_lost and not result.ok and result.exit_code is None and result.stdout == b"up\n"
+    assert_clean(result, token=token)
+
+
+def test_a_daemon_outlives_neither_its_program_nor_a_lost_keeper(isolation):
+    token = f"308.{secrets.randbelow(10**6)}"
+    source = (f"import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+              f"        os.execv('/bin/sleep', ['sleep', '{token}'])\n    os._exit(0)\ntime.sleep(30)")
+    result = run_and_kill_the_keeper(source, isolation, token)
+    assert result.keeper_lost
+    assert_clean(result, token=token)
+
+
+def test_each_basic_run_as_root_has_a_uid_of_its_own_and_its_files_are_swept():
+    from code_helpers import basic_python
+    from rlvr_code.sandbox import RUN_UID_BASE
+
+    if os.geteuid() != 0:
+        pytest.skip("as an ordinary user the program runs as that user")
+    name = f"rlvr-code-left-{secrets.token_hex(6)}"
+    source = f"""
+        import os
+        for base in ("/tmp", "/dev/shm", "/var/tmp"):
+            open(os.path.join(base, "{name}"), "w").write("x")
+        os.mkdir("/tmp/{name}.d")
+        open("/tmp/{name}.d/inner", "w").write("y")
+        print(os.getuid(), os.getgid())
+        """
+    uids = []
+    for _ in range(2):
+        result = run(source, ("basic", basic_python()))
+        uid, gid = map(int, result.stdout.split())
+        assert result.ok and uid == gid and uid > RUN_UID_BASE
+        uids.append(uid)
+    assert uids[0] != uids[1]
+    assert [p for p in (f"/tmp/{name}", f"/dev/shm/{name}", f"/var/tmp/{name}", f"/tmp/{name}.d") if os.path.exists(p)] == []
 
 
 def test_allocating_10_gb_fails(isolation):
@@ -329,15 +397,21 @@ def test_seccomp_filter_layout(arch):
     eacces, enosys = len(ins) - 2, len(ins) - 1
     assert ins[eacces] == (0x06, 0, 0, 0x00050000 | errno.EACCES)
     assert ins[enosys] == (0x06, 0, 0, 0x00050000 | errno.ENOSYS)
-    allow = eacces - 4
-    assert ins[allow] == ins[eacces - 1] == (0x06, 0, 0, 0x7FFF0000)
-    assert ins[allow + 1] == (0x20, 0, 0, 16) and ins[allow + 2] == (0x45, 1, 0, 0x7E020000)
+    allow = eacces - 9
+    assert ins[allow] == ins[allow + 3] == ins[allow + 8] == (0x06, 0, 0, 0x7FFF0000)
+    assert ins[allow + 1] == (0x20, 0, 0, 16) and ins[allow + 2] == (0x45, 6, 0, 0x7E020000)  # clone flags
+    # sendto: args[4] (the address) at offsets 48 and 52; either half non-zero jumps to EACCES
+    assert ins[allow + 4:allow + 8] == [(0x20, 0, 0, 48), (0x15, 0, 3, 0), (0x20, 0, 0, 52), (0x15, 0, 1, 0)]
+    for at in (allow + 2, allow + 5, allow + 7):  # every failing branch lands on EACCES
+        op, jt, jf, k = ins[at]
+        assert at + 1 + (jt if op == 0x45 else jf) == eacces
     target = {}
     for i in range(4, allow):
         op, jt, jf, k = ins[i]
         assert jf == 0
         target[k] = i + 1 + jt
     assert target.pop(table.clone) == allow + 1 and target.pop(table.clone3) == enosys
+    assert target.pop(table.sendto) == allow + 4
     assert set(target) == set(table.denied) | ({table.x32_bit} if table.x32_bit else set())
     assert set(target.values()) == {eacces}
     assert 41 in table.denied if arch == "x86_64" else 198 in table.denied  # socket
@@ -441,6 +515,8 @@ for name, source in {{
 }}.items():
     r = run_python(source, isolation="namespaces", limits=Limits(time_s=5.0, max_processes=6))
     out[name] = [r.exit_code, r.stdout.decode()]
+r = run_python({kill_keeper!r}, isolation="basic", interpreter=sys.executable, limits=Limits(time_s=5.0))
+out["kill_keeper"] = [r.exit_code, r.stdout.decode(), r.keeper_lost]
 print(json.dumps(out))
 """
 
@@ -459,7 +535,10 @@ def test_unprivileged_caller_path():
     if not (shutil.which("setpriv") and python and runnable_by_others(python) and runnable_by_others(src)):
         pytest.skip("needs setpriv and a system python3 and sources that nobody can read")
     escape = f"/tmp/rlvr-code-escape-{secrets.token_hex(6)}"  # writable by nobody on the host
-    script = NONROOT_SCRIPT.format(src=src, escape=escape)
+    token = f"307.{secrets.randbelow(10**6)}"
+    kill_keeper = (f"import os\nos.posix_spawn('/bin/sleep', ['sleep', '{token}'], {{}})\nprint(0, flush=True)\n"
+                   "os.kill(os.getppid(), 9)\nimport time\ntime.sleep(30)")
+    script = NONROOT_SCRIPT.format(src=src, escape=escape, kill_keeper=kill_keeper)
     done = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", python, "-c", script],
                           capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "TMPDIR": "/tmp"})
     assert done.returncode == 0, done.stderr
@@ -467,6 +546,8 @@ def test_unprivileged_caller_path():
     assert out["whoami"][0] == 0 and out["whoami"][1].startswith("1000 1 ")
     assert out["socket"][0] == 1 and out["escape"][0] == 0 and not os.path.exists(escape)
     assert out["forks"] == [0, "5\n"]
+    # basic mode as an ordinary user: the program can kill its keeper (same uid); that is its own failure
+    assert out["kill_keeper"] == [None, "0\n", True] and survivors(token, wait_s=2.0) == []
 
 
 def test_auto_falls_back_to_basic_with_a_warning_when_namespaces_are_refused(monkeypatch, caplog):

@@ -32,7 +32,8 @@ def test_registered_through_its_entry_point():
     ({}, "option 'model' is required"),
     ({"model": " "}, "model must name the judge"),
     ({"model": "m", "backend": "vllm"}, "option 'backend' must be one of 'http', 'local'"),
-    ({"model": "m", "timeout_s": 10.0}, r"timeout_s \(10.0\) must not exceed budget_s \(8.0\)"),
+    ({"model": "m", "timeout_s": 10.0}, r"timeout_s \(10.0\) must not exceed budget_s \(5.0\)"),
+    ({"model": "m", "rules_budget_s": 0}, r"rules_budget_s must be > 0, got 0"),
     ({"model": "m", "threshold": 1.0}, "threshold must be strictly between 0 and 1"),
     ({"model": "m", "question_column": "problem"}, "question_column is set but include_question is false"),
     ({"model": "m", "template": "{answer} vs {ref}"}, r"unknown placeholder \{ref\}"),
@@ -58,12 +59,56 @@ def test_refuses_a_run_that_also_enables_r1_accuracy():
                     engine_timeout_s=10.0)
 
 
-def test_refuses_an_http_budget_that_does_not_fit_under_the_engine_deadline():
-    plugin = JudgeEquivalencePlugin(JudgeEquivalencePlugin.parse_options({"model": "m", "budget_s": 8.0}))
-    plugin.rlvr_validate_run(reward_names=["judge-equivalence"], engine_timeout_s=10.0)
+def test_the_default_worst_case_fits_the_default_engine_deadline():
+    from rlvr_judge.plugins import deadline_problem
+    from rlvr_judge.rules import RULES_BUDGET_S
+    from rlvr_r1.answers import DEADLINE_MARGIN_S
+
+    options = JudgeEquivalencePlugin.parse_options({"model": "m"})
+    assert (options.rules_budget_s, options.budget_s, DEADLINE_MARGIN_S) == (RULES_BUDGET_S, 5.0, 3.0) == (2.0, 5.0, 3.0)
+    assert options.rules_budget_s + options.budget_s + DEADLINE_MARGIN_S == RewardEngine.DEFAULT_TIMEOUT_S == 10.0
+    plugin = JudgeEquivalencePlugin(options)
+    plugin.rlvr_validate_run(reward_names=["judge-equivalence"], engine_timeout_s=RewardEngine.DEFAULT_TIMEOUT_S)
     plugin.rlvr_validate_run(reward_names=["judge-equivalence"], engine_timeout_s=None)  # in-process: no deadline
-    with pytest.raises(ConfigError, match=r"budget_s=8 .* engine.timeout_s=5"):
-        plugin.rlvr_validate_run(reward_names=["judge-equivalence"], engine_timeout_s=5.0)
+    assert deadline_problem(options, 10.0) is None and deadline_problem(options, 9.9) is not None
+
+
+def test_refuses_a_worst_case_rules_plus_judge_that_does_not_fit_under_the_engine_deadline():
+    plugin = JudgeEquivalencePlugin(JudgeEquivalencePlugin.parse_options({"model": "m", "budget_s": 8.0}))
+    with pytest.raises(ConfigError) as info:
+        plugin.rlvr_validate_run(reward_names=["judge-equivalence"], engine_timeout_s=10.0)
+    assert str(info.value) == (
+        "invalid config in plugins: plugin 'judge-equivalence': the worst case of one item, rules_budget_s=2 (the "
+        "rules' math-verify time) + budget_s=8 (the judge's HTTP time with retries) + 3 s margin (math-verify's "
+        "whole-second timeouts, the first call's import of sympy) = 13 s, does not fit under the reward engine's "
+        "deadline engine.timeout_s=10: a slow item would be masked instead of judged. Lower budget_s to at most 5 or "
+        "rules_budget_s, or raise engine.timeout_s to at least 13.")
+    plugin.rlvr_validate_run(reward_names=["judge-equivalence"], engine_timeout_s=13.0)
+    local = JudgeEquivalencePlugin(JudgeEquivalencePlugin.parse_options(
+        {"model": "m", "backend": "local", "budget_s": 8.0, "rules_budget_s": 7.5}))
+    local.rlvr_validate_run(reward_names=["judge-equivalence"], engine_timeout_s=10.5)  # no HTTP budget
+    with pytest.raises(ConfigError, match=r"judge-equivalence': the worst case of one item, rules_budget_s=7.5 \(the "
+                                          r"rules' math-verify time\) \+ 3 s margin .* = 10.5 s, .* Lower "
+                                          r"rules_budget_s, or raise engine.timeout_s to at least 10.5.$"):
+        local.rlvr_validate_run(reward_names=["judge-equivalence"], engine_timeout_s=10.0)
+
+
+SLOW_TO_PARSE = "(" * 60 + "x" + ")" * 60  # math-verify gives up on it at its parse timeout
+
+
+def test_rules_that_run_out_of_time_ask_the_judge(stub):
+    import time
+
+    from rlvr_judge.rules import rule_verdict
+
+    started = time.perf_counter()
+    verdict = rule_verdict(f"<answer>{SLOW_TO_PARSE}</answer>", "x+1", time_budget_s=1)
+    assert (verdict.value, verdict.answer, verdict.reason) == (None, SLOW_TO_PARSE, "rules-timeout")
+    assert time.perf_counter() - started < 2.5  # the budget, plus at most 1 s of math-verify's whole seconds
+    assert rule_verdict("<answer>x+1</answer>", "1+x", time_budget_s=1).reason == "rules-equal"
+    scorer = make_scorer(base_url=stub.base_url, rules_budget_s=1)
+    assert scorer(prompt="p", completion=f"<answer>{SLOW_TO_PARSE}</answer>", example={"answer": "x+1"}) == 0.0
+    assert stub.count == 1  # asked the judge (which says NOT EQUIVALENT), instead of a 0 by the rules
 
 
 def test_in_worker_processes_judge_failures_are_masked_and_counted(stub, dead_url):
@@ -135,3 +180,11 @@ def test_a_judge_that_is_down_stops_the_run_even_between_rule_rows(dead_url):
     with RewardEngine(in_process=True, max_consecutive_failures=4) as engine:
         result = engine.score("judge-equivalence", never, items)
     assert result.failed == [True, False, True, False, False, False, False]
+
+
+def test_checks_the_references_at_load_with_r1_rules():
+    plugin = JudgeEquivalencePlugin(JudgeEquivalencePlugin.parse_options({"model": "m"}))
+    rows = [{"prompt": "p", "answer": a} for a in ("5", "\\frac{1}{", "50 cm", "\\frac{1}{")]
+    assert plugin.rlvr_check_dataset(rows=rows) == [
+        (i, "math-verify cannot parse the reference answer (column 'answer'); it is compared by the rules only as "
+            "a plain decimal or as text, and by the judge otherwise") for i in (1, 3)]

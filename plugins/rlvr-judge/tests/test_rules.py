@@ -65,3 +65,17 @@ def test_docstring_examples():
 
     for module in (rules, judges, cache):
         assert doctest.testmod(module).failed == 0
+
+
+@pytest.mark.slow
+def test_rules_are_linear_on_a_megabyte_of_adversarial_input():
+    from rlvr_plugins.testing import adversarial_texts, time_each
+
+    texts = adversarial_texts(1_000_000)
+    plain = time_each(lambda text: rule_verdict(text, "12"), texts, limit_s=2.0)
+    assert {name: (r.value, r.reason) for name, (r, _) in plain.items() if r.reason != "no-answer"} == {
+        "closed_boxes": (0.0, "sprayed")}
+    boxed = time_each(lambda text: rule_verdict(f"\\boxed{{{text}}}", "12"), texts, limit_s=2.0)
+    reasons = {name: result.reason for name, (result, _) in boxed.items()}
+    assert reasons["letters"] == reasons["digits"] == reasons["math_openers"] == "too-long"
+    assert {result.value for result, _ in boxed.values()} == {0.0}

@@ -70,3 +70,15 @@ def test_reward_is_registered_only_with_a_positive_weight_and_is_picklable():
     assert isinstance(fn, ModeComplianceScorer)
     assert fn(prompt="1+1= /no_think" + BLOCK, completion="<answer>2</answer>", example={"answer": "2"}) == 1.0
     assert fn(prompt="1+1=", completion="<answer>2</answer>", example={"answer": "2"}) == 0.0
+
+
+def test_compliance_and_flags_are_linear_on_a_megabyte_of_adversarial_input():
+    from rlvr_plugins.testing import adversarial_texts, time_each
+
+    from rlvr_qwen_thinking.modes import explicit_flag
+
+    texts = adversarial_texts(1_000_000)
+    thinking = time_each(lambda text: mode_compliance("q", text), texts, limit_s=2.0)
+    assert {name for name, (result, _) in thinking.items() if result} == {"interleaved_tags", "think_blocks"}
+    flags = time_each(explicit_flag, texts, limit_s=2.0)
+    assert {name: result for name, (result, _) in flags.items() if result is not None} == {"flags": False}

@@ -501,3 +501,159 @@ def test_numeric_refutation_only_refutes_what_differs():
 )
 def test_symbolic_verdicts_with_numeric_refutation(answer, reference, expected):
     assert accuracy(wrap(f"\\boxed{{{answer}}}"), reference) == expected
+
+
+# --- adversarial input: linear scans, huge numbers, bounded library logs ----------------------
+
+from rlvr_plugins.testing import adversarial_texts, time_each  # noqa: E402
+
+ADVERSARIAL = adversarial_texts(1_000_000)
+
+
+def test_extract_answer_is_linear_on_a_megabyte_of_adversarial_input():
+    out = time_each(extract_answer, ADVERSARIAL, limit_s=2.0)
+    assert {name: result for name, (result, _) in out.items() if result is not None} == {"closed_boxes": "7"}
+
+
+@pytest.mark.parametrize("wrap", ["{}", "\\boxed{{{}}}", "<answer>{}</answer>", "#### {}"])
+def test_accuracy_is_linear_on_a_megabyte_of_adversarial_input(wrap):
+    """Inside ``<answer>`` the whole megabyte is the answer: extraction, spraying, normalising."""
+    out = time_each(lambda text: accuracy(wrap.format(text), "12"), ADVERSARIAL, limit_s=2.0)
+    assert {result for result, _ in out.values()} == {0.0}
+
+
+def test_spraying_markers_in_adversarial_input():
+    sprayed = {name for name, text in adversarial_texts(10_000).items() if is_sprayed(text, "12")}
+    assert sprayed == {"box_openers", "closed_boxes", "digit_runs", "commas_and_digits", "thousands"}
+
+
+BIG = "1" * 10_000
+
+
+@pytest.mark.parametrize("answer, reference, expected", [
+    (BIG, "12", 0.0),
+    (BIG, BIG, 1.0),
+    (BIG, "#### " + BIG, 1.0),
+    ("00" + BIG + ".000", BIG, 1.0),
+    (BIG + "1", BIG, 0.0),
+    ("-" + BIG, BIG, 0.0),
+    ("0." + "3" * 10_000, "0." + "3" * 10_000 + "0", 1.0),
+    ("0." + "3" * 10_000, "0." + "3" * 9_999, 0.0),
+    ("\\frac{" + "2" * 10_000 + "}{2}", BIG, 1.0),
+    ("2" * 10_000 + "/2", BIG, 1.0),
+    ("\\frac{" + "2" * 10_000 + "}{3}", BIG, 0.0),
+    ("\\frac{1}{3}", BIG, 0.0),
+    ("-0.0", "0", 1.0),
+])
+def test_numbers_of_ten_thousand_digits_get_a_verdict(answer, reference, expected):
+    import sys
+
+    before = sys.get_int_max_str_digits()
+    assert accuracy(f"\\boxed{{{answer}}}", reference) == expected
+    assert sys.get_int_max_str_digits() == before
+
+
+def test_the_digit_limit_is_the_largest_need_of_the_threads_inside():
+    import sys
+
+    from rlvr_r1.answers import _int_digits_at_least
+
+    base = sys.get_int_max_str_digits()
+    with _int_digits_at_least(10_000):
+        assert sys.get_int_max_str_digits() == 10_000
+        with _int_digits_at_least(20_000):
+            assert sys.get_int_max_str_digits() == 20_000
+            with _int_digits_at_least(100):
+                assert sys.get_int_max_str_digits() == 20_000
+        assert sys.get_int_max_str_digits() == 10_000
+    assert sys.get_int_max_str_digits() == base
+
+
+def test_huge_fractions_in_threads_all_get_their_verdict():
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    base = sys.get_int_max_str_digits()
+    cases = [(f"\\boxed{{\\frac{{{'2' * n}}}{{2}}}}", "1" * n, 1.0) for n in (5_000, 8_000, 12_000, 20_000)]
+    cases += [(f"\\boxed{{\\frac{{{'2' * n}}}{{3}}}}", "1" * n, 0.0) for n in (6_000, 9_000)]
+    with ThreadPoolExecutor(4) as pool:
+        verdicts = list(pool.map(lambda case: accuracy(case[0], case[1]), cases * 2))
+    assert verdicts == [expected for _, _, expected in cases * 2]
+    assert sys.get_int_max_str_digits() == base
+
+
+def test_a_reference_math_verify_can_never_parse_is_reported_at_load_naming_the_row(caplog):
+    from rlvr_r1.answers import MAX_NUMBER_DIGITS, TOO_MANY_DIGITS, UNPARSEABLE, check_references, reference_problem
+    from rlvr_r1.plugins import AccuracyPlugin, AccuracyScorer
+
+    huge = "7" * (MAX_NUMBER_DIGITS + 1)
+    assert reference_problem("12") is None and reference_problem(BIG) is None
+    assert reference_problem(f"so \\boxed{{{huge}}}") == (
+        f"the reference answer holds a number of {MAX_NUMBER_DIGITS + 1} digits; numbers of more than "
+        f"{MAX_NUMBER_DIGITS} digits are compared only as plain decimals or as plain text")
+    broken = "\\frac{1}{"
+    references = ["12", huge, None, broken, "#### 1,234", huge, "\\frac{1}{2}", BIG]
+    assert check_references(references) == ([(1, TOO_MANY_DIGITS), (3, UNPARSEABLE), (5, TOO_MANY_DIGITS)], 0)
+    # no time left: only what needs no math-verify is checked; the rest is counted (distinct references)
+    assert check_references([broken, "x^2", broken, huge, "18"], budget_s=0) == ([(3, TOO_MANY_DIGITS)], 2)
+    plugin = AccuracyPlugin(AccuracyPlugin.Options(answer_column="gold"))
+    rows = [{"prompt": "p", "gold": r} for r in ("12", broken)] + [{"prompt": "p"}]
+    assert plugin.rlvr_check_dataset(rows=rows) == [
+        (1, "math-verify cannot parse the reference answer (column 'gold'); it is compared only as a plain "
+            "decimal or as text")]
+    scorer = AccuracyScorer()
+    with caplog.at_level("WARNING", logger="rlvr_r1.plugins"):
+        scores = [scorer(prompt="p", completion=f"\\boxed{{{answer}}}", example={"answer": huge, "rlvr_index": 7})
+                  for answer in (huge, "12", huge + "7")]
+    assert scores == [1.0, 0.0, 0.0]
+    assert caplog.records == []  # reported at load (rlvr_check_dataset), not once per worker
+
+
+def test_an_answer_too_long_for_math_verify_is_wrong_without_parsing():
+    from rlvr_r1.answers import MAX_ANSWER_CHARS, answer_too_long
+
+    long_sum = "+".join(["x"] * (MAX_ANSWER_CHARS // 2 + 1))
+    assert answer_too_long(long_sum, "12") and not answer_too_long(long_sum, long_sum)
+    assert accuracy(f"\\boxed{{{long_sum}}}", "12") == 0.0
+    assert accuracy(f"\\boxed{{{long_sum}}}", long_sum) == 1.0
+
+
+def test_math_verify_logs_are_cut_to_a_few_hundred_characters(caplog):
+    import logging
+
+    from rlvr_r1.answers import MAX_LOG_CHARS, _extraction_config
+
+    _extraction_config()
+    names = [n for n in logging.Logger.manager.loggerDict if n.startswith(("math_verify.", "latex2sympy2_extended."))]
+    assert "math_verify.parser" in names and "math_verify.grader" in names
+    with caplog.at_level("WARNING"):
+        for name in names:
+            logging.getLogger(name).warning("Timeout during parsing: %s", "x" * 1_000_000)
+    expected = f"{('Timeout during parsing: ' + 'x' * MAX_LOG_CHARS)[:MAX_LOG_CHARS]}... [1000024 characters]"
+    assert [r.getMessage() for r in caplog.records] == [expected] * len(names)
+
+
+def test_math_verify_shares_one_time_budget_per_answer():
+    import time
+
+    slow = "\\boxed{" + "(" * 60 + "x" + ")" * 60 + " apples}"  # a parse math-verify gives up on at its 5 s
+    # CPU time of this process, not wall time: on a loaded machine the wall clock says little;
+    # without the shared budget the parses alone spend well over 5 s of CPU here.
+    start = time.process_time()
+    assert accuracy(slow, "x+1", time_budget_s=2) == 0.0
+    assert time.process_time() - start < 4.0
+    assert accuracy("\\boxed{x+1}", "1+x", time_budget_s=1) == 1.0
+
+
+def test_a_time_budget_that_does_not_fit_the_engine_deadline_is_refused_at_start_up():
+    from rlvr_plugins.errors import ConfigError
+    from rlvr_r1.plugins import AccuracyPlugin
+
+    plugin = AccuracyPlugin(AccuracyPlugin.parse_options({}))
+    plugin.rlvr_validate_run(engine_timeout_s=10.0)
+    plugin.rlvr_validate_run(engine_timeout_s=None)
+    plugin.rlvr_validate_run(engine_timeout_s=8.0)
+    with pytest.raises(ConfigError, match=r"time_budget_s=5 .* engine.timeout_s=7.5 .* at most 4.5 "):
+        plugin.rlvr_validate_run(engine_timeout_s=7.5)
+    with pytest.raises(ConfigError, match=r"time_budget_s=0.5 must be at least 1"):
+        AccuracyPlugin(AccuracyPlugin.parse_options({"time_budget_s": 0.5})).rlvr_validate_run(engine_timeout_s=None)

@@ -129,3 +129,10 @@ def test_well_formed_shape(think, answer, gap):
     assert format_score(completion) == expected
     if expected:
         assert extract_answer(completion) == answer.strip()
+
+
+def test_format_is_linear_on_a_megabyte_of_adversarial_input():
+    from rlvr_plugins.testing import adversarial_texts, time_each
+
+    out = time_each(format_score, adversarial_texts(1_000_000), limit_s=2.0)
+    assert {result for result, _ in out.values()} == {0.0}

@@ -1,4 +1,5 @@
 import time
+from collections import Counter
 
 import pytest
 from hypothesis import given, settings
@@ -119,3 +120,34 @@ def test_large_inputs_are_linear():
 def test_never_raises_and_in_range(text, target):
     assert 0.0 <= language_consistency(text, target) <= 1.0
     assert isinstance(thinking_text(text), str)
+
+
+# --- words inside \text{} in math are language -------------------------------------------------
+
+
+@pytest.mark.parametrize("text, expected", [
+    (r"\(\text{我们计算两个数的和}\) so", {"Han": 9, "Latin": 1}),
+    (r"$\text{我们}$ and $\textbf{计算}$", {"Han": 4, "Latin": 1}),
+    (r"Let $v = \mathrm{speed} \cdot \operatorname{dist}$ hold", {"Latin": 2}),
+    (r"$x + \text{one \textbf{two} three} + \frac{\mbox{four}}{y}$", {"Latin": 4}),
+    (r"$$\text{a \{b\} c}$$ \[\emph{d}\]", {"Latin": 4}),
+    (r"$\text{中文 never closed$", {"Han": 2, "Latin": 2}),
+])
+def test_text_commands_inside_math_count_as_language(text, expected):
+    assert count_words(text) == Counter(expected)
+
+
+def test_a_chinese_chain_of_thought_hidden_in_text_is_not_english():
+    thinking = r"\(\text{我们先计算两个数的和然后再乘以三}\) ok"
+    assert language_consistency(thinking, "en") == pytest.approx(1 / 17)
+    assert language_consistency(thinking, "zh") == pytest.approx(16 / 17)
+
+
+def test_language_is_linear_on_a_megabyte_of_adversarial_input():
+    from rlvr_plugins.testing import adversarial_texts, time_each
+
+    # one Python step per delimiter token: about 1 s for a megabyte of "$" on this machine
+    out = time_each(lambda text: language_consistency(text, "en"), adversarial_texts(1_000_000), limit_s=3.0)
+    assert out["chinese_in_text"][0] == 0.0
+    assert out["letters"][0] == out["either_or"][0] == 1.0
+    assert out["digits"][0] == out["spaces"][0] == 0.0

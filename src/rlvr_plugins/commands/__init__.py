@@ -43,9 +43,20 @@ def setup(config: dict[str, Any], section: str, need_rewards: bool = True) -> Co
     if need_rewards and not rewards:
         raise ConfigError(f"rlvr {section} scores completions with the reward plugins, but the config enables none; "
                           "enable one (e.g. plugins: {r1-accuracy: {}})", source="plugins")
-    out = Path(config.get("output_dir", f"runs/{section}"))
+    if need_rewards:
+        validate_scoring(config)
+    out = Path(config.get("output_dir", f"runs/{section}")).expanduser()  # as rlvr train and transformers read it
     write_header(out, section, config, plugin_set, rewards)
     return Context(config, plugin_set, rewards, out, int(config.get("seed", 42)))
+
+
+def validate_scoring(config: Mapping[str, Any]) -> PluginSet:
+    """The validation of ``rlvr train --check`` (plugins, GRPOConfig, every plugin's
+    ``rlvr_validate_run``) for a command that scores completions, so that a reward whose time
+    budget does not fit the engine's deadline is refused here as it is in training."""
+    from ..run import prepare
+
+    return prepare(dict(config)).plugin_set
 
 
 def write_header(out: Path, section: str, config: Mapping[str, Any], plugin_set: PluginSet,
@@ -149,15 +160,23 @@ def source_row(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    """One JSON object per line, written whole or not at all (:func:`rlvr_plugins.outputs.write_atomic`)."""
+    from ..outputs import write_atomic
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False, default=_jsonable) + "\n")
+    write_atomic(path, (json.dumps(row, ensure_ascii=False, default=_jsonable) + "\n" for row in rows))
 
 
 def write_json(path: Path, value: Any) -> None:
+    write_text(path, json.dumps(_finite(value), indent=2, ensure_ascii=False, default=_jsonable))
+
+
+def write_text(path: Path, text: str) -> None:
+    """``text`` written whole or not at all (:func:`rlvr_plugins.outputs.write_atomic`)."""
+    from ..outputs import write_atomic
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(_finite(value), indent=2, ensure_ascii=False, default=_jsonable), encoding="utf-8")
+    write_atomic(path, [text])
 
 
 def _jsonable(value: Any) -> Any:
@@ -181,14 +200,16 @@ def engines_for(config: Mapping[str, Any]):
     return Engines(**engine_options(config))
 
 
-def split_rows(config: Mapping[str, Any], section: str, split: str | None, default: str) -> tuple[str, list[dict]]:
-    """``(split name, rows)`` of ``data.<split>``; a missing split is a config error."""
+def split_rows(config: Mapping[str, Any], section: str, split: str | None, default: str,
+               plugin_set: PluginSet | None = None) -> tuple[str, list[dict]]:
+    """``(split name, rows)`` of ``data.<split>``; a missing split is a config error. With
+    ``plugin_set`` (the split is scored), every plugin checks the rows (``rlvr_check_dataset``)."""
     from ..data import load_rows
 
     name = split or default
     if name == "eval" and config["data"].get("eval") is None:
         name = "train" if split is None else name
-    rows = load_rows(config, name)
+    rows = load_rows(config, name, plugin_set)
     if rows is None:
         raise ConfigError(f"{section}.split {name!r}: the config has no data.{name}", source=section)
     return name, rows

@@ -41,15 +41,17 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     """Run the command from parsed arguments; return the exit code."""
-    from .. import audit
     from ..errors import ConfigError
 
-    size = audit.FULL if args.full else audit.QUICK
     overrides = {k: getattr(args, k) for k in ("draws", "prompts", "generations", "seed")
                  if getattr(args, k) is not None}
     small = {k: v for k, v in overrides.items() if k != "seed" and v < 2}
     if small:
         raise ConfigError([f"--{k} must be at least 2, got {v}" for k, v in small.items()], source="rlvr audit")
+    from .. import audit  # torch: after the arguments are checked
+    from . import write_text
+
+    size = audit.FULL if args.full else audit.QUICK
     size = dataclasses.replace(size, **overrides)
     start = time.perf_counter()
     estimators = audit.load_estimators(args.estimators or None)
@@ -58,9 +60,9 @@ def run(args) -> int:
     results["command"] = command_line(args)
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "audit.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    write_text(out / "audit.json", json.dumps(results, indent=2) + "\n")
     table = markdown(results)
-    (out / "audit.md").write_text(table, encoding="utf-8")
+    write_text(out / "audit.md", table)
     write_plots(results, out)
     print(table)
     print(f"wrote {out / 'audit.md'}, {out / 'audit.json'} and {', '.join(str(out / p) for p in PLOTS)}")

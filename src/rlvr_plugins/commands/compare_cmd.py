@@ -72,15 +72,15 @@ def _ema_weight(text: str) -> float:
 def run(args) -> int:
     """Run the command from parsed arguments; return the exit code."""
     from .. import compare
-    from . import write_json
+    from . import write_json, write_text
 
     if args.label and len(args.label) != len(args.runs):
         raise RLVRError(f"--label given {len(args.label)} time(s) for {len(args.runs)} run folder(s); "
                         "give one --label per RUN_DIR, in the same order, or none")
-    figure_class = None if args.no_plots else _figure_class()
     labels = args.label or [None] * len(args.runs)
     runs = [compare.load_run(path, label) for path, label in zip(args.runs, labels)]
     compare.check_labels(runs)
+    figure_class = None if args.no_plots else _figure_class()
     groups = compare.metric_groups(runs, args.metric)
     result = compare.compare(runs, args.smooth, args.metric)
     out = Path(args.output)
@@ -92,7 +92,7 @@ def run(args) -> int:
                                                        args.ema)
     result["plots"] = [name for name, _ in plots or []]
     write_json(out / "compare.json", result)
-    (out / "compare.md").write_text(compare.report(result, plots), encoding="utf-8")
+    write_text(out / "compare.md", compare.report(result, plots))
     print(compare.markdown_table(result))
     for note in result["notes"]:
         print(f"note: {note}")

@@ -44,7 +44,7 @@ def run_distill(config: dict[str, Any]) -> dict[str, Any]:
 
     section = dict(config.get("distill") or {})
     options = SamplingOptions.from_section(section, DEFAULTS)
-    require_backend(options.backend, "distill")
+    require_backend(options.backend, "distill", config)
     started = time.perf_counter()
     ctx = setup(config, "distill")
     thresholds = dict(section.get("thresholds") or {name: 1.0 for name in ctx.reward_names})
@@ -53,7 +53,7 @@ def run_distill(config: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"distill.thresholds names reward(s) {unknown} that no enabled plugin registers; "
                           f"registered: {ctx.reward_names}", source="distill")
     max_per_prompt = int(section.get("max_per_prompt", 1))
-    split, rows = split_rows(config, "distill", section.get("split"), "train")
+    split, rows = split_rows(config, "distill", section.get("split"), "train", ctx.plugin_set)
     tokenizer, model, texts, samples = sample_rows(config, ctx, rows, options, desc="distill")
     n = options.n
     flat = [s for per in samples for s in per]

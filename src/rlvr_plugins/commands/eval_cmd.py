@@ -32,6 +32,7 @@ from . import (
     with_suffix,
     write_json,
     write_jsonl,
+    write_text,
 )
 from .sampling import SamplingOptions, require_backend
 
@@ -109,7 +110,7 @@ def run_eval(config: dict[str, Any]) -> dict[str, Any]:
 
     section = dict(config.get("eval") or {})
     options = eval_options(section, config)
-    require_backend(options.backend, "eval")
+    require_backend(options.backend, "eval", config)
     ks = [int(k) for k in section.get("k", default_ks(options.n))]
     if any(k > options.n for k in ks):
         raise ConfigError(f"eval.k={ks} asks for more samples than eval.n={options.n}", source="eval")
@@ -121,7 +122,7 @@ def run_eval(config: dict[str, Any]) -> dict[str, Any]:
     if format_reward is not None and format_reward not in ctx.reward_names:
         raise ConfigError(f"eval.format_reward {format_reward!r} is not a registered reward; registered: "
                           f"{ctx.reward_names}", source="eval")
-    split, rows = split_rows(config, "eval", section.get("split"), "eval")
+    split, rows = split_rows(config, "eval", section.get("split"), "eval", ctx.plugin_set)
     try:
         columns = metrics.breakdown_columns(rows, section.get("breakdown"))
     except KeyError as exc:
@@ -169,7 +170,7 @@ def run_eval(config: dict[str, Any]) -> dict[str, Any]:
     }
     write_json(ctx.out / "eval.json", report)
     write_jsonl(ctx.out / "eval_samples.jsonl", sample_records)
-    (ctx.out / "eval.md").write_text(markdown_report(report, ks), encoding="utf-8")
+    write_text(ctx.out / "eval.md", markdown_report(report, ks))
     print(markdown_report(report, ks), flush=True)
     print(f"wrote {ctx.out / 'eval.json'}, eval.md and eval_samples.jsonl", flush=True)
     return report

@@ -45,6 +45,7 @@ from . import (
     with_suffix,
     write_json,
     write_jsonl,
+    write_text,
 )
 from .sampling import SamplingOptions, require_backend, sample
 
@@ -72,21 +73,27 @@ def in_band(passes: int, n: int, min_pass_rate: float | None, max_pass_rate: flo
     return low_ok and high_ok
 
 
+def check_config(config: Mapping[str, Any]) -> None:
+    """What ``rlvr filter`` needs beyond a valid config, checked before anything heavy is imported."""
+    if (config.get("filter") or {}).get("difficulty", True) and config.get("model") is None:
+        raise ConfigError("filter.difficulty samples every prompt with the model, but the config has no model "
+                          "section: give model.name_or_path (or model.tiny), or set filter.difficulty: false "
+                          "for hygiene only", source="filter")
+
+
 def run_filter(config: dict[str, Any]) -> dict[str, Any]:
     """Filter the split; return the report (also written to ``filter_report.json`` and ``.md``)."""
 
+    check_config(config)
     section = dict(config.get("filter") or {})
     difficulty = section.get("difficulty", True)
     options = SamplingOptions.from_section(section, DEFAULTS)
     if difficulty:
-        if config.get("model") is None:
-            raise ConfigError("filter.difficulty samples every prompt with the model, but the config has no model "
-                              "section: give model.name_or_path (or model.tiny), or set filter.difficulty: false "
-                              "for hygiene only", source="filter")
-        require_backend(options.backend, "filter")
+        require_backend(options.backend, "filter", config)
     started = time.perf_counter()
     ctx = setup(config, "filter", need_rewards=difficulty)
-    split, rows = split_rows(config, "filter", section.get("split"), "train")
+    split, rows = split_rows(config, "filter", section.get("split"), "train",
+                             ctx.plugin_set if difficulty else None)
     drops: dict[int, dict[str, Any]] = {}
     report: dict[str, Any] = {"split": split}
     if section.get("hygiene") is not None:
@@ -109,7 +116,7 @@ def run_filter(config: dict[str, Any]) -> dict[str, Any]:
               "dropped_output": str(dropped_output),
               "seconds": round(time.perf_counter() - started, 1)}
     write_json(ctx.out / "filter_report.json", report)
-    (ctx.out / "filter_report.md").write_text(report_markdown(report), encoding="utf-8")
+    write_text(ctx.out / "filter_report.md", report_markdown(report))
     summary = f"hygiene dropped {report['hygiene']['dropped']}; " if "hygiene" in report else ""
     if difficulty:
         summary += f"pass rate band {report['band']['rule']} dropped {report['dropped']}; "

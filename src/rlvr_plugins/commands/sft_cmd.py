@@ -74,16 +74,21 @@ def _drop_repeated_block(row: dict[str, Any], column: str) -> dict[str, Any]:
     return row
 
 
+def check_config(config: dict[str, Any]) -> None:
+    """What ``rlvr sft`` needs beyond a valid config, checked before anything heavy is imported."""
+    if not config.get("sft"):
+        raise ConfigError("rlvr sft needs an sft: section (any trl.SFTConfig field, plus completion_column and "
+                          "examples)", source="sft")
+
+
 def run_sft_command(config: dict[str, Any]) -> dict[str, Any]:
     """Fine-tune ``model`` on ``data.train``; return the summary (also ``sft_summary.json``)."""
     from ..data import load_rows
     from ..modeling import load_tokenizer
-    from ..sft import run_sft
+    from ..sft import run_sft, save_trained
 
-    section = config.get("sft")
-    if not section:
-        raise ConfigError("rlvr sft needs an sft: section (any trl.SFTConfig field, plus completion_column and "
-                          "examples)", source="sft")
+    check_config(config)
+    section = config["sft"]
     started = time.perf_counter()
     ctx = setup(config, "sft", need_rewards=False)
     column = section.get("completion_column", "solution")
@@ -100,15 +105,15 @@ def run_sft_command(config: dict[str, Any]) -> dict[str, Any]:
     if max_completion is None:
         max_completion = max(len(tokenizer(str(r[column]), add_special_tokens=False)["input_ids"]) for r in rows) + 1
     model = load_policy(config, tokenizer, ctx.seed)
-    model = run_sft(model, tokenizer, rows, {**section, "completion_column": column}, ctx.out / "sft", ctx.seed,
-                    int(max_completion))
+    trainer = run_sft(model, tokenizer, rows, {**section, "completion_column": column}, ctx.out / "sft", ctx.seed,
+                      int(max_completion))
     folder = ctx.out / "model"
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
+    save_trained(trainer, folder)
     summary = {"examples": len(rows), "completion_column": column, "model": str(folder), **info,
                "seconds": round(time.perf_counter() - started, 1)}
-    write_json(ctx.out / "sft_summary.json", summary)
-    print(f"SFT on {len(rows)} examples; model saved to {folder}" +
-          (f" (fusion: {info['thinking']} thinking, {info['non_thinking']} non-thinking)" if info["fusion"] else ""),
-          flush=True)
+    if trainer.is_world_process_zero():
+        write_json(ctx.out / "sft_summary.json", summary)
+        print(f"SFT on {len(rows)} examples; model saved to {folder}" +
+              (f" (fusion: {info['thinking']} thinking, {info['non_thinking']} non-thinking)" if info["fusion"]
+               else ""), flush=True)
     return summary

@@ -3,54 +3,38 @@
 from __future__ import annotations
 
 import dataclasses
-import secrets
+import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from rlvr_plugins import Plugin, RewardFunction, hookimpl
 from rlvr_plugins.errors import ConfigError
 
+from . import calls
 from .cases import AssertTests, TestCase, extract_program, load_assert_tests, load_cases, outputs_match
-from .sandbox import Limits, run_python
+from .sandbox import Limits, start_python
 
-__all__ = ["CodeTestsOptions", "CodeTestsPlugin", "CodeTestsScorer", "STDIN_HARNESS", "ASSERT_HARNESS"]
+__all__ = ["CodeTestsOptions", "CodeTestsPlugin", "CodeTestsScorer", "STDIN_HARNESS", "CALLS_SOURCE"]
 
 MIN_CASE_TIME_S = 0.05
-MARKER_ROOM = 64
 
-STDIN_HARNESS = """\
-import atexit as _a, builtins as _b, os as _o, sys as _s
-_b.exit = _b.quit = _s.exit  # normally added by the site module, which -S skips
-def _end(w=_o.write, s=_s, m=b"\\n{marker}\\n"):
-    try:
-        s.stdout.flush()
-    except BaseException:
-        pass
-    w(1, m)
-_a.register(_end)
-_c = compile(open("solution.py", encoding="utf-8").read(), "solution.py", "exec")
-_s.argv[:] = ["solution.py"]
-del _a, _b, _o, _s, _end
+STDIN_HARNESS = f"""\
+import _thread, builtins, os, sys
+builtins.exit = builtins.quit = sys.exit  # normally added by the site module, which -S skips
+_thread.stack_size({calls.THREAD_STACK})  # else glibc gives each thread RLIMIT_STACK (256 MB) of address space
+sys.set_int_max_str_digits(0)  # big-number answers print as on the judges the datasets came from (Python < 3.11)
+_null = os.open(os.devnull, os.O_WRONLY)
+os.dup2(_null, 2)  # stderr is not looked at: debug output must not hit the file cap
+os.close(_null)
+sys.argv[:] = ["solution.py"]
+del _thread, builtins, os, sys, _null
 __file__ = "solution.py"
-exec(_c)
+exec(compile(open("solution.py", encoding="utf-8").read(), "solution.py", "exec"))
 """
 
-ASSERT_HARNESS = """\
-import builtins, os, sys
-builtins.exit = builtins.quit = sys.exit
-code = compile(open("solution.py", encoding="utf-8").read(), "solution.py", "exec")
-try:
-    exec(code, {{"__name__": "__main__", "__builtins__": __builtins__}})
-except BaseException:
-    import traceback
-    traceback.print_exc()
-    sys.stderr.flush()
-    os._exit(1)
-sys.stdout.flush()
-os.write(1, b"\\n{marker}\\n")
-os._exit(0)
-"""
+CALLS_SOURCE = Path(calls.__file__).read_text(encoding="utf-8")  # run as it is in both sandboxes of an assert test
 
 
 @dataclass
@@ -126,33 +110,32 @@ class CodeTestsScorer:
             cases = cases[: self.options.max_cases]
         return self.run_cases(program, cases)
 
-    def _run(self, source: str, stdin: str, time_s: float, argv: list[str], expected_bytes: int = 0):
-        """One sandboxed run. The output cap grows to twice the expected output when that is
-        larger (a correct program must not fail on the cap) and leaves room for the marker."""
-        output = max(self.options.limits.output_bytes, 2 * expected_bytes + 1024) + MARKER_ROOM
-        limits = dataclasses.replace(self.options.limits, time_s=time_s, output_bytes=output)
-        return run_python(source, stdin=stdin, limits=limits, isolation=self.options.isolation, argv=argv,
-                          interpreter=self.options.python or None)
+    def _limits(self, time_s: float, expected_bytes: int = 0) -> Limits:
+        """One run's limits. The output cap grows to twice the expected output when that is
+        larger (a correct program must not fail on the cap)."""
+        output = max(self.options.limits.output_bytes, 2 * expected_bytes + 1024)
+        return dataclasses.replace(self.options.limits, time_s=time_s, output_bytes=output)
+
+    def _start(self, source: str, limits: Limits, argv: list[str], **kwargs):
+        return start_python(source, limits=limits, isolation=self.options.isolation, argv=argv,
+                            interpreter=self.options.python or None, **kwargs)
 
     def run_cases(self, program: str, cases: list[TestCase]) -> float:
         """Run the program once per case, within the total time budget; cases not run fail.
 
-        A case passes when the program exits with status 0 through the interpreter's normal
-        shutdown (``sys.exit(0)`` included; ``os._exit`` and signals are not), within its time
-        and output limits, and its output matches (see ``outputs_match``). The harness prints a
-        random marker from an ``atexit`` handler to tell a normal shutdown apart."""
+        A case passes when the program exits with status 0 (as the kernel reports it to the
+        keeper: ``sys.exit(0)``, the end of the script and ``os._exit(0)`` alike), within its
+        time and output limits, and its output matches (see ``outputs_match``)."""
         end = time.monotonic() + self.options.total_time_s
         passed = 0
         for case in cases:
             left = end - time.monotonic()
             if left < MIN_CASE_TIME_S:
                 break
-            marker = secrets.token_hex(16)
-            result = self._run(program, case.input, min(self.options.limits.time_s, left),
-                               ["-c", STDIN_HARNESS.format(marker=marker)],
-                               len(case.output.encode("utf-8", "surrogatepass")))
-            ok = result.ok and _ran_to_exit(result.stdout, marker) and outputs_match(
-                result.stdout[: -(len(marker) + 2)].decode("utf-8", "surrogateescape"), case.output)
+            limits = self._limits(min(self.options.limits.time_s, left), len(case.output.encode("utf-8", "surrogatepass")))
+            with self._start(program, limits, ["-c", STDIN_HARNESS], stdin=case.input) as run:
+                result = run.wait()
+            ok = result.ok and outputs_match(result.stdout.decode("utf-8", "surrogateescape"), case.output)
             passed += ok
             if not ok and self.options.mode == "all":
                 break
@@ -161,17 +144,29 @@ class CodeTestsScorer:
         return passed / len(cases)
 
     def run_asserts(self, program: str, tests: AssertTests) -> bool:
-        """Program and tests in one module; passes only if it runs to its end (a random marker
-        printed by the harness after the module finished, exit status 0)."""
-        marker = secrets.token_hex(16)
-        source = program.rstrip("\n") + "\n\n\n" + tests.code
-        result = self._run(source, "", min(self.options.limits.time_s, self.options.total_time_s),
-                           ["-c", ASSERT_HARNESS.format(marker=marker)])
-        return result.ok and _ran_to_exit(result.stdout, marker)
-
-
-def _ran_to_exit(stdout: bytes, marker: str) -> bool:
-    return stdout.endswith(b"\n" + marker.encode() + b"\n")
+        """The tests in one sandbox, the program in another (see :mod:`rlvr_code.calls`): passes
+        only if the tests run to their end, within one ``time_limit_s``. Raises ``ValueError``
+        when the tests call the program with an argument that is not plain data."""
+        limits = self._limits(min(self.options.limits.time_s, self.options.total_time_s))
+        calls_r, calls_w = os.pipe()
+        answers_r, answers_w = os.pipe()
+        pipes = [calls_r, calls_w, answers_r, answers_w]
+        try:
+            with self._start(program, limits, ["-c", CALLS_SOURCE, "serve"], pass_fds=(calls_r, answers_w)) as served, \
+                    self._start(tests.code, limits, ["-c", CALLS_SOURCE, "check", *tests.names, "--", *tests.modules],
+                                pass_fds=(answers_r, calls_w)) as checker:
+                for fd in pipes:
+                    os.close(fd)
+                pipes = []
+                verdict = checker.wait()
+                served.close()  # the tests are done: whatever the program still does is not looked at
+        finally:
+            for fd in pipes:
+                os.close(fd)
+        if verdict.exit_code == calls.EXIT_UNSENDABLE:
+            why = verdict.stderr.decode(errors="replace").strip().splitlines() or ["an argument that cannot be sent"]
+            raise ValueError(why[-1][:300])
+        return verdict.ok
 
 
 class CodeTestsPlugin(Plugin):

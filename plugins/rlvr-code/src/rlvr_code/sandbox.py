@@ -20,15 +20,21 @@ as ``nobody`` (uid 65534) inside a user namespace owned by ``nobody``.
 
 ``isolation="basic"`` (the fallback when namespaces are refused, e.g. inside a container
 without user namespaces): the program runs in a fresh temporary directory on the host
-filesystem as the caller's user (``nobody`` when the caller is root), in its own process
-group, and the keeper is a child subreaper that kills the group and every descendant that
-re-parented to it. It does NOT hide the filesystem; see the README.
+filesystem as the caller's user (as root: a uid of its own, ``RUN_UID_BASE`` + the keeper's
+pid, while the keeper stays root), and the keeper is a child subreaper that kills the
+program's group and every descendant that re-parented to it. It does NOT hide the
+filesystem; see the README.
+
+In both modes the program starts its own session (``setsid``), so it cannot signal its
+keeper's group; the keeper reports ``started`` once the program runs, and a keeper lost
+after that is the program's failure (``RunResult.keeper_lost``), not a ``SandboxError``.
 
 Both modes: rlimits (CPU time, address space, processes, file size = output cap, open
 files, no core dumps), ``PR_SET_NO_NEW_PRIVS`` and a seccomp filter (:func:`seccomp_filter`)
 that makes ``socket(2)`` fail with EACCES for every address family (so neither ctypes nor
-``_socket`` can open a socket), denies io_uring, namespaces, mounts, ptrace, bpf and other
-kernel attack surface, and kills a foreign-architecture system call;
+``_socket`` can open a socket), denies io_uring, namespaces, mounts, ptrace, bpf, SysV IPC,
+addressed Unix sends and other kernel attack surface, and kills a foreign-architecture
+system call;
 ``PR_SET_PDEATHSIG`` on the keeper and the program, so that a SIGKILL of the caller (the
 reward engine's deadline) takes the sandbox down with it.
 """
@@ -37,6 +43,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import functools
 import logging
 import math
@@ -46,6 +53,7 @@ import resource
 import select
 import shutil
 import signal
+import stat
 import struct
 import sys
 import tempfile
@@ -53,8 +61,8 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Limits", "RunResult", "SandboxError", "run_python", "namespaces_available", "remove_stale_dirs",
-           "seccomp_filter"]
+__all__ = ["Limits", "RunResult", "Running", "SandboxError", "run_python", "start_python", "namespaces_available",
+           "remove_stale_dirs", "seccomp_filter"]
 
 logger = logging.getLogger("rlvr_code.sandbox")
 
@@ -67,6 +75,8 @@ PROGRAM_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work",
 KEEPER_GRACE_S = 5.0
 DIR_PREFIX = "rlvr-code-"  # then the creating process's pid
 STACK_BYTES = 256 << 20  # deep recursion in C (sorting keys, repr) as judges allow it
+RUN_UID_BASE = 2_000_000_000  # basic mode as root: the program's uid is this plus the keeper's pid
+SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")  # basic mode as root: swept of the program's files
 
 _CLONE_NEWNS, _CLONE_NEWUTS, _CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
@@ -87,6 +97,7 @@ class _Syscalls:
     audit_arch: int
     pivot_root: int
     clone: int
+    sendto: int  # fails with EACCES when it names a destination address (a Unix socket of the host)
     denied: tuple[int, ...]  # fail with EACCES
     clone3: int = 435  # fails with ENOSYS: its flags sit behind a pointer, so libc falls back to clone
     x32_bit: int | None = None
@@ -94,13 +105,20 @@ class _Syscalls:
 
 # denied: socket, io_uring_setup/enter/register, unshare, setns, mount, umount2, pivot_root,
 # chroot, the new mount API (open_tree ... fspick, mount_setattr), ptrace, process_vm_readv/writev,
-# bpf, perf_event_open, userfaultfd, add_key, request_key, keyctl, name_to_handle_at, open_by_handle_at
+# bpf, perf_event_open, userfaultfd, add_key, request_key, keyctl, name_to_handle_at, open_by_handle_at;
+# then connect, bind, sendmsg, sendmmsg (a socketpair's socket could reach a host Unix socket by
+# address) and SysV IPC: shmget, shmat, shmctl, shmdt, semget, semop, semctl, semtimedop, msgget,
+# msgsnd, msgrcv, msgctl (segments outside RLIMIT_AS that outlive the process)
 _ARCH = {
-    "x86_64": _Syscalls(0xC000003E, 155, 56, (41, 425, 426, 427, 272, 308, 165, 166, 155, 161, 428, 429, 430, 431,
-                                              432, 433, 442, 101, 310, 311, 321, 298, 323, 248, 249, 250, 303, 304),
+    "x86_64": _Syscalls(0xC000003E, 155, 56, 44,
+                        (41, 425, 426, 427, 272, 308, 165, 166, 155, 161, 428, 429, 430, 431,
+                         432, 433, 442, 101, 310, 311, 321, 298, 323, 248, 249, 250, 303, 304,
+                         42, 49, 46, 307, 29, 30, 31, 67, 64, 65, 66, 220, 68, 69, 70, 71),
                         x32_bit=0x40000000),
-    "aarch64": _Syscalls(0xC00000B7, 41, 220, (198, 425, 426, 427, 97, 268, 40, 39, 41, 51, 428, 429, 430, 431,
-                                               432, 433, 442, 117, 270, 271, 280, 241, 282, 217, 218, 219, 264, 265)),
+    "aarch64": _Syscalls(0xC00000B7, 41, 220, 206,
+                         (198, 425, 426, 427, 97, 268, 40, 39, 41, 51, 428, 429, 430, 431,
+                          432, 433, 442, 117, 270, 271, 280, 241, 282, 217, 218, 219, 264, 265,
+                          203, 200, 211, 269, 194, 196, 195, 197, 190, 193, 191, 192, 186, 189, 188, 187)),
 }
 _CLONE_NAMESPACES = 0x7E020000  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET
 _READ_ONLY_TREES = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
@@ -136,6 +154,7 @@ class RunResult:
     elapsed_s: float
     isolation: str
     pgid: int
+    keeper_lost: bool = False  # the keeper died after the program started: the program's failure
 
     @property
     def ok(self) -> bool:
@@ -190,8 +209,8 @@ def seccomp_filter(arch: str | None = None) -> bytes:
 
     Kill the process for a system call of a foreign ABI; EACCES for every call in
     ``_Syscalls.denied`` (sockets, io_uring, namespaces and mounts, ptrace, bpf, keyrings,
-    ...), for x32 calls, and for ``clone`` with any namespace flag; ENOSYS for ``clone3``;
-    allow the rest.
+    connect/bind/sendmsg, SysV IPC, ...), for x32 calls, for ``clone`` with any namespace flag
+    and for ``sendto`` with a destination address; ENOSYS for ``clone3``; allow the rest.
     """
     table = _ARCH[arch or platform.machine()]
     ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
@@ -199,15 +218,20 @@ def seccomp_filter(arch: str | None = None) -> bytes:
     eacces, enosys = 0x00050000 | errno.EACCES, 0x00050000 | errno.ENOSYS
     checks = ([(jge, table.x32_bit, "eacces")] if table.x32_bit else [])
     checks += [(jeq, nr, "eacces") for nr in table.denied]
-    checks += [(jeq, table.clone3, "enosys"), (jeq, table.clone, "clone")]
+    checks += [(jeq, table.clone3, "enosys"), (jeq, table.clone, "clone"), (jeq, table.sendto, "sendto")]
     head = [(ld, 0, 0, 4), (jeq, 1, 0, table.audit_arch), (ret, 0, 0, kill), (ld, 0, 0, 0)]
     first_check = len(head)
     allow_at = first_check + len(checks)
-    targets = {"clone": allow_at + 1, "eacces": allow_at + 4, "enosys": allow_at + 5}
+    targets = {"clone": allow_at + 1, "sendto": allow_at + 4, "eacces": allow_at + 9, "enosys": allow_at + 10}
     body = [(op, targets[to] - (first_check + i + 1), 0, k) for i, (op, k, to) in enumerate(checks)]
     tail = [(ret, 0, 0, allow),
             (ld, 0, 0, 16),  # clone: low 32 bits of the flags argument
-            (jset, 1, 0, _CLONE_NAMESPACES),
+            (jset, 6, 0, _CLONE_NAMESPACES),
+            (ret, 0, 0, allow),
+            (ld, 0, 0, 48),  # sendto: the destination address (args[4]), low then high 32 bits
+            (jeq, 0, 3, 0),
+            (ld, 0, 0, 52),
+            (jeq, 0, 1, 0),
             (ret, 0, 0, allow),
             (ret, 0, 0, eacces),
             (ret, 0, 0, enosys)]
@@ -230,7 +254,7 @@ def _set_limits(limits: Limits, nproc: int) -> None:
     for which, value in (
         (resource.RLIMIT_CPU, (cpu, cpu + 1)),
         (resource.RLIMIT_AS, (memory, memory)),
-        (resource.RLIMIT_STACK, (min(memory, STACK_BYTES), min(memory, STACK_BYTES))),
+        (resource.RLIMIT_STACK, (min(memory, STACK_BYTES), resource.RLIM_INFINITY)),  # RLIMIT_AS bounds it
         (resource.RLIMIT_NPROC, (nproc, nproc)),
         (resource.RLIMIT_FSIZE, (limits.output_bytes + 1, limits.output_bytes + 1)),
         (resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files)),
@@ -286,10 +310,15 @@ def _build_root(cfg: _Config, owner: int | None) -> None:
         if os.path.exists("/dev/" + dev):
             open(root + "/dev/" + dev, "wb").close()
             _mount("/dev/" + dev, root + "/dev/" + dev, None, _MS_BIND)
-    open(root + "/dev/stdin", "wb").close()  # no /proc here, so not the usual symlink to /proc/self/fd/0
+    open(root + "/dev/stdin", "wb").close()  # no /proc here, so not the usual symlinks to /proc/self/fd/N
     _bind_read_only(cfg.stdin_path, root + "/dev/stdin")
-    os.makedirs(root + "/tmp", exist_ok=True)
-    os.chmod(root + "/tmp", 0o1777)
+    for path in _output_files(cfg, owner):  # the files themselves, as a judge's file-backed stdout
+        target = root + "/dev/" + os.path.basename(path)
+        open(target, "wb").close()
+        _mount(path, target, None, _MS_BIND)
+    for scratch in ("/tmp", "/dev/shm"):  # /dev/shm: POSIX semaphores and shared memory (multiprocessing)
+        os.makedirs(root + scratch, exist_ok=True)
+        os.chmod(root + scratch, 0o1777)
     os.mkdir(root + "/work", 0o755)
     with open(root + "/work/solution.py", "wb") as f:
         f.write(source)
@@ -304,6 +333,16 @@ def _build_root(cfg: _Config, owner: int | None) -> None:
 
 _SHARED_DIRS = frozenset({"/", "/tmp", "/var/tmp", "/dev", "/dev/shm", "/home", "/root", "/etc", "/proc", "/sys",
                           "/run", "/var", "/mnt", "/media", "/srv", "/opt", "/work"})
+
+
+def _output_files(cfg: _Config, owner: int | None) -> list[str]:
+    """The stdout and stderr files, given to ``owner`` (the program's uid, when it is not the
+    caller's) so that the program can open them again by name (``/dev/stdout``)."""
+    paths = [os.path.join(os.path.dirname(cfg.stdin_path), stream) for stream in ("stdout", "stderr")]
+    if owner is not None:
+        for path in paths:
+            os.chown(path, owner, owner)
+    return paths
 
 
 def _interpreter_prefix(interpreter: str) -> str:
@@ -325,10 +364,10 @@ def _enter_user_namespace(flags: int, proc: int) -> None:
     _write("self/gid_map", f"{INNER_UID} {gid} 1\n", proc)
 
 
-def _drop_root() -> None:
+def _drop_root(uid: int = NOBODY) -> None:
     os.setgroups([])
-    os.setresgid(NOBODY, NOBODY, NOBODY)
-    os.setresuid(NOBODY, NOBODY, NOBODY)
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
 
 
 def _setup_namespaces(cfg: _Config) -> None:
@@ -353,19 +392,29 @@ def _setup_namespaces(cfg: _Config) -> None:
 # ---------------------------------------------------------------- basic mode (keeper side)
 
 
+def _run_uid() -> int:
+    """Basic mode as root: the program's uid, unique to this run (the keeper's pid above a base
+    no real account uses). No other process has it, so the program can signal nothing but its
+    own tree, its process count starts at 0, and its leftover files are found by owner."""
+    return RUN_UID_BASE + os.getpid()
+
+
 def _setup_basic(cfg: _Config) -> None:
     work = cfg.root
     with open(os.path.join(work, "solution.py"), "wb") as f:
         f.write(cfg.source)
     _prctl(_PR_SET_CHILD_SUBREAPER, 1, "prctl(PR_SET_CHILD_SUBREAPER)")
-    os.chdir(work)  # before dropping root: nobody may not be able to traverse $TMPDIR's parents
-    if os.geteuid() == 0:
-        os.chown(work, NOBODY, NOBODY)
-        _drop_root()
-        if not os.access(cfg.interpreter, os.X_OK):
-            raise PermissionError(f"basic isolation runs the program as nobody (uid {NOBODY}), who cannot "
-                                  f"execute {cfg.interpreter}; choose an interpreter nobody can run "
+    os.chdir(work)
+    if cfg.run_uid is not None:
+        os.chown(work, cfg.run_uid, cfg.run_uid)
+        os.chmod(work, 0o700)
+        _output_files(cfg, cfg.run_uid)
+        if not _traversable_by_others(cfg.interpreter):
+            raise PermissionError(f"basic isolation as root runs the program as an unprivileged uid, which cannot "
+                                  f"execute {cfg.interpreter}; choose an interpreter every user can run "
                                   "(option python, e.g. /usr/bin/python3)")
+    else:
+        _prctl(_PR_SET_DUMPABLE, 0, "prctl(PR_SET_DUMPABLE)")  # the program (same uid) cannot read our memory
 
 
 def _processes_of(uid: int) -> int:
@@ -411,6 +460,32 @@ def _sweep_descendants() -> None:
             return
 
 
+def _remove_files_of(uid: int) -> None:
+    """Remove what ``uid`` left in the host's shared writable directories: at their top, and in
+    every world-writable folder of someone else's found in them (at any depth through such
+    folders), since the program could write there too."""
+    pending = list(SHARED_WRITABLE)
+    while pending:
+        base = pending.pop()
+        try:
+            names = os.listdir(base)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(base, name)
+            try:
+                st = os.lstat(path)
+                if st.st_uid == uid:
+                    if stat.S_ISDIR(st.st_mode):
+                        shutil.rmtree(path, ignore_errors=True)
+                    else:
+                        os.unlink(path)
+                elif stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IWOTH and st.st_mode & stat.S_IXOTH:
+                    pending.append(path)
+            except OSError:
+                pass
+
+
 # ---------------------------------------------------------------- keeper and program
 
 
@@ -423,28 +498,33 @@ class _Config:
     isolation: str
     root: str
     caller: int
-    fds: tuple[int, int, int]
+    fds: tuple[int, ...]  # become the program's 0, 1, 2, 3, ...
     report: int
     stdin_path: str
+    run_uid: int | None = None
 
 
 def _program(cfg: _Config, nproc: int, errors: int) -> None:
-    """In the program process, after fork: limits, seccomp, exec. Never returns.
+    """In the program process, after fork: own session, limits, uid, seccomp, exec. Never returns.
 
     A failure before ``execve`` is written to ``errors`` (close-on-exec, so a successful
     exec closes it silently) and makes the run a sandbox error, not a failed program.
     """
     try:
         _die_with_parent(None)
-        if cfg.isolation == "basic":
-            os.setpgid(0, 0)
-        for target, fd in enumerate(cfg.fds):
+        os.setsid()  # its own session and group: kill(0, ...) and killpg reach only its own tree
+        count = len(cfg.fds)
+        errors = fcntl.fcntl(errors, fcntl.F_DUPFD_CLOEXEC, count)
+        moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, count) for fd in cfg.fds]  # above every target first
+        for target, fd in enumerate(moved):
             os.dup2(fd, target)
-        _close_all_except({0, 1, 2, errors})
+        _close_all_except({*range(count), errors})
         for signum in (signal.SIGPIPE, signal.SIGXFSZ):  # Python's SIG_IGN would survive exec
             signal.signal(signum, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
         _set_limits(cfg.limits, nproc)
+        if cfg.run_uid is not None:
+            _drop_root(cfg.run_uid)
         _install_seccomp()
         os.execve(cfg.interpreter, [cfg.interpreter, "-I", "-S", "-B", *cfg.argv], PROGRAM_ENV)
     except BaseException as exc:
@@ -515,7 +595,9 @@ def _stop(pid: int, isolation: str) -> int:
 
 
 def _keeper(cfg: _Config) -> None:
-    """In the keeper process, after fork. Never returns; reports on ``cfg.report``.
+    """In the keeper process, after fork. Never returns; reports on ``cfg.report``: a line
+    ``started <pid>`` once the program runs, then ``ok <status> <timed out> <elapsed>`` (or
+    ``error ...``).
 
     Its parent-death signal is SIGTERM, handled: when the caller is SIGKILLed (the reward
     engine's deadline) the keeper still kills and reaps the program before exiting.
@@ -531,8 +613,10 @@ def _keeper(cfg: _Config) -> None:
             _setup_namespaces(cfg)
             nproc = cfg.limits.max_processes + 1  # the keeper counts in the new user namespace too
         else:
+            if os.geteuid() == 0:
+                cfg.run_uid = _run_uid()
             _setup_basic(cfg)
-            nproc = cfg.limits.max_processes + _processes_of(os.getuid())
+            nproc = cfg.limits.max_processes + (0 if cfg.run_uid is not None else _processes_of(os.getuid()))
         _die_with_parent(cfg.caller, signal.SIGTERM)  # a credential change clears it
         errors_r, errors_w = os.pipe2(os.O_CLOEXEC)
         start = time.monotonic()
@@ -544,10 +628,13 @@ def _keeper(cfg: _Config) -> None:
         failed = os.read(errors_r, 1000)
         if failed:
             raise SandboxError(failed.decode(errors="replace"))
+        os.write(cfg.report, f"started {pid}\n".encode())
         timed_out = _wait_with_deadline(pid, start + cfg.limits.time_s)
         status, pid = _stop(pid, cfg.isolation), None
         elapsed = time.monotonic() - start
-        os.write(cfg.report, f"ok {status} {int(timed_out)} {elapsed:.6f}".encode())
+        if cfg.run_uid is not None:
+            _remove_files_of(cfg.run_uid)
+        os.write(cfg.report, f"ok {status} {int(timed_out)} {elapsed:.6f}\n".encode())
         code = 0
     except BaseException as exc:
         try:
@@ -556,8 +643,11 @@ def _keeper(cfg: _Config) -> None:
             pass
     finally:
         try:
-            if pid is not None:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+            if pid is not None:  # stopped early (the caller died or closed the run): the same clean-up
                 _stop(pid, cfg.isolation)
+                if cfg.run_uid is not None:
+                    _remove_files_of(cfg.run_uid)
         finally:
             os._exit(code)
 
@@ -568,15 +658,116 @@ def _read_capped(path: str, cap: int) -> tuple[bytes, bool]:
     return data[:cap], len(data) > cap
 
 
-def run_python(source: str, *, stdin: str | bytes = b"", limits: Limits = Limits(),
-               isolation: Isolation = "auto", argv: list[str] | None = None,
-               interpreter: str | None = None) -> RunResult:
-    """Run ``source`` (saved as ``solution.py`` in the working directory) with ``stdin``.
+def _read_all(fd: int) -> str:
+    chunks = []
+    while chunk := os.read(fd, 4096):
+        chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
+
+
+@dataclass
+class Running:
+    """A run started by :func:`start_python`: :meth:`wait` for its result; leaving the ``with``
+    block (or :meth:`close`) kills what is left and removes its directory."""
+
+    mode: str
+    limits: Limits
+    tmp: str
+    pid: int | None
+    report_r: int
+    fds: list[int]
+    start: float
+
+    def wait(self) -> RunResult:
+        """Wait for the keeper; the program's result. Raises :class:`SandboxError` when the
+        sandbox failed before the program started. Once it started, a keeper that died (or
+        hung past its grace period) is the program's failure (``keeper_lost``), not an error."""
+        pid = self.pid
+        keeper_late = _wait_with_deadline(pid, self.start + self.limits.time_s + KEEPER_GRACE_S)
+        if keeper_late:
+            os.killpg(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        self.pid = None
+        lines = _read_all(self.report_r).splitlines()
+        started = lines[0].split()[1] if lines and lines[0].startswith("started ") else None
+        final = lines[-1] if lines else ""
+        if started is None or not (final.startswith("ok ") or final.startswith("started ")):
+            raise SandboxError(f"sandbox keeper failed ({self.mode}): {final or 'no report'}"
+                               + (" (killed after its grace period)" if keeper_late else ""))
+        stdout, exceeded = _read_capped(os.path.join(self.tmp, "stdout"), self.limits.output_bytes)
+        stderr, _ = _read_capped(os.path.join(self.tmp, "stderr"), self.limits.output_bytes)
+        if not final.startswith("ok ") or keeper_late:
+            self._kill_orphans(pid, int(started))
+            return RunResult(stdout=stdout, stderr=stderr, exit_code=None, signal=None, timed_out=keeper_late,
+                             output_exceeded=exceeded, elapsed_s=time.monotonic() - self.start, isolation=self.mode,
+                             pgid=pid, keeper_lost=True)
+        _, status, timed_out, elapsed = final.split()
+        status = int(status)
+        return RunResult(
+            stdout=stdout, stderr=stderr,
+            exit_code=os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+            signal=os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+            timed_out=timed_out == "1", output_exceeded=exceeded, elapsed_s=float(elapsed),
+            isolation=self.mode, pgid=pid,
+        )
+
+    def _kill_orphans(self, keeper: int, program: int | None) -> None:
+        """The keeper is gone without sweeping: kill the program's group and, in basic mode as
+        root, every process of its uid (a daemon that left the group included)."""
+        if program is not None:
+            try:
+                os.killpg(program, signal.SIGKILL)
+            except OSError:
+                pass
+        if self.mode == "basic" and os.geteuid() == 0:
+            killer = os.fork()
+            if killer == 0:
+                try:
+                    _drop_root(RUN_UID_BASE + keeper)
+                    os.kill(-1, signal.SIGKILL)  # as that uid: every process it owns, this one aside
+                finally:
+                    os._exit(0)
+            os.waitpid(killer, 0)
+
+    def close(self) -> None:
+        """Stop the run if it is still going: SIGTERM, so the keeper kills and sweeps the
+        program's tree itself; SIGKILL for the keeper's group after the grace period."""
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGTERM)
+                if _wait_with_deadline(self.pid, time.monotonic() + KEEPER_GRACE_S):
+                    os.killpg(self.pid, signal.SIGKILL)
+                    self._kill_orphans(self.pid, None)
+            except OSError:
+                pass
+            try:
+                os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                pass
+            self.pid = None
+        for fd in [self.report_r, *self.fds]:
+            os.close(fd)
+        self.report_r, self.fds = -1, []
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self) -> Running:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.report_r >= 0:
+            self.close()
+
+
+def start_python(source: str, *, stdin: str | bytes = b"", limits: Limits = Limits(),
+                 isolation: Isolation = "auto", argv: list[str] | None = None,
+                 interpreter: str | None = None, pass_fds: tuple[int, ...] = ()) -> Running:
+    """Start ``source`` (saved as ``solution.py`` in the working directory) with ``stdin``;
+    returns at once (see :class:`Running`), so that several programs can run side by side.
 
     ``argv`` is passed to the interpreter after ``-I -S -B`` (default ``["solution.py"]``);
-    ``interpreter`` defaults to the base interpreter of the running Python (no venv).
-    Raises :class:`SandboxError` when the sandbox cannot be built; the program's own
-    failures are reported in the result.
+    ``interpreter`` defaults to the base interpreter of the running Python (no venv);
+    ``pass_fds`` become the program's file descriptors 3, 4, ... (the caller keeps and closes
+    its own copies). Raises :class:`SandboxError` when the sandbox cannot be built.
     """
     if not sys.platform.startswith("linux"):
         raise SandboxError("the code sandbox needs Linux")
@@ -594,58 +785,44 @@ def run_python(source: str, *, stdin: str | bytes = b"", limits: Limits = Limits
         remove_stale_dirs(base)
     tmp = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-", dir=base)
     report_r, report_w = os.pipe()
-    fds: list[int] = []
-    pid = None
+    run = Running(mode, limits, tmp, None, report_r, [], time.monotonic())
     try:
         root = os.path.join(tmp, "root" if mode == "namespaces" else "work")
         os.mkdir(root, 0o755)
         if os.geteuid() == 0:
             os.chmod(tmp, 0o711)
-        fds = [_stdin_fd(tmp, data),
-               os.open(os.path.join(tmp, "stdout"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600),
-               os.open(os.path.join(tmp, "stderr"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)]
+        run.fds = [_stdin_fd(tmp, data),
+                   os.open(os.path.join(tmp, "stdout"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600),
+                   os.open(os.path.join(tmp, "stderr"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)]
         cfg = _Config(source.encode("utf-8", "surrogatepass"), argv or ["solution.py"], limits, interpreter, mode, root,
-                      os.getpid(), tuple(fds), report_w, os.path.join(tmp, "stdin"))
+                      os.getpid(), (*run.fds, *pass_fds), report_w, os.path.join(tmp, "stdin"))
+        run.start = time.monotonic()
         pid = os.fork()
         if pid == 0:
             os.close(report_r)
             _keeper(cfg)
-        os.close(report_w)
-        report_w = -1
-        keeper_late = _wait_with_deadline(pid, time.monotonic() + limits.time_s + KEEPER_GRACE_S)
-        if keeper_late:
-            os.killpg(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        pgid, pid = pid, None
-        report = os.read(report_r, 4096).decode(errors="replace")
-        if keeper_late or not report.startswith("ok "):
-            raise SandboxError(f"sandbox keeper failed ({mode}): {report or 'no report'}"
-                               + (" (killed after its grace period)" if keeper_late else ""))
-        _, status, timed_out, elapsed = report.split()
-        status = int(status)
-        stdout, exceeded = _read_capped(os.path.join(tmp, "stdout"), limits.output_bytes)
-        stderr, _ = _read_capped(os.path.join(tmp, "stderr"), limits.output_bytes)
-        return RunResult(
-            stdout=stdout, stderr=stderr,
-            exit_code=os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-            signal=os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-            timed_out=timed_out == "1", output_exceeded=exceeded, elapsed_s=float(elapsed),
-            isolation=mode, pgid=pgid,
-        )
+        run.pid = pid
+    except BaseException:
+        run.close()
+        raise
     finally:
-        if pid is not None:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except OSError:
-                pass
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
-        for fd in [report_r, report_w, *fds]:
-            if fd >= 0:
-                os.close(fd)
-        shutil.rmtree(tmp, ignore_errors=True)
+        os.close(report_w)
+    return run
+
+
+def run_python(source: str, *, stdin: str | bytes = b"", limits: Limits = Limits(),
+               isolation: Isolation = "auto", argv: list[str] | None = None,
+               interpreter: str | None = None) -> RunResult:
+    """Run ``source`` (saved as ``solution.py`` in the working directory) with ``stdin``.
+
+    ``argv`` is passed to the interpreter after ``-I -S -B`` (default ``["solution.py"]``);
+    ``interpreter`` defaults to the base interpreter of the running Python (no venv).
+    Raises :class:`SandboxError` when the sandbox cannot be built; the program's own
+    failures are reported in the result.
+    """
+    with start_python(source, stdin=stdin, limits=limits, isolation=isolation, argv=argv,
+                      interpreter=interpreter) as run:
+        return run.wait()
 
 
 _swept: dict[str, int] = {}
@@ -680,14 +857,14 @@ def _traversable_by_others(path: str) -> bool:
 
 
 def _temp_base(mode: str) -> str | None:
-    """Where the temporary directory goes: $TMPDIR, except in basic mode as root when nobody
-    could not reach it (Python opens the script by its absolute path), then /tmp."""
+    """Where the temporary directory goes: $TMPDIR, except in basic mode as root when the
+    program's unprivileged uid could not reach it, then /tmp."""
     base = tempfile.gettempdir()
     if mode != "basic" or os.geteuid() != 0 or _traversable_by_others(base):
         return base
     if _traversable_by_others("/tmp"):
         return "/tmp"
-    raise SandboxError(f"basic isolation as root: nobody cannot reach {base} or /tmp")
+    raise SandboxError(f"basic isolation as root: an unprivileged uid cannot reach {base} or /tmp")
 
 
 def _stdin_fd(tmp: str, data: bytes) -> int:

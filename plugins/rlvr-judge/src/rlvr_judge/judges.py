@@ -128,7 +128,7 @@ class HttpJudge:
     timeout_s: float = 3.0
     retries: int = 2
     backoff_s: float = 0.25
-    budget_s: float = 8.0
+    budget_s: float = 5.0
     max_tokens: int = 512
 
     def judge(self, prompt: str) -> bool:

@@ -9,7 +9,8 @@ import os
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
-from rlvr_r1.answers import reference_answer
+from rlvr_r1.answers import DEADLINE_MARGIN_S, reference_answer
+from rlvr_r1.plugins import reference_check
 
 from rlvr_plugins import Plugin, RewardFunction, hookimpl
 from rlvr_plugins.errors import ConfigError
@@ -24,7 +25,7 @@ from .judges import (
     check_template,
     render_prompt,
 )
-from .rules import rule_verdict
+from .rules import RULES_BUDGET_S, rule_verdict
 
 REPLACES = "r1-accuracy"
 _CACHES: dict[str | None, VerdictCache] = {}
@@ -69,13 +70,15 @@ class JudgeScorer:
     question_column: str | None = None
     cache_path: str | None = None
     down_after: int = 8
+    rules_budget_s: float = RULES_BUDGET_S
 
     def __call__(self, *, prompt, completion, example):
         reference = example.get(self.answer_column)
         if reference is None:
             return None
         reference = str(reference)
-        rules = rule_verdict(completion, reference, think_opened=self.think_opened, fallback=self.fallback)
+        rules = rule_verdict(completion, reference, think_opened=self.think_opened, fallback=self.fallback,
+                             time_budget_s=self.rules_budget_s)
         if rules.value is not None:
             failures = _FAILURES.get(self.judge, 0)
             if self.down_after and failures >= self.down_after:
@@ -160,6 +163,7 @@ class JudgeEquivalencePlugin(Plugin):
         no_token: str = LocalJudge.no_token
         max_prompt_tokens: int = LocalJudge.max_prompt_tokens
         down_after: int = 8
+        rules_budget_s: float = RULES_BUDGET_S
 
         def __post_init__(self):
             problems = option_problems(self)
@@ -171,14 +175,15 @@ class JudgeEquivalencePlugin(Plugin):
         register(RewardFunction(self.name, build_scorer(self.options), self.options.weight))
 
     @hookimpl
+    def rlvr_check_dataset(self, rows):
+        return reference_check(rows, self.options.answer_column, self.name,
+                               "compared by the rules only as a plain decimal or as text, and by the judge otherwise")
+
+    @hookimpl
     def rlvr_validate_run(self, reward_names, engine_timeout_s):
-        budget = self.options.budget_s
-        if self.options.backend == "http" and engine_timeout_s is not None and budget >= engine_timeout_s:
-            raise ConfigError(
-                f"plugin {self.name!r}: option budget_s={budget:g} (the judge's HTTP time with retries) does not fit "
-                f"under the reward engine's deadline engine.timeout_s={engine_timeout_s:g}: a slow judge would get "
-                f"the worker killed mid-item. Set budget_s below it (leave time for the rule-based check) or raise "
-                f"engine.timeout_s.", source="plugins")
+        problem = deadline_problem(self.options, engine_timeout_s)
+        if problem is not None:
+            raise ConfigError(f"plugin {self.name!r}: {problem}", source="plugins")
         if REPLACES in reward_names:
             raise ConfigError(
                 f"plugins {self.name!r} and {REPLACES!r} are both enabled: {self.name} already applies "
@@ -188,12 +193,34 @@ class JudgeEquivalencePlugin(Plugin):
             )
 
 
+def deadline_problem(o: Any, engine_timeout_s: float | None) -> str | None:
+    """Why one item's worst case does not fit under the engine's deadline, or None when it does.
+
+    The worst case is the rules' math-verify budget (``rules_budget_s``), then, when the rules
+    cannot decide (or run out of time), the judge: ``budget_s`` for HTTP, nothing bounded for a
+    local model; plus ``DEADLINE_MARGIN_S`` (math-verify's whole-second timeouts, sympy's import)."""
+    if engine_timeout_s is None:
+        return None
+    http = o.budget_s if o.backend == "http" else 0.0
+    worst = o.rules_budget_s + http + DEADLINE_MARGIN_S
+    if worst <= engine_timeout_s:
+        return None
+    parts, lower = f"rules_budget_s={o.rules_budget_s:g} (the rules' math-verify time)", "rules_budget_s"
+    if o.backend == "http":
+        parts += f" + budget_s={o.budget_s:g} (the judge's HTTP time with retries)"
+        lower = f"budget_s to at most {engine_timeout_s - DEADLINE_MARGIN_S - o.rules_budget_s:g} or rules_budget_s"
+    return (f"the worst case of one item, {parts} + {DEADLINE_MARGIN_S:g} s margin (math-verify's whole-second "
+            f"timeouts, the first call's import of sympy) = {worst:g} s, does not fit under the reward engine's "
+            f"deadline engine.timeout_s={engine_timeout_s:g}: a slow item would be masked instead of judged. Lower "
+            f"{lower}, or raise engine.timeout_s to at least {worst:g}.")
+
+
 def option_problems(o: Any) -> list[str]:
     """Every problem with a set of options, for one error at start-up."""
     problems = []
     if not o.model.strip():
         problems.append("model must name the judge (an HTTP model name, or a local path or hub name)")
-    for name in ("timeout_s", "budget_s"):
+    for name in ("timeout_s", "budget_s", "rules_budget_s"):
         if not getattr(o, name) > 0:
             problems.append(f"{name} must be > 0, got {getattr(o, name)}")
     if o.timeout_s > o.budget_s:

@@ -1,15 +1,24 @@
 """When the rules decide an answer, and when a judge must.
 
 The rules are rlvr-r1's: its answer extraction, its spraying rule and its math-verify
-comparison (``rlvr_r1.answers``). They decide in four cases; everything else is
+comparison (``rlvr_r1.answers``). They decide in five cases; everything else is
 "cannot decide" and goes to the judge model:
 
 1. no final answer outside the thinking → 0 (``"no-answer"``);
 2. the answer sprays several candidates → 0 (``"sprayed"``);
 3. rlvr-r1's accuracy says equal (math-verify, or the plain-string comparison of a
    reference math-verify cannot parse) → 1 (``"rules-equal"``);
-4. both the answer and the reference are *plain math* and both parse to a math object,
+4. the answer is too long for math-verify (``rlvr_r1.answers.answer_too_long``: more than
+   1000 characters and more than twice the reference answer) and not equal by rule 3
+   → 0 (``"too-long"``);
+5. both the answer and the reference are *plain math* and both parse to a math object,
    yet they differ → 0 (``"rules-differ"``).
+
+Every math-verify call of one verdict shares ``time_budget_s`` (``RULES_BUDGET_S``, 2 s, by
+default; rlvr-r1's ``time_budget``, each call's timeout cut to what is left, rounded up to whole
+seconds). Rules that run out of time cannot decide (``"rules-timeout"``): the judge is asked,
+unless they already found the answer equal (a proof, however late). An out-of-time "differ"
+is never final, because math-verify answers "not equal" when its verify times out.
 
 *Plain math* means no prose word: after removing LaTeX commands (``\\frac``, ``\\text``,
 …) no run of two or more letters is left, except the names of common functions and
@@ -30,20 +39,27 @@ True
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 
 from rlvr_r1.answers import (
+    OutOfTime,
     accuracy,
+    answer_too_long,
     extract_answer,
     is_sprayed,
     parse_reference,
     reference_answer,
     split_completion,
+    time_budget,
 )
+
+RULES_BUDGET_S = 2.0
 
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
 _WORD = re.compile(r"[^\W\d_]{2,}")
-_ANSWER_BLOCK = re.compile(r"<answer>.*?</answer>", re.IGNORECASE | re.DOTALL)
+_ANSWER_OPEN = re.compile(r"<answer>", re.IGNORECASE)
+_ANSWER_CLOSE = re.compile(r"</answer>", re.IGNORECASE)
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
 MATH_WORDS = frozenset({
     "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
@@ -83,19 +99,38 @@ def _sprayed(completion: str, answer: str, reference: str, think_opened: bool) -
     if is_sprayed(answer, reference):
         return True
     _, rest = split_completion(completion, think_opened=think_opened)
-    return _ANSWER_BLOCK.search(rest) is None and len(_BOX.findall(rest)) > 1
+    return not _has_answer_block(rest) and len(_BOX.findall(rest)) > 1
+
+
+def _has_answer_block(text: str) -> bool:
+    """Whether an ``<answer>`` is followed by an ``</answer>`` (two searches, linear)."""
+    opener = _ANSWER_OPEN.search(text)
+    return opener is not None and _ANSWER_CLOSE.search(text, opener.end()) is not None
 
 
 def rule_verdict(completion: str, reference: str, *, think_opened: bool = False,
-                 fallback: str | None = "gsm8k") -> RuleVerdict:
-    """The rules' verdict on one completion against one reference (see the module docstring)."""
+                 fallback: str | None = "gsm8k", time_budget_s: float | None = RULES_BUDGET_S) -> RuleVerdict:
+    """The rules' verdict on one completion against one reference (see the module docstring);
+    ``time_budget_s``: the math-verify time they share (None: no budget)."""
     answer = extract_answer(completion, think_opened=think_opened, fallback=fallback)
     if answer is None:
         return RuleVerdict(0.0, None, "no-answer")
     if _sprayed(completion, answer, reference, think_opened):
         return RuleVerdict(0.0, answer, "sprayed")
-    if accuracy(completion, reference, think_opened=think_opened, fallback=fallback) == 1.0:
+    started = time.monotonic()
+    if accuracy(completion, reference, think_opened=think_opened, fallback=fallback,
+                time_budget_s=time_budget_s) == 1.0:
         return RuleVerdict(1.0, answer, "rules-equal")
-    if is_plain_math(answer) and is_plain_math(reference_answer(reference)):
+    if answer_too_long(answer, reference):
+        return RuleVerdict(0.0, answer, "too-long")
+    left = None if time_budget_s is None else time_budget_s - (time.monotonic() - started)
+    try:
+        with time_budget(left):
+            both_plain = is_plain_math(answer) and is_plain_math(reference_answer(reference))
+    except OutOfTime:
+        return RuleVerdict(None, answer, "rules-timeout")
+    if left is not None and time.monotonic() - started >= time_budget_s:
+        return RuleVerdict(None, answer, "rules-timeout")
+    if both_plain:
         return RuleVerdict(0.0, answer, "rules-differ")
     return RuleVerdict(None, answer, "judge")

@@ -10,13 +10,18 @@ candidates scores 0, and equivalence is decided by math-verify. See the plugin R
 
 from __future__ import annotations
 
+import logging
+import math
 import re
 import signal
+import sys
 import threading
-from fractions import Fraction
+import time
+from collections import Counter
+from contextlib import contextmanager
 from functools import lru_cache
 from itertools import islice
-from typing import Callable
+from typing import Callable, Sequence
 
 __all__ = [
     "split_completion",
@@ -27,12 +32,31 @@ __all__ = [
     "accuracy",
     "last_boxed",
     "FALLBACKS",
+    "reference_problem",
+    "check_references",
+    "CHECK_BUDGET_S",
+    "TOO_MANY_DIGITS",
+    "UNPARSEABLE",
+    "answer_too_long",
     "PARSE_TIMEOUT_S",
     "VERIFY_TIMEOUT_S",
+    "TIME_BUDGET_S",
+    "DEADLINE_MARGIN_S",
+    "time_budget",
+    "OutOfTime",
+    "MAX_ANSWER_CHARS",
+    "MAX_NUMBER_DIGITS",
+    "MAX_LOG_CHARS",
+    "bound_library_logs",
 ]
 
 PARSE_TIMEOUT_S = 5
 VERIFY_TIMEOUT_S = 5
+TIME_BUDGET_S = 5.0
+DEADLINE_MARGIN_S = 3.0  # under an engine deadline: 1 s for math-verify's whole-second timeouts, 2 s for importing sympy
+MAX_ANSWER_CHARS = 1000
+MAX_NUMBER_DIGITS = 100_000
+CHECK_BUDGET_S = 3.0
 
 _THINK_OPEN = re.compile(re.escape("<think>"), re.IGNORECASE)
 _THINK_CLOSE = re.compile(re.escape("</think>"), re.IGNORECASE)
@@ -41,7 +65,7 @@ _ANSWER_CLOSE = re.compile(re.escape("</answer>"), re.IGNORECASE)
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _BRACE_TOKEN = re.compile(r"\\.|[{}]", re.DOTALL)
-_GSM8K_NUMBER = re.compile(r"\s*\\?\$?\s*(-?\d[\d,]*(?:\.\d+)?|-?\.\d+)")
+_GSM8K_NUMBER = re.compile(r"\s*(?:\\\$?\s*|\$\s*)?(-?\d[\d,]*(?:\.\d+)?|-?\.\d+)")
 
 _THOUSANDS = re.compile(r"(?<![\d.])\d{1,3}(?:(?:,|\{,\}|\\,)\d{3})+(?![\d])")
 _THOUSANDS_SEP = re.compile(r",|\{,\}|\\,")
@@ -289,7 +313,35 @@ def _signal_timeouts_usable() -> bool:
     return signal.getitimer(signal.ITIMER_REAL)[0] == 0.0
 
 
+class OutOfTime(Exception):
+    """The answer's math-verify time budget is spent."""
+
+
+_BUDGET = threading.local()
+
+
+@contextmanager
+def time_budget(seconds: float | None):
+    """Every math-verify call in the block shares ``seconds`` (this thread only; None: no budget)."""
+    previous = getattr(_BUDGET, "deadline", None)
+    _BUDGET.deadline = None if seconds is None else time.monotonic() + seconds
+    try:
+        yield
+    finally:
+        _BUDGET.deadline = previous
+
+
 def _timeout(seconds: int) -> int | None:
+    """math-verify's timeout for one call: ``seconds``, cut to what is left of the budget
+    (``time_budget``) rounded up to whole seconds (math-verify's unit), so the calls end at most
+    1 s after the budget; ``OutOfTime`` when nothing is left. None (no timeout inside
+    math-verify) where its signal-based timeouts cannot be used."""
+    deadline = getattr(_BUDGET, "deadline", None)
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise OutOfTime
+        seconds = min(seconds, math.ceil(left))
     return seconds if _signal_timeouts_usable() else None
 
 
@@ -304,12 +356,40 @@ def _parse_inputs(text: str) -> tuple[str, ...]:
     return (text, f"${text}$")
 
 
+MAX_LOG_CHARS = 300
+_VERBOSE_LOGGERS = ("math_verify", "latex2sympy2_extended", "sympy")
+
+
+class _BoundedRecord(logging.Filter):
+    """Cuts a log record's message to ``MAX_LOG_CHARS`` characters, saying how long it was
+    (math-verify logs the whole input on a parse timeout: 1 MB on one line)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if len(message) > MAX_LOG_CHARS:
+            record.msg, record.args = f"{message[:MAX_LOG_CHARS]}... [{len(message)} characters]", ()
+        return True
+
+
+def bound_library_logs() -> None:
+    """Install ``_BoundedRecord`` on every logger of math-verify, latex2sympy and sympy that exists
+    (a filter acts only on the logger a record is made on, so each module's logger gets one).
+    Called when math-verify is first imported; idempotent."""
+    names = [name for name in list(logging.Logger.manager.loggerDict)
+             if name.split(".", 1)[0] in _VERBOSE_LOGGERS] + list(_VERBOSE_LOGGERS)
+    for name in names:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _BoundedRecord) for f in logger.filters):
+            logger.addFilter(_BoundedRecord())
+
+
 @lru_cache(maxsize=1)
 def _extraction_config() -> tuple:
     """LaTeX (boxes first) then plain expressions; math-verify (and sympy) imported on first use
-    so that the format and language rewards do not pay for it."""
+    so that the format and language rewards do not pay for it (and its logs bounded then)."""
     from math_verify import ExprExtractionConfig, LatexExtractionConfig
 
+    bound_library_logs()
     return (LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig())
 
 
@@ -326,11 +406,12 @@ def _parse_normalised(text: str) -> tuple:
     if not text:
         return ()
     config, timeout = _extraction_config(), _timeout(PARSE_TIMEOUT_S)
-    return tuple(
-        parsed
-        for shown in _parse_inputs(text)
-        for parsed in parse(shown, extraction_config=config, parsing_timeout=timeout)
-    )
+    with _int_digits_at_least(min(len(text), MAX_NUMBER_DIGITS)):
+        return tuple(
+            parsed
+            for shown in _parse_inputs(text)
+            for parsed in parse(shown, extraction_config=config, parsing_timeout=timeout)
+        )
 
 
 @lru_cache(maxsize=4096)
@@ -354,41 +435,128 @@ def accuracy(
     *,
     think_opened: bool = False,
     fallback: str | None = "gsm8k",
+    time_budget_s: float | None = TIME_BUDGET_S,
 ) -> float:
     r"""R1 accuracy reward: 1.0 if the final answer is equivalent to the reference, else 0.0.
 
     0.0 when: no answer outside the thinking (``extract_answer``); the answer is sprayed
     (``is_sprayed(answer, reference)``, or several boxes in the region the answer was read from);
-    math-verify finds no answer; or ``math_verify.verify(gold, answer)`` is False/times out.
+    it is not a plain decimal and is too long for math-verify (``answer_too_long``); math-verify
+    finds no answer; ``math_verify.verify(gold, answer)`` is False/times out; or math-verify's
+    calls for this answer (parses, verify) would run past ``time_budget_s`` (each call's timeout
+    is cut to what is left, see ``_timeout``; None: no budget). Plain decimals are compared exactly, as
+    digit strings, whatever their number of digits.
     A reference math-verify cannot parse (e.g. "yes") is compared as a plain string
     (case, whitespace, ``$``, braces, ``\text`` and a final period ignored).
     """
     answer, region = _locate_answer(completion, think_opened, fallback)
     if answer is None or is_sprayed(answer, reference) or _count_boxes(region) > 1:
         return 0.0
-    return _answer_matches(answer, reference)
+    try:
+        with time_budget(time_budget_s):
+            return _answer_matches(answer, reference)
+    except OutOfTime:
+        return 0.0
 
 
-_PLAIN_NUMBER = re.compile(r"^\$?\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*\$?$")
+_PLAIN_NUMBER = re.compile(r"^\$?\s*([+-]?)(?:(\d+)(?:\.(\d*))?|\.(\d+))\s*\$?$")
+_DIGIT_RUN = re.compile(r"\d+")
+
+
+def _decimal_key(number: re.Match[str]) -> tuple[str, str, str]:
+    """(sign, integer digits, fraction digits) with leading and trailing zeros dropped: equal keys
+    iff equal values, for any number of digits (no ``int``/``Fraction`` conversion)."""
+    whole = (number.group(2) or "").lstrip("0")
+    fraction = (number.group(3) or number.group(4) or "").rstrip("0")
+    sign = "-" if number.group(1) == "-" and (whole or fraction) else ""
+    return sign, whole, fraction
 
 
 def _numeric_verdict(answer: str, reference: str) -> float | None:
     """When both sides are plain decimal numbers (``18``, ``-0.50``, ``$7$``), compare their values
-    exactly, without sympy; ``None`` (ask math-verify) otherwise."""
+    exactly, without sympy and for any number of digits; ``None`` (ask math-verify) otherwise."""
     a, b = _PLAIN_NUMBER.match(answer), _PLAIN_NUMBER.match(reference)
     if a is None or b is None:
         return None
-    return float(Fraction(a.group(1)) == Fraction(b.group(1)))
+    return float(_decimal_key(a) == _decimal_key(b))
 
 
-@lru_cache(maxsize=16384)
+def _longest_number(text: str) -> int:
+    return max((len(run) for run in _DIGIT_RUN.findall(text)), default=0)
+
+
+def reference_problem(reference: str) -> str | None:
+    """Why math-verify can never parse ``reference``, or None when it can be tried: its answer holds
+    a number of more than ``MAX_NUMBER_DIGITS`` digits (it is then compared only as a plain decimal
+    number or as plain text)."""
+    digits = _longest_number(reference_answer(reference))
+    if digits > MAX_NUMBER_DIGITS:
+        return (f"the reference answer holds a number of {digits} digits; numbers of more than "
+                f"{MAX_NUMBER_DIGITS} digits are compared only as plain decimals or as plain text")
+    return None
+
+
+TOO_MANY_DIGITS = "too-many-digits"
+UNPARSEABLE = "unparseable"
+
+
+def check_references(references: Sequence[str | None], *, budget_s: float = CHECK_BUDGET_S
+                     ) -> tuple[list[tuple[int, str]], int]:
+    """Which references math-verify can never parse, cheaply, for a dataset check at load.
+
+    Returns ``([(index, kind)], unchecked)``: ``kind`` is :data:`TOO_MANY_DIGITS`
+    (``reference_problem``) or :data:`UNPARSEABLE` (math-verify's parse, the one
+    ``parse_reference`` caches, finds no math object in the reference answer). ``None`` entries
+    are skipped; each distinct reference is checked once; plain decimal numbers (``18``,
+    ``-0.5``) are fine without math-verify (they are compared as digit strings). Parsing stops
+    once ``budget_s`` seconds have passed (checked between references; each parse keeps its own
+    ``PARSE_TIMEOUT_S``, as when scoring): ``unchecked`` counts the references left (they are
+    checked when scored)."""
+    verdicts: dict[str, str | None] = {}
+    found, unchecked = [], 0
+    deadline = time.monotonic() + budget_s
+    for index, reference in enumerate(references):
+        if reference is None:
+            continue
+        if reference not in verdicts:
+            if reference_problem(reference) is not None:
+                verdicts[reference] = TOO_MANY_DIGITS
+            elif _PLAIN_NUMBER.match(_normalise(reference_answer(reference))):
+                verdicts[reference] = None
+            elif time.monotonic() >= deadline:
+                verdicts[reference] = None
+                unchecked += 1
+            else:
+                parsed = parse_reference(reference)
+                verdicts[reference] = None if any(not isinstance(p, str) for p in parsed) else UNPARSEABLE
+        if verdicts[reference] is not None:
+            found.append((index, verdicts[reference]))
+    return found, unchecked
+
+
+def answer_too_long(answer: str, reference: str) -> bool:
+    """Whether ``answer`` is too long to show to math-verify: longer than ``MAX_ANSWER_CHARS`` and
+    than twice the reference answer (math-verify's parse can take seconds on a few hundred
+    characters and grows faster than the length)."""
+    return len(answer) > max(MAX_ANSWER_CHARS, 2 * len(reference_answer(reference)))
+
+
 def _answer_matches(answer: str, reference: str) -> float:
-    """The verdict for one extracted answer against one reference, cached per process: the
-    completions of a GRPO group often end in the same answer, which is then parsed and
-    verified once."""
+    """The verdict for one extracted answer against one reference: plain decimals compared exactly
+    (``_numeric_verdict``); a longer answer is wrong (0.0, math-verify never
+    sees it, see ``answer_too_long``); otherwise ``_math_verdict``."""
     fast = _numeric_verdict(_normalise(answer), _normalise(reference_answer(reference)))
     if fast is not None:
         return fast
+    if answer_too_long(answer, reference):
+        return 0.0
+    return _math_verdict(answer, reference)
+
+
+@lru_cache(maxsize=16384)
+def _math_verdict(answer: str, reference: str) -> float:
+    """math-verify's verdict, cached per process: the completions of a GRPO group often end in the
+    same answer, which is then parsed and verified once."""
     gold = parse_reference(reference)
     if not gold:
         expected = _plain(reference_answer(reference))
@@ -397,6 +565,39 @@ def _answer_matches(answer: str, reference: str) -> float:
     if not predicted:
         return 0.0
     return float(_verify(reference, gold, tuple(predicted)))
+
+
+_DIGIT_LIMITS_LOCK = threading.Lock()
+_DIGIT_LIMITS: Counter[int] = Counter()
+_DIGIT_LIMIT_BASE: list[int] = []
+
+
+@contextmanager
+def _int_digits_at_least(needed: int):
+    """Python's limit on the digits of an ``int`` <-> ``str`` conversion (4300 by default; sympy and
+    math-verify convert numbers that way) raised to at least ``needed`` while the block runs.
+    The limit is process-wide: each thread inside such a block registers what it needs, the limit
+    is the largest need, and the process's own limit comes back when the last one leaves."""
+    if not hasattr(sys, "set_int_max_str_digits"):
+        yield
+        return
+    with _DIGIT_LIMITS_LOCK:
+        if not _DIGIT_LIMITS:
+            _DIGIT_LIMIT_BASE[:] = [sys.get_int_max_str_digits()]
+        base = _DIGIT_LIMIT_BASE[0]
+        registered = base != 0 and needed > base
+        if registered:
+            _DIGIT_LIMITS[needed] += 1
+            sys.set_int_max_str_digits(max(_DIGIT_LIMITS))
+    try:
+        yield
+    finally:
+        if registered:
+            with _DIGIT_LIMITS_LOCK:
+                _DIGIT_LIMITS[needed] -= 1
+                if not _DIGIT_LIMITS[needed]:
+                    del _DIGIT_LIMITS[needed]
+                sys.set_int_max_str_digits(max(_DIGIT_LIMITS, default=base))
 
 
 _VERDICTS: dict[tuple, bool] = {}
@@ -415,18 +616,22 @@ def _verify(reference: str, gold: tuple, predicted: tuple) -> bool:
     answer): answers written differently that parse identically (``$\\boxed{X}$``, ``The answer is
     $X$``) are verified once. ``simplify`` is skipped where ``_refuted_numerically`` shows that it
     could only say "not equal" (see ``_symbolic_eq_unless_refuted``)."""
-    key = (reference, _parsed_key(predicted))
-    verdict = _VERDICTS.get(key)
-    if verdict is None:
-        if len(_VERDICTS) >= _VERDICTS_MAX:
-            _VERDICTS.clear()
-        grader, symbolic_eq = _math_verify_grader()
-        grader.sympy_symbolic_eq = _symbolic_eq_unless_refuted
+    with _int_digits_at_least(MAX_NUMBER_DIGITS):
         try:
-            verdict = grader.verify(list(gold), list(predicted), timeout_seconds=_timeout(VERIFY_TIMEOUT_S))
-        finally:
-            grader.sympy_symbolic_eq = symbolic_eq
-        _VERDICTS[key] = verdict
+            key = (reference, _parsed_key(predicted))
+        except ValueError:  # a number of more than MAX_NUMBER_DIGITS digits
+            return False
+        verdict = _VERDICTS.get(key)
+        if verdict is None:
+            if len(_VERDICTS) >= _VERDICTS_MAX:
+                _VERDICTS.clear()
+            grader, symbolic_eq = _math_verify_grader()
+            grader.sympy_symbolic_eq = _symbolic_eq_unless_refuted
+            try:
+                verdict = grader.verify(list(gold), list(predicted), timeout_seconds=_timeout(VERIFY_TIMEOUT_S))
+            finally:
+                grader.sympy_symbolic_eq = symbolic_eq
+            _VERDICTS[key] = verdict
     return verdict
 
 
@@ -436,6 +641,7 @@ def _math_verify_grader() -> tuple:
     ``sympy_expr_eq``: ``simplify(a - b).is_zero``)."""
     from math_verify import grader
 
+    bound_library_logs()
     return grader, grader.sympy_symbolic_eq
 
 

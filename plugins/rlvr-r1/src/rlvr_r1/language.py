@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from bisect import bisect_right
 from collections import Counter
 from functools import lru_cache
 
 from .answers import split_completion
 
-__all__ = ["TARGET_SCRIPTS", "script_of", "count_words", "language_consistency", "thinking_text"]
+__all__ = ["TARGET_SCRIPTS", "TEXT_COMMANDS", "script_of", "count_words", "language_consistency", "thinking_text"]
 
 TARGET_SCRIPTS: dict[str, frozenset[str]] = {
     "en": frozenset({"Latin"}),
@@ -47,6 +48,9 @@ _NAME_PREFIXES = (
 _DELIMITER = re.compile(r"\\\$|\$\$|\$|\\\[|\\\]|\\\(|\\\)|\n")
 _CLOSER = {"$$": "$$", "$": "$", "\\[": "\\]", "\\(": "\\)"}
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
+TEXT_COMMANDS = ("text", "textbf", "textit", "textrm", "textsf", "texttt", "textnormal", "textup", "textsl",
+                 "emph", "mbox", "hbox", "intertext")
+_TEXT_ARGUMENT_TOKEN = re.compile(r"\\(?:%s)\s*\{|\\.|[{}]" % "|".join(TEXT_COMMANDS), re.DOTALL)
 _LETTER_RUN = re.compile(r"[^\W\d_]+")
 
 
@@ -85,19 +89,24 @@ def _words_in_run(run: str):
 
 def _math_spans(text: str) -> list[tuple[int, int]]:
     r"""Spans ``$$…$$``, ``\[…\]``, ``\(…\)`` and one-line ``$…$`` (``\$`` is not a delimiter),
-    matched left to right; an opener without its closer is plain text. Linear: the next token of
-    each closing kind is precomputed."""
+    matched left to right; an opener without its closer is plain text. The next token of each
+    closing kind is found by bisection in the list of its positions (n log n at worst)."""
     tokens = [(m.start(), m.end(), m.group()) for m in _DELIMITER.finditer(text)]
     n = len(tokens)
-    following = {kind: [n] * (n + 1) for kind in ("$$", "$", "\\]", "\\)", "\n")}
-    for index in range(n - 1, -1, -1):
-        for kind, positions in following.items():
-            positions[index] = index if tokens[index][2] == kind else positions[index + 1]
+    at: dict[str, list[int]] = {kind: [] for kind in ("$$", "$", "\\]", "\\)", "\n")}
+    for index, (_, _, kind) in enumerate(tokens):
+        if kind in at:
+            at[kind].append(index)
+
+    def following(kind: str, index: int) -> int:
+        place = bisect_right(at[kind], index)
+        return at[kind][place] if place < len(at[kind]) else n
+
     spans, index = [], 0
     while index < n:
         closer = _CLOSER.get(tokens[index][2])
-        end = following[closer][index + 1] if closer else n
-        if closer == "$" and following["\n"][index + 1] < end:
+        end = following(closer, index) if closer else n
+        if closer == "$" and following("\n", index) < end:
             end = n
         if end < n:
             spans.append((tokens[index][0], tokens[end][1]))
@@ -107,10 +116,35 @@ def _math_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _outside_math(text: str) -> str:
+def _text_arguments(math: str) -> list[str]:
+    r"""The arguments of the outermost text commands (``\text{…}``, ``\textbf{…}``, … see
+    ``TEXT_COMMANDS``) in a math span, braces balanced (``\{`` ``\}`` do not count); one never
+    closed runs to the end of the span. One pass over the span."""
+    arguments, depth, opened_at = [], 0, None
+    for token in _TEXT_ARGUMENT_TOKEN.finditer(math):
+        kind = token.group()
+        if kind == "}":
+            depth = max(depth - 1, 0)
+            if opened_at is not None and depth == 0:
+                arguments.append(math[opened_at: token.start()])
+                opened_at = None
+        elif kind == "{" or kind.endswith("{"):
+            if opened_at is None and kind != "{":
+                opened_at = token.end()
+                depth = 0
+            depth += 1
+    if opened_at is not None:
+        arguments.append(math[opened_at:])
+    return arguments
+
+
+def _language_text(text: str) -> str:
+    """The text whose words count: everything outside math spans, plus the arguments of text
+    commands inside them (``_text_arguments``), with LaTeX command names blanked."""
     pieces, previous = [], 0
     for start, end in _math_spans(text):
         pieces.append(text[previous:start])
+        pieces.extend(_text_arguments(text[start:end]))
         previous = end
     pieces.append(text[previous:])
     return _LATEX_COMMAND.sub(" ", " ".join(pieces))
@@ -122,12 +156,15 @@ def count_words(text: str) -> Counter[str]:
     - A Han ideograph, a hiragana or katakana letter, a hangul syllable/letter is one word each.
     - Other scripts (Latin, Cyrillic, Greek, Arabic, …): a word is a maximal run of letters of
       one script (so "don't" is two words, "x2y" is two words).
-    - Neutral (counted nowhere): digits, punctuation, whitespace, math symbols; LaTeX commands
-      (``\frac``, ``\boxed``, …); everything inside math spans ``$…$`` (one line), ``$$…$$``,
-      ``\(…\)``, ``\[…\]``; a single Greek letter standing alone (a math symbol such as π).
+    - Neutral (counted nowhere): digits, punctuation, whitespace, math symbols; LaTeX command
+      names (``\frac``, ``\boxed``, …); everything inside math spans ``$…$`` (one line),
+      ``$$…$$``, ``\(…\)``, ``\[…\]`` except the arguments of text commands there (``\text{…}``,
+      ``\textbf{…}``, ``\mbox{…}``, … see ``TEXT_COMMANDS``), which are language; ``\mathrm{…}``,
+      ``\operatorname{…}`` and other math-font arguments stay math; a single Greek letter
+      standing alone (a math symbol such as π).
     """
     counts: Counter[str] = Counter()
-    for run in _LETTER_RUN.findall(_outside_math(text)):
+    for run in _LETTER_RUN.findall(_language_text(text)):
         for script, word in _words_in_run(run):
             if script == "Greek" and len(word) == 1:
                 continue

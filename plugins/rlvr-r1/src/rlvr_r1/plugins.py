@@ -2,12 +2,44 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, Mapping, Sequence
 
 from rlvr_plugins import Plugin, RewardFunction, hookimpl
+from rlvr_plugins.errors import ConfigError
 
-from .answers import accuracy
+from .answers import (
+    CHECK_BUDGET_S,
+    DEADLINE_MARGIN_S,
+    MAX_NUMBER_DIGITS,
+    TIME_BUDGET_S,
+    TOO_MANY_DIGITS,
+    UNPARSEABLE,
+    accuracy,
+    check_references,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def reference_check(rows: Sequence[Mapping[str, Any]], column: str, plugin: str, compared: str,
+                    budget_s: float = CHECK_BUDGET_S) -> list[tuple[int, str]]:
+    """``rlvr_check_dataset`` for a reward that compares ``column`` with math-verify
+    (``check_references``): ``(row, problem)`` for every reference math-verify can never parse,
+    the problem saying how it is ``compared`` instead; references left unchecked when the
+    budget ran out are logged (info) as a count."""
+    references = [None if row.get(column) is None else str(row[column]) for row in rows]
+    found, unchecked = check_references(references, budget_s=budget_s)
+    if unchecked:
+        logger.info("%s: %d distinct references not checked at load (%g s budget spent); they are checked when "
+                    "scored", plugin, unchecked, budget_s)
+    problems = {
+        TOO_MANY_DIGITS: f"the reference answer (column {column!r}) holds a number of more than {MAX_NUMBER_DIGITS} "
+                         f"digits, which math-verify cannot parse; it is {compared}",
+        UNPARSEABLE: f"math-verify cannot parse the reference answer (column {column!r}); it is {compared}",
+    }
+    return [(index, problems[kind]) for index, kind in found]
 from .format import format_score
 from .language import language_consistency, thinking_text
 
@@ -19,12 +51,14 @@ class AccuracyScorer:
     answer_column: str = "answer"
     think_opened: bool = False
     fallback: str | None = "gsm8k"
+    time_budget_s: float = TIME_BUDGET_S
 
     def __call__(self, *, prompt, completion, example):
         reference = example.get(self.answer_column)
         if reference is None:
             return None
-        return accuracy(completion, str(reference), think_opened=self.think_opened, fallback=self.fallback)
+        return accuracy(completion, str(reference), think_opened=self.think_opened, fallback=self.fallback,
+                        time_budget_s=self.time_budget_s)
 
 
 @dataclass(frozen=True)
@@ -58,12 +92,33 @@ class AccuracyPlugin(Plugin):
         answer_column: str = "answer"
         think_opened: bool = False
         fallback: Literal["gsm8k"] | None = "gsm8k"
+        time_budget_s: float = TIME_BUDGET_S
 
     @hookimpl
     def rlvr_reward_functions(self, register):
         o = self.options
-        register(RewardFunction(self.name, AccuracyScorer(o.answer_column, o.think_opened, o.fallback), o.weight,
+        register(RewardFunction(self.name, AccuracyScorer(o.answer_column, o.think_opened, o.fallback,
+                                                          o.time_budget_s), o.weight,
                                 example=example_item(o.think_opened, {o.answer_column: "2"})))
+
+    @hookimpl
+    def rlvr_check_dataset(self, rows):
+        return reference_check(rows, self.options.answer_column, self.name,
+                               "compared only as a plain decimal or as text")
+
+    @hookimpl
+    def rlvr_validate_run(self, engine_timeout_s):
+        budget = self.options.time_budget_s
+        if not budget >= 1:
+            raise ConfigError(f"plugin {self.name!r}: option time_budget_s={budget:g} must be at least 1 "
+                              f"(math-verify times out in whole seconds)", source="plugins")
+        if engine_timeout_s is not None and budget + DEADLINE_MARGIN_S > engine_timeout_s:
+            raise ConfigError(
+                f"plugin {self.name!r}: option time_budget_s={budget:g} (math-verify's time per answer) does not fit "
+                f"under the reward engine's deadline engine.timeout_s={engine_timeout_s:g} with "
+                f"{DEADLINE_MARGIN_S:g} s to spare (1 s for math-verify's whole-second timeouts, 2 s for the first "
+                f"call's import of sympy): a slow answer would be masked instead of scored 0. Set time_budget_s to at "
+                f"most {engine_timeout_s - DEADLINE_MARGIN_S:g} or raise engine.timeout_s.", source="plugins")
 
 
 def example_item(think_opened: bool, row: dict) -> dict:

@@ -1,0 +1,364 @@
+"""Assert-style tests across two sandboxes: the tests call the program's functions by message.
+
+The *checker* sandbox runs the tests (setup code, asserts, HumanEval's ``check``) with each
+name they take from the program bound to a :class:`Remote`; the *program* sandbox runs the
+program and then :func:`serve`\\ s those calls. A call's arguments and its return value cross
+as data (:func:`encode` / :func:`decode`: plain builtins only), so the comparisons run in
+the checker's interpreter on values the program cannot give a method of its own (no
+``__eq__`` that is always true), and the tests' source and expected values never reach the
+program's process, files or memory.
+
+This file is run as it is inside both sandboxes (``python -I -S -c <this file> serve`` or
+``... check NAME ...``): standard library only, and no import of the rest of the package.
+In each sandbox file descriptor 3 reads and 4 writes: the checker writes calls on its 4,
+which the program reads on its 3; the answers go back the other way.
+"""
+
+from __future__ import annotations
+
+import builtins
+import collections
+import json
+import os
+import sys
+
+READ_FD, WRITE_FD = 3, 4
+MAX_MESSAGE = 16 << 20  # bytes of one call or answer
+THREAD_STACK = 8 << 20  # a thread's stack unless the program asks (threading.stack_size): a default ulimit's
+CODEC_RECURSION = 10_000  # nesting levels x frames: fits the 256 MB main-thread stack
+EXIT_UNSENDABLE = 3  # the checker's status when the tests pass an argument that is not plain data
+
+
+_MUTABLE = (list, dict, set, bytearray, collections.deque)
+_ITEMS = type({}.items())
+_VIEWS = {type({}.keys()): "K", type({}.values()): "V", _ITEMS: "I"}
+_ENDS_ITERATION = (StopIteration, StopAsyncIteration)  # would end the tests' map(f, ...) early: a failure
+
+
+class Unsendable(TypeError):
+    """A value that is not plain data (see :func:`encode`)."""
+
+
+def encode(value):
+    """Plain data as JSON-ready values: ``None``, ``bool``, ``int``, ``float``, ``str`` as
+    themselves; ``bytes``, ``bytearray``, ``complex``, ``list``, ``tuple``, ``set``,
+    ``frozenset``, ``dict``, ``range``, a dict's ``keys()``/``values()``/``items()``,
+    ``collections.deque``, ``fractions.Fraction``, ``decimal.Decimal`` and iterators (a
+    generator, ``map``, ...: its items) as ``[tag, ...]``. The type test is exact
+    (``type(v) is int``): a subclass is refused, except the dict subclasses of ``collections``
+    (sent as a dict) and named tuples (sent as a tuple).
+
+    >>> encode([1, (2.5, "x"), {b"k": None}, {3}])
+    ['l', 1, ['t', 2.5, 'x'], ['d', ['b', '6b'], None], ['s', 3]]
+    """
+    kind = type(value)
+    if value is None or kind in (bool, int, float, str):
+        return value
+    if kind is bytes:
+        return ["b", value.hex()]
+    if kind is bytearray:
+        return ["B", value.hex()]
+    if kind is range:
+        return ["r", value.start, value.stop, value.step]
+    if kind in _VIEWS:
+        return [_VIEWS[kind], *[encode(part) for item in value for part in (item if kind is _ITEMS else (item,))]]
+    if kind is collections.deque:
+        return ["q", value.maxlen, *map(encode, value)]
+    if kind is getattr(sys.modules.get("fractions"), "Fraction", None):
+        return ["F", value.numerator, value.denominator]
+    if kind is getattr(sys.modules.get("decimal"), "Decimal", None):
+        return ["D", str(value)]
+    if kind is complex:
+        return ["c", value.real, value.imag]
+    if kind is list:
+        return ["l", *map(encode, value)]
+    if kind is tuple or (isinstance(value, tuple) and kind.__bases__ == (tuple,) and hasattr(kind, "_fields")):
+        return ["t", *map(encode, value)]
+    if kind in (set, frozenset):
+        return ["s" if kind is set else "f", *map(encode, value)]
+    if kind is dict or (isinstance(value, dict) and kind.__module__ == "collections"):
+        return ["d", *[encode(part) for item in value.items() for part in item]]
+    if hasattr(kind, "__next__") and hasattr(kind, "__iter__") and kind.__module__ == "builtins":
+        return ["i", *map(encode, value)]
+    raise Unsendable(f"{kind.__module__}.{kind.__qualname__} is not plain data")
+
+
+def decode(data):
+    """The inverse of :func:`encode`, strict: anything else raises ``ValueError``. An
+    iterator comes back as an iterator over its items.
+
+    >>> decode(['l', 1, ['t', 2.5, 'x'], ['d', ['b', '6b'], None], ['s', 3]])
+    [1, (2.5, 'x'), {b'k': None}, {3}]
+    """
+    if data is None or type(data) in (bool, int, float, str):
+        return data
+    if type(data) is not list or not data or data[0] not in _DECODERS:
+        raise ValueError(f"not an encoded value: {str(data)[:80]}")
+    return _DECODERS[data[0]](data[1:])
+
+
+def _pairs(items):
+    if len(items) % 2:
+        raise ValueError("a dict needs key, value pairs")
+    return {decode(k): decode(v) for k, v in zip(items[::2], items[1::2])}
+
+
+def _bytes(items):
+    if len(items) != 1 or type(items[0]) is not str:
+        raise ValueError("bytes need one hex string")
+    return bytes.fromhex(items[0])
+
+
+def _complex(items):
+    if len(items) != 2 or any(type(v) not in (int, float) for v in items):
+        raise ValueError("a complex needs two numbers")
+    return complex(*items)
+
+
+def _range(items):
+    if len(items) != 3 or any(type(v) is not int for v in items) or not items[2]:
+        raise ValueError("a range needs start, stop and a non-zero step")
+    return range(*items)
+
+
+def _deque(items):
+    if not items or not (items[0] is None or (type(items[0]) is int and items[0] >= len(items) - 1)):
+        raise ValueError("a deque needs its maxlen (None or an int that holds its items) first")
+    return collections.deque((decode(v) for v in items[1:]), items[0])
+
+
+def _fraction(items):
+    if len(items) != 2 or any(type(v) is not int for v in items) or items[1] <= 0:
+        raise ValueError("a Fraction needs an int numerator and a positive int denominator")
+    import fractions
+
+    return fractions.Fraction(*items)
+
+
+def _decimal(items):
+    import decimal
+
+    if len(items) != 1 or type(items[0]) is not str:
+        raise ValueError("a Decimal needs one string")
+    try:
+        return decimal.Decimal(items[0])
+    except decimal.InvalidOperation:
+        raise ValueError("not a Decimal") from None
+
+
+_DECODERS = {
+    "b": _bytes,
+    "B": lambda items: bytearray(_bytes(items)),
+    "r": _range,
+    "K": lambda items: dict.fromkeys(decode(v) for v in items).keys(),
+    "V": lambda items: {k: decode(v) for k, v in enumerate(items)}.values(),
+    "I": lambda items: _pairs(items).items(),
+    "q": _deque,
+    "F": _fraction,
+    "D": _decimal,
+    "c": _complex,
+    "l": lambda items: [decode(v) for v in items],
+    "t": lambda items: tuple(decode(v) for v in items),
+    "s": lambda items: {decode(v) for v in items},
+    "f": lambda items: frozenset(decode(v) for v in items),
+    "d": _pairs,
+    "i": lambda items: iter([decode(v) for v in items]),
+}
+
+
+def _send(stream, message) -> None:
+    stream.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+    stream.flush()
+
+
+def _receive(stream):
+    """One message, or None at the end of the stream (the other side is gone)."""
+    line = stream.readline(MAX_MESSAGE + 1)
+    if not line:
+        return None
+    if len(line) > MAX_MESSAGE or not line.endswith(b"\n"):
+        raise ValueError(f"a message over {MAX_MESSAGE} bytes")
+    return json.loads(line)
+
+
+def _start() -> None:
+    """What both sides need: ``exit``/``quit`` (``-S`` skips the site module), 8 MB thread
+    stacks (else glibc gives each thread ``RLIMIT_STACK``, 256 MB, of address space),
+    integers of any size across the channel, and values nested as deeply as the tests'
+    own ``==`` handles in one interpreter (the codec recurses once per level, and there are
+    several frames per level)."""
+    import _thread
+
+    builtins.exit = builtins.quit = sys.exit
+    _thread.stack_size(THREAD_STACK)
+    sys.set_int_max_str_digits(0)
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), CODEC_RECURSION))
+
+
+# ---------------------------------------------------------------- program side
+
+
+def serve(path: str = "solution.py") -> None:
+    """Run the program as ``__main__``, then answer calls until the checker closes the channel:
+    ``[name, args, kwargs]`` gets ``["ok", value, args after the call]`` (a list, dict or set
+    argument the function changed in place is sent back; others as ``None``),
+    ``["raise", exception class name, its args or None]`` or ``["unsendable", why]``. The
+    program's stdout and stderr go to ``/dev/null``: only the answers count, and a program
+    that prints a lot must not fail on the output cap."""
+    _start()
+    sink = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(sink, 1)
+    os.dup2(sink, 2)
+    os.close(sink)
+    program = {"__name__": "__main__", "__builtins__": builtins, "__file__": path}
+    with open(path, encoding="utf-8") as f:
+        code = compile(f.read(), path, "exec")
+    sys.argv[:] = [path]
+    exec(code, program)
+    sys.stdout.flush()
+    requests, answers = os.fdopen(READ_FD, "rb"), os.fdopen(WRITE_FD, "wb")
+    while (call := _receive(requests)) is not None:
+        name, args, kwargs = call
+        args = decode(args)
+        try:
+            if name not in program:
+                raise NameError(name)
+            value = program[name](*args, **decode(kwargs))
+        except Exception as exc:
+            _send(answers, _raised(exc))
+            continue
+        try:
+            answer = ["ok", encode(value), [encode(arg) if type(arg) in _MUTABLE else None for arg in args]]
+        except (Unsendable, RecursionError) as exc:
+            answer = ["unsendable", f"{name} returned {str(exc)[:200]}"]
+        except Exception as exc:  # a returned generator raised while its items were read: as it would in the tests
+            answer = _raised(exc)
+        _send(answers, answer)
+
+
+def _raised(exc: Exception) -> list:
+    """The answer for an exception: its class name and its ``args`` when they are data (tests
+    that check ``str(e)`` or ``e.args``), else ``None``."""
+    try:
+        return ["raise", type(exc).__name__, encode(tuple(exc.args))]
+    except (Unsendable, RecursionError):
+        return ["raise", type(exc).__name__, None]
+
+
+# ---------------------------------------------------------------- checker side
+
+
+class ProgramFailed(Exception):
+    """The program ended, or answered with something that is not plain data."""
+
+
+class Remote:
+    """A name the tests take from the program: calling it calls the program's function."""
+
+    def __init__(self, name: str, channel: tuple) -> None:
+        self.name, self._channel = name, channel
+
+    def __repr__(self) -> str:
+        return f"<the program's {self.name}>"
+
+    def __call__(self, *args, **kwargs):
+        answers, requests = self._channel
+        try:
+            message = [self.name, encode(args), encode(kwargs)]
+        except RecursionError:  # nesting the program may have built: its failure, never a masked row
+            raise ProgramFailed(f"{self.name}: an argument nested too deeply to send") from None
+        except Unsendable as exc:  # only the tests can make a value that is not data
+            print(f"the tests call {self.name} with an argument that cannot be sent: {exc}", file=sys.stderr)
+            sys.stderr.flush()
+            os._exit(EXIT_UNSENDABLE)
+        try:
+            _send(requests, message)
+            answer = _receive(answers)
+        except OSError as exc:  # EPIPE: the program is gone
+            raise ProgramFailed(f"{self.name}: the program ended ({exc})") from None
+        if answer is None:
+            raise ProgramFailed(f"{self.name}: the program ended")
+        kind, payload, *rest = answer
+        if kind == "ok":
+            value = decode(payload)
+            _update_in_place(args, rest[0] if rest else [])
+            return value
+        if kind == "raise":
+            raised = getattr(builtins, str(payload), None)
+            if isinstance(raised, type) and issubclass(raised, Exception) and raised not in _ENDS_ITERATION:
+                raise _rebuilt(raised, rest[0] if rest else None, self.name)
+            raise ProgramFailed(f"{self.name} raised {str(payload)[:100]}")
+        raise ProgramFailed(f"{self.name}: {str(payload)[:300]}")
+
+
+def _rebuilt(raised: type, args, name: str) -> Exception:
+    """The builtin exception ``raised`` with the program's args (when they were data and fit its
+    constructor), else with a message naming the function."""
+    try:
+        args = decode(args) if args is not None else None
+        if type(args) is tuple:
+            return raised(*args)
+    except (ValueError, TypeError, RecursionError):
+        pass
+    return raised(f"raised by the program's {name}")
+
+
+def _update_in_place(args: tuple, after: list) -> None:
+    """Give the tests' own list, dict and set arguments what the program's copies hold after
+    the call (a function that sorts its argument in place)."""
+    if type(after) is not list or len(after) != len(args):
+        raise ProgramFailed("the arguments after the call do not match the call")
+    for arg, new in zip(args, after):
+        if type(arg) in _MUTABLE and new is not None:
+            new = decode(new)
+            if type(new) is not type(arg):
+                raise ProgramFailed("an argument changed type in place")
+            if type(arg) in (list, bytearray):
+                arg[:] = new
+            elif type(arg) is collections.deque:
+                arg.clear()
+                arg.extend(new)
+            else:
+                arg.clear()
+                arg.update(new)
+
+
+def _module(name: str):
+    """A standard-library module the tests use without importing it (MBPP's ``math.isclose``
+    relied on the solution's ``import math``): the checker's own; ``None`` if it cannot be
+    imported here (the name is then unbound, as it would be in the program)."""
+    try:
+        return __import__(name)
+    except ImportError:
+        return None
+
+
+def check(names: list[str], modules: list[str] = (), path: str = "solution.py") -> None:
+    """Run the tests with ``names`` bound to the program and ``modules`` to the checker's own
+    standard-library modules; exit 0 only if they run to their end."""
+    import signal
+
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a program that is gone is an EPIPE, then a failure
+    _start()
+    channel = (os.fdopen(READ_FD, "rb"), os.fdopen(WRITE_FD, "wb"))
+    tests = {"__name__": "__main__", "__builtins__": builtins, **{name: Remote(name, channel) for name in names}}
+    tests.update((name, module) for name in modules if (module := _module(name)) is not None)
+    try:
+        with open(path, encoding="utf-8") as f:
+            exec(compile(f.read(), "tests.py", "exec"), tests)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)
+    os._exit(0)
+
+
+if __name__ == "__main__" and len(sys.argv) > 1:
+    if sys.argv[1] == "serve":
+        serve()
+    elif sys.argv[1] == "check":  # check NAME... [-- MODULE...]
+        given = sys.argv[2:]
+        split = given.index("--") if "--" in given else len(given)
+        check(given[:split], given[split + 1 :])

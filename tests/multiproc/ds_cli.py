@@ -1,0 +1,57 @@
+"""The ``rlvr`` command line under ``accelerate launch``, with an in-process reward that a random policy learns from.
+
+    accelerate launch --config_file configs/accelerate/cpu/zero3.yaml tests/multiproc/ds_cli.py STATS_DIR train CONFIG
+
+``digit-share`` (the share of digits in a completion) differs between the completions of a group
+even for an untrained tiny model, so GRPO's loss and gradients are not zero from step 1. After
+every ``Trainer.train`` each rank writes ``STATS_DIR/<Trainer>-rank<R>.json``: how many parameters
+this rank holds only a partition of (ZeRO-3), of how many, and the largest parameter's size.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from transformers import Trainer
+
+from rlvr_plugins import Plugin, RewardFunction, cli, hookimpl
+from rlvr_plugins.manager import temporary_plugin
+from rlvr_plugins.testing import digit_share
+
+STATS = Path(sys.argv[1])
+
+
+class DigitShare(Plugin):
+    name = "digit-share"
+
+    @hookimpl
+    def rlvr_reward_functions(self, register):
+        register(RewardFunction("digit-share", digit_share, isolated=False))
+
+
+def partition_stats(model) -> dict:
+    """``partitioned``: parameters whose full tensor this rank released (ZeRO-3 keeps weights under its
+    persistence threshold whole on every rank)."""
+    params = list(model.parameters())
+    full = [getattr(p, "ds_numel", p.numel()) for p in params]
+    released = sum(hasattr(p, "ds_numel") and p.data.numel() == 0 for p in params)
+    return {"params": len(params), "partitioned": released, "largest": max(full)}
+
+
+def recording(train):
+    def wrapper(self, *args, **kwargs):
+        result = train(self, *args, **kwargs)
+        STATS.mkdir(parents=True, exist_ok=True)
+        path = STATS / f"{type(self).__name__}-rank{os.environ.get('RANK', '0')}.json"
+        path.write_text(json.dumps(partition_stats(self.model)))
+        return result
+    return wrapper
+
+
+if __name__ == "__main__":
+    Trainer.train = recording(Trainer.train)
+    with temporary_plugin(DigitShare):
+        raise SystemExit(cli.main(sys.argv[2:]))

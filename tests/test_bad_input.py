@@ -1,0 +1,440 @@
+"""Bad input (issue 16, section D): a one-line error naming the culprit (file:line, key, what is
+valid), exit code 2, before torch is imported; never a traceback, never a half-written output."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlvr_plugins import cli
+from rlvr_plugins.config import load_config
+from rlvr_plugins.data import DataError, read_jsonl_numbered
+from rlvr_plugins.engine import RewardEngine
+from rlvr_plugins.errors import ConfigError, shown
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE = REPO / "tests" / "configs" / "smoke.yaml"
+sys.path.insert(0, str(Path(__file__).parent))
+import fault_rewards  # noqa: E402
+
+MINIMAL = "model: {tiny: {}}\ndata: {train: {source: synthetic, task: arithmetic}}\nplugins: {r1-accuracy: {}}\n"
+ROW = {"prompt": "1+1=", "completion": "<think>2</think><answer>2</answer>", "answer": "2"}
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return path
+
+
+def error_of(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err
+
+
+# -- item 15: encodings, --set values, --output ---------------------------------------------
+
+
+def test_config_that_is_not_utf8_names_file_line_and_column(tmp_path):
+    path = write(tmp_path / "c.yaml", MINIMAL.encode() + b"seed: 4\xff2\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == (f"invalid config: {path}:4: not valid UTF-8 (byte 0xff at column 8); save the config "
+                              "as UTF-8")
+
+
+def test_jsonl_that_is_not_utf8_names_file_line_and_column(tmp_path):
+    path = write(tmp_path / "rows.jsonl", json.dumps(ROW).encode() + b"\n\n" + b'{"prompt": "caf\xe9"}\n')
+    with pytest.raises(DataError) as err:
+        read_jsonl_numbered(str(path))
+    assert str(err.value) == f"{path}:3: not valid UTF-8 (byte 0xe9 at column 16); save the file as UTF-8"
+
+
+def test_lone_surrogate_in_a_completion_is_refused_before_scoring(tmp_path, capsys):
+    rows = write(tmp_path / "rows.jsonl", json.dumps(ROW) + "\n" + json.dumps({**ROW, "completion": "2 \ud800"}) + "\n")
+    out = tmp_path / "scored.jsonl"
+    assert cli.main(["score", str(SMOKE), str(rows), "--output", str(out)]) == 2
+    assert error_of(capsys) == (f"rlvr: error: {rows}:2: column 'completion' has a lone surrogate escape "
+                                "(\\ud800-\\udfff without its pair), which is not Unicode text\n")
+    assert not out.exists()
+
+
+def test_lone_surrogate_in_the_config_names_file_line_and_key(tmp_path):
+    path = write(tmp_path / "c.yaml", MINIMAL + 'eval:\n  cot_instruction: "think \\ud800"\n')
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == (f"invalid config: {path}:5: 'eval.cot_instruction' has a lone surrogate escape "
+                              "(\\ud800-\\udfff without its pair), which is not Unicode text")
+
+
+def test_a_surrogate_pair_is_text(tmp_path):
+    path = write(tmp_path / "rows.jsonl", json.dumps({**ROW, "completion": "smile \U0001F600"}) + "\n")
+    assert read_jsonl_numbered(str(path))[0][1]["completion"] == "smile \U0001F600"
+
+
+def test_set_with_invalid_yaml_is_one_line_naming_the_override(capsys):
+    assert cli.main(["train", str(SMOKE), "--check", "--set", "trainer.max_steps=[1"]) == 2
+    err = error_of(capsys)
+    assert err.startswith("rlvr: error: invalid config in --set: override 'trainer.max_steps=[1': the value is not "
+                          "valid YAML (--set:1: not valid YAML: while parsing a flow sequence expected ',' or ']'")
+    assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("case", ["folder", "missing folder", "under a file"])
+def test_output_that_cannot_be_written_fails_before_scoring(tmp_path, capsys, monkeypatch, case):
+    import rlvr_plugins.score as score
+
+    monkeypatch.setattr(score, "run_score", lambda *a, **k: pytest.fail("scored before checking --output"))
+    rows = write(tmp_path / "rows.jsonl", json.dumps(ROW) + "\n")
+    write(tmp_path / "file", "x")
+    output, message = {
+        "folder": (tmp_path, f"--output {str(tmp_path)!r} is a folder; give a file path"),
+        "missing folder": (tmp_path / "nope" / "o.jsonl",
+                           f"--output {str(tmp_path / 'nope' / 'o.jsonl')!r}: folder {str(tmp_path / 'nope')!r} "
+                           "does not exist"),
+        "under a file": (tmp_path / "file" / "o.jsonl",
+                         f"--output {str(tmp_path / 'file' / 'o.jsonl')!r}: {str(tmp_path / 'file')!r} is not a "
+                         "folder"),
+    }[case]
+    assert cli.main(["score", str(SMOKE), str(rows), "--output", str(output)]) == 2
+    assert error_of(capsys) == f"rlvr: error: {message}\n"
+
+
+def test_read_only_output_folder_fails_before_scoring(tmp_path):
+    from rlvr_plugins.outputs import OutputError, check_output_file
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        if os.access(folder, os.W_OK):
+            pytest.skip("running as root: a read-only folder is writable")
+        with pytest.raises(OutputError, match=r"ro/o.jsonl' cannot be written: Permission denied"):
+            check_output_file(folder / "o.jsonl", "--output")
+    finally:
+        folder.chmod(0o700)
+
+
+def test_full_disk_leaves_the_old_output_and_no_temporary_file(tmp_path, capsys, monkeypatch):
+    import rlvr_plugins.outputs as outputs
+
+    rows = write(tmp_path / "rows.jsonl", json.dumps(ROW) + "\n")
+    config = write(tmp_path / "c.yaml", "model: {tiny: {}}\nplugins: {r1-accuracy: {}}\nengine: {in_process: true}\n")
+    out = write(tmp_path / "scored.jsonl", "old\n")
+
+    def no_space(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(outputs.os, "fsync", no_space)
+    assert cli.main(["score", str(config), str(rows), "--output", str(out)]) == 2
+    assert error_of(capsys).endswith(f"rlvr: error: --output {str(out)!r} could not be written: no space left on the "
+                                     "device; nothing was written there\n")
+    assert out.read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml", "rows.jsonl", "scored.jsonl"]
+
+
+def test_atomic_write_keeps_the_file_mode_and_replaces_the_content(tmp_path):
+    from rlvr_plugins.outputs import write_atomic
+
+    path = write(tmp_path / "o.jsonl", "old\n")
+    path.chmod(0o640)
+    write_atomic(path, ["a\n", "b\n"])
+    assert path.read_text() == "a\nb\n" and path.stat().st_mode & 0o777 == 0o640
+
+
+# -- item 17: trainer and sft values are typed ----------------------------------------------
+
+
+def test_trainer_and_sft_values_are_type_checked_with_file_and_line(tmp_path):
+    path = write(tmp_path / "c.yaml", MINIMAL + "trainer:\n  max_steps: ten\n  learning_rate: [1]\n"
+                 "  beta: 0.0\nsft:\n  num_train_epochs: {a: 1}\n  completion_column: 3\n  report_to: [none, 1]\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert err.value.problems == [
+        f"{path}:5: trainer.max_steps must be int, got 'ten' (str)",
+        f"{path}:6: trainer.learning_rate must be float, got [1] (list)",
+        f"{path}:9: sft.num_train_epochs must be float, got {{'a': 1}} (dict)",
+        f"{path}:10: sft.completion_column must be str, got 3 (int)",
+        f"{path}:11: sft.report_to must be str | list[str] | None, got ['none', 1] (list)",
+    ]
+
+
+def test_other_section_values_are_type_checked(tmp_path):
+    path = write(tmp_path / "c.yaml", "model: {tiny: {}, trust_remote_code: 'yes'}\n"
+                 "data: {train: {source: synthetic, task: arithmetic, limit: ten, size: 1.5}}\n"
+                 "plugins: {r1-accuracy: {}}\neval: {threshold: high}\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert err.value.problems == [
+        f"{path}:1: model.trust_remote_code must be bool, got 'yes' (str)",
+        f"{path}:2: data.train.limit must be int | None, got 'ten' (str)",
+        f"{path}:2: data.train.size must be int, got 1.5 (float)",
+        f"{path}:4: eval.threshold must be float, got 'high' (str)",
+    ]
+
+
+def test_a_key_set_with_set_is_named_without_a_file_line(tmp_path):
+    path = write(tmp_path / "c.yaml", MINIMAL + "trainer:\n  max_steps: 3\n  beta: x\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path, ["trainer={max_steps: ten}", "seed=x"])
+    assert err.value.problems == ["seed must be an integer, got 'x'", "trainer.max_steps must be int, got 'ten' (str)"]
+
+
+def test_check_refuses_a_bad_trainer_type_in_one_line(tmp_path, capsys):
+    path = write(tmp_path / "c.yaml", MINIMAL + "trainer: {max_steps: ten}\n")
+    assert cli.main(["train", str(path), "--check"]) == 2
+    assert error_of(capsys) == f"rlvr: error: invalid config in {path}: {path}:4: trainer.max_steps must be int, " \
+                               "got 'ten' (str)\n"
+
+
+def test_values_trl_accepts_pass_the_type_check(tmp_path):
+    path = write(tmp_path / "c.yaml", MINIMAL + "trainer: {learning_rate: 1e-6, max_steps: 3, scale_rewards: false, "
+                 "report_to: none, fsdp: [full_shard], num_train_epochs: 2, bf16: null, lr_scheduler_type: constant}\n")
+    config = load_config(path, ["trainer.warmup_steps=1e2"])
+    assert config["trainer"]["learning_rate"] == 1e-6 and config["trainer"]["warmup_steps"] == 100.0
+
+
+@pytest.mark.parametrize("value, text, ok", [
+    (3, "int", True), (True, "int", False), (3.0, "int", False), (3, "float", True), (True, "float", False),
+    (None, "int | None", True), ("x", "str | list[str]", True), (["a", "b"], "str | list[str]", True),
+    (["a", 2], "str | list[str]", False), ([1, 2.5], "list[float] | None", True), ({}, "dict | str | None", True),
+    (False, "str | False | None", True), (True, "str | False | None", False), (object(), "any", True),
+])
+def test_matches_by_hand(value, text, ok):
+    from rlvr_plugins.trl_fields import matches
+
+    assert matches(value, text) is ok
+
+
+def test_the_generated_field_table_matches_the_installed_trl():
+    from rlvr_plugins import _trl_fields, trl_fields
+
+    assert _trl_fields.TRL_VERSION == trl_fields.trl_version()
+    for section, class_name in trl_fields.CLASSES.items():
+        assert _trl_fields.FIELDS[section] == trl_fields.compute(class_name), \
+            f"regenerate with: python -m rlvr_plugins.trl_fields ({section})"
+
+
+def test_another_trl_version_computes_the_types_from_trl(monkeypatch):
+    from rlvr_plugins import _trl_fields, trl_fields
+
+    monkeypatch.setattr(_trl_fields, "TRL_VERSION", "0.0-not-installed")
+    assert trl_fields.field_types("trainer")["max_steps"] == "int"
+
+
+# -- item 18: aliases refused, every echoed value bounded -----------------------------------
+
+
+def test_alias_bomb_is_refused_naming_file_and_line(tmp_path):
+    lines = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
+              f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]" for i in range(8)]
+    path = write(tmp_path / "bomb.yaml", "\n".join(lines) + "\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == (f"invalid config: {path}:2: not valid YAML: YAML aliases (*a) are not allowed in a "
+                              "config; write the value out where it is used (column 8)")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("seed: 1\nmodel: {tiny: {}}\nseed: 2\n", "c.yaml:3: key 'seed' is given twice (first at line 1)"),
+    ("a: " + "[" * 5000 + "]" * 5000 + "\n", "c.yaml: YAML nested too deeply"),
+    ("a: !!python/object:os.system x\n", "c.yaml:1: not valid YAML: could not determine a constructor for the tag "
+                                          "'tag:yaml.org,2002:python/object:os.system' (column 4)"),
+    ("a: [1\n", "c.yaml:2: not valid YAML: while parsing a flow sequence expected ',' or ']', but got '<stream end>'"
+                " (column 1)"),
+])
+def test_yaml_problems_name_file_and_line(tmp_path, text, message):
+    path = write(tmp_path / "c.yaml", text)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == f"invalid config: {tmp_path}/{message}"
+
+
+def test_an_echoed_value_is_bounded(tmp_path, capsys):
+    path = write(tmp_path / "c.yaml", MINIMAL + f"seed: [{'z' * 300_000}]\n")
+    assert cli.main(["train", str(path), "--check"]) == 2
+    err = error_of(capsys)
+    assert err.startswith(f"rlvr: error: invalid config in {path}: seed must be an integer, got ['zzzzzzzzzzzz")
+    assert len(err) < 150 + len(str(path)) and err.count("\n") == 1
+
+
+def test_many_problems_are_bounded(tmp_path, capsys):
+    path = write(tmp_path / "c.yaml", MINIMAL + "".join(f"k{i}{'z' * 1000}: 1\n" for i in range(200)))
+    assert cli.main(["train", str(path), "--check"]) == 2
+    err = error_of(capsys)
+    assert "(200 problem(s))" in err and err.endswith("  ... and 170 more problem(s)\n")
+    assert len(err) < 12_000 and max(len(line) for line in err.splitlines()) < 400
+
+
+def test_shown_bounds_size_and_work():
+    nested = [0]
+    for _ in range(30):
+        nested = [nested] * 10  # 10**30 leaves if expanded
+    started = time.perf_counter()
+    assert len(shown(nested)) <= 120 and time.perf_counter() - started < 0.1
+    assert shown("x" * 10) == "'xxxxxxxxxx'"
+
+
+# -- item 19: line cap at read time; one bad item fails alone -------------------------------
+
+
+def test_line_over_the_cap_names_file_line_without_reading_it_whole(tmp_path, monkeypatch):
+    path = tmp_path / "big.jsonl"
+    with path.open("w") as fh:
+        fh.write(json.dumps(ROW) + "\n")
+        fh.write('{"prompt": "' + "x" * (40 * 2**20) + '"}\n')
+    monkeypatch.setenv("RLVR_MAX_LINE_MB", "1")
+    tracemalloc.start()
+    try:
+        with pytest.raises(DataError) as err:
+            read_jsonl_numbered(str(path))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert str(err.value) == (f"{path}:2: line longer than the limit of 1048576 bytes; set RLVR_MAX_LINE_MB (MiB, "
+                              "default 16) to allow longer lines")
+    assert peak < 4 * 2**20
+
+
+def test_line_at_the_cap_is_read(tmp_path):
+    line = json.dumps({"prompt": "x" * 100})
+    path = write(tmp_path / "rows.jsonl", line + "\n" + line)
+    assert len(line) == 114 and len(read_jsonl_numbered(str(path), max_bytes=len(line))) == 2
+    with pytest.raises(DataError, match=r"rows.jsonl:1: line longer than the limit of 113 bytes"):
+        read_jsonl_numbered(str(path), max_bytes=len(line) - 1)
+
+
+def test_an_item_too_big_for_the_worker_fails_alone():
+    items = [{"prompt": "p", "completion": "x" * (40 * 2**20 if i == 2 else i + 1), "example": {}} for i in range(5)]
+    with RewardEngine(num_workers=1, memory_limit_mb=100, timeout_s=30) as engine:
+        result = engine.score("length", fault_rewards.text_length, items)
+    assert result.values[:2] == [1.0, 2.0] and result.values[3:] == [4.0, 5.0]
+    assert result.failed == [False, False, True, False, False]
+    assert "MemoryError" in result.errors[2]
+
+
+def test_an_item_over_the_engine_cap_fails_alone_without_being_sent(monkeypatch):
+    import rlvr_plugins.engine as engine_module
+
+    monkeypatch.setattr(engine_module, "_MAX_ITEM_BYTES", 10_000)
+    items = [{"prompt": "p", "completion": "x" * (20_000 if i in (1, 4) else i + 1), "example": {}} for i in range(5)]
+    with RewardEngine(num_workers=2, timeout_s=30) as engine:
+        result = engine.score("length", fault_rewards.text_length, items)
+    assert result.failed == [False, True, False, False, True]
+    assert [result.values[i] for i in (0, 2, 3)] == [1.0, 3.0, 4.0]
+    assert result.errors[1].startswith("the item is 200") and "at most 10000 bytes" in result.errors[1]
+
+
+# -- item 20: every command that scores validates the run as train --check does -------------
+
+
+def test_score_refuses_a_code_budget_that_does_not_fit_the_engine_deadline(tmp_path, capsys):
+    pytest.importorskip("rlvr_code")
+    config = write(tmp_path / "c.yaml", "model: {tiny: {}}\nplugins: {code-tests: {total_time_s: 20}}\n"
+                   "engine: {timeout_s: 10}\n")
+    rows = write(tmp_path / "rows.jsonl", json.dumps(ROW) + "\n")
+    assert cli.main(["score", str(config), str(rows)]) == 2
+    assert "option total_time_s=20 does not fit under the reward engine's deadline engine.timeout_s=10" \
+        in error_of(capsys)
+
+
+@pytest.mark.parametrize("section", ["eval", "filter", "distill"])
+def test_commands_that_score_validate_the_run(tmp_path, section):
+    pytest.importorskip("rlvr_code")
+    from rlvr_plugins.commands import setup
+
+    config = load_config(write(tmp_path / "c.yaml", MINIMAL.replace("r1-accuracy", "code-tests")
+                               + f"engine: {{timeout_s: 5}}\noutput_dir: {tmp_path / 'out'}\n"))
+    with pytest.raises(ConfigError, match="total_time_s=.* does not fit under the reward engine's deadline"):
+        setup(config, section)
+    assert not (tmp_path / "out").exists()
+
+
+# -- item 21: third-party logging in workers is bounded -------------------------------------
+
+
+def test_worker_log_records_are_bounded(capfd):
+    items = [{"prompt": "p", "completion": "START" + "y" * 1_000_000, "example": {}}]
+    with RewardEngine(num_workers=1, timeout_s=30) as engine:
+        result = engine.score("logs", fault_rewards.logs_the_whole_input, items)
+    assert result.values == [1.0]
+    captured = capfd.readouterr()
+    err = captured.err
+    assert captured.out.splitlines() == ["printed: START" + "y" * 1986 + "... (998015 more characters)", "next line"]
+    assert "Timeout during parsing: STARTyyy" in err and "failed on" in err and "cannot parse STARTyyy" in err, [
+        line[:100] for line in err.splitlines()]
+    assert "more characters)" in err
+    assert len(err) < 20_000, len(err)
+
+
+# -- item 22: every command fails on bad input before importing heavy libraries -------------
+
+PROBE = """
+import sys, time
+from rlvr_plugins.cli import main
+started = time.perf_counter()
+code = main(sys.argv[1:])
+print(f"EXIT {code} {time.perf_counter() - started:.3f} " +
+      ",".join(m for m in ("torch", "trl", "transformers", "datasets", "matplotlib") if m in sys.modules))
+"""
+
+
+def bad_inputs(tmp_path: Path) -> list[list[str]]:
+    bad = write(tmp_path / "bad.yaml", MINIMAL + "trainer: {max_steps: ten}\n")
+    missing_data = write(tmp_path / "nodata.yaml", MINIMAL.replace("source: synthetic, task: arithmetic",
+                                                                  "source: jsonl, path: nope.jsonl"))
+    rows = write(tmp_path / "rows.jsonl", json.dumps(ROW) + "\n")
+    cases = []
+    for command in ("train", "eval", "sft", "filter", "distill", "score"):
+        files = [str(rows)] if command == "score" else []
+        cases += [[command, "nope.yaml", *files], [command, str(bad), *files]]
+        cases += [] if command == "score" else [[command, str(missing_data)]]  # score reads no data section
+    cases += [["score", str(SMOKE), "nope.jsonl"], ["score", str(SMOKE), str(rows), "--output", str(tmp_path)],
+              ["train", str(SMOKE), "--set", "trainer.max_steps=[1"], ["plugins", "--config", "nope.yaml"],
+              ["compare", str(tmp_path / "nope")], ["audit", "--draws", "1"],
+              ["sft", str(write(tmp_path / "nosft.yaml", MINIMAL))],
+              ["filter", str(write(tmp_path / "nomodel.yaml", MINIMAL.replace("model: {tiny: {}}\n", "")))]]
+    return cases
+
+
+def test_every_command_fails_fast_without_heavy_imports(tmp_path):
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    for args in bad_inputs(tmp_path):
+        started = time.perf_counter()
+        result = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, env=env,
+                                timeout=60, cwd=tmp_path)
+        elapsed = time.perf_counter() - started
+        assert result.stdout.startswith("EXIT 2 "), (args, result.stdout, result.stderr[-2000:])
+        _, _, in_main, heavy = (result.stdout.strip() + " ").split(" ", 3)
+        assert heavy.strip() == "", (args, heavy)
+        assert result.stderr.startswith("rlvr: error: ") and "Traceback" not in result.stderr, (args, result.stderr)
+        assert result.stderr.count("\n") == 1, (args, result.stderr)
+        assert float(in_main) < 1.0 and elapsed < 2.0, (args, in_main, elapsed)
+
+
+def test_check_notes_a_data_file_that_an_earlier_stage_writes(tmp_path, capsys):
+    path = write(tmp_path / "c.yaml", MINIMAL.replace("source: synthetic, task: arithmetic",
+                                                      "source: jsonl, path: later.jsonl"))
+    assert cli.main(["train", str(path), "--check"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"note: {path}:2: data.train.path: data file 'later.jsonl' does not exist (relative paths are tried from "
+        "the current directory, then from the config file's folder); the run needs it when it starts")
+
+
+def test_doctests_of_the_input_modules():
+    import doctest
+
+    from rlvr_plugins import config, errors, trl_fields
+
+    for module in (config, errors, trl_fields):
+        assert doctest.testmod(module).failed == 0, module.__name__

@@ -1,0 +1,136 @@
+"""``rlvr_check_dataset``: a problem a plugin can see in the data is reported once, at load, naming the rows."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlvr_plugins import Plugin, cli, hookimpl
+from rlvr_plugins.config import load_config
+from rlvr_plugins.data import MAX_NAMED_ROWS, DataError, dataset_warnings, load_rows
+from rlvr_plugins.errors import PluginValidationError
+from rlvr_plugins.manager import build_plugin_set, temporary_plugin
+
+DATA = Path(os.environ["RLVR_SHARED_DATA"]) if os.environ.get("RLVR_SHARED_DATA") else None
+DIGITS = 100_001  # rlvr_r1.answers.MAX_NUMBER_DIGITS + 1
+HUGE = "7" * DIGITS
+TOO_MANY = ("r1-accuracy: {where}: 1 row: the reference answer (column 'answer') holds a number of more than "
+            "100000 digits, which math-verify cannot parse; it is compared only as a plain decimal or as text: "
+            "row 1 (line 3)")
+
+
+def write_config(tmp_path, rows, plugins=None, blank_line_after=0):
+    """A config whose train split is a JSONL file of ``rows`` (a blank line after row
+    ``blank_line_after``, so that rows and file lines differ)."""
+    lines = [json.dumps(r) for r in rows]
+    lines.insert(blank_line_after + 1, "")
+    (tmp_path / "train.jsonl").write_text("\n".join(lines) + "\n")
+    config = {"model": {"tiny": {}}, "data": {"train": {"source": "jsonl", "path": "train.jsonl"}},
+              "plugins": plugins or {"r1-accuracy": {}}, "engine": {"in_process": True},
+              "output_dir": str(tmp_path / "out")}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    return tmp_path / "c.yaml"
+
+
+ROWS = [{"prompt": "a", "answer": "12"}, {"prompt": "b", "answer": HUGE}, {"prompt": "c", "answer": "3"}]
+
+
+def messages(caplog):
+    return [r.getMessage() for r in caplog.records if r.name == "rlvr_plugins.data"]
+
+
+def test_dataset_warnings_group_rows_by_problem_and_name_at_most_five():
+    problems = [(i, "bad") for i in (9, 1, 3, 5, 7, 2, 8)] + [(4, "odd"), (4, "odd")]
+    assert MAX_NAMED_ROWS == 5
+    assert dataset_warnings("p", problems, 10, "d.jsonl", [i + 2 for i in range(10)]) == [
+        "p: d.jsonl: 7 rows: bad: row 1 (line 3), row 2 (line 4), row 3 (line 5), row 5 (line 7), row 7 (line 9) "
+        "and 2 more",
+        "p: d.jsonl: 1 row: odd: row 4 (line 6)",
+    ]
+    assert dataset_warnings("p", None, 3, "data.train") == []
+    assert dataset_warnings("p", [(0, "x")], 3, "data.train") == ["p: data.train: 1 row: x: row 0"]
+    for bad in ([(3, "x")], [("0", "x")], [0], [(0, 1)]):
+        with pytest.raises(PluginValidationError, match=r"^plugin 'p': rlvr_check_dataset returned .*; it returns "
+                                                        r"\(row index in 0\.\.2, problem text\) pairs$"):
+            dataset_warnings("p", bad, 3, "data.train")
+
+
+def test_a_reference_that_can_never_be_parsed_is_reported_once_at_load_naming_its_row(tmp_path, caplog):
+    config = load_config(write_config(tmp_path, ROWS))
+    plugin_set = build_plugin_set(config["plugins"])
+    with caplog.at_level("WARNING"):
+        rows = load_rows(config, "train", plugin_set)
+        assert load_rows(config, "train") == rows  # no plugin set: nothing is checked
+    assert messages(caplog) == [TOO_MANY.format(where=tmp_path / "train.jsonl")]
+    caplog.clear()
+    (_, reward), = plugin_set.reward_functions()
+    with caplog.at_level("WARNING"):
+        scores = [reward.fn(prompt="b", completion=f"\\boxed{{{answer}}}", example=rows[1]) for answer in (HUGE, "12")]
+    assert scores == [1.0, 0.0] and caplog.records == []  # scoring does not report it again
+
+
+class Refuses(Plugin):
+    name = "refuses-data"
+
+    @hookimpl
+    def rlvr_check_dataset(self, rows, split):
+        raise DataError(f"{split}: row 0 cannot be scored")
+
+
+def test_a_plugin_refuses_data_by_raising_a_data_error(tmp_path):
+    with temporary_plugin(Refuses):
+        config = load_config(write_config(tmp_path, ROWS, {"r1-accuracy": {}, "refuses-data": {}}))
+        with pytest.raises(DataError, match="^train: row 0 cannot be scored$"):
+            load_rows(config, "train", build_plugin_set(config["plugins"]))
+
+
+class Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("command", ["score", "eval", "train"])
+def test_commands_report_before_the_first_generation_or_score(tmp_path, caplog, monkeypatch, command):
+    """``rlvr score`` checks its completions file before scoring, ``rlvr eval`` its split before
+    sampling, ``rlvr train`` its splits before the model is loaded."""
+    seen = []
+
+    def stop(*args, **kwargs):
+        seen.append(messages(caplog))
+        raise Stop
+
+    path = write_config(tmp_path, ROWS)
+    if command == "score":
+        monkeypatch.setattr("rlvr_plugins.score.score_rows", stop)
+        completions = tmp_path / "completions.jsonl"
+        completions.write_text("\n".join(json.dumps({**r, "completion": "<answer>1</answer>"}) for r in ROWS) + "\n")
+        args, where, line = ["score", str(path), str(completions)], completions, 2
+    elif command == "eval":
+        monkeypatch.setattr("rlvr_plugins.commands.eval_cmd.sample_rows", stop)
+        args, where, line = ["eval", str(path), "--set", "eval.split=train"], tmp_path / "train.jsonl", 3
+    else:
+        monkeypatch.setattr("rlvr_plugins.modeling.load_model", stop)
+        args, where, line = ["train", str(path)], tmp_path / "train.jsonl", 3
+    with caplog.at_level("WARNING"), pytest.raises(Stop):
+        cli.main(args)
+    assert seen == [[TOO_MANY.format(where=where).replace("(line 3)", f"(line {line})")]]
+
+
+@pytest.mark.skipif(DATA is None, reason="../shared/data is absent (set RLVR_SHARED_DATA)")
+def test_the_check_costs_gsm8k_train_well_under_a_second(tmp_path, caplog):
+    config = {"model": {"tiny": {}}, "plugins": {"r1-accuracy": {}},
+              "data": {"train": {"source": "jsonl", "path": str(DATA / "gsm8k" / "train.jsonl")},
+                       "columns": {"prompt": "question"}}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    config = load_config(tmp_path / "c.yaml")
+    plugin_set = build_plugin_set(config["plugins"])
+    rows = load_rows(config, "train")
+    started = time.perf_counter()
+    with caplog.at_level("WARNING"):
+        plugin_set.call_each("rlvr_check_dataset", rows=rows, split="train")
+    assert len(rows) == 7473 and messages(caplog) == []
+    assert time.perf_counter() - started < 1.0

@@ -1,0 +1,506 @@
+"""The run folder: a used output_dir is refused (or --overwrite), resume checks its checkpoint, its path
+and its config, a finished checkpoint trains nothing more, a kill while saving or a full disk never
+loses the last complete checkpoint, and an unusable output_dir is a one-line error.
+
+The training runs are subprocesses on the tiny smoke model (one thread, a few steps).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rlvr_plugins import cli
+from rlvr_plugins.runfolder import (
+    PLUGIN_STATE_FILE, RunStart, clear_run, config_differences, last_complete_checkpoint, plan_run, run_entries,
+    write_errno,
+)
+from rlvr_plugins.runlog import read_metrics
+
+REPO = Path(__file__).resolve().parents[1]
+SMOKE = REPO / "tests" / "configs" / "smoke.yaml"
+KILLING = REPO / "tests" / "killing_plugin.py"
+
+
+def smoke_config(out: Path, eval_rows: int = 0, **trainer) -> dict:
+    cfg = yaml.safe_load(SMOKE.read_text())
+    cfg["output_dir"] = str(out)
+    cfg["sft"] = None
+    if eval_rows:
+        cfg["data"]["eval"]["size"] = eval_rows
+    else:
+        cfg.pop("eval")
+        cfg["data"].pop("eval")
+    cfg["trainer"].update(trainer)
+    return cfg
+
+
+def write_config(tmp_path: Path, cfg: dict, name: str = "run.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def rlvr(*args: str, script: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    command = [sys.executable, str(script)] if script else [sys.executable, "-m", "rlvr_plugins.cli"]
+    return subprocess.run([*command, *args], cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONWARNINGS": "ignore", "RLVR_THREADS": "1", **(env or {})})
+
+
+def steps(out: Path) -> list[int]:
+    return [r["step"] for r in read_metrics(out / "metrics.jsonl") if "loss" in r]
+
+
+def fake_checkpoint(run: Path, step: int, max_steps: int = 4, complete: bool = True) -> Path:
+    folder = run / f"checkpoint-{step}"
+    folder.mkdir(parents=True)
+    (folder / "trainer_state.json").write_text(json.dumps({"global_step": step, "max_steps": max_steps}))
+    if complete:
+        (folder / PLUGIN_STATE_FILE).write_text("{}")
+    return folder
+
+
+def fake_run(run: Path, cfg: dict, checkpoints=(1, 2)) -> None:
+    """A run folder as rlvr train leaves it (the files that matter here)."""
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "config.yaml").write_text(yaml.safe_dump(cfg))
+    (run / "plugins.json").write_text("{}")
+    (run / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "loss": 0.0}) + "\n" for s in checkpoints))
+    for step in checkpoints:
+        fake_checkpoint(run, step)
+
+
+def error_of(capsys, *argv: str) -> str:
+    assert cli.main(list(argv)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err  # one line
+    return err.removeprefix("rlvr: error: ").rstrip("\n")
+
+
+# -- 11: a fresh run into a used folder; --overwrite --------------------------------------------------
+def test_fresh_run_into_a_folder_holding_a_run_is_refused(tmp_path, capsys):
+    out = tmp_path / "run"
+    cfg = smoke_config(out)
+    fake_run(out, cfg)
+    assert error_of(capsys, "train", str(write_config(tmp_path, cfg))) == (
+        f"output_dir {out} already holds a run (checkpoint-1, checkpoint-2, config.yaml, metrics.jsonl, "
+        "plugins.json): continue it with --resume, start it over with --overwrite (removes those entries), or "
+        "choose another output_dir")
+    assert steps(out) == [1, 2] and sorted(os.listdir(out)) == ["checkpoint-1", "checkpoint-2", "config.yaml",
+                                                                "metrics.jsonl", "plugins.json"]
+
+
+def test_a_tilde_in_output_dir_is_the_home_folder_as_for_transformers(tmp_path, monkeypatch):
+    """transformers expands ~ in output_dir (its checkpoints go there): the run folder checks look at the same place."""
+    from rlvr_plugins.errors import RunFolderError
+    from rlvr_plugins.runfolder import output_dir
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    cfg = smoke_config(Path("~/run"))
+    fake_run(tmp_path / "run", cfg)
+    with pytest.raises(RunFolderError, match=f"output_dir {tmp_path}/run already holds a run"):
+        plan_run(cfg)
+    assert plan_run(cfg, resume=True).checkpoint == tmp_path / "run" / "checkpoint-2"
+    assert output_dir(cfg) == tmp_path / "run"  # what GRPOConfig gets too (run.grpo_kwargs)
+
+
+def test_check_notes_a_used_folder_and_checks_the_resume(tmp_path, capsys):
+    out = tmp_path / "run"
+    cfg = smoke_config(out)
+    fake_run(out, cfg)
+    path = str(write_config(tmp_path, cfg))
+    assert cli.main(["train", path, "--check"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == (
+        f"note: output_dir {out} holds a run: training it needs --resume or --overwrite")
+    assert cli.main(["train", path, "--check", "--resume"]) == 0
+    assert "note:" not in capsys.readouterr().out
+    assert error_of(capsys, "train", path, "--check", "--resume", str(out / "checkpoint-1")).startswith(
+        f"--resume {out}/checkpoint-1: {out} holds newer complete checkpoints (checkpoint-2)")
+
+
+def test_a_folder_of_other_files_is_not_a_run(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    assert plan_run({"output_dir": str(tmp_path)}) == RunStart(tmp_path)
+    (tmp_path / "config.yaml").write_text("mine too")  # the user's, alone: not a run
+    assert run_entries(tmp_path) == []
+
+
+def test_a_config_or_readme_of_the_users_is_never_overwritten_by_a_run(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.yaml").write_text("# my notes\nseed: 1\n")
+    (out / "README.md").write_text("mine")
+    cfg = str(write_config(tmp_path, smoke_config(out)))
+    refused = (f"output_dir {out} holds README.md, config.yaml of your own (no run beside it), which the run would "
+               "overwrite with its resolved config and TRL's model card; move it, or choose another output_dir")
+    assert error_of(capsys, "train", cfg) == refused
+    assert error_of(capsys, "train", cfg, "--check") == refused
+    assert error_of(capsys, "train", cfg, "--overwrite") == refused
+    other = tmp_path / "other"
+    fake_run(other, smoke_config(other))
+    assert error_of(capsys, "train", cfg, "--resume", str(other / "checkpoint-2")) == refused
+    assert (out / "config.yaml").read_text() == "# my notes\nseed: 1\n" and (out / "README.md").read_text() == "mine"
+    assert sorted(os.listdir(out)) == ["README.md", "config.yaml"]
+
+
+def test_clear_run_removes_only_the_runs_entries(tmp_path):
+    fake_run(tmp_path, {"seed": 0}, checkpoints=(3,))
+    for name in ("final", "policy-init", "sft"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "summary.json").write_text("{}")
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "checkpoints-old").mkdir()  # not checkpoint-<step>
+    assert clear_run(tmp_path) == ["checkpoint-3", "config.yaml", "final", "metrics.jsonl", "plugins.json",
+                                   "policy-init", "sft", "summary.json"]
+    assert sorted(os.listdir(tmp_path)) == ["checkpoints-old", "notes.txt"]
+
+
+def test_overwrite_and_resume_together_are_refused(tmp_path, capsys):
+    cfg = smoke_config(tmp_path / "run")
+    assert error_of(capsys, "train", str(write_config(tmp_path, cfg)), "--overwrite", "--resume") == (
+        "--overwrite starts the run over from nothing; it cannot be combined with --resume")
+
+
+@pytest.mark.slow
+def test_overwrite_replaces_the_earlier_run_and_keeps_other_files(tmp_path):
+    out = tmp_path / "run"
+    cfg = smoke_config(out)
+    fake_run(out, {"seed": 1}, checkpoints=(1, 2, 7))
+    (out / "notes.txt").write_text("mine")
+    result = rlvr("train", str(write_config(tmp_path, cfg)), "--overwrite")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"--overwrite: removed the earlier run from {out} (6 entries)" in result.stdout
+    assert steps(out) == [1, 2]  # not 1, 2, 7, 1, 2
+    assert last_complete_checkpoint(out) == str(out / "checkpoint-2") and not (out / "checkpoint-7").exists()
+    assert yaml.safe_load((out / "config.yaml").read_text())["seed"] == 0
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+# -- 11: resume refuses another config, another run's folder, a branch point -----------------------
+def test_resume_refuses_a_checkpoint_of_another_config(tmp_path, capsys):
+    out = tmp_path / "run"
+    run_cfg = smoke_config(out)
+    fake_run(out, run_cfg)
+    cfg = smoke_config(out, learning_rate=0.002, save_steps=5, logging_steps=2)  # the last two may differ
+    cfg["plugins"]["r1-format"]["weight"] = 1.0
+    cfg["plugins"]["rloo"] = {}
+    assert error_of(capsys, "train", str(write_config(tmp_path, cfg)), "--resume") == (
+        f"--resume {out}/checkpoint-2: this config differs from the run's ({out}/config.yaml): "
+        "plugins.r1-format.weight: 0.5 in the run, 1.0 now; plugins.rloo: (not set) in the run, {} now; "
+        "trainer.learning_rate: 0.001 in the run, 0.002 now; resume with the run's config, or start a new run in "
+        "another output_dir")
+    same = smoke_config(out, save_steps=5, logging_steps=2)
+    assert plan_run(same, True) == RunStart(out, out / "checkpoint-2", 2)
+
+
+def test_config_differences_are_dotted_keys_and_numbers_compare_by_value():
+    a = {"trainer": {"learning_rate": 1e-3, "max_steps": 2, "beta": 0}, "plugins": {"x": {}}, "seed": 0}
+    b = {"trainer": {"learning_rate": 1e-3, "max_steps": 3, "beta": 0.0}, "plugins": {"x": {}, "y": {}}, "seed": False}
+    assert config_differences(a, b) == ["trainer.max_steps", "plugins.y", "seed"]
+    assert config_differences(a, a) == []
+
+
+def test_resume_into_a_folder_holding_another_run_is_refused(tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    fake_run(a, smoke_config(a))
+    fake_run(b, smoke_config(b))
+    cfg = write_config(tmp_path, smoke_config(b))
+    assert error_of(capsys, "train", str(cfg), "--resume", str(a / "checkpoint-2")) == (
+        f"--resume {a}/checkpoint-2: output_dir {b} holds another run (checkpoint-1, checkpoint-2, config.yaml, "
+        f"metrics.jsonl, plugins.json); resume into the checkpoint's own folder {a} or into an output_dir that "
+        "holds no run")
+    fresh = tmp_path / "c"
+    assert plan_run(smoke_config(fresh), str(a / "checkpoint-2")) == RunStart(fresh, a / "checkpoint-2", 2)
+
+
+def test_resume_from_an_older_checkpoint_with_newer_ones_is_refused(tmp_path, capsys):
+    out = tmp_path / "run"
+    fake_run(out, smoke_config(out), checkpoints=(1, 2, 3))
+    assert error_of(capsys, "train", str(write_config(tmp_path, smoke_config(out))), "--resume",
+                    str(out / "checkpoint-1")) == (
+        f"--resume {out}/checkpoint-1: {out} holds newer complete checkpoints (checkpoint-2, checkpoint-3) that the "
+        "resumed run would mix with its own; resume from the newest (--resume alone), or move them away")
+
+
+def test_resume_skips_an_incomplete_newest_checkpoint_with_a_warning(tmp_path, caplog):
+    out = tmp_path / "run"
+    cfg = smoke_config(out)
+    fake_run(out, cfg)
+    fake_checkpoint(out, 3, complete=False)
+    assert plan_run(cfg, True) == RunStart(out, out / "checkpoint-2", 2)
+    assert caplog.messages == [f"{out}/checkpoint-3 is incomplete (interrupted while saving): resuming from "
+                               f"{out}/checkpoint-2"]
+
+
+def test_a_second_run_into_a_folder_in_use_stops_at_once(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time; fd = os.open(sys.argv[1], "
+                               "os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_EX); print('locked', flush=True); "
+                               "time.sleep(60)", str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        assert error_of(capsys, "train", str(write_config(tmp_path, smoke_config(out)))) == (
+            f"output_dir {out} is in use by another rlvr train that is running now; wait for it to end, or choose "
+            "another output_dir")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert os.listdir(out) == []
+
+
+def test_a_run_that_saved_between_the_plan_and_the_lock_is_seen_under_the_lock(tmp_path):
+    """rlvr train plans before importing torch (seconds) and locks after: a run that ended in between and
+    left a newer checkpoint, or a run in the folder a resume was going into, stops this one."""
+    from rlvr_plugins.errors import RunFolderError
+    from rlvr_plugins.run import train
+
+    out = tmp_path / "run"
+    cfg = smoke_config(out)
+    fake_run(out, cfg)
+    start = plan_run(cfg, resume=True)
+    assert start.checkpoint == out / "checkpoint-2"
+    fake_checkpoint(out, 3)
+    with pytest.raises(RunFolderError, match=r"holds newer complete checkpoints \(checkpoint-3\)"):
+        train(cfg, start=start)
+    into = smoke_config(tmp_path / "b")
+    start = plan_run(into, resume=str(out / "checkpoint-3"))
+    fake_run(tmp_path / "b", into, checkpoints=(1,))
+    with pytest.raises(RunFolderError, match="holds another run"):
+        train(into, start=start)
+    assert sorted(os.listdir(out)) == ["checkpoint-1", "checkpoint-2", "checkpoint-3", "config.yaml",
+                                       "metrics.jsonl", "plugins.json"]
+
+
+def test_resuming_into_another_folder_copies_policy_init_and_metrics_up_to_the_step(tmp_path):
+    from rlvr_plugins.runfolder import continue_in
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    fake_run(a, {"seed": 0}, checkpoints=(1, 2, 3))
+    (a / "policy-init").mkdir()
+    (a / "policy-init" / "model.safetensors").write_bytes(b"weights")
+    b.mkdir()
+    continue_in(b, RunStart(b, a / "checkpoint-2", 2))
+    assert (b / "policy-init" / "model.safetensors").read_bytes() == b"weights"
+    assert steps(b) == [1, 2] and steps(a) == [1, 2, 3]
+
+
+def test_a_full_disk_while_resuming_into_another_folder_leaves_nothing_half_copied(tmp_path):
+    """A half-copied policy-init/ would make the folder look like another run's: the next resume is refused."""
+    from rlvr_plugins.runfolder import continue_in
+
+    a = tmp_path / "a"
+    fake_run(a, {"seed": 0}, checkpoints=(1, 2))
+    (a / "policy-init").mkdir()
+    (a / "policy-init" / "config.json").write_text("{}")
+    (a / "policy-init" / "model.safetensors").write_bytes(b"w" * (2 << 20))
+    with tmpfs(tmp_path / "small", "1m") as small:
+        with pytest.raises(OSError) as raised:
+            continue_in(small, RunStart(small, a / "checkpoint-2", 2))
+        assert raised.value.errno == errno.ENOSPC or "No space left" in str(raised.value)
+        assert os.listdir(small) == [] and run_entries(small) == []
+    b = tmp_path / "b"
+    (b / ".rlvr-resume-partial" / "policy-init").mkdir(parents=True)  # a kill mid-copy left it
+    continue_in(b, RunStart(b, a / "checkpoint-2", 2))
+    assert sorted(os.listdir(b)) == ["metrics.jsonl", "policy-init"] and steps(b) == [1, 2]
+    assert (b / "policy-init" / "model.safetensors").read_bytes() == b"w" * (2 << 20)
+
+
+# -- 23: --resume PATH errors name PATH ---------------------------------------------------------------
+def test_resume_path_errors_name_the_path_given(tmp_path, capsys):
+    out = tmp_path / "run"
+    fake_run(out, smoke_config(out))
+    cfg = str(write_config(tmp_path, smoke_config(out)))
+    a_file = tmp_path / "weights.bin"
+    a_file.write_text("x")
+    partial = fake_checkpoint(tmp_path / "other", 5, complete=False)
+    assert error_of(capsys, "train", cfg, "--resume", str(a_file)) == (
+        f"--resume {a_file}: is a file; give a checkpoint folder (checkpoint-<step>)")
+    assert error_of(capsys, "train", cfg, "--resume", str(tmp_path / "nope")) == (
+        f"--resume {tmp_path}/nope: no such folder")
+    assert error_of(capsys, "train", cfg, "--resume", str(partial)) == (
+        f"--resume {partial}: not a complete checkpoint of rlvr train (no {PLUGIN_STATE_FILE}, its last file: the "
+        "save was interrupted, or it is not a checkpoint)")
+    empty = tmp_path / "empty"
+    assert error_of(capsys, "train", str(write_config(tmp_path, smoke_config(empty), "e.yaml")), "--resume") == (
+        f"--resume: no complete checkpoint in {empty}; start the run over with --overwrite")
+
+
+# -- 16: output_dir that is a file, under a file, read-only -------------------------------------------
+def test_output_dir_that_is_a_file_or_under_one(tmp_path, capsys):
+    a_file = tmp_path / "taken"
+    a_file.write_text("x")
+    for out, text in ((a_file, "is a file"), (a_file / "run" / "deeper", f"is under {a_file}, which is a file")):
+        cfg = write_config(tmp_path, smoke_config(out))
+        assert error_of(capsys, "train", str(cfg)) == (
+            f"output_dir {out} {text}; output_dir must be a folder (created if missing)")
+        assert error_of(capsys, "train", str(cfg), "--check") == (
+            f"output_dir {out} {text}; output_dir must be a folder (created if missing)")
+
+
+def test_output_dir_that_is_or_is_under_a_dangling_or_looping_symlink(tmp_path, capsys):
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "loop").symlink_to("loop")
+    for out, where, target in ((tmp_path / "dangling", "is a symlink", tmp_path / "nowhere"),
+                               (tmp_path / "loop", "is a symlink", "loop"),
+                               (tmp_path / "dangling" / "run", f"is under {tmp_path}/dangling, a symlink",
+                                tmp_path / "nowhere")):
+        cfg = write_config(tmp_path, smoke_config(out))
+        for check in ([], ["--check"]):
+            assert error_of(capsys, "train", str(cfg), *check) == (
+                f"output_dir {out} {where} to {target}, which does not resolve (missing, or a loop); point it at a "
+                "folder, or remove it")
+    assert not (tmp_path / "nowhere").exists()
+
+
+@contextlib.contextmanager
+def tmpfs(folder: Path, size: str, read_only: bool = False):
+    """A small tmpfs at ``folder`` (root only; the test skips where mounting is not allowed)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    options = f"size={size}" + (",ro" if read_only else "")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def test_read_only_output_dir(tmp_path, capsys):
+    with tmpfs(tmp_path / "ro", "1m", read_only=True) as ro:
+        for out in (ro, ro / "run"):
+            cfg = write_config(tmp_path, smoke_config(out))
+            assert error_of(capsys, "train", str(cfg)) == (
+                f"output_dir {out} cannot be written: {ro}: Read-only file system")
+
+
+# -- 12: --resume at max_steps trains nothing more ------------------------------------------------------
+@pytest.mark.slow
+def test_resume_of_a_finished_run_does_only_what_is_left(tmp_path):
+    out = tmp_path / "run"
+    cfg = write_config(tmp_path, smoke_config(out, eval_rows=4))
+    result = rlvr("train", str(cfg))
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = (out / "summary.json").read_text()
+    final_mtime = (out / "final" / "model.safetensors").stat().st_mtime_ns
+
+    result = rlvr("train", str(cfg), "--resume")  # everything done: nothing changes
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout == f"the run in {out} is already complete (step 2, summary.json written): nothing to do\n"
+    assert steps(out) == [1, 2] and (out / "summary.json").read_text() == summary
+    assert (out / "final" / "model.safetensors").stat().st_mtime_ns == final_mtime
+
+    shutil.rmtree(out / "final")  # as if killed after the last checkpoint
+    (out / "summary.json").unlink()
+    result = rlvr("train", str(cfg), "--resume")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"{out}/checkpoint-2 is at the last step (2): no training left; finishing the run" in result.stdout
+    assert steps(out) == [1, 2] and not (out / "checkpoint-3").exists()
+    weights = (out / "checkpoint-2" / "model.safetensors").read_bytes()
+    assert (out / "final" / "model.safetensors").read_bytes() == weights
+    resumed = json.loads((out / "summary.json").read_text())
+    assert resumed["grpo_steps"] == 2 and resumed["resumed_from"] == str(out / "checkpoint-2")
+    assert resumed["eval_after"]["n"] == 4 and "grpo_seconds" not in resumed["stages"]
+
+
+# -- 13: a kill while saving, with save_total_limit ---------------------------------------------------
+@pytest.mark.slow
+def test_kill_while_saving_with_save_total_limit_keeps_the_last_complete_checkpoint(tmp_path):
+    out = tmp_path / "run"
+    cfg = smoke_config(out, max_steps=3, save_total_limit=1)
+    cfg["plugins"]["kill-while-saving"] = {}
+    path = write_config(tmp_path, cfg)
+    killed = rlvr("train", str(path), script=KILLING, env={"RLVR_TEST_KILL_AT_SAVE": "2"})
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    # checkpoint-2 was written up to its marker: TRL would already have rotated checkpoint-1 away
+    assert (out / "checkpoint-2" / "trainer_state.json").exists()
+    assert not (out / "checkpoint-2" / PLUGIN_STATE_FILE).exists()
+    assert last_complete_checkpoint(out) == str(out / "checkpoint-1")
+    resumed = rlvr("train", str(path), "--resume", script=KILLING)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert steps(out) == [1, 2, 3]
+    assert json.loads((out / "summary.json").read_text())["resumed_from"] == str(out / "checkpoint-1")
+    assert sorted(n for n in os.listdir(out) if n.startswith("checkpoint-")) == ["checkpoint-3"]  # limit 1 kept
+
+
+# -- 14: disk full while saving a checkpoint ----------------------------------------------------------
+def test_checkpoint_names_are_transformers():
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+    from rlvr_plugins.runfolder import CHECKPOINT_PREFIX
+
+    assert CHECKPOINT_PREFIX == PREFIX_CHECKPOINT_DIR
+
+
+def test_write_errno_recognises_disk_full_from_every_writer():
+    assert write_errno(OSError(errno.ENOSPC, "No space left on device")) == errno.ENOSPC
+    assert write_errno(OSError(errno.EROFS, "Read-only file system")) == errno.EROFS
+    assert write_errno(OSError(errno.ENOENT, "No such file")) is None
+    safetensors_error = type("SafetensorError", (Exception,), {})
+    assert write_errno(safetensors_error("Error while serializing: I/O error: No space left on device "
+                                         "(os error 28)")) == errno.ENOSPC
+    assert write_errno(RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0")) == errno.EIO
+    assert write_errno(RuntimeError("CUDA out of memory")) is None
+    assert write_errno(ValueError("bad")) is None
+
+
+@pytest.mark.slow
+def test_disk_full_during_a_checkpoint_names_the_folder_and_keeps_the_last_complete_one(tmp_path):
+    with tmpfs(tmp_path / "disk", "900k") as disk:  # policy-init + 2 checkpoints fit, the third does not
+        out = disk / "run"
+        cfg = write_config(tmp_path, smoke_config(out, max_steps=4))
+        result = rlvr("train", str(cfg))
+        assert result.returncode == 2, result.stderr[-3000:]
+        err = result.stderr.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"rlvr: error: could not write {out}/checkpoint-3: No space left "
+                                                   "on device (needs about 3")  # 330 KiB: checkpoint-2's size
+        assert err[0].endswith(f"KiB free there); the last complete checkpoint, {out}/checkpoint-2, is intact: "
+                               "free space and continue with --resume")
+        assert not (out / "checkpoint-3").exists()  # the half-written one is removed
+        assert last_complete_checkpoint(out) == str(out / "checkpoint-2")
+        subprocess.run(["mount", "-o", "remount,size=4m", str(disk)], check=True)
+        result = rlvr("train", str(cfg), "--resume")
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert steps(out) == [1, 2, 3, 4]
+
+
+@pytest.mark.slow
+def test_read_only_disk_during_a_checkpoint_names_the_folder_and_keeps_the_last_complete_one(tmp_path):
+    with tmpfs(tmp_path / "disk", "4m") as disk:
+        out = disk / "run"
+        cfg = smoke_config(out, max_steps=3)
+        cfg["plugins"]["kill-while-saving"] = {}
+        path = write_config(tmp_path, cfg)
+        result = rlvr("train", str(path), script=KILLING, env={"RLVR_TEST_READ_ONLY_AT_SAVE": f"2:{disk}"})
+        assert result.returncode == 2, result.stderr[-3000:]
+        err = result.stderr.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"rlvr: error: could not write {out}/checkpoint-2: Read-only "
+                                                   "file system (needs about 3")
+        assert err[0].endswith(f"free there); the last complete checkpoint, {out}/checkpoint-1, is intact: make it "
+                               "writable and continue with --resume")
+        assert last_complete_checkpoint(out) == str(out / "checkpoint-1")
+        subprocess.run(["mount", "-o", "remount,rw", str(disk)], check=True)
+        result = rlvr("train", str(path), "--resume", script=KILLING)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert steps(out) == [1, 2, 3]
+
+
+@pytest.mark.slow
+def test_disk_full_before_the_first_checkpoint_names_policy_init(tmp_path):
+    with tmpfs(tmp_path / "disk", "64k") as disk:  # the run header fits, the 97 KiB policy does not
+        out = disk / "run"
+        result = rlvr("train", str(write_config(tmp_path, smoke_config(out))))
+        assert result.returncode == 2, result.stderr[-3000:]
+        assert result.stderr.startswith(f"rlvr: error: could not write {out}/policy-init: No space left on device (")
+        assert result.stderr.endswith(" KiB free there)\n") and result.stderr.count("\n") == 1
+        assert not (out / "policy-init").exists()
