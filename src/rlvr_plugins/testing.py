@@ -200,7 +200,7 @@ def sft_policy(folder: str | Path, problems: int = 300, epochs: int = 2) -> Path
     from . import data
     from .demo.task import split_train_eval
     from .manager import build_plugin_set
-    from .sft import run_sft
+    from .sft import run_sft, save_trained
 
     folder = Path(folder)
     tokenizer = char_tokenizer()
@@ -208,8 +208,8 @@ def sft_policy(folder: str | Path, problems: int = 300, epochs: int = 2) -> Path
     rendered = [r for plugins in SFT_TEMPLATES for r in data.render(rows, build_plugin_set(plugins), tokenizer, 0)]
     section = {"per_device_train_batch_size": 16, "learning_rate": 1e-2, "lr_scheduler_type": "constant",
                "num_train_epochs": epochs, "use_cpu": True, "disable_tqdm": True, "logging_steps": 1000}
-    model = run_sft(tiny_model(tokenizer, max_position_embeddings=1024), tokenizer, rendered, section,
-                    folder / "sft", seed=0, max_completion_length=16)
-    model.save_pretrained(folder / "model")
+    trainer = run_sft(tiny_model(tokenizer, max_position_embeddings=1024), tokenizer, rendered, section,
+                      folder / "sft", seed=0, max_completion_length=16)
+    save_trained(trainer, folder / "model")
     tokenizer.save_pretrained(folder / "model")
     return folder / "model"
