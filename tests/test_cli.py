@@ -279,3 +279,10 @@ def test_a_reward_example_must_be_an_item():
 
     with pytest.raises(TypeError, match="RewardFunction 'r': example must be a mapping with 'prompt', 'completion'"):
         RewardFunction("r", first_char_is_digit, example={"completion": "2"})
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "2.5", "true", "'ten'"])
+def test_eval_every_steps_must_be_a_whole_number_of_steps(capsys, value):
+    assert cli.main(["train", str(SMOKE), "--check", "--set", f"eval.every_steps={value}"]) == 2
+    err = capsys.readouterr().err
+    assert "eval.every_steps must be a whole number of steps >= 1 (or absent), got " in err and "Traceback" not in err
