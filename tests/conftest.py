@@ -27,3 +27,19 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def sft_policy(tmp_path_factory):
+    """A tiny policy that gets some one-digit additions right, built once per test session (~20 s):
+    the starting point of every recipe smoke run, so their GRPO steps have a learning signal."""
+    import torch
+
+    from rlvr_plugins.testing import sft_policy as build
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return build(tmp_path_factory.mktemp("sft-policy"))
+    finally:
+        torch.set_num_threads(before)

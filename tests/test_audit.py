@@ -212,6 +212,28 @@ def test_an_estimator_breaking_the_hook_contract_is_named():
             audit.audit_estimator(est, audit.AuditSize(draws=10))
 
 
+def test_a_failing_estimator_is_skipped_with_a_warning_and_the_others_audited(tmp_path, caplog):
+    out = tmp_path / "audit"
+    with temporary_plugin(WrongShape):
+        args = build_parser().parse_args(["audit", "--estimator", "wrong-shape", "--estimator", "rloo", "--output",
+                                          str(out), "--draws", "100", "--prompts", "2"])
+        assert args.func(args) == 0
+    data = json.loads((out / "audit.json").read_text())
+    assert [e["name"] for e in data["estimators"]] == ["rloo"]
+    [skipped] = data["skipped"]
+    assert skipped["name"] == "wrong-shape" and skipped["error"].startswith(
+        "PluginContractError: plugin 'wrong-shape': rlvr_compute_advantages returned")
+    assert "estimator 'wrong-shape' (in-process) failed and is left out of the audit: PluginContractError" in caplog.text
+    assert "- **skipped** `wrong-shape` (in-process): it failed, PluginContractError" in (out / "audit.md").read_text()
+
+
+def test_when_every_estimator_fails_the_audit_fails_naming_it():
+    with temporary_plugin(WrongShape):
+        (est,) = audit.load_estimators(["wrong-shape"])
+        with pytest.raises(PluginContractError, match="plugin 'wrong-shape'"):
+            audit.run_audit([est], audit.AuditSize(draws=10, prompts=2))
+
+
 # -- the command ---------------------------------------------------------------------
 
 
@@ -247,3 +269,29 @@ def test_cli_rejects_an_unknown_estimator_listing_the_valid_ones(tmp_path, capsy
     for name in ("grpo", "rloo", "batch-std", "dr-grpo"):
         assert repr(name) in err
     assert not (tmp_path / "a").exists()
+
+
+def test_plot_tick_labels_of_every_estimator_do_not_overlap():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from rlvr_plugins.commands.audit_cmd import tick_labels
+
+    names = audit.available_estimators()
+    fig = Figure(figsize=(13 / 3, 3.8))  # one panel of audit-bias.png
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    tick_labels(ax, list(range(len(names))), names)
+    renderer = fig.canvas.get_renderer()
+    boxes = [label.get_window_extent(renderer) for label in ax.get_xticklabels()]
+    assert len(boxes) == len(names) >= 6
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_coinciding_curves_stay_visible():
+    from rlvr_plugins.commands.audit_cmd import dodge, line_styles
+
+    styles = line_styles(12)
+    assert len(set(styles)) == 12
+    assert all(a[0] != b[0] and a[1] != b[1] for a, b in zip(styles, styles[1:]))  # neighbours differ in both
+    assert [dodge(i, 3, 0.01) for i in range(3)] == [-0.01, 0.0, 0.01]

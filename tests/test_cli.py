@@ -77,6 +77,29 @@ def test_bad_plugin_option_and_override(tmp_path, capsys):
     assert "config OK; plugins: r1-accuracy, r1-format, grpo" in capsys.readouterr().out
 
 
+def test_disable_turns_a_plugin_off_from_the_command_line(capsys):
+    assert cli.main(["train", str(SMOKE), "--check", "--disable", "r1-format", "--set", "plugins.rloo={}"]) == 0
+    assert capsys.readouterr().out == "config OK; plugins: r1-accuracy, rloo, repeat-sampler, plain-template\n"
+    assert cli.main(["train", str(SMOKE), "--check", "--set", "plugins.r1-format=null"]) == 0
+    assert capsys.readouterr().out == "config OK; plugins: r1-accuracy, grpo, repeat-sampler, plain-template\n"
+    assert cli.main(["train", str(SMOKE), "--check", "--disable", "r1-fromat"]) == 2
+    err = capsys.readouterr().err
+    assert ("override 'plugins.r1-fromat=': plugin 'r1-fromat' is not enabled, so it cannot be disabled; "
+            "did you mean r1-format?\n") in err and "Traceback" not in err
+    assert cli.main(["train", str(SMOKE), "--check", "--disable", "zzz"]) == 2
+    assert "plugin 'zzz' is not enabled, so it cannot be disabled; enabled: r1-accuracy, r1-format\n" in \
+        capsys.readouterr().err
+
+
+def test_an_empty_override_removes_the_key():
+    from rlvr_plugins.config import apply_overrides
+
+    config = {"model": {"tiny": {"hidden_size": 8}, "tokenizer": "char"}, "engine": {"memory_limit_mb": 64}}
+    out = apply_overrides(config, ["model.tiny=", "model.name_or_path=runs/x/final", "engine.memory_limit_mb=null"])
+    assert out == {"model": {"tokenizer": "char", "name_or_path": "runs/x/final"}, "engine": {"memory_limit_mb": None}}
+    assert config["model"]["tiny"] == {"hidden_size": 8}
+
+
 def test_grpo_config_rejection_is_reported_as_config_error(tmp_path, capsys):
     assert cli.main(["train", str(SMOKE), "--check", "--set", "trainer.num_generations=3"]) == 2
     assert "trainer:" in capsys.readouterr().err
@@ -139,3 +162,127 @@ def test_third_party_plugin_from_the_docs_is_installed_and_called(tmp_path):
     assert any(v < 0 for v in values)  # an untrained tiny model repeats itself
     weights = json.loads((tmp_path / "run" / "plugins.json").read_text())["rewards"]
     assert {"plugin": "no-repeat", "name": "no-repeat", "weight": 0.5, "isolated": True} in weights
+
+
+def fake_run_folder(tmp_path, config_text: str, final: bool = True):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "config.yaml").write_text(config_text)
+    if final:
+        (folder / "final").mkdir()
+    return folder
+
+
+def test_a_run_folder_is_read_as_its_config_with_its_final_model(tmp_path):
+    from rlvr_plugins.config import load_config_or_run, run_config_text
+
+    config = {**yaml.safe_load(SMOKE.read_text()), "_config_dir": "/somewhere/configs"}
+    text = run_config_text(config)
+    assert text.startswith("# relative paths of this config are relative to: /somewhere/configs\noutput_dir: ")
+    folder = fake_run_folder(tmp_path, text)
+    loaded = load_config_or_run(folder, ["eval.n=2"])
+    assert loaded["model"] == {"name_or_path": str((folder / "final").resolve())}
+    assert loaded["output_dir"] == str(folder) and loaded["_config_dir"] == "/somewhere/configs"
+    assert loaded["eval"]["n"] == 2 and loaded["plugins"] == config["plugins"]
+
+
+@pytest.mark.parametrize("has_config, has_final, message", [
+    (False, True, "is a folder but not a run folder: it has no config.yaml"),
+    (True, False, "the run has no final/ model (unfinished?)"),
+])
+def test_a_folder_that_is_not_a_finished_run_is_refused(tmp_path, capsys, has_config, has_final, message):
+    folder = fake_run_folder(tmp_path, SMOKE.read_text(), final=has_final)
+    if not has_config:
+        (folder / "config.yaml").unlink()
+    assert cli.main(["eval", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and str(folder) in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_eval_and_score_a_run_folder(tmp_path):
+    """rlvr eval RUN_DIR / rlvr score RUN_DIR use the run's own config and its final/ model (~30 s)."""
+    run = tmp_path / "run"
+    trained = run_cli("train", str(SMOKE), "--set", f"output_dir={run}", "--set", "trainer.save_steps=100")
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    evaluated = run_cli("eval", str(run))
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    assert yaml.safe_load((run / "eval_config.yaml").read_text())["model"] == {"name_or_path": str(run / "final")}
+    assert json.loads((run / "eval.json").read_text())["metrics"]["problems"] == 16
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"prompt": "3+4=", "completion": "<think>7</think><answer>7</answer>",
+                                "answer": "7"}) + "\n")
+    scored = run_cli("score", str(run), str(rows), "--output", str(tmp_path / "scored.jsonl"))
+    assert scored.returncode == 0, scored.stderr[-2000:]
+    [row] = [json.loads(line) for line in (tmp_path / "scored.jsonl").read_text().splitlines()]
+    assert row["r1-accuracy"] == 1.0 and row["r1-format"] == 1.0
+
+
+@pytest.mark.parametrize("command", ["eval", "sft", "filter", "distill"])
+def test_command_help_describes_it_and_shows_examples_that_validate(command, capsys):
+    import shlex
+
+    from rlvr_plugins.config import load_config
+
+    module = __import__(f"rlvr_plugins.commands.{command}_cmd", fromlist=["EXAMPLES"])
+    with pytest.raises(SystemExit) as exc:
+        cli.main([command, "--help"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0
+    assert module.__doc__.splitlines()[0] in out and module.EXAMPLES.strip() in out
+    examples = [shlex.split(line.split("#")[0]) for line in module.EXAMPLES.splitlines()[1:] if line.strip()]
+    assert examples and all(words[:2] == ["rlvr", command] for words in examples)
+    for words in examples:
+        target = REPO / words[2]
+        if words[2].startswith("runs/"):
+            continue  # a run folder of `make demo`
+        overrides = [w for w in words[3:] if w != "--set"]
+        load_config(target, overrides, need_model=command != "filter")
+
+
+def raises_on_anything(*, prompt, completion, example):
+    raise KeyError("solution")
+
+
+def first_char_is_digit(*, prompt, completion, example):
+    return float(completion[:1].isdigit())
+
+
+def reward_plugin(name: str, fn, example):
+    from rlvr_plugins import Plugin, RewardFunction, hookimpl
+
+    class Rewarding(Plugin):
+        @hookimpl
+        def rlvr_reward_functions(self, register):
+            register(RewardFunction(name, fn, isolated=False, example=example))
+
+    Rewarding.name = name
+    return Rewarding
+
+
+def test_check_refuses_a_reward_that_fails_on_its_own_example(capsys):
+    from rlvr_plugins.manager import temporary_plugin
+
+    example = {"prompt": "1+1=", "completion": "2", "example": {"answer": "2"}}
+    with temporary_plugin(reward_plugin("broken", raises_on_anything, example)), \
+            temporary_plugin(reward_plugin("fine", first_char_is_digit, example)):
+        assert cli.main(["train", str(SMOKE), "--check", "--set", "plugins.fine={}"]) == 0
+        capsys.readouterr()
+        assert cli.main(["train", str(SMOKE), "--check", "--set", "plugins.broken={}"]) == 2
+    err = capsys.readouterr().err
+    assert ("rlvr: error: reward 'broken' (plugin 'broken') fails on its own example: KeyError: 'solution'. It would "
+            "fail on every row: fix the plugin or disable it (--disable NAME)\n") in err
+
+
+def test_a_reward_example_must_be_an_item():
+    from rlvr_plugins import RewardFunction
+
+    with pytest.raises(TypeError, match="RewardFunction 'r': example must be a mapping with 'prompt', 'completion'"):
+        RewardFunction("r", first_char_is_digit, example={"completion": "2"})
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "2.5", "true", "'ten'"])
+def test_eval_every_steps_must_be_a_whole_number_of_steps(capsys, value):
+    assert cli.main(["train", str(SMOKE), "--check", "--set", f"eval.every_steps={value}"]) == 2
+    err = capsys.readouterr().err
+    assert "eval.every_steps must be a whole number of steps >= 1 (or absent), got " in err and "Traceback" not in err

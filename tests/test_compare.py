@@ -162,6 +162,44 @@ def test_smoothing_is_a_trailing_mean_and_applies_to_the_table(runs, tmp_path):
     assert "trailing mean over 2 logged steps" in (out / "compare.md").read_text(encoding="utf-8")
 
 
+def test_ema_is_tensorboards_debiased_smoothing_by_hand():
+    # weight 0.6: last = 0.4*1 = 0.4 -> 0.4/0.4 = 1; last = 0.24 + 0.4*3 = 1.44 -> 1.44/0.64 = 2.25;
+    # last = 0.864 + 0 = 0.864 -> 0.864/0.784
+    smoothed = compare_module.ema([(1, 1.0), (2, 3.0), (5, 0.0)], 0.6)
+    assert [s for s, _ in smoothed] == [1, 2, 5]
+    assert [v for _, v in smoothed] == pytest.approx([1.0, 2.25, 0.864 / 0.784])
+    assert compare_module.ema([(1, 1.0), (2, 3.0)], 0.0) == [(1, 1.0), (2, 3.0)]
+    assert [v for _, v in compare_module.ema([(1, 5.0), (2, 5.0), (3, 5.0)], 0.9)] == pytest.approx([5.0] * 3)
+    with pytest.raises(ValueError, match=r"EMA weight must be in \[0, 1\), got 1.0"):
+        compare_module.ema([(1, 1.0)], 1.0)
+
+
+def test_metric_glob_plots_and_tabulates_every_match(runs, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert compare_cli(str(runs[0]), "--output", str(out), "--metric", "clip_ratio/*_mean", "--metric", "entropy",
+                       "--ema", "0.5") == 0
+    result = read_result(out)
+    names = [m["name"] for m in result["metrics"]]
+    assert len(names) == len(set(names)), "a metric of a --metric group and a built-in one is tabulated once"
+    assert "metric-clip_ratio__mean.png" in result["plots"] and "metric-entropy.png" in result["plots"]
+    assert_drawn(out / "metric-clip_ratio__mean.png")
+    assert (out / "metric-entropy.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_metric_that_matches_nothing_is_refused_with_what_was_logged(runs, capsys):
+    assert compare_cli(str(runs[0]), "--metric", "nope/*", "--no-plots") == 2
+    err = capsys.readouterr().err
+    assert "--metric 'nope/*': no run logged a matching metric; logged: ['reward', " in err
+
+
+@pytest.mark.parametrize("weight", ["1", "-0.1", "x"])
+def test_ema_weight_must_be_in_unit_interval(runs, capsys, weight):
+    with pytest.raises(SystemExit) as exc:
+        compare_cli(str(runs[0]), "--ema", weight)
+    assert exc.value.code == 2 and f"--ema takes a weight in [0, 1) (0: no smoothing), got '{weight}'" in \
+        capsys.readouterr().err
+
+
 def test_smooth_and_summarize_by_hand():
     assert smooth([(1, 1.0), (2, 3.0), (5, 5.0), (6, 0.0)], 3) == [(1, 1.0), (2, 2.0), (5, 3.0), (6, 8 / 3)]
     assert smooth([(1, 1.0), (2, 3.0)], 1) == [(1, 1.0), (2, 3.0)]
@@ -336,19 +374,32 @@ def test_smooth_must_be_positive(runs, capsys):
 
 @pytest.mark.slow
 def test_a_real_smoke_run_folder(tmp_path):
-    """The smoke config trains 2 GRPO steps (about 20 s on a busy CPU, so marked slow)."""
+    """The smoke config trains 2 GRPO steps (about 20 s on a busy CPU, so marked slow), measuring held-out
+    accuracy every step: eval rows at step 0 (before GRPO), 1 (during) and 2 (after), and a curves.png."""
     run_dir, out = tmp_path / "smoke", tmp_path / "out"
     env = {**os.environ, "RLVR_THREADS": "1", "PYTHONWARNINGS": "ignore"}
     trained = subprocess.run([sys.executable, "-m", "rlvr_plugins.cli", "train", str(SMOKE), "--set",
-                              f"output_dir={run_dir}", "--set", "trainer.save_steps=100"],
+                              f"output_dir={run_dir}", "--set", "trainer.save_steps=100",
+                              "--set", "eval.every_steps=1"],
                              cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert trained.returncode == 0, trained.stderr[-3000:]
-    assert compare_cli(str(run_dir), "--output", str(out)) == 0
+    assert "[eval step 1] accuracy " in trained.stdout
+    # its own example once, 2 steps x 8 completions in training, 3 held-out evaluations x 16 problems
+    assert ("reward failures (no score, masked): r1-accuracy 0 of 65 items, r1-format 0 of 65 items"
+            in trained.stdout)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    evals = [r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if "eval/accuracy" in r]
+    assert [r["step"] for r in evals] == [0, 1, 2]
+    assert evals[0]["eval/accuracy"] == summary["eval_before"]["accuracy"]
+    assert evals[2]["eval/accuracy"] == summary["eval_after"]["accuracy"]
+    assert set(evals[1]) == {"step", "eval/accuracy", "eval/rewards/r1-accuracy", "eval/rewards/r1-format",
+                             "eval/no_score"}
+    assert_drawn(run_dir / "curves.png")
+    assert compare_cli(str(run_dir), "--output", str(out), "--metric", "eval/*") == 0
     result = read_result(out)
     [run] = result["runs"]
     assert (run["estimator"], run["plugins"], run["last_step"]) == ("grpo", ["r1-accuracy", "r1-format"], 2)
     assert run["correctness_reward"] == "r1-accuracy"
-    summary = json.loads((run_dir / "summary.json").read_text())
     assert run["eval_accuracy"] == {"before": summary["eval_before"]["accuracy"],
                                     "after": summary["eval_after"]["accuracy"]}
     logged = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -360,6 +411,18 @@ def test_a_real_smoke_run_folder(tmp_path):
     for name in ("rewards.png", "accuracy.png", "length.png", "entropy.png", "clip_ratio.png"):
         assert (out / name).read_bytes().startswith(PNG_MAGIC), name
     assert "| smoke | grpo | r1-accuracy, r1-format | 2 |" in (out / "compare.md").read_text(encoding="utf-8")
+    assert_drawn(out / "metric-eval.png")
+    assert run["metrics"]["eval/accuracy"]["final_step"] == 2
+
+
+def assert_drawn(path: Path) -> None:
+    """A valid PNG with a drawing on it (many distinct colours, not a blank canvas)."""
+    from matplotlib.image import imread
+
+    assert path.read_bytes().startswith(PNG_MAGIC), path
+    pixels = imread(path)
+    assert pixels.shape[0] > 200 and pixels.shape[1] > 300
+    assert len({tuple(p) for p in pixels.reshape(-1, pixels.shape[-1])[::7].tolist()}) > 50
 
 
 def test_importance_ratio_is_plotted_when_a_run_logged_it(runs, tmp_path):

@@ -169,4 +169,20 @@ def test_writing_plugins_walks_through_the_example_plugin():
     source = (DOCS / "example-plugin" / "src" / "rlvr_no_repeat" / "__init__.py").read_text(encoding="utf-8")
     for needle in ("class NoRepeatPlugin(Plugin):", "class NoRepeatScorer:", "def repeated_share("):
         assert needle in source and needle in text, needle
-    assert "pip install ./docs/example-plugin" in text and "rewards/no-repeat/mean" in text
+    assert "pip install -e ./docs/example-plugin" in text and "rewards/no-repeat/mean" in text
+    assert "pip install ./docs" not in text
+
+
+def test_writing_plugins_shows_the_example_pyproject_whole():
+    text = WRITING_MD.read_text(encoding="utf-8")
+    shown = re.search(r"`docs/example-plugin/pyproject.toml`.*?```toml\n(.*?)```", text, flags=re.S)
+    assert shown, "writing-plugins.md shows no pyproject.toml block"
+    assert shown.group(1) == (DOCS / "example-plugin" / "pyproject.toml").read_text(encoding="utf-8")
+    assert shown.group(1).startswith("[build-system]\n")
+
+
+def test_readme_says_what_every_make_target_does():
+    targets = re.findall(r"^([a-z][a-z-]*):", (REPO / "Makefile").read_text(encoding="utf-8"), flags=re.M)
+    assert {"install", "demo", "test", "test-fast", "clean"} <= set(targets)
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert [t for t in targets if f"| `make {t}` |" not in readme] == []

@@ -293,8 +293,11 @@ def test_non_finite_is_an_error_by_default_and_masked_on_request(in_process):
 
 def test_unpicklable_function_is_a_contract_error():
     with engine(num_workers=1) as e:
-        with pytest.raises(RewardContractError, match="'inline'.*cannot be pickled"):
+        with pytest.raises(RewardContractError, match="'inline'.*cannot be pickled") as exc:
             e.score("inline", lambda x: x, [{"x": 1}])
+    assert str(exc.value).endswith("use a module-level function or class instance, or run rewards in the trainer's "
+                                   "process, without workers or deadlines (config: engine: {in_process: true}; "
+                                   "Python: Engines(in_process=True))")
 
 
 # ------------------------------------------------------------------ consecutive failures

@@ -1,6 +1,7 @@
 """Plugin discovery, enabling, options, and every start-up error naming its culprit."""
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import pytest
@@ -17,6 +18,8 @@ from rlvr_plugins.errors import (
     UnknownPluginError,
 )
 from rlvr_plugins.manager import PluginEntry, build_plugin_set, temporary_plugin
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 class HalfEstimator(Plugin):
@@ -91,6 +94,29 @@ def test_unknown_plugin_lists_installed():
     with pytest.raises(UnknownPluginError) as exc:
         build_plugin_set({"r1-acuracy": {}})
     assert "'r1-acuracy'" in str(exc.value) and "grpo" in str(exc.value) and "rloo" in str(exc.value)
+    assert str(exc.value).endswith("'r1-acuracy': did you mean 'r1-accuracy'?")
+    assert "pip install" not in str(exc.value)
+
+
+def test_unknown_plugin_hints_pip_only_for_a_name_a_known_distribution_provides():
+    from rlvr_plugins.errors import unknown_plugin_hint
+
+    assert unknown_plugin_hint("code-tests", ["grpo"]) == \
+        "'code-tests' is provided by rlvr-code: pip install rlvr-code (or pip install -e plugins/rlvr-code)."
+    assert unknown_plugin_hint("zzzz", ["grpo", "rloo"]) == \
+        "'zzzz': no installed or known plugin has a similar name; check the spelling (rlvr plugins lists them)."
+
+
+def test_known_distributions_match_the_plugins_folder():
+    import tomllib
+
+    from rlvr_plugins.errors import KNOWN_DISTRIBUTIONS
+
+    found = {}
+    for path in sorted((REPO / "plugins").glob("*/pyproject.toml")):
+        project = tomllib.loads(path.read_text(encoding="utf-8"))["project"]
+        found[project["name"]] = tuple(project["entry-points"]["rlvr_plugins"])
+    assert found == KNOWN_DISTRIBUTIONS
 
 
 def test_two_one_winner_plugins_conflict_naming_both():
@@ -169,6 +195,46 @@ def test_hook_with_unknown_argument_is_an_error():
     with temporary_plugin(BadArgs):
         with pytest.raises(PluginValidationError, match="(?s)bad-args.*nonsense"):
             build_plugin_set({"bad-args": {}})
+
+
+def test_misspelled_hook_argument_gets_our_message_with_the_specs_arguments():
+    class Typo(Plugin):
+        name = "typo"
+
+        @hookimpl
+        def rlvr_length_penalty(self, completion_length, step):
+            return None
+
+    with temporary_plugin(Typo):
+        with pytest.raises(PluginValidationError) as exc:
+            build_plugin_set({"typo": {}})
+    assert str(exc.value) == (
+        "plugin 'typo': test_misspelled_hook_argument_gets_our_message_with_the_specs_arguments.<locals>.Typo."
+        "rlvr_length_penalty takes argument(s) 'completion_length' (did you mean 'completion_lengths'?) that "
+        "rlvr_length_penalty does not pass; it passes (take any of them, by name): completion_lengths, "
+        "num_generations, rewards_per_func, reward_names, step")
+
+
+def test_rlvr_plugins_warns_about_a_plugin_that_implements_no_hook_and_reports_a_misspelled_one():
+    class Idle(Plugin):
+        name = "idle"
+
+        def length_penalty(self, completion_lengths):
+            return None
+
+    class Misspelled(Plugin):
+        name = "misspelled"
+
+        @hookimpl
+        def rlvr_lenght_penalty(self, completion_lengths):
+            return None
+
+    with temporary_plugin(Idle), temporary_plugin(Misspelled):
+        rows = {r["name"]: r for r in manager.list_plugins()}
+    assert rows["idle"]["hooks"] == [] and "implements no hook" in rows["idle"]["warning"]
+    assert "rlvr_lenght_penalty matches no hook spec; did you mean 'rlvr_length_penalty'?" in \
+        rows["misspelled"]["error"]
+    assert "warning" not in rows["grpo"] and "error" not in rows["grpo"]
 
 
 def test_import_failure_names_plugin_and_chains(monkeypatch):

@@ -76,3 +76,63 @@ def test_reward_returning_garbage_is_an_error_naming_it(tmp_path, tokenizer, fn,
     with pytest.raises(RewardContractError) as exc:
         trainer.train()
     assert fn.__name__ in str(exc.value) and message in str(exc.value)
+
+
+def half_failing(*, prompt, completion, example):
+    if example["i"] % 2:
+        raise ValueError(f"odd row {example['i']}")
+    return 1.0
+
+
+def test_engines_count_each_rewards_failures_for_the_summary(caplog):
+    from rlvr_plugins import RewardFunction
+    from rlvr_plugins.rewards import Engines
+    from rlvr_plugins.run import failure_line
+
+    engines = Engines(in_process=True)
+    items = [{"prompt": "p", "completion": "c", "example": {"i": i}} for i in range(5)]
+    engines.score(RewardFunction("half", half_failing, isolated=False), items)
+    engines.score(RewardFunction("half", half_failing, isolated=False), items[:2])
+    engines.score(RewardFunction("fine", lambda **kw: 0.5, isolated=False), items)
+    assert engines.failures() == {"half": {"items": 7, "failed": 3}, "fine": {"items": 5, "failed": 0}}
+    assert failure_line(engines.failures()) == \
+        "reward failures (no score, masked): half 3 of 7 items, fine 0 of 5 items"
+    assert "reward half failed on item 1: ValueError: odd row 1" in caplog.text
+    engines.close()
+
+
+@pytest.mark.parametrize("in_process", [True, False])
+def test_a_failing_items_traceback_is_logged_at_debug_from_where_the_reward_ran(caplog, in_process):
+    import logging
+
+    from rlvr_plugins import RewardFunction
+    from rlvr_plugins.rewards import Engines
+
+    caplog.set_level(logging.DEBUG, logger="rlvr_plugins.engine.traceback")
+    engines = Engines(in_process=in_process, num_workers=1)
+    items = [{"prompt": "p", "completion": "c", "example": {"i": i}} for i in range(2)]
+    try:
+        result = engines.score(RewardFunction("half", half_failing), items)
+    finally:
+        engines.close()
+    assert result.errors == [None, "ValueError: odd row 1"]
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning.startswith("reward half failed on item 1: ValueError: odd row 1; item: ")
+    [trace] = [r.getMessage() for r in caplog.records if r.name == "rlvr_plugins.engine.traceback"]
+    assert trace.startswith("reward half, item 1: Traceback (most recent call last):")
+    assert 'in half_failing\n    raise ValueError(f"odd row {example[\'i\']}")' in trace
+    assert trace.endswith("ValueError: odd row 1")
+
+
+def test_verbose_flag_turns_the_traceback_log_on():
+    import logging
+
+    from rlvr_plugins import cli
+
+    logger = logging.getLogger("rlvr_plugins.engine.traceback")
+    before = logger.level
+    try:
+        cli.main(["-v", "plugins", "--json"])
+        assert logger.level == logging.DEBUG
+    finally:
+        logger.setLevel(before)

@@ -44,8 +44,25 @@ def test_score_gives_each_reward_total_and_group_advantage(tmp_path, capsys):
                                                                  abs=1e-5)
     assert [r["advantage"] for r in scored[4:]] == [0, 0, 0]  # zero-variance group, lone row
     assert scored[0]["group"] == "a" and "group" not in scored[6]
-    table = capsys.readouterr().out
+    captured = capsys.readouterr()
+    table = captured.out
     assert "r1-accuracy" in table and "advantage" in table and "wrote 7 rows" in table
+    assert table.startswith("scoring with rewards r1-accuracy x1, r1-format x0.5; length penalties none; "
+                            "advantages by the estimator 'grpo', within each group\n")
+    assert captured.err.startswith("WARNING: 1 of 7 rows have no 'group' column, so each such row is its own group")
+
+
+def test_score_warns_loudly_when_no_row_has_a_group(tmp_path, capsys):
+    rows = [{k: v for k, v in r.items() if k != "group"} for r in ROWS[:4]]
+    config = tmp_path / "score.yaml"
+    config.write_text("model: {tiny: {}}\nplugins: {r1-accuracy: {}, kimi-length: {warmup_steps: 0}}\n"
+                      "engine: {in_process: true}\n")
+    assert cli.main(["score", str(config), str(write_rows(tmp_path / "r.jsonl", rows))]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ("WARNING: no row has a 'group' column, so each such row is its own group of one and its "
+                            "advantage is 0 (there is nothing to compare it with); give the completions of one "
+                            "prompt the same 'group' value\n")
+    assert "length penalties kimi-length; advantages by the estimator 'grpo'" in captured.out
 
 
 def test_score_with_rloo_and_a_score_only_config(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -253,3 +254,25 @@ def test_two_rollout_plugins_conflict_unless_one_abstains(tmp_path, tokenizer):
         trainer = make_trainer(tmp_path, {"digit-reward": {}, "constant-rollout": {}, "abstaining-rollout": {}},
                                tokenizer)
     assert trainer.rollout_func is not None
+
+
+def test_log_completions_shows_the_plugin_advantages(tmp_path, tokenizer):
+    """trainer.log_completions: TRL's completions table (completions/completions_<step>.parquet) holds the
+    advantages the estimator plugin computed, here mean-baseline: A_i = r_i - mean of the prompt's group."""
+    import pandas as pd
+
+    with temporary_plugin(DigitReward):
+        trainer = make_trainer(tmp_path, {"digit-reward": {}, "mean-baseline": {}}, tokenizer, max_steps=1,
+                               log_completions=True)
+    trainer.train()
+    [path] = sorted((Path(trainer.args.output_dir) / "completions").glob("completions_*.parquet"))
+    table = pd.read_parquet(path)
+    assert len(table) == 8
+    for start in range(0, 8, 4):
+        group = table.iloc[start:start + 4]
+        assert group["prompt"].map(str).nunique() == 1
+        rewards = [digit_share(prompt=None, completion=c, example=None) for c in group["completion"]]
+        assert group["digit_share_reward"].tolist() == pytest.approx(rewards, abs=1e-6)
+        mean = sum(rewards) / 4
+        assert group["advantage"].tolist() == pytest.approx([r - mean for r in rewards], abs=1e-6)
+    assert table["advantage"].abs().sum() > 0

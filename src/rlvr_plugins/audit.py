@@ -514,13 +514,32 @@ def audit_estimator(estimator: Estimator, size: AuditSize) -> dict[str, Any]:
 
 
 def run_audit(estimators: Iterable[Estimator], size: AuditSize = QUICK) -> dict[str, Any]:
-    """Audit every estimator; a JSON-ready dict with the problems, the size and the results."""
+    """Audit every estimator; a JSON-ready dict with the problems, the size and the results.
+
+    An estimator that raises is left out with a warning naming it and the error (in ``skipped``),
+    so one broken plugin does not cost the others' audit; when every one fails, the first error is raised.
+    """
+    import logging
+
     problems = scenarios(size)
+    audited, skipped, first_error = [], [], None
+    for estimator in estimators:
+        try:
+            audited.append(audit_estimator(estimator, size))
+        except Exception as exc:  # third-party estimator code: report it, audit the others
+            error = f"{type(exc).__name__}: {exc}"
+            logging.getLogger(__name__).warning("estimator %r (%s) failed and is left out of the audit: %s", estimator.name,
+                           estimator.distribution, error)
+            skipped.append({"name": estimator.name, "distribution": estimator.distribution, "error": error})
+            first_error = first_error or exc
+    if first_error is not None and not audited:
+        raise first_error
     return {
         "size": dataclasses.asdict(size),
         "scenarios": {p.name: {"description": p.description, "success": p.success.tolist(),
                                "expected_reward": expected_reward(p.logits, p.correct)} for p in problems},
-        "estimators": [audit_estimator(e, size) for e in estimators],
+        "estimators": audited,
+        "skipped": skipped,
     }
 
 

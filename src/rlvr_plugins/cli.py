@@ -17,7 +17,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     imported (``quiet_libraries`` is the first heavy step), so bad input fails in well under 2 s."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "disable", None):
+        args.overrides = [*args.overrides, *(f"plugins.{name}=" for name in args.disable)]
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.verbose:
+        logging.getLogger("rlvr_plugins.engine.traceback").setLevel(logging.DEBUG)  # a failing reward's traceback
     try:
         return args.func(args)
     except RLVRError as exc:
@@ -51,7 +55,8 @@ def quiet_libraries() -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlvr", description="RL with verifiable rewards, as plugins on TRL.")
     parser.add_argument("--version", action="version", version=f"rlvr-plugins {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="print chained tracebacks of errors")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="print chained tracebacks of errors, and the traceback of each item a reward failed on")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("plugins", help="list installed plugins, their versions and hooks")
@@ -68,28 +73,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true",
                    help="output_dir holds an earlier run: remove it (only the run's own entries) and start over")
     p.add_argument("--check", action="store_true", help="validate the config and plugins, then stop")
+    add_disable(p)
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("score", help="score saved completions with the enabled plugins (no training)")
-    p.add_argument("config")
+    p.add_argument("config", **RUN_DIR_ARGUMENT)
     p.add_argument("completions", help="JSONL rows: prompt, completion, answer, optional group")
     p.add_argument("--output", help="write one scored JSONL row per input row")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    add_disable(p)
     p.add_argument("--step", type=int, default=None,
                    help="training step seen by step-dependent plugins (default: past any warm-up)")
     p.set_defaults(func=cmd_score)
 
-    for name, func, text in (
+    from .commands import distill_cmd, eval_cmd, filter_cmd, sft_cmd
+
+    for name, func, text, module in (
         ("eval", "cmd_eval", "evaluate a model: zero-shot, few-shot or chain-of-thought prompting; accuracy, "
-                             "pass@k, maj@k, format rate (writes eval.json and eval.md)"),
-        ("sft", "cmd_sft", "SFT cold start alone (TRL SFTTrainer); the model is saved to <output_dir>/model"),
-        ("filter", "cmd_filter", "difficulty filtering: keep prompts whose pass rate is in a band (filtered.jsonl)"),
-        ("distill", "cmd_distill", "rejection sampling: keep a teacher's correct, well-formed traces as an SFT set"),
+                             "pass@k, maj@k, format rate (writes eval.json and eval.md)", eval_cmd),
+        ("sft", "cmd_sft", "SFT cold start alone (TRL SFTTrainer); the model is saved to <output_dir>/model", sft_cmd),
+        ("filter", "cmd_filter", "difficulty filtering: keep prompts whose pass rate is in a band (filtered.jsonl)",
+         filter_cmd),
+        ("distill", "cmd_distill", "rejection sampling: keep a teacher's correct, well-formed traces as an SFT set",
+         distill_cmd),
     ):
-        p = sub.add_parser(name, help=text)
-        p.add_argument("config")
+        p = sub.add_parser(name, help=text, description=module.__doc__, epilog=module.EXAMPLES,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.add_argument("config", **RUN_DIR_ARGUMENT if name == "eval" else {})
         p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config value, e.g. --set eval.n=8 (repeatable)")
+        add_disable(p)
         p.set_defaults(func=globals()[func])
 
     from .commands import audit_cmd, compare_cmd
@@ -104,6 +117,16 @@ def build_parser() -> argparse.ArgumentParser:
         module.add_arguments(p)
         p.set_defaults(func=module.run)
     return parser
+
+
+RUN_DIR_ARGUMENT = {"metavar": "CONFIG|RUN_DIR",
+                    "help": "a config file, or a run folder: its final/ model with the run's own config.yaml"}
+
+
+def add_disable(parser) -> None:
+    parser.add_argument("--disable", action="append", default=[], metavar="PLUGIN",
+                        help="turn off a plugin the config enables, e.g. --disable kimi-length (repeatable; the same "
+                             "as --set plugins.PLUGIN=null)")
 
 
 def cmd_plugins(args) -> int:
@@ -128,6 +151,8 @@ def cmd_plugins(args) -> int:
         if "error" in row:
             print(f"    ERROR: {row['error']}")
             continue
+        if "warning" in row:
+            print(f"    WARNING: {row['warning']}")
         print(f"    hooks: {', '.join(row['hooks'])}")
         if row["options"]:
             print(f"    options: {'; '.join(row['options'])}")
@@ -147,10 +172,11 @@ def cmd_train(args) -> int:
     else:
         start = plan_run(config, args.resume, args.overwrite)
     quiet_libraries()
-    from .run import configure_threads, prepare, train
+    from .run import configure_threads, prepare, probe_reward_examples, train
 
     if args.check:
         prepared = prepare(config)
+        probe_reward_examples(prepared)
         print(f"config OK; plugins: {', '.join(prepared.plugin_set.names)}")
         if start is None and run_entries(out):
             print(f"note: output_dir {out} holds a run: training it needs --resume or --overwrite")
@@ -163,11 +189,11 @@ def cmd_train(args) -> int:
 
 
 def cmd_score(args) -> int:
-    from .config import load_config
+    from .config import load_config_or_run
     from .outputs import check_output_file
     from .score import LATE_STEP, load_completions, run_score
 
-    config = load_config(args.config, args.overrides, need_data=False)
+    config = load_config_or_run(args.config, args.overrides, need_data=False)
     rows, lines = load_completions(args.completions)
     if args.output:
         check_output_file(args.output, "--output")
@@ -179,9 +205,10 @@ def cmd_score(args) -> int:
 def _command_config(args, need_model: bool = True, check=None):
     """The command's config, checked (``check(config)``: the command's own requirements) before
     anything heavy is imported; then the libraries are quietened and the threads set."""
-    from .config import load_config
+    from .config import load_config, load_config_or_run
 
-    config = load_config(args.config, args.overrides, need_model=need_model, need_files=True)
+    load = load_config_or_run if args.command == "eval" else load_config
+    config = load(args.config, args.overrides, need_model=need_model, need_files=True)
     if check is not None:
         check(config)
     quiet_libraries()

@@ -11,8 +11,10 @@ the table shows the range instead of a best value.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -24,6 +26,8 @@ TRAIN_ACCURACY = "accuracy/train"
 reward reaches ``eval.threshold``) where the run logged it, else the mean of the correctness reward,
 ``rewards/<name>/mean`` (the same for a 0/1 reward such as ``r1-accuracy``)."""
 CORRECT_RATE = "rlvr/correct_rate"
+HELD_OUT_ACCURACY = "eval/accuracy"
+"""Held-out accuracy measured during GRPO every ``eval.every_steps`` (step 0: before GRPO)."""
 
 Point = tuple[int, float]
 
@@ -238,9 +242,10 @@ WHY_MISSING = {
 }
 
 
-def metric_groups(runs: Sequence[Run]) -> list[Group]:
+def metric_groups(runs: Sequence[Run], patterns: Sequence[str] = ()) -> list[Group]:
     """The plot groups, in order: rewards (total, one per reward, penalties), accuracy, length, KL,
-    entropy, clip ratio, importance ratio. Rewards and penalties are those any run logged, in order of appearance."""
+    entropy, clip ratio, importance ratio, then one group per ``--metric`` pattern (:func:`pattern_group`).
+    Rewards and penalties are those any run logged, in order of appearance."""
     per_reward = [Metric(k, f"reward {_middle(k, 'rewards/')}", "max") for k in _keys(runs, "rewards/", "/mean")]
     penalties = [Metric(k, f"length penalty {_middle(k, 'penalties/')}", "max")
                  for k in _keys(runs, "penalties/", "/mean")]
@@ -248,21 +253,40 @@ def metric_groups(runs: Sequence[Run]) -> list[Group]:
     return [
         Group("rewards", "Reward per plugin", (Metric("reward", "reward (weighted total)", "max"),
                                                *per_reward, *penalties)),
-        Group("accuracy", "Accuracy", (Metric(TRAIN_ACCURACY, "accuracy (train)", "max"),)),
+        Group("accuracy", "Accuracy", (Metric(TRAIN_ACCURACY, "accuracy (train)", "max"),
+                                       *((Metric(HELD_OUT_ACCURACY, "held-out accuracy (during GRPO)", "max"),)
+                                         if any(r.has(HELD_OUT_ACCURACY) for r in runs) else ()))),
         Group("length", "Response length", LENGTH),
         Group("kl", "KL to the reference", (Metric("kl", "KL", "min"),)),
         Group("entropy", "Entropy", (Metric("entropy", "entropy", None),)),
         Group("clip_ratio", "Clip ratio", clip),
         Group("ratio", "Importance ratio pi/pi_old (off-policy drift)", RATIO),
+        *(pattern_group(runs, p) for p in patterns),
     ]
 
 
-def _keys(runs: Iterable[Run], prefix: str, suffix: str) -> list[str]:
+def logged_metrics(runs: Iterable[Run]) -> list[str]:
+    """Every metric key any run logged, in order of appearance."""
     found: dict[str, None] = {}
     for run in runs:
         for row in run.rows.values():
-            found.update((k, None) for k in row if k.startswith(prefix) and k.endswith(suffix))
+            found.update((k, None) for k in row)
     return list(found)
+
+
+def pattern_group(runs: Sequence[Run], pattern: str) -> Group:
+    """The metrics matching ``pattern`` (a name, or an ``fnmatch`` glob such as ``rewards/*``), one panel
+    each, drawn in ``metric-<pattern>.png``; :class:`RunFolderError` when no run logged a match."""
+    logged = logged_metrics(runs)
+    matched = [k for k in logged if fnmatch.fnmatchcase(k, pattern)]
+    if not matched:
+        raise RunFolderError(f"--metric {pattern!r}: no run logged a matching metric; logged: {logged}")
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", pattern).strip("_") or "metric"
+    return Group(f"metric-{slug}", f"--metric {pattern}", tuple(Metric(k, k, None) for k in matched))
+
+
+def _keys(runs: Iterable[Run], prefix: str, suffix: str) -> list[str]:
+    return [k for k in logged_metrics(runs) if k.startswith(prefix) and k.endswith(suffix)]
 
 
 def _middle(key: str, prefix: str) -> str:
@@ -306,6 +330,25 @@ def smooth(points: Sequence[Point], window: int) -> list[Point]:
             for i, (step, _) in enumerate(points)]
 
 
+def ema(points: Sequence[Point], weight: float) -> list[Point]:
+    """TensorBoard's smoothing: an exponential moving average, debiased for its zero start.
+
+    With ``last_0 = 0`` and ``last_i = weight * last_{i-1} + (1 - weight) * v_i``, the smoothed
+    value is ``last_i / (1 - weight ** i)`` (i counts from 1), so the first point is the raw value
+    and early points are not dragged towards 0. ``weight = 0`` returns the raw series.
+
+    >>> ema([(1, 1.0), (2, 0.0)], 0.5)
+    [(1, 1.0), (2, 0.3333333333333333)]
+    """
+    if not 0.0 <= weight < 1.0:
+        raise ValueError(f"EMA weight must be in [0, 1), got {weight}")
+    out, last = [], 0.0
+    for i, (step, value) in enumerate(points, start=1):
+        last = weight * last + (1.0 - weight) * value
+        out.append((step, last / (1.0 - weight ** i)))
+    return out
+
+
 def summarize(points: Sequence[Point], better: str | None) -> dict[str, Any] | None:
     """Final, best (first step reaching it), min and max of a series; ``None`` for an empty one.
 
@@ -323,14 +366,18 @@ def summarize(points: Sequence[Point], better: str | None) -> dict[str, Any] | N
     return out
 
 
-def compare(runs: Sequence[Run], window: int = 1) -> dict[str, Any]:
+def compare(runs: Sequence[Run], window: int = 1, patterns: Sequence[str] = ()) -> dict[str, Any]:
     """Everything ``compare.json`` holds: per run and metric the summary of the (smoothed) series."""
-    groups = metric_groups(runs)
-    metrics = [m for g in groups for m in g.metrics]
+    groups = metric_groups(runs, patterns)
+    first: dict[str, tuple[Metric, str]] = {}  # a metric in two groups (a --metric glob) counts in the first
+    for g in groups:
+        for m in g.metrics:
+            first.setdefault(m.name, (m, g.name))
+    metrics = [m for m, _ in first.values()]
     return {
         "smooth": window,
-        "metrics": [{"name": m.name, "title": m.title, "better": m.better, "group": g.name}
-                    for g in groups for m in g.metrics],
+        "metrics": [{"name": m.name, "title": m.title, "better": m.better, "group": group}
+                    for m, group in first.values()],
         "runs": [{
             "label": run.label,
             "path": str(run.path),

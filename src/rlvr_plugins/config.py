@@ -50,7 +50,7 @@ GENERATION_KEYS = {"n", "temperature", "top_p", "max_new_tokens", "batch_size", 
                    "reward", "threshold"}
 BACKENDS = ("transformers", "vllm")
 PROMPTING_MODES = ("zero-shot", "few-shot", "cot")
-EVAL_KEYS = {"reward", "threshold", "max_new_tokens", "batch_size"} | GENERATION_KEYS | {
+EVAL_KEYS = {"reward", "threshold", "max_new_tokens", "batch_size", "every_steps"} | GENERATION_KEYS | {
     "mode", "shots", "shot_column", "cot_instruction", "k", "format_reward", "breakdown"}
 FILTER_KEYS = GENERATION_KEYS | {"min_pass_rate", "max_pass_rate", "drop_solved_without_cot", "no_cot_instruction",
                                  "no_cot_max_new_tokens", "output", "difficulty", "hygiene"}
@@ -216,6 +216,38 @@ def load_config(path: str | Path, overrides: list[str] | None = None, need_data:
     return config
 
 
+CONFIG_DIR_COMMENT = "# relative paths of this config are relative to: "
+"""The first line of a run folder's ``config.yaml``: the folder of the config it was trained from."""
+
+
+def run_config_text(config: Mapping[str, Any]) -> str:
+    """A run folder's ``config.yaml``: the public config, after a comment naming the original config's folder."""
+    return (f"{CONFIG_DIR_COMMENT}{config.get('_config_dir', '.')}\n"
+            + yaml.safe_dump(public(config), sort_keys=False))
+
+
+def load_config_or_run(path: str | Path, overrides: list[str] | None = None, **kwargs: Any) -> dict[str, Any]:
+    """:func:`load_config` of a config file, or of a run folder (the ``output_dir`` of ``rlvr train``): its own
+    resolved ``config.yaml`` with the model replaced by the run's ``final/`` and ``output_dir`` the folder itself
+    (so ``rlvr eval RUN_DIR`` writes ``eval.json`` next to the run's files). ``--set`` overrides apply after that."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return load_config(path, overrides, **kwargs)
+    config_file, final = folder / "config.yaml", folder / "final"
+    if not config_file.is_file():
+        raise ConfigError(f"{folder} is a folder but not a run folder: it has no config.yaml (give a config "
+                          "file, or the output_dir of rlvr train)")
+    if not final.is_dir():
+        raise ConfigError(f"{folder}: the run has no final/ model (unfinished?); give a config file with "
+                          f"model.name_or_path set to one of its checkpoint-N folders instead")
+    first = config_file.read_text(encoding="utf-8").partition("\n")[0]
+    config_dir = first[len(CONFIG_DIR_COMMENT):] if first.startswith(CONFIG_DIR_COMMENT) else str(folder.resolve())
+    run = [f"output_dir={folder}", "model.tiny=", "model.tokenizer=", f"model.name_or_path={final.resolve()}"]
+    config = load_config(config_file, run + list(overrides or []), **kwargs)
+    config["_config_dir"] = config_dir
+    return config
+
+
 def apply_overrides(config: Mapping[str, Any], overrides: list[str]) -> dict[str, Any]:
     """``["trainer.learning_rate=1e-6"]`` → a deep copy with those keys set."""
     out = copy.deepcopy(dict(config))
@@ -235,13 +267,30 @@ def apply_overrides(config: Mapping[str, Any], overrides: list[str]) -> dict[str
             node = child
         else:
             try:
-                node[parts[-1]] = parse_yaml(value, "--set")[0] if value.strip() else None
+                parsed = parse_yaml(value, "--set")[0] if value.strip() else None
             except ConfigError as exc:
                 problems.append(f"override {shown(item)}: the value is not valid YAML ({exc.problems[0]}); "
                                 "quote it to pass text, e.g. --set 'key=\"a: b\"'")
+                continue
+            if not removes(parts, value, parsed):
+                node[parts[-1]] = parsed
+            elif parts[-1] in node:
+                del node[parts[-1]]
+            elif parts[0] == "plugins":
+                enabled = list(out.get("plugins") or {})
+                close = difflib.get_close_matches(parts[1], enabled, n=3)
+                hint = f"did you mean {', '.join(close)}?" if close else f"enabled: {', '.join(enabled) or '(none)'}"
+                problems.append(f"override {shown(item)}: plugin {shown(parts[1])} is not enabled, so it cannot be "
+                                f"disabled; {hint}")
     if problems:
         raise ConfigError(problems, source="--set")
     return out
+
+
+def removes(parts: list[str], value: str, parsed: Any) -> bool:
+    """Whether an override removes its key: an empty value (``--set model.tiny=``), or any null value for a
+    plugin (``--set plugins.r1-format=null``: the plugin is off)."""
+    return not value.strip() or (parsed is None and len(parts) == 2 and parts[0] == "plugins")
 
 
 def _where(config: Mapping[str, Any], key: str) -> str:

@@ -132,6 +132,9 @@ from .errors import PluginContractError, RLVRError
 __all__ = ["RewardContractError", "RewardEngine", "RewardFunctionError", "RewardPluginFailing", "ScoreResult"]
 
 logger = logging.getLogger("rlvr_plugins.engine")
+traceback_logger = logging.getLogger("rlvr_plugins.engine.traceback")
+"""The traceback of each failed item, at DEBUG (``rlvr -v`` shows it), captured where the reward ran."""
+TRACEBACK_SEP = "\x00traceback\x00"
 
 _BATCH_SIZE = 32
 _QUEUED_BATCH_MAX_BYTES = 32 * 1024
@@ -178,6 +181,10 @@ class RewardFunctionError(RLVRError, RuntimeError):
 # ---------------------------------------------------------------- shared by both sides
 
 
+IN_PROCESS_HINT = ("run rewards in the trainer's process, without workers or deadlines (config: "
+                   "engine: {in_process: true}; Python: Engines(in_process=True))")
+
+
 def _safe(text: Any, limit: int = _ERROR_CHARS) -> str:
     """ASCII-only, control characters and lone surrogates escaped, truncated."""
     try:
@@ -193,6 +200,15 @@ def _describe(exc: BaseException) -> str:
     except BaseException:
         message = "<unprintable message>"
     return _safe(f"{type(exc).__name__}: {message}" if message else type(exc).__name__)
+
+
+def _with_traceback(exc: BaseException) -> str:
+    """An error payload: the one-line description, then (after :data:`TRACEBACK_SEP`) the formatted traceback."""
+    try:
+        text = "".join(traceback.format_exception(exc))
+    except BaseException:
+        text = "<traceback unavailable>"
+    return _describe(exc) + TRACEBACK_SEP + text
 
 
 def _describe_value(value: Any) -> str:
@@ -257,7 +273,7 @@ def _call(fn: Callable[..., Any], item: Mapping[str, Any]) -> tuple[str, Any, li
     try:
         value, logs = _invoke(fn, item)
     except BaseException as exc:
-        return "error", _describe(exc), None
+        return "error", _with_traceback(exc), None
     try:
         return (*_convert(value), logs)
     except BaseException as exc:
@@ -639,6 +655,10 @@ class _Tally:
         self.abort: BaseException | None = None
 
     def record(self, index: int, kind: str, payload: Any, logs: list[tuple] | None = None) -> None:
+        if kind == "error":
+            payload, _, trace = str(payload).partition(TRACEBACK_SEP)
+            if trace:
+                traceback_logger.debug("reward %s, item %d: %s", _safe(self.name), index, trace.rstrip())
         self.remaining -= 1
         self.engine._stats["calls"] += 1
         if logs:
@@ -868,7 +888,7 @@ class _Dispatch:
         return RewardContractError(
             f"reward plugin {self.tally.name!r}: its scoring function cannot be loaded in a worker process{hint}: "
             f"{error}. It must be importable: a module-level function or class instance, or a functools.partial "
-            "of one; or score it with in_process=True"
+            f"of one; or {IN_PROCESS_HINT}"
         )
 
     def _expired(self, worker: _Worker) -> None:
@@ -1004,7 +1024,7 @@ class RewardEngine:
             raise RewardContractError(
                 f"reward plugin {name!r}: its scoring function {_safe(repr(fn), 120)} cannot be pickled for the "
                 f"worker processes ({_describe(exc)}); use a module-level function or class instance, or "
-                "in_process=True"
+                f"{IN_PROCESS_HINT}"
             ) from exc
         return f"{name}:{hashlib.blake2b(payload, digest_size=12).hexdigest()}", payload
 
@@ -1022,7 +1042,7 @@ class RewardEngine:
                 if self.on_error == "raise":
                     exc.add_note(f"raised by reward plugin {tally.name!r} on item {index} (engine on_error='raise')")
                     raise
-                tally.record(index, "error", _describe(exc))
+                tally.record(index, "error", _with_traceback(exc))
             else:
                 tally.record(index, *_convert(value), logs)
             if tally.abort is not None:

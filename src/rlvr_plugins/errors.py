@@ -80,14 +80,39 @@ class PluginError(RLVRError, ValueError):
     """A plugin cannot be used as configured."""
 
 
+KNOWN_DISTRIBUTIONS = {
+    "rlvr-r1": ("r1-accuracy", "r1-format", "r1-language", "r1-zero-template"),
+    "rlvr-dr-grpo": ("dr-grpo",),
+    "rlvr-kimi": ("kimi-length", "kimi-curriculum"),
+    "rlvr-qwen-thinking": ("qwen-thinking",),
+    "rlvr-code": ("code-tests",),
+    "rlvr-judge": ("judge-equivalence",),
+}
+"""The plugin distributions under this repository's ``plugins/``, and the plugin names each provides."""
+
+
 class UnknownPluginError(PluginError):
     def __init__(self, names: list[str], installed: list[str]):
         self.names = names
         super().__init__(
             f"the config enables plugin(s) that are not installed: {', '.join(shown(n) for n in names[:20])}. "
             f"Installed plugins: {', '.join(sorted(installed)) or '(none)'}. "
-            "Install the distribution that provides it (e.g. `pip install rlvr-r1`) or fix the name."
+            + " ".join(unknown_plugin_hint(n, installed) for n in names)
         )
+
+
+def unknown_plugin_hint(name: str, installed: list[str]) -> str:
+    """What to do about one unknown plugin name: install the distribution that provides it (only
+    for a name a distribution of this repository provides), or the closest installed names."""
+    import difflib
+
+    dist = next((d for d, names in KNOWN_DISTRIBUTIONS.items() if name in names), None)
+    if dist is not None:
+        return f"{name!r} is provided by {dist}: pip install {dist} (or pip install -e plugins/{dist})."
+    close = difflib.get_close_matches(name, installed, n=3, cutoff=0.6)
+    if close:
+        return f"{name!r}: did you mean {', '.join(repr(c) for c in close)}?"
+    return f"{name!r}: no installed or known plugin has a similar name; check the spelling (rlvr plugins lists them)."
 
 
 class PluginImportError(PluginError):

@@ -55,3 +55,9 @@ def evaluate(model, tokenizer, rows: list[dict[str, Any]], rewards, engines: Eng
         "no_score": sum(math.isnan(v) for v in values[target]),
         "samples": samples,
     }
+
+
+def metric_row(result: Mapping[str, Any]) -> dict[str, float]:
+    """An evaluation as ``metrics.jsonl`` values: ``eval/accuracy``, ``eval/rewards/<name>``, ``eval/no_score``."""
+    return {"eval/accuracy": result["accuracy"], **{f"eval/rewards/{k}": v for k, v in result["rewards"].items()},
+            "eval/no_score": result["no_score"]}

@@ -158,6 +158,24 @@ def _check_hook_names(name: str, cls: type) -> None:
             raise PluginValidationError(
                 f"plugin {name!r}: {cls.__qualname__}.{attr} is not decorated with @rlvr_plugins.hookimpl"
             )
+        if attr in HOOK_NAMES and _is_hookimpl(value):
+            _check_hook_arguments(name, cls, attr, value)
+
+
+def _check_hook_arguments(name: str, cls: type, hook: str, impl: Callable) -> None:
+    """A hook implementation may take any subset of its spec's arguments, by name; any other name is refused,
+    with the spec's arguments (pluggy's own message names neither the plugin's option nor a fix)."""
+    spec = list(inspect.signature(getattr(hookspecs, hook)).parameters)
+    params = list(inspect.signature(impl).parameters)
+    if not isinstance(inspect.getattr_static(cls, hook), staticmethod):
+        params = params[1:]  # self
+    taken = [p for p in params if p not in spec]
+    if taken:
+        hints = [f"{a!r} (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(a, spec, n=1))
+                 else repr(a) for a in taken]
+        raise PluginValidationError(
+            f"plugin {name!r}: {cls.__qualname__}.{hook} takes argument(s) {', '.join(hints)} that {hook} does "
+            f"not pass; it passes (take any of them, by name): {', '.join(spec) or '(none)'}")
 
 
 @dataclass
@@ -335,9 +353,13 @@ def list_plugins(enabled_names: set[str] | None = None) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"name": name, "distribution": entry.distribution, "version": entry.version}
         try:
             cls = entry.load()
+            _check_hook_names(name, cls)
             row["hooks"] = implemented_hooks(cls)
             row["options"] = describe_options(cls.Options)
             row["description"] = cls.description
+            if not row["hooks"]:
+                row["warning"] = (f"{cls.__qualname__} implements no hook (no method named rlvr_… decorated with "
+                                  "@rlvr_plugins.hookimpl): enabled, it would do nothing")
         except PluginError as exc:
             row["error"] = str(exc)
         if enabled_names is not None:

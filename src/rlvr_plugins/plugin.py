@@ -66,6 +66,11 @@ class RewardFunction:
     ``completion_format``: ``"text"`` (default) hands ``completion`` over as the
     assistant's text also for conversational data; ``"messages"`` hands it over as TRL
     does, a list of messages for conversational data (a string otherwise).
+
+    ``example``: optionally, one item ``{"prompt": ..., "completion": ..., "example": {...}}``
+    that ``fn`` can score. ``rlvr train --check`` and the start of every run score it once,
+    through the reward engine: a reward that raises on (or cannot be shipped for) its own
+    example is refused before any model is loaded.
     """
 
     name: str
@@ -73,6 +78,7 @@ class RewardFunction:
     weight: float = 1.0
     isolated: bool = True
     completion_format: Literal["text", "messages"] = "text"
+    example: Mapping[str, Any] | None = None
 
     def __post_init__(self):
         if not self.name or not isinstance(self.name, str):
@@ -84,6 +90,10 @@ class RewardFunction:
         if self.completion_format not in COMPLETION_FORMATS:
             raise TypeError(f"RewardFunction {self.name!r}: completion_format must be one of {list(COMPLETION_FORMATS)}, "
                             f"got {self.completion_format!r}")
+        if self.example is not None and not (isinstance(self.example, Mapping)
+                                             and {"prompt", "completion"} <= set(self.example)):
+            raise TypeError(f"RewardFunction {self.name!r}: example must be a mapping with 'prompt', 'completion' "
+                            f"(and 'example', the dataset row), got {self.example!r}")
 
 
 def describe_options(options_cls: type) -> list[str]:

@@ -115,6 +115,7 @@ class Engines:
         self._isolated: RewardEngine | None = None
         self._local: RewardEngine | None = None
         self._closed_stats: dict[str, Any] = {}
+        self._per_reward: dict[str, list[int]] = {}
 
     def isolates(self, reward: RewardFunction) -> bool:
         """True when ``reward`` is scored in worker processes."""
@@ -133,7 +134,15 @@ class Engines:
         return RewardEngine(**{"max_abs_value": MAX_ABS_REWARD, **self.options, "in_process": in_process})
 
     def score(self, reward: RewardFunction, items: list[dict[str, Any]]) -> ScoreResult:
-        return self.for_reward(reward).score(reward.name, reward.fn, items)
+        result = self.for_reward(reward).score(reward.name, reward.fn, items)
+        counts = self._per_reward.setdefault(reward.name, [0, 0])
+        counts[0] += len(items)
+        counts[1] += sum(result.failed)
+        return result
+
+    def failures(self) -> dict[str, dict[str, int]]:
+        """Per reward, over the life of this object: ``{"items": scored, "failed": items without a score}``."""
+        return {name: {"items": n, "failed": failed} for name, (n, failed) in self._per_reward.items()}
 
     def stats(self) -> dict[str, Any]:
         """Cumulative counts over the life of this object, engines closed since included."""
@@ -150,6 +159,28 @@ class Engines:
             if engine is not None:
                 engine.close()
         self._isolated = self._local = None
+
+
+def probe_rewards(rewards: Sequence[tuple[str, RewardFunction]], engines: Engines) -> None:
+    """Score each reward's own ``example`` once; :class:`~rlvr_plugins.errors.PluginError` listing every reward
+    that fails on it (raises, cannot be shipped to a worker, times out, returns no usable value)."""
+    from .errors import RLVRError
+
+    problems = []
+    for plugin, reward in rewards:
+        if reward.example is None:
+            continue
+        item = {"example": {}, **reward.example}
+        try:
+            result = engines.score(reward, [item])
+            error = result.errors[0] if result.failed[0] else None
+        except RLVRError as exc:
+            error = str(exc)
+        if error is not None:
+            problems.append(f"reward {reward.name!r} (plugin {plugin!r}) fails on its own example: {error}")
+    if problems:
+        raise PluginError("; ".join(problems) + ". It would fail on every row: fix the plugin or disable it "
+                          "(--disable NAME)")
 
 
 class TRLReward:

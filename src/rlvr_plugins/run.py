@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
 
 from . import config as cfg
 from .errors import ConfigError
@@ -116,6 +115,21 @@ def engine_options(config: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+@dataclasses.dataclass(frozen=True)
+class EvalSchedule:
+    """``eval.every_steps``: measure held-out accuracy during GRPO every so many optimiser steps (``None``: only
+    before and after GRPO)."""
+
+    every_steps: int | None = None
+
+    @classmethod
+    def from_section(cls, section: Mapping[str, Any] | None) -> EvalSchedule:
+        value = (section or {}).get("every_steps")
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ConfigError(f"eval.every_steps must be a whole number of steps >= 1 (or absent), got {value!r}")
+        return cls(value)
+
+
 @dataclasses.dataclass
 class Prepared:
     """What a run needs, checked: the plugins and the GRPOConfig (no model loaded yet)."""
@@ -138,7 +152,19 @@ def prepare(config: dict[str, Any]) -> Prepared:
     eval_reward = (config.get("eval") or {}).get("reward")
     if eval_reward is not None and eval_reward not in names:
         raise ConfigError(f"eval.reward {eval_reward!r} is not a registered reward; registered: {names}")
+    EvalSchedule.from_section(config.get("eval"))
     return Prepared(config, plugin_set, args)
+
+
+def probe_reward_examples(prepared: Prepared) -> None:
+    """``--check``: score each reward's own example once (:func:`rlvr_plugins.rewards.probe_rewards`)."""
+    from .rewards import Engines, probe_rewards
+
+    engines = Engines(**engine_options(prepared.config))
+    try:
+        probe_rewards(prepared.plugin_set.reward_functions(), engines)
+    finally:
+        engines.close()
 
 
 def write_run_header(out: Path, prepared: Prepared) -> None:
@@ -150,7 +176,7 @@ def write_run_header(out: Path, prepared: Prepared) -> None:
         "versions": _versions(),
     }
     (out / "plugins.json").write_text(json.dumps(plugins, indent=2), encoding="utf-8")  # first: it marks a run folder
-    (out / "config.yaml").write_text(yaml.safe_dump(cfg.public(prepared.config), sort_keys=False), encoding="utf-8")
+    (out / "config.yaml").write_text(cfg.run_config_text(prepared.config), encoding="utf-8")
 
 
 def _versions() -> dict[str, str]:
@@ -193,9 +219,9 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     from datasets import Dataset
     from transformers import set_seed
     from . import data, modeling
-    from .evaluation import evaluate
-    from .rewards import Engines
-    from .runlog import GracefulStop, MetricsWriter, SeedAtTrainBegin, compact_console, truncate_metrics
+    from .evaluation import evaluate, metric_row
+    from .rewards import Engines, probe_rewards
+    from .runlog import GracefulStop, MetricsWriter, PeriodicEval, SeedAtTrainBegin, compact_console, truncate_metrics
     from .trainer import RLVRTrainer
 
     started = time.perf_counter()
@@ -223,20 +249,30 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
         sft_rows, train_rows = _split_for_sft(train_rows, sft_section)
     engines = Engines(**engine_options(config))
     rewards = prepared.plugin_set.reward_functions()
+    probe_rewards(rewards, engines)
     summary: dict[str, Any] = {"output_dir": str(out), "plugins": prepared.plugin_set.names, "stages": {}}
     max_new = int(prepared.grpo_args.max_completion_length)
 
-    def run_eval(tag: str, model, engine=None):
+    metrics = MetricsWriter(out / "metrics.jsonl")
+
+    def measure(tag: str, model, engine=None):
         if not eval_rows:
-            return
+            return None
         t = time.perf_counter()
         with modeling.full_weights(model, engine):
             result = evaluate(model, tokenizer, eval_rows, rewards, engines, config.get("eval") or {}, max_new)
         result["seconds"] = round(time.perf_counter() - t, 1)
-        summary[f"eval_{tag}"] = result
         if dist.is_main_process:
             print(f"[eval {tag}] accuracy {100 * result['accuracy']:.1f}% on {result['n']} held-out problems "
                   f"({result['reward']}); rewards {_fmt(result['rewards'])}", flush=True)
+        return result
+
+    def run_eval(tag: str, model, step: int, engine=None):
+        result = measure(tag, model, engine)
+        if result is not None:
+            summary[f"eval_{tag}"] = result
+            if dist.is_main_process:
+                metrics.write(step, metric_row(result))
 
     policy_dir = out / "policy-init"
     if checkpoint:
@@ -255,12 +291,12 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
             summary["sft_examples"] = len(sft_rows)
             with writing(policy_dir, out):
                 save_trained(sft_trainer, policy_dir)
-            run_eval("before", sft_trainer.model, sft_trainer.model_wrapped)
+            run_eval("before", sft_trainer.model, 0, sft_trainer.model_wrapped)
             end_stage(sft_trainer, prepared.grpo_args)
             del sft_trainer, model
             policy = str(policy_dir)
         else:
-            run_eval("before", model)
+            run_eval("before", model, 0)
             if "tiny" in config["model"]:
                 if dist.is_main_process:
                     with writing(policy_dir, out):
@@ -270,6 +306,11 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
             else:
                 policy = model
     stop = GracefulStop()
+    callbacks = [metrics, stop, SeedAtTrainBegin()]
+    every = EvalSchedule.from_section(config.get("eval")).every_steps
+    if every and eval_rows:  # the trainer's wrapped model: under ZeRO-3 its weights are gathered for generation
+        callbacks.append(PeriodicEval(every, lambda tag, _: measure(tag, trainer.model, trainer.model_wrapped),
+                                      metrics.write))
     t = time.perf_counter()
     trainer = RLVRTrainer(
         plugin_set=prepared.plugin_set,
@@ -279,7 +320,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
         train_dataset=Dataset.from_list(train_rows),
         processing_class=tokenizer,
         peft_config=modeling.lora_config(config),
-        callbacks=[MetricsWriter(out / "metrics.jsonl"), stop, SeedAtTrainBegin()],
+        callbacks=callbacks,
         correctness_reward=(config.get("eval") or {}).get("reward"),
         correct_threshold=float((config.get("eval") or {}).get("threshold", 1.0)),
     )
@@ -301,11 +342,12 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     else:
         if not (start.finished and (out / FINAL_DIR).is_dir()):
             save_final(trainer, out, dist)
-        run_eval("after", trainer.model, trainer.model_wrapped)
+        run_eval("after", trainer.model, summary["grpo_steps"], trainer.model_wrapped)
     if "eval_before" in summary and "eval_after" in summary:
         summary["accuracy_gain_points"] = round(
             100 * (summary["eval_after"]["accuracy"] - summary["eval_before"]["accuracy"]), 1)
     summary["reward_engine"] = engines.stats()
+    summary["reward_failures"] = engines.failures()
     engines.close()
     summary["seconds"] = round(time.perf_counter() - started, 1)
     summary["threads"] = torch.get_num_threads()
@@ -313,6 +355,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
         with writing(out / SUMMARY_FILE, out, remove_partial=False):
             _write_atomic(out / SUMMARY_FILE, json.dumps(summary, indent=2, default=str))
         _print_summary(summary)
+        _write_curves(out)
     return summary
 
 
@@ -356,6 +399,14 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _write_curves(out: Path) -> None:
+    from .commands.compare_cmd import draw_curves
+
+    path = draw_curves(out)
+    print(f"learning curves: {path}" if path else "learning curves not drawn (matplotlib is not installed: "
+          "pip install rlvr-plugins[plots])", flush=True)
+
+
 def _policy_path(model, tokenizer, folder: Path) -> str:
     """Save a policy built or fine-tuned in this run, so TRL loads it (and its reference copy for ``beta > 0``) by path."""
     model.save_pretrained(folder)
@@ -393,7 +444,20 @@ def _print_summary(summary: Mapping[str, Any]) -> None:
     if "accuracy_gain_points" in summary:
         print(f"gain from GRPO: {summary['accuracy_gain_points']:+.1f} points")
     print(f"time: {summary['seconds']:.0f}s  stages: {summary['stages']}")
+    print(failure_line(summary.get("reward_failures") or {}))
     print("=" * 60, flush=True)
+
+
+def failure_line(failures: Mapping[str, Mapping[str, int]]) -> str:
+    """The summary's line on rewards that raised, timed out or returned no usable value.
+
+    >>> failure_line({"r1-accuracy": {"items": 512, "failed": 3}, "r1-format": {"items": 512, "failed": 0}})
+    'reward failures (no score, masked): r1-accuracy 3 of 512 items, r1-format 0 of 512 items'
+    """
+    if not failures:
+        return "reward failures: none scored"
+    return "reward failures (no score, masked): " + ", ".join(
+        f"{name} {c['failed']} of {c['items']} items" for name, c in failures.items())
 
 
 def configure_threads() -> None:

@@ -9,6 +9,7 @@ import os
 import signal
 import threading
 from pathlib import Path
+from typing import Any, Callable, Mapping
 
 from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
@@ -28,7 +29,11 @@ class MetricsWriter(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
             return
-        row = {"step": state.global_step, **{k: _jsonable(v) for k, v in logs.items()}}
+        self.write(state.global_step, logs)
+
+    def write(self, step: int, values) -> None:
+        """Append one row ``{"step": step, **values}`` (non-finite numbers as ``null``)."""
+        row = {"step": step, **{k: _jsonable(v) for k, v in values.items()}}
         with writing(self.path, self.path.parent, remove_partial=False):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as fh:
@@ -166,3 +171,24 @@ class GracefulStop(TrainerCallback):
         if self.signal_name is not None:
             control.should_save = True
             control.should_training_stop = True
+
+
+class PeriodicEval(TrainerCallback):
+    """Every ``every_steps`` optimiser steps (not at the last, which the final evaluation measures):
+    ``measure(tag, model)`` and ``log(step, metric_row(result))`` (:func:`rlvr_plugins.evaluation.metric_row`)."""
+
+    def __init__(self, every_steps: int, measure: Callable[[str, Any], Mapping[str, Any] | None],
+                 log: Callable[[int, dict[str, float]], None]):
+        self.every_steps = every_steps
+        self.measure = measure
+        self.log = log
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        step = state.global_step
+        if step % self.every_steps or step >= state.max_steps:
+            return
+        result = self.measure(f"step {step}", model)
+        if result is not None and state.is_world_process_zero:
+            from .evaluation import metric_row
+
+            self.log(step, metric_row(result))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -30,6 +31,26 @@ def group_rows(rows: list[dict[str, Any]]) -> list[list[int]]:
         key = ("group", json.dumps(row["group"], sort_keys=True)) if "group" in row else ("row", i)
         groups.setdefault(key, []).append(i)
     return list(groups.values())
+
+
+def describe_scoring(plugin_set: PluginSet) -> str:
+    """One line: the rewards with their weights, the length penalties and the estimator ``rlvr score`` uses."""
+    from .manager import implemented_hooks
+
+    rewards = ", ".join(f"{r.name} x{r.weight:g}" for _, r in plugin_set.reward_functions()) or "none"
+    penalties = [p.name for p in plugin_set.enabled if "rlvr_length_penalty" in implemented_hooks(type(p.instance))]
+    return (f"scoring with rewards {rewards}; length penalties {', '.join(penalties) or 'none'}; "
+            f"advantages by the estimator {plugin_set.winner('rlvr_compute_advantages')!r}, within each group")
+
+
+def group_warning(rows: list[dict[str, Any]]) -> str | None:
+    """A loud warning when rows have no ``group``: each such row is its own group, whose advantage is 0."""
+    lone = sum("group" not in row for row in rows)
+    if lone == 0 or len(rows) < 2:
+        return None
+    which = "no row has a" if lone == len(rows) else f"{lone} of {len(rows)} rows have no"
+    return (f"WARNING: {which} 'group' column, so each such row is its own group of one and its advantage is "
+            "0 (there is nothing to compare it with); give the completions of one prompt the same 'group' value")
 
 
 def load_completions(path: str) -> tuple[list[dict[str, Any]], list[int]]:
@@ -136,6 +157,10 @@ def run_score(config: Mapping[str, Any], rows: list[dict[str, Any]], output: str
     plugin_set = validate_scoring(config)
     check_rows(plugin_set, rows, "completions", where, lines)
     tokenizer = load_tokenizer(config)
+    print(describe_scoring(plugin_set))
+    warning = group_warning(rows)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     engines = Engines(**engine_options(config))
     try:
         scored = score_rows(rows, plugin_set, engines, tokenizer, step=step)

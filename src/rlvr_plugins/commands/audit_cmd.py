@@ -19,7 +19,7 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 PLOTS = ("audit-bias.png", "audit-prompt-weights.png", "audit-length.png")
 COLORS = {"equal": "#4C72B0", "mixed": "#DD8452"}
@@ -99,6 +99,8 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     for name, sc in results["scenarios"].items():
         lines.append(f"- **{name}**: {sc['description']}; J = {sc['expected_reward']:.3f}")
+    for skipped in results.get("skipped", []):
+        lines.append(f"- **skipped** `{skipped['name']}` ({skipped['distribution']}): it failed, {skipped['error']}")
     lines += [
         "",
         "## Bias and variance against the exact gradient",
@@ -154,6 +156,27 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*")
+LINESTYLES = ("-", "--", "-.", ":")
+
+
+def line_styles(n: int) -> list[tuple[str, str]]:
+    """``n`` distinct (marker, line style) pairs: estimators whose curves coincide (equal up to scale, such
+    as rloo and mean-baseline) stay distinguishable instead of the last one hiding the others."""
+    pairs = [(m, ls) for ls in LINESTYLES for m in MARKERS]
+    return [pairs[(i * (len(MARKERS) + 1)) % len(pairs)] for i in range(n)]
+
+
+def dodge(i: int, n: int, spread: float) -> float:
+    """Horizontal offset of curve ``i`` of ``n``, centred on 0, ``spread`` apart."""
+    return (i - (n - 1) / 2) * spread
+
+
+def tick_labels(ax, x: Sequence[float], names: Sequence[str]) -> None:
+    """Estimator names under bars, upright (read bottom to top) so long names never overlap their neighbours."""
+    ax.set_xticks(x, names, rotation=90, fontsize=9)
+
+
 def write_plots(results: dict[str, Any], out: Path) -> list[Path]:
     """The three PNG plots of :data:`PLOTS` (matplotlib, Agg backend)."""
     import matplotlib
@@ -178,25 +201,27 @@ def write_plots(results: dict[str, Any], out: Path) -> list[Path]:
         axes[2].bar(xs, [s["rel_variance"] for s in st], yerr=[s["rel_variance_se"] for s in st], **kw)
     axes[0].set_yscale("log")
     for ax, title in zip(axes, ("1 − cosine(E[g], ∇J)", "bias after best rescaling", "tr Cov(g) / ‖E[g]‖²")):
-        ax.set_xticks(x, names, rotation=20)
+        tick_labels(ax, x, names)
         ax.set_title(title)
     axes[1].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(paths[0], dpi=90)
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    fig, ax = plt.subplots(figsize=(8.5, 4))
     success = results["scenarios"]["mixed"]["success"]
-    for e in ests:
+    spread = 0.6 * min((b - a for a, b in zip(success, success[1:])), default=0.1) / max(len(ests), 1)
+    for i, (e, (marker, linestyle)) in enumerate(zip(ests, line_styles(len(ests)))):
         st = e["scenarios"]["mixed"]
         mean = sum(st["prompt_scale"]) / len(st["prompt_scale"])
-        ax.errorbar(success, [k / mean for k in st["prompt_scale"]], yerr=[s / mean for s in st["prompt_scale_se"]],
-                    marker="o", capsize=2, label=e["name"])
+        ax.errorbar([p + dodge(i, len(ests), spread) for p in success], [k / mean for k in st["prompt_scale"]],
+                    yerr=[s / mean for s in st["prompt_scale_se"]], marker=marker, linestyle=linestyle,
+                    capsize=2, label=e["name"], fillstyle="none" if i % 2 else "full")
     ax.axhline(1, color="gray", lw=1, ls="--", label="exact gradient")
     ax.set_xlabel("prompt success probability J_p")
     ax.set_ylabel("relative weight κ_p / mean κ")
     ax.set_title("Weight each estimator gives a prompt (mixed difficulty)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: the curves stay visible
     fig.tight_layout()
     fig.savefig(paths[1], dpi=90)
     plt.close(fig)
@@ -214,7 +239,7 @@ def write_plots(results: dict[str, Any], out: Path) -> list[Path]:
     for ax, label in zip(axes, ("wrong", "right")):
         ax.axhline(1, color="gray", lw=1, ls="--")
         ax.axhline(size["short"] / size["long"], color="gray", lw=1, ls=":")
-        ax.set_xticks(x, names, rotation=20)
+        tick_labels(ax, x, names)
         ax.set_title(f"push on long / push on short, {label} answers")
     axes[0].set_ylabel(f"ratio (exact 1; dotted: {size['short']}/{size['long']})")
     axes[0].set_ylim(0, 1.3)

@@ -7,7 +7,9 @@ config.yaml, plugins.json) and writes to --output:
   compare.json  the same values, with the step of each best value
   *.png         one plot per metric group against steps, runs overlaid: rewards.png (total and
                 per reward plugin), accuracy.png, length.png (all, correct, wrong responses),
-                kl.png, entropy.png, clip_ratio.png
+                kl.png, entropy.png, clip_ratio.png; metric-<NAME>.png for each --metric NAME
+
+Plots show the raw series faintly and, over it, TensorBoard's debiased EMA (--ema WEIGHT).
 
 A metric a run did not log is skipped for that run and listed in compare.md.
 Plots need matplotlib: pip install rlvr-plugins[plots] (--no-plots writes the table alone).
@@ -23,6 +25,8 @@ from typing import Any, Sequence
 from ..errors import RLVRError
 
 PLOTS_HINT = "pip install rlvr-plugins[plots]"
+DEFAULT_EMA = 0.6
+"""TensorBoard's default smoothing weight."""
 
 
 def add_arguments(parser) -> None:
@@ -35,6 +39,12 @@ def add_arguments(parser) -> None:
                         help="where compare.md, compare.json and the PNGs go (default: runs/compare)")
     parser.add_argument("--smooth", type=_window, default=1, metavar="N",
                         help="trailing mean over N logged steps, for plots and table (default: 1, no smoothing)")
+    parser.add_argument("--ema", type=_ema_weight, default=DEFAULT_EMA, metavar="WEIGHT",
+                        help="plots: smoothed line (TensorBoard's debiased EMA of this weight, in [0, 1)) over the "
+                             f"raw one (default: {DEFAULT_EMA}; 0: raw only)")
+    parser.add_argument("--metric", action="append", default=[], metavar="NAME",
+                        help="also plot (and tabulate) this logged metric; a glob such as 'rewards/*' or 'eval/*' "
+                             "plots every match (repeatable)")
     parser.add_argument("--no-plots", action="store_true",
                         help="write compare.md and compare.json only (no PNGs; matplotlib not needed)")
 
@@ -46,6 +56,16 @@ def _window(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"--smooth takes a whole number of steps >= 1, got {text!r}")
+    return value
+
+
+def _ema_weight(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"--ema takes a weight in [0, 1) (0: no smoothing), got {text!r}")
     return value
 
 
@@ -61,14 +81,15 @@ def run(args) -> int:
     runs = [compare.load_run(path, label) for path, label in zip(args.runs, labels)]
     compare.check_labels(runs)
     figure_class = None if args.no_plots else _figure_class()
-    result = compare.compare(runs, args.smooth)
+    groups = compare.metric_groups(runs, args.metric)
+    result = compare.compare(runs, args.smooth, args.metric)
     out = Path(args.output)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise RLVRError(f"--output {out}: cannot create the folder ({exc.strerror})") from exc
-    plots = None if figure_class is None else draw_all(figure_class, compare.metric_groups(runs), runs, args.smooth,
-                                                       out)
+    plots = None if figure_class is None else draw_all(figure_class, groups, runs, args.smooth, out,
+                                                       args.ema)
     result["plots"] = [name for name, _ in plots or []]
     write_json(out / "compare.json", result)
     write_text(out / "compare.md", compare.report(result, plots))
@@ -89,13 +110,14 @@ def _figure_class():
     return Figure
 
 
-def draw_all(figure_class, groups, runs: Sequence[Any], window: int, out: Path) -> list[tuple[str, str]]:
+def draw_all(figure_class, groups, runs: Sequence[Any], window: int, out: Path,
+             ema: float = 0.0) -> list[tuple[str, str]]:
     """Draw every group that has data; ``[(file name, title)]`` of the PNGs written. A group without
     data has no PNG (one left in ``out`` by an earlier comparison is removed)."""
     drawn = []
     for group in groups:
         path = out / f"{group.name}.png"
-        if draw_group(figure_class, group, runs, window, path):
+        if draw_group(figure_class, group, runs, window, path, ema):
             drawn.append((path.name, group.title))
         else:
             path.unlink(missing_ok=True)
@@ -106,7 +128,7 @@ SHARED_Y = {"length"}
 """Groups whose panels share the y axis (lengths of all, correct and wrong responses read on one scale)."""
 
 
-def draw_group(figure_class, group, runs: Sequence[Any], window: int, path: Path) -> bool:
+def draw_group(figure_class, group, runs: Sequence[Any], window: int, path: Path, ema: float = 0.0) -> bool:
     """One PNG for ``group``: a panel per metric that some run logged, runs overlaid in fixed colours.
 
     Returns False (and writes nothing) when no run logged any metric of the group.
@@ -119,10 +141,11 @@ def draw_group(figure_class, group, runs: Sequence[Any], window: int, path: Path
     if not shown:
         return False
     suffix = f" (trailing mean over {window} steps)" if window > 1 else ""
+    suffix += f" (faint: raw; solid: EMA {ema})" if ema > 0 else ""
     fig, axes = _panels(figure_class, len(shown), f"{group.title}{suffix}", group.name in SHARED_Y)
     colours = [f"C{i % 10}" for i in range(len(runs))]
     for ax, metric in zip(axes, shown):
-        _draw_panel(ax, metric, runs, colours, window)
+        _draw_panel(ax, metric, runs, colours, window, ema)
     axes[0].legend(handles=[Line2D([], [], color=c, marker=".", label=r.label) for r, c in zip(runs, colours)],
                    fontsize=8)
     fig.savefig(path, dpi=100)
@@ -144,26 +167,53 @@ def _panels(figure_class, count: int, title: str, share_y: bool):
     return fig, axes
 
 
-def _draw_panel(ax, metric, runs: Sequence[Any], colours: Sequence[str], window: int) -> None:
+def _draw_panel(ax, metric, runs: Sequence[Any], colours: Sequence[str], window: int, ema: float = 0.0) -> None:
     from matplotlib.ticker import MaxNLocator
 
-    from ..compare import TRAIN_ACCURACY, smooth
+    from .. import compare
 
     for run, colour in zip(runs, colours):
-        points = smooth(run.series(metric.name), window)
+        points = compare.smooth(run.series(metric.name), window)
+        if points and ema > 0:
+            _line(ax, points, colour, alpha=0.3, linewidth=1)
+            points = compare.ema(points, ema)
         if points:
-            ax.plot([s for s, _ in points], [v for _, v in points], color=colour,
-                    marker="." if len(points) < 30 else None)
-        if metric.name == TRAIN_ACCURACY:
+            _line(ax, points, colour)
+        if metric.name == compare.TRAIN_ACCURACY:
             _draw_held_out(ax, run, colour)
     title = metric.title
-    if metric.name == TRAIN_ACCURACY:
+    if metric.name == compare.TRAIN_ACCURACY:
         keys = sorted({r.key(metric.name) for r in runs if r.has(metric.name)})
         title = f"{title}: {', '.join(keys) or 'not logged'}\n◆ held-out (summary.json): before GRPO, after GRPO"
     ax.set_title(title, fontsize=9)
     ax.set_xlabel("step")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(alpha=0.3)
+
+
+def _line(ax, points, colour: str, **style) -> None:
+    ax.plot([s for s, _ in points], [v for _, v in points], color=colour,
+            marker="." if len(points) < 30 else None, **style)
+
+
+CURVES = (("eval/accuracy", "held-out accuracy (greedy; step 0: before GRPO)"),
+          ("reward", "train reward (weighted total, mean over completions)"))
+"""What a run's ``curves.png`` shows: held-out accuracy during GRPO and the train reward, against step."""
+
+
+def draw_curves(folder: str | Path, ema: float = DEFAULT_EMA) -> Path | None:
+    """Write ``curves.png`` into a run folder; ``None`` (nothing written) when matplotlib is missing."""
+    from .. import compare
+
+    try:
+        figure_class = _figure_class()
+    except RLVRError:
+        return None
+    run = compare.load_run(folder)
+    group = compare.Group("curves", f"Learning curves: {run.label}",
+                          tuple(compare.Metric(k, title, "max") for k, title in CURVES))
+    path = Path(folder) / "curves.png"
+    return path if draw_group(figure_class, group, [run], 1, path, ema) else None
 
 
 def _held_out(run) -> list[tuple[int, float]]:

@@ -21,6 +21,11 @@ from ..errors import ConfigError
 from . import engines_for, reaches, sample_rows, score, setup, source_row, split_rows, write_json, write_jsonl
 from .sampling import SamplingOptions, require_backend
 
+EXAMPLES = """examples:
+  rlvr distill configs/r1_cold_start.yaml              # R1's cold-start traces from a teacher (GPU, vLLM)
+  rlvr distill configs/cpu/r1.yaml --set distill.n=4 --set output_dir=runs/distill
+"""
+
 DEFAULTS = {"n": 4, "temperature": 0.6, "top_p": 0.95, "max_new_tokens": 2048, "batch_size": 16,
             "backend": "transformers"}
 

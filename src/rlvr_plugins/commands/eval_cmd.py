@@ -36,6 +36,11 @@ from . import (
 )
 from .sampling import SamplingOptions, require_backend
 
+EXAMPLES = """examples:
+  rlvr eval runs/demo                                  # the demo run's final/ model, with its own config
+  rlvr eval configs/cpu/r1.yaml --set eval.n=4 --set eval.mode=few-shot
+"""
+
 COT_INSTRUCTION = "\nPlease reason step by step, and put your final answer within \\boxed{}."
 SHOT_TEMPLATE = "Question: {question}\nAnswer: {solution}\n\n"
 QUESTION_TEMPLATE = "Question: {question}\nAnswer:"

@@ -49,6 +49,11 @@ from . import (
 )
 from .sampling import SamplingOptions, require_backend, sample
 
+EXAMPLES = """examples:
+  rlvr filter configs/cpu/r1.yaml --set filter.n=8 --set output_dir=runs/filtered
+  rlvr filter configs/cpu/r1.yaml --set filter.difficulty=false --set filter.hygiene={}   # hygiene only, no model
+"""
+
 NO_COT_INSTRUCTION = "\nAnswer with the final answer only, without any explanation."
 DEFAULTS = {"n": 8, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 1024, "batch_size": 16,
             "backend": "transformers"}

@@ -19,6 +19,11 @@ from typing import Any
 from ..errors import ConfigError
 from . import Context, load_policy, setup, write_json
 
+EXAMPLES = """examples:
+  rlvr sft configs/homework/sft.yaml                   # the shared SFT start of the homework configs
+  rlvr sft configs/cpu/r1.yaml --set output_dir=runs/sft-only --set sft.examples=16
+"""
+
 FUSION_PLUGIN = "qwen-thinking"
 
 

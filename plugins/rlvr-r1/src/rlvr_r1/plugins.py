@@ -98,7 +98,8 @@ class AccuracyPlugin(Plugin):
     def rlvr_reward_functions(self, register):
         o = self.options
         register(RewardFunction(self.name, AccuracyScorer(o.answer_column, o.think_opened, o.fallback,
-                                                          o.time_budget_s), o.weight))
+                                                          o.time_budget_s), o.weight,
+                                example=example_item(o.think_opened, {o.answer_column: "2"})))
 
     @hookimpl
     def rlvr_check_dataset(self, rows):
@@ -120,6 +121,13 @@ class AccuracyPlugin(Plugin):
                 f"most {engine_timeout_s - DEADLINE_MARGIN_S:g} or raise engine.timeout_s.", source="plugins")
 
 
+def example_item(think_opened: bool, row: dict) -> dict:
+    """A correct, well-formed completion of ``1+1=``: the item ``rlvr train --check`` scores once."""
+    completion = "<think>1+1=2</think><answer>2</answer>"
+    return {"prompt": "1+1=", "completion": completion.removeprefix("<think>") if think_opened else completion,
+            "example": row}
+
+
 class FormatPlugin(Plugin):
     name = "r1-format"
     description = "R1 format reward: <think> reasoning </think> <answer> answer </answer>, content checked"
@@ -131,7 +139,8 @@ class FormatPlugin(Plugin):
 
     @hookimpl
     def rlvr_reward_functions(self, register):
-        register(RewardFunction(self.name, FormatScorer(self.options.think_opened), self.options.weight))
+        register(RewardFunction(self.name, FormatScorer(self.options.think_opened), self.options.weight,
+                                example=example_item(self.options.think_opened, {})))
 
 
 class LanguagePlugin(Plugin):
