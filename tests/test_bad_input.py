@@ -186,7 +186,20 @@ def test_a_key_set_with_set_is_named_without_a_file_line(tmp_path):
     path = write(tmp_path / "c.yaml", MINIMAL + "trainer:\n  max_steps: 3\n  beta: x\n")
     with pytest.raises(ConfigError) as err:
         load_config(path, ["trainer={max_steps: ten}", "seed=x"])
-    assert err.value.problems == ["seed must be an integer, got 'x'", "trainer.max_steps must be int, got 'ten' (str)"]
+    assert err.value.problems == ["seed must be an integer from 0 to 2**32 - 1, got 'x'", "trainer.max_steps must be int, got 'ten' (str)"]
+
+
+@pytest.mark.parametrize("line, problem", [
+    ("seed: 4294967296", "seed must be an integer from 0 to 2**32 - 1, got 4294967296"),
+    ("seed: -1", "seed must be an integer from 0 to 2**32 - 1, got -1"),
+    ("trainer: {learning_rate: .nan}", "{path}:4: trainer.learning_rate must be float (finite), got nan (float)"),
+    ("trainer: {max_grad_norm: .inf}", "{path}:4: trainer.max_grad_norm must be float (finite), got inf (float)"),
+    ("sft: {learning_rate: -.inf}", "{path}:4: sft.learning_rate must be float (finite), got -inf (float)"),
+])
+def test_check_refuses_a_seed_numpy_refuses_and_non_finite_floats(tmp_path, capsys, line, problem):
+    path = write(tmp_path / "c.yaml", MINIMAL + line + "\n")
+    assert cli.main(["train", str(path), "--check"]) == 2
+    assert error_of(capsys) == f"rlvr: error: invalid config in {path}: {problem.format(path=path)}\n"
 
 
 def test_check_refuses_a_bad_trainer_type_in_one_line(tmp_path, capsys):
@@ -264,8 +277,8 @@ def test_an_echoed_value_is_bounded(tmp_path, capsys):
     path = write(tmp_path / "c.yaml", MINIMAL + f"seed: [{'z' * 300_000}]\n")
     assert cli.main(["train", str(path), "--check"]) == 2
     err = error_of(capsys)
-    assert err.startswith(f"rlvr: error: invalid config in {path}: seed must be an integer, got ['zzzzzzzzzzzz")
-    assert len(err) < 150 + len(str(path)) and err.count("\n") == 1
+    assert err.startswith(f"rlvr: error: invalid config in {path}: seed must be an integer from 0 to 2**32 - 1, got ['zzzzzzzzzzzz")
+    assert len(err) < 170 + len(str(path)) and err.count("\n") == 1
 
 
 def test_many_problems_are_bounded(tmp_path, capsys):

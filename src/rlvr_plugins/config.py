@@ -258,8 +258,10 @@ def validate(config: Mapping[str, Any], source: str | None = None, need_data: bo
             problems.append(_where(config, str(key)) + _unknown("top-level key", key, TOP_LEVEL))
     if "output_dir" in config and not isinstance(config["output_dir"], str):
         problems.append("output_dir must be a string path")
-    if "seed" in config and (not isinstance(config["seed"], int) or isinstance(config["seed"], bool)):
-        problems.append(f"seed must be an integer, got {shown(config['seed'])}")
+    if "seed" in config and (not isinstance(config["seed"], int) or isinstance(config["seed"], bool)
+                             or not 0 <= config["seed"] < 2**32):
+        problems.append(f"seed must be an integer from 0 to 2**32 - 1, got "
+                        f"{shown(config['seed'])}")
     if need_model or "model" in config:
         problems += _check_model(config.get("model"))
     if need_data or "data" in config:
