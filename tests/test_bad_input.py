@@ -195,6 +195,8 @@ def test_a_key_set_with_set_is_named_without_a_file_line(tmp_path):
     ("trainer: {learning_rate: .nan}", "{path}:4: trainer.learning_rate must be float (finite), got nan (float)"),
     ("trainer: {max_grad_norm: .inf}", "{path}:4: trainer.max_grad_norm must be float (finite), got inf (float)"),
     ("sft: {learning_rate: -.inf}", "{path}:4: sft.learning_rate must be float (finite), got -inf (float)"),
+    ("trainer: {seed: 99999999999}", "{path}:4: trainer.seed must be from 0 to 2**32 - 1, got 99999999999"),
+    ("sft: {data_seed: -3}", "{path}:4: sft.data_seed must be from 0 to 2**32 - 1, got -3"),
 ])
 def test_check_refuses_a_seed_numpy_refuses_and_non_finite_floats(tmp_path, capsys, line, problem):
     path = write(tmp_path / "c.yaml", MINIMAL + line + "\n")

@@ -259,7 +259,7 @@ def validate(config: Mapping[str, Any], source: str | None = None, need_data: bo
     if "output_dir" in config and not isinstance(config["output_dir"], str):
         problems.append("output_dir must be a string path")
     if "seed" in config and (not isinstance(config["seed"], int) or isinstance(config["seed"], bool)
-                             or not 0 <= config["seed"] < 2**32):
+                             or _seed_out_of_range(config["seed"])):
         problems.append(f"seed must be an integer from 0 to 2**32 - 1, got "
                         f"{shown(config['seed'])}")
     if need_model or "model" in config:
@@ -515,7 +515,14 @@ def _check_trl_section(config: Mapping[str, Any], section: str) -> list[str]:
         types.update(SFT_EXTRA)
     problems = [f"{_where(config, f'{section}.{k}')}{_unknown(f'{section} field', k, types)}"
                 for k in value if k not in types]
+    problems += [f"{_where(config, f'{section}.{k}')}{section}.{k} must be from 0 to 2**32 - 1, got {value[k]}"
+                 for k in ("seed", "data_seed") if _seed_out_of_range(value.get(k))]
     return problems + type_problems(section, value, types, lambda key: _where(config, key))
+
+
+def _seed_out_of_range(seed: Any) -> bool:
+    """Whether ``seed`` is an int that ``transformers.set_seed`` (numpy) would refuse."""
+    return isinstance(seed, int) and not isinstance(seed, bool) and not 0 <= seed < 2**32
 
 
 def _check_section_types(config: Mapping[str, Any]) -> list[str]:
