@@ -453,3 +453,41 @@ def test_doctests_of_the_input_modules():
 
     for module in (config, errors, trl_fields):
         assert doctest.testmod(module).failed == 0, module.__name__
+
+
+# -- files that are not regular files: a FIFO, a device, a symbolic-link loop ---------------
+
+
+@pytest.fixture
+def odd_files(tmp_path):
+    """A FIFO (reading it would block until a writer comes), /dev/zero (never ends) and a
+    symbolic-link loop, with the reason each one is refused."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    special = "is not a regular file (a FIFO, device or socket); give a file"
+    return [(str(fifo), special), ("/dev/zero", special), (str(tmp_path / "a"), "is a symbolic-link loop")]
+
+
+def test_a_config_that_is_a_fifo_device_or_link_loop_is_refused_at_once(odd_files, capsys):
+    for path, why in odd_files:
+        assert cli.main(["train", path, "--check"]) == 2
+        assert error_of(capsys) == f"rlvr: error: invalid config: config file {path!r} {why}\n"
+
+
+def test_completions_that_are_a_fifo_device_or_link_loop_are_refused_at_once(tmp_path, odd_files, capsys):
+    config = write(tmp_path / "c.yaml", MINIMAL)
+    for path, why in odd_files:
+        assert cli.main(["score", str(config), path]) == 2
+        assert error_of(capsys) == f"rlvr: error: data file {path!r} {why}\n"
+
+
+def test_a_data_path_that_is_a_fifo_is_named_by_check(tmp_path, odd_files, capsys):
+    """--check only notes a data file it cannot read (it may be made before the run), saying why."""
+    fifo = odd_files[0][0]
+    config = write(tmp_path / "c.yaml", MINIMAL.replace("{source: synthetic, task: arithmetic}",
+                                                        f"{{source: jsonl, path: {fifo}}}"))
+    assert cli.main(["train", str(config), "--check"]) == 0
+    assert (f"note: {config}:2: data.train.path: data file {fifo!r} is not a regular file (a FIFO, device or "
+            "socket); give a file; the run needs it when it starts\n") in "".join(capsys.readouterr())

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from .errors import ConfigError, bounded, shown
+from .errors import ConfigError, bounded, shown, why_not_a_file
 
 TOP_LEVEL = {
     "model": "the policy: name_or_path (hub id or local folder) or tiny (a config for a model built from scratch)",
@@ -171,8 +171,7 @@ def _node_lines(node: Any, prefix: str, lines: dict[str, int], source: str) -> l
 def read_config_text(path: Path) -> str:
     """The config file's text; a missing, oversized or non-UTF-8 file is a :class:`ConfigError`."""
     if not path.is_file():
-        what = "is a folder, not a file" if path.is_dir() else "does not exist"
-        raise ConfigError(f"config file {shown(str(path), 300)} {what}")
+        raise ConfigError(f"config file {shown(str(path), 300)} {why_not_a_file(path)}")
     size = path.stat().st_size
     if size > MAX_CONFIG_BYTES:
         raise ConfigError(f"config file {shown(str(path), 300)} is {size} bytes; a config is at most "
@@ -487,8 +486,7 @@ def _check_decontaminate(config: Mapping[str, Any], value: Any) -> list[str]:
             problems.append(f"{at} must be a JSONL path, a mapping {{path, column, name}} or 'data.eval', "
                             f"got {shown(spec)}")
         elif not Path(resolve_path(config, path)).is_file():
-            problems.append(f"{at}: eval set file {shown(path)} does not exist (relative paths are tried from the "
-                            f"current directory, then from the config file's folder)")
+            problems.append(f"{at}: eval set file {shown(path)} {_why_unreadable(resolve_path(config, path))}")
     return problems
 
 
@@ -555,9 +553,17 @@ def missing_data_files(config: Mapping[str, Any]) -> list[str]:
         if not isinstance(path, str) or not path:
             problems.append(f"{where}data.{split}.path must be a file path, got {shown(path)}")
         elif not Path(resolve_path(config, path)).is_file():
-            problems.append(f"{where}data.{split}.path: data file {shown(path, 300)} does not exist (relative paths "
-                            "are tried from the current directory, then from the config file's folder)")
+            problems.append(f"{where}data.{split}.path: data file {shown(path, 300)} "
+                            f"{_why_unreadable(resolve_path(config, path))}")
     return problems
+
+
+def _why_unreadable(resolved: str) -> str:
+    """``why_not_a_file`` for a path of the config, with where a missing relative path was looked for."""
+    why = why_not_a_file(resolved)
+    if why == "does not exist":
+        why += " (relative paths are tried from the current directory, then from the config file's folder)"
+    return why
 
 
 def _unknown(what: str, key: Any, allowed: Mapping | set) -> str:
