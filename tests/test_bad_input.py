@@ -409,10 +409,14 @@ def bad_inputs(tmp_path: Path) -> list[list[str]]:
     missing_data = write(tmp_path / "nodata.yaml", MINIMAL.replace("source: synthetic, task: arithmetic",
                                                                   "source: jsonl, path: nope.jsonl"))
     rows = write(tmp_path / "rows.jsonl", json.dumps(ROW) + "\n")
+    unknown_plugin = write(tmp_path / "unknown.yaml", MINIMAL.replace("r1-accuracy: {}", "r1-acuracy: {}") + "sft: {}\n")
+    bad_option = write(tmp_path / "option.yaml", MINIMAL.replace("r1-accuracy: {}", "r1-accuracy: {weight: abc}")
+                       + "sft: {}\n")
     cases = []
     for command in ("train", "eval", "sft", "filter", "distill", "score"):
         files = [str(rows)] if command == "score" else []
         cases += [[command, "nope.yaml", *files], [command, str(bad), *files]]
+        cases += [[command, str(unknown_plugin), *files], [command, str(bad_option), *files]]
         cases += [] if command == "score" else [[command, str(missing_data)]]  # score reads no data section
     cases += [["score", str(SMOKE), "nope.jsonl"], ["score", str(SMOKE), str(rows), "--output", str(tmp_path)],
               ["train", str(SMOKE), "--set", "trainer.max_steps=[1"], ["plugins", "--config", "nope.yaml"],

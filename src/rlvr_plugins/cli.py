@@ -136,6 +136,7 @@ def cmd_plugins(args) -> int:
 
 def cmd_train(args) -> int:
     from .config import load_config, missing_data_files
+    from .manager import check_plugins_config
     from .runfolder import check_no_user_files, check_output_dir, output_dir, plan_run, run_entries
 
     config = load_config(args.config, args.overrides, need_files=not args.check)
@@ -146,6 +147,7 @@ def cmd_train(args) -> int:
         start = None
     else:
         start = plan_run(config, args.resume, args.overwrite)
+    check_plugins_config(config.get("plugins"))
     quiet_libraries()
     from .run import configure_threads, prepare, train
 
@@ -164,10 +166,12 @@ def cmd_train(args) -> int:
 
 def cmd_score(args) -> int:
     from .config import load_config
+    from .manager import check_plugins_config
     from .outputs import check_output_file
     from .score import LATE_STEP, load_completions, run_score
 
     config = load_config(args.config, args.overrides, need_data=False)
+    check_plugins_config(config.get("plugins"))
     rows, lines = load_completions(args.completions)
     if args.output:
         check_output_file(args.output, "--output")
@@ -177,13 +181,15 @@ def cmd_score(args) -> int:
 
 
 def _command_config(args, need_model: bool = True, check=None):
-    """The command's config, checked (``check(config)``: the command's own requirements) before
-    anything heavy is imported; then the libraries are quietened and the threads set."""
+    """The command's config, checked (``check(config)``: the command's own requirements; the
+    ``plugins:`` names and options) before anything heavy is imported; then the libraries are quietened and the threads set."""
     from .config import load_config
+    from .manager import check_plugins_config
 
     config = load_config(args.config, args.overrides, need_model=need_model, need_files=True)
     if check is not None:
         check(config)
+    check_plugins_config(config.get("plugins"))
     quiet_libraries()
     from .run import configure_threads
 
