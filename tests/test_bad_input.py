@@ -495,3 +495,24 @@ def test_a_data_path_that_is_a_fifo_is_named_by_check(tmp_path, odd_files, capsy
     assert cli.main(["train", str(config), "--check"]) == 0
     assert (f"note: {config}:2: data.train.path: data file {fifo!r} is not a regular file (a FIFO, device or "
             "socket); give a file; the run needs it when it starts\n") in "".join(capsys.readouterr())
+
+
+# -- plugin options: a float option is a finite float ----------------------------------------
+
+
+@pytest.mark.parametrize("weight, shown_as", [(".inf", "inf"), (".nan", "nan"), ("-.inf", "-inf"),
+                                              ("1e400", "inf")])
+def test_a_non_finite_float_option_is_a_one_line_error(tmp_path, capsys, weight, shown_as):
+    path = write(tmp_path / "c.yaml", MINIMAL.replace("r1-accuracy: {}", f"r1-accuracy: {{weight: {weight}}}"))
+    assert cli.main(["train", str(path), "--check"]) == 2
+    err = error_of(capsys)
+    assert err.startswith(f"rlvr: error: plugin 'r1-accuracy': option 'weight' must be float (finite), got {shown_as}. "
+                          "Valid options: weight (float, default 1.0);")
+    assert err.count("\n") == 1
+
+
+def test_an_int_option_past_the_float_range_is_a_one_line_error(tmp_path, capsys):
+    path = write(tmp_path / "c.yaml", MINIMAL.replace("r1-accuracy: {}", "r1-accuracy: {weight: 1" + "0" * 400 + "}"))
+    assert cli.main(["train", str(path), "--check"]) == 2
+    assert error_of(capsys).startswith("rlvr: error: plugin 'r1-accuracy': option 'weight' must be float (finite), "
+                                       "got 1000")
