@@ -171,3 +171,15 @@ def test_language_is_linear_on_a_megabyte_of_adversarial_input():
     assert out["chinese_in_text"][0] == 0.0
     assert out["letters"][0] == out["either_or"][0] == 1.0
     assert out["digits"][0] == out["spaces"][0] == 0.0
+
+
+def test_an_unknown_target_is_refused_when_the_options_are_parsed():
+    """Not when scoring: every completion would raise there and be masked instead of scored."""
+    from rlvr_plugins.errors import PluginOptionError
+    from rlvr_r1.plugins import LanguagePlugin
+
+    with pytest.raises(PluginOptionError) as err:
+        LanguagePlugin.parse_options({"target": "xx"})
+    assert str(err.value).startswith("plugin 'r1-language': target must be one of ar, el, en, he, hi, ja, ko, ru, "
+                                     "th, zh, got 'xx'. Valid options:")
+    assert LanguagePlugin.parse_options({"target": "zh"}).target == "zh"
