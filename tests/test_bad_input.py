@@ -516,3 +516,15 @@ def test_an_int_option_past_the_float_range_is_a_one_line_error(tmp_path, capsys
     assert cli.main(["train", str(path), "--check"]) == 2
     assert error_of(capsys).startswith("rlvr: error: plugin 'r1-accuracy': option 'weight' must be float (finite), "
                                        "got 1000")
+
+
+@pytest.mark.parametrize("flag, value, product", [
+    ("--prompts", "99999999999", "4000 x 99999999999 x 8 = 3199999999968000"),
+    ("--generations", "4194305", "4000 x 8 x 4194305 = 134217760000"),
+])
+def test_an_audit_too_large_for_memory_is_refused_before_any_work(tmp_path, capsys, flag, value, product):
+    """Was a raw MemoryError (numpy) after the imports; now one line, and no output folder."""
+    assert cli.main(["audit", flag, value, "--output", str(tmp_path / "out")]) == 2
+    assert error_of(capsys) == ("rlvr: error: invalid config in rlvr audit: --draws x --prompts x --generations must "
+                                f"be at most 134217728 (about 1 GiB of draws), got {product}\n")
+    assert not (tmp_path / "out").exists()
