@@ -186,7 +186,22 @@ def test_a_key_set_with_set_is_named_without_a_file_line(tmp_path):
     path = write(tmp_path / "c.yaml", MINIMAL + "trainer:\n  max_steps: 3\n  beta: x\n")
     with pytest.raises(ConfigError) as err:
         load_config(path, ["trainer={max_steps: ten}", "seed=x"])
-    assert err.value.problems == ["seed must be an integer, got 'x'", "trainer.max_steps must be int, got 'ten' (str)"]
+    assert err.value.problems == ["seed must be an integer from 0 to 2**32 - 1, got 'x'", "trainer.max_steps must be int, got 'ten' (str)"]
+
+
+@pytest.mark.parametrize("line, problem", [
+    ("seed: 4294967296", "seed must be an integer from 0 to 2**32 - 1, got 4294967296"),
+    ("seed: -1", "seed must be an integer from 0 to 2**32 - 1, got -1"),
+    ("trainer: {learning_rate: .nan}", "{path}:4: trainer.learning_rate must be float (finite), got nan (float)"),
+    ("trainer: {max_grad_norm: .inf}", "{path}:4: trainer.max_grad_norm must be float (finite), got inf (float)"),
+    ("sft: {learning_rate: -.inf}", "{path}:4: sft.learning_rate must be float (finite), got -inf (float)"),
+    ("trainer: {seed: 99999999999}", "{path}:4: trainer.seed must be from 0 to 2**32 - 1, got 99999999999"),
+    ("sft: {data_seed: -3}", "{path}:4: sft.data_seed must be from 0 to 2**32 - 1, got -3"),
+])
+def test_check_refuses_a_seed_numpy_refuses_and_non_finite_floats(tmp_path, capsys, line, problem):
+    path = write(tmp_path / "c.yaml", MINIMAL + line + "\n")
+    assert cli.main(["train", str(path), "--check"]) == 2
+    assert error_of(capsys) == f"rlvr: error: invalid config in {path}: {problem.format(path=path)}\n"
 
 
 def test_check_refuses_a_bad_trainer_type_in_one_line(tmp_path, capsys):
@@ -264,8 +279,8 @@ def test_an_echoed_value_is_bounded(tmp_path, capsys):
     path = write(tmp_path / "c.yaml", MINIMAL + f"seed: [{'z' * 300_000}]\n")
     assert cli.main(["train", str(path), "--check"]) == 2
     err = error_of(capsys)
-    assert err.startswith(f"rlvr: error: invalid config in {path}: seed must be an integer, got ['zzzzzzzzzzzz")
-    assert len(err) < 150 + len(str(path)) and err.count("\n") == 1
+    assert err.startswith(f"rlvr: error: invalid config in {path}: seed must be an integer from 0 to 2**32 - 1, got ['zzzzzzzzzzzz")
+    assert len(err) < 170 + len(str(path)) and err.count("\n") == 1
 
 
 def test_many_problems_are_bounded(tmp_path, capsys):
@@ -394,10 +409,14 @@ def bad_inputs(tmp_path: Path) -> list[list[str]]:
     missing_data = write(tmp_path / "nodata.yaml", MINIMAL.replace("source: synthetic, task: arithmetic",
                                                                   "source: jsonl, path: nope.jsonl"))
     rows = write(tmp_path / "rows.jsonl", json.dumps(ROW) + "\n")
+    unknown_plugin = write(tmp_path / "unknown.yaml", MINIMAL.replace("r1-accuracy: {}", "r1-acuracy: {}") + "sft: {}\n")
+    bad_option = write(tmp_path / "option.yaml", MINIMAL.replace("r1-accuracy: {}", "r1-accuracy: {weight: abc}")
+                       + "sft: {}\n")
     cases = []
     for command in ("train", "eval", "sft", "filter", "distill", "score"):
         files = [str(rows)] if command == "score" else []
         cases += [[command, "nope.yaml", *files], [command, str(bad), *files]]
+        cases += [[command, str(unknown_plugin), *files], [command, str(bad_option), *files]]
         cases += [] if command == "score" else [[command, str(missing_data)]]  # score reads no data section
     cases += [["score", str(SMOKE), "nope.jsonl"], ["score", str(SMOKE), str(rows), "--output", str(tmp_path)],
               ["train", str(SMOKE), "--set", "trainer.max_steps=[1"], ["plugins", "--config", "nope.yaml"],
@@ -438,3 +457,74 @@ def test_doctests_of_the_input_modules():
 
     for module in (config, errors, trl_fields):
         assert doctest.testmod(module).failed == 0, module.__name__
+
+
+# -- files that are not regular files: a FIFO, a device, a symbolic-link loop ---------------
+
+
+@pytest.fixture
+def odd_files(tmp_path):
+    """A FIFO (reading it would block until a writer comes), /dev/zero (never ends) and a
+    symbolic-link loop, with the reason each one is refused."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    special = "is not a regular file (a FIFO, device or socket); give a file"
+    return [(str(fifo), special), ("/dev/zero", special), (str(tmp_path / "a"), "is a symbolic-link loop")]
+
+
+def test_a_config_that_is_a_fifo_device_or_link_loop_is_refused_at_once(odd_files, capsys):
+    for path, why in odd_files:
+        assert cli.main(["train", path, "--check"]) == 2
+        assert error_of(capsys) == f"rlvr: error: invalid config: config file {path!r} {why}\n"
+
+
+def test_completions_that_are_a_fifo_device_or_link_loop_are_refused_at_once(tmp_path, odd_files, capsys):
+    config = write(tmp_path / "c.yaml", MINIMAL)
+    for path, why in odd_files:
+        assert cli.main(["score", str(config), path]) == 2
+        assert error_of(capsys) == f"rlvr: error: data file {path!r} {why}\n"
+
+
+def test_a_data_path_that_is_a_fifo_is_named_by_check(tmp_path, odd_files, capsys):
+    """--check only notes a data file it cannot read (it may be made before the run), saying why."""
+    fifo = odd_files[0][0]
+    config = write(tmp_path / "c.yaml", MINIMAL.replace("{source: synthetic, task: arithmetic}",
+                                                        f"{{source: jsonl, path: {fifo}}}"))
+    assert cli.main(["train", str(config), "--check"]) == 0
+    assert (f"note: {config}:2: data.train.path: data file {fifo!r} is not a regular file (a FIFO, device or "
+            "socket); give a file; the run needs it when it starts\n") in "".join(capsys.readouterr())
+
+
+# -- plugin options: a float option is a finite float ----------------------------------------
+
+
+@pytest.mark.parametrize("weight, shown_as", [(".inf", "inf"), (".nan", "nan"), ("-.inf", "-inf"),
+                                              ("1e400", "inf")])
+def test_a_non_finite_float_option_is_a_one_line_error(tmp_path, capsys, weight, shown_as):
+    path = write(tmp_path / "c.yaml", MINIMAL.replace("r1-accuracy: {}", f"r1-accuracy: {{weight: {weight}}}"))
+    assert cli.main(["train", str(path), "--check"]) == 2
+    err = error_of(capsys)
+    assert err.startswith(f"rlvr: error: plugin 'r1-accuracy': option 'weight' must be float (finite), got {shown_as}. "
+                          "Valid options: weight (float, default 1.0);")
+    assert err.count("\n") == 1
+
+
+def test_an_int_option_past_the_float_range_is_a_one_line_error(tmp_path, capsys):
+    path = write(tmp_path / "c.yaml", MINIMAL.replace("r1-accuracy: {}", "r1-accuracy: {weight: 1" + "0" * 400 + "}"))
+    assert cli.main(["train", str(path), "--check"]) == 2
+    assert error_of(capsys).startswith("rlvr: error: plugin 'r1-accuracy': option 'weight' must be float (finite), "
+                                       "got 1000")
+
+
+@pytest.mark.parametrize("flag, value, product", [
+    ("--prompts", "99999999999", "4000 x 99999999999 x 8 = 3199999999968000"),
+    ("--generations", "4194305", "4000 x 8 x 4194305 = 134217760000"),
+])
+def test_an_audit_too_large_for_memory_is_refused_before_any_work(tmp_path, capsys, flag, value, product):
+    """Was a raw MemoryError (numpy) after the imports; now one line, and no output folder."""
+    assert cli.main(["audit", flag, value, "--output", str(tmp_path / "out")]) == 2
+    assert error_of(capsys) == ("rlvr: error: invalid config in rlvr audit: --draws x --prompts x --generations must "
+                                f"be at most 134217728 (about 1 GiB of draws), got {product}\n")
+    assert not (tmp_path / "out").exists()

@@ -161,6 +161,7 @@ def cmd_plugins(args) -> int:
 
 def cmd_train(args) -> int:
     from .config import load_config, missing_data_files
+    from .manager import check_plugins_config
     from .runfolder import check_no_user_files, check_output_dir, output_dir, plan_run, run_entries
 
     config = load_config(args.config, args.overrides, need_files=not args.check)
@@ -171,6 +172,7 @@ def cmd_train(args) -> int:
         start = None
     else:
         start = plan_run(config, args.resume, args.overwrite)
+    check_plugins_config(config.get("plugins"))
     quiet_libraries()
     from .run import configure_threads, prepare, probe_reward_examples, train
 
@@ -190,10 +192,12 @@ def cmd_train(args) -> int:
 
 def cmd_score(args) -> int:
     from .config import load_config_or_run
+    from .manager import check_plugins_config
     from .outputs import check_output_file
     from .score import LATE_STEP, load_completions, run_score
 
     config = load_config_or_run(args.config, args.overrides, need_data=False)
+    check_plugins_config(config.get("plugins"))
     rows, lines = load_completions(args.completions)
     if args.output:
         check_output_file(args.output, "--output")
@@ -203,14 +207,17 @@ def cmd_score(args) -> int:
 
 
 def _command_config(args, need_model: bool = True, check=None):
-    """The command's config, checked (``check(config)``: the command's own requirements) before
-    anything heavy is imported; then the libraries are quietened and the threads set."""
+    """The command's config, checked (``check(config)``: the command's own requirements; the
+    ``plugins:`` names and options) before anything heavy is imported; then the libraries are
+    quietened and the threads set."""
     from .config import load_config, load_config_or_run
+    from .manager import check_plugins_config
 
     load = load_config_or_run if args.command == "eval" else load_config
     config = load(args.config, args.overrides, need_model=need_model, need_files=True)
     if check is not None:
         check(config)
+    check_plugins_config(config.get("plugins"))
     quiet_libraries()
     from .run import configure_threads
 

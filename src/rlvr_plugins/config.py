@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from .errors import ConfigError, bounded, shown
+from .errors import ConfigError, bounded, shown, why_not_a_file
 
 TOP_LEVEL = {
     "model": "the policy: name_or_path (hub id or local folder) or tiny (a config for a model built from scratch)",
@@ -171,8 +171,7 @@ def _node_lines(node: Any, prefix: str, lines: dict[str, int], source: str) -> l
 def read_config_text(path: Path) -> str:
     """The config file's text; a missing, oversized or non-UTF-8 file is a :class:`ConfigError`."""
     if not path.is_file():
-        what = "is a folder, not a file" if path.is_dir() else "does not exist"
-        raise ConfigError(f"config file {shown(str(path), 300)} {what}")
+        raise ConfigError(f"config file {shown(str(path), 300)} {why_not_a_file(path)}")
     size = path.stat().st_size
     if size > MAX_CONFIG_BYTES:
         raise ConfigError(f"config file {shown(str(path), 300)} is {size} bytes; a config is at most "
@@ -307,8 +306,10 @@ def validate(config: Mapping[str, Any], source: str | None = None, need_data: bo
             problems.append(_where(config, str(key)) + _unknown("top-level key", key, TOP_LEVEL))
     if "output_dir" in config and not isinstance(config["output_dir"], str):
         problems.append("output_dir must be a string path")
-    if "seed" in config and (not isinstance(config["seed"], int) or isinstance(config["seed"], bool)):
-        problems.append(f"seed must be an integer, got {shown(config['seed'])}")
+    if "seed" in config and (not isinstance(config["seed"], int) or isinstance(config["seed"], bool)
+                             or _seed_out_of_range(config["seed"])):
+        problems.append(f"seed must be an integer from 0 to 2**32 - 1, got "
+                        f"{shown(config['seed'])}")
     if need_model or "model" in config:
         problems += _check_model(config.get("model"))
     if need_data or "data" in config:
@@ -534,8 +535,7 @@ def _check_decontaminate(config: Mapping[str, Any], value: Any) -> list[str]:
             problems.append(f"{at} must be a JSONL path, a mapping {{path, column, name}} or 'data.eval', "
                             f"got {shown(spec)}")
         elif not Path(resolve_path(config, path)).is_file():
-            problems.append(f"{at}: eval set file {shown(path)} does not exist (relative paths are tried from the "
-                            f"current directory, then from the config file's folder)")
+            problems.append(f"{at}: eval set file {shown(path)} {_why_unreadable(resolve_path(config, path))}")
     return problems
 
 
@@ -562,7 +562,14 @@ def _check_trl_section(config: Mapping[str, Any], section: str) -> list[str]:
         types.update(SFT_EXTRA)
     problems = [f"{_where(config, f'{section}.{k}')}{_unknown(f'{section} field', k, types)}"
                 for k in value if k not in types]
+    problems += [f"{_where(config, f'{section}.{k}')}{section}.{k} must be from 0 to 2**32 - 1, got {value[k]}"
+                 for k in ("seed", "data_seed") if _seed_out_of_range(value.get(k))]
     return problems + type_problems(section, value, types, lambda key: _where(config, key))
+
+
+def _seed_out_of_range(seed: Any) -> bool:
+    """Whether ``seed`` is an int that ``transformers.set_seed`` (numpy) would refuse."""
+    return isinstance(seed, int) and not isinstance(seed, bool) and not 0 <= seed < 2**32
 
 
 def _check_section_types(config: Mapping[str, Any]) -> list[str]:
@@ -595,9 +602,17 @@ def missing_data_files(config: Mapping[str, Any]) -> list[str]:
         if not isinstance(path, str) or not path:
             problems.append(f"{where}data.{split}.path must be a file path, got {shown(path)}")
         elif not Path(resolve_path(config, path)).is_file():
-            problems.append(f"{where}data.{split}.path: data file {shown(path, 300)} does not exist (relative paths "
-                            "are tried from the current directory, then from the config file's folder)")
+            problems.append(f"{where}data.{split}.path: data file {shown(path, 300)} "
+                            f"{_why_unreadable(resolve_path(config, path))}")
     return problems
+
+
+def _why_unreadable(resolved: str) -> str:
+    """``why_not_a_file`` for a path of the config, with where a missing relative path was looked for."""
+    why = why_not_a_file(resolved)
+    if why == "does not exist":
+        why += " (relative paths are tried from the current directory, then from the config file's folder)"
+    return why
 
 
 def _unknown(what: str, key: Any, allowed: Mapping | set) -> str:

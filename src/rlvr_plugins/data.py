@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .config import ANSWER_FORMATS, lone_surrogate, resolve_path
-from .errors import ConfigError, PluginValidationError, RLVRError, columns_text, shown
+from .errors import ConfigError, PluginValidationError, RLVRError, columns_text, shown, why_not_a_file
 
 SYNTHETIC_TASKS = ("arithmetic",)
 MAX_NAMED_ROWS = 5
@@ -65,8 +65,7 @@ def read_jsonl_numbered(path: str, max_bytes: int | None = None) -> list[tuple[i
     limit = max_line_bytes() if max_bytes is None else max_bytes
     p = Path(path)
     if not p.is_file():
-        what = "is a folder, not a file" if p.is_dir() else "does not exist"
-        raise DataError(f"data file {shown(path, 300)} {what}")
+        raise DataError(f"data file {shown(path, 300)} {why_not_a_file(p)}")
     rows = []
     try:
         fh = p.open("rb")

@@ -8,7 +8,10 @@ a reward returning the wrong number of values).
 
 from __future__ import annotations
 
+import errno
+import os
 import reprlib
+import stat
 from typing import Any
 
 SHOWN_CHARS = 120
@@ -149,3 +152,16 @@ class PluginContractError(RLVRError, ValueError):
 class RunFolderError(RLVRError):
     """The run folder cannot be used as asked: it holds another run, is not a writable folder, the
     checkpoint to resume is missing or belongs to another config, or a write into it failed."""
+
+
+def why_not_a_file(path: str | os.PathLike) -> str:
+    """Why ``path``, not a regular file, cannot be read, for "<what> <path> <why>" messages: it does
+    not exist, is a folder, is a FIFO / device / socket (reading one could block or never end),
+    or is a symbolic-link loop."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return "is a symbolic-link loop" if exc.errno == errno.ELOOP else "does not exist"
+    if stat.S_ISDIR(mode):
+        return "is a folder, not a file"
+    return "is not a regular file (a FIFO, device or socket); give a file"

@@ -307,6 +307,33 @@ def _options_dict(opts: Any) -> dict[str, Any]:
     return dataclasses.asdict(opts) if dataclasses.is_dataclass(opts) else {}
 
 
+def check_plugins_config(plugins_config: Mapping[str, Any] | None,
+                         available: Mapping[str, Any] | None = None) -> list[tuple[str, type, Any]]:
+    """``(name, class, parsed options)`` of each plugin the config's ``plugins:`` names, no
+    instance made: a name that is not installed, a plugin that cannot be imported, an unknown or
+    ill-typed option or a misnamed hook is an error naming it. Imports only the named plugins'
+    modules, so a command can run it before torch (the unknown names before any import)."""
+    available = discover() if available is None else available
+    plugins_config = dict(plugins_config or {})
+    unknown = [n for n in plugins_config if n not in available]
+    if unknown:
+        raise UnknownPluginError(unknown, list(available))
+    problems: list[PluginError] = []
+    checked = []
+    for name, raw in plugins_config.items():
+        try:
+            cls = available[name].load()
+            _check_hook_names(name, cls)
+            checked.append((name, cls, cls.parse_options(raw)))
+        except PluginError as exc:
+            problems.append(exc)
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        raise ConfigError([str(p) for p in problems], source="plugins")
+    return checked
+
+
 def build_plugin_set(plugins_config: Mapping[str, Any] | None) -> PluginSet:
     """Enable and configure the plugins named in the config's ``plugins:`` section.
 
@@ -315,26 +342,9 @@ def build_plugin_set(plugins_config: Mapping[str, Any] | None) -> PluginSet:
     hook but matches no spec; two enabled plugins implement a one-winner hook. Missing
     one-winner hooks are answered by the built-in defaults.
     """
-    plugins_config = dict(plugins_config or {})
     available = discover()
-    unknown = [n for n in plugins_config if n not in available]
-    if unknown:
-        raise UnknownPluginError(unknown, list(available))
-    problems: list[PluginError] = []
-    enabled: list[EnabledPlugin] = []
-    for name, raw in plugins_config.items():
-        entry = available[name]
-        try:
-            cls = entry.load()
-            _check_hook_names(name, cls)
-            options = cls.parse_options(raw)
-            enabled.append(EnabledPlugin(name, cls(options), entry))
-        except PluginError as exc:
-            problems.append(exc)
-    if len(problems) == 1:
-        raise problems[0]
-    if problems:
-        raise ConfigError([str(p) for p in problems], source="plugins")
+    enabled = [EnabledPlugin(name, cls(options), available[name])
+               for name, cls, options in check_plugins_config(plugins_config, available)]
     for hook in hookspecs.ONE_WINNER_HOOKS:
         answering = [p.name for p in enabled if hook in implemented_hooks(type(p.instance))]
         if len(answering) > 1 and hook not in hookspecs.ABSTAINING_HOOKS:

@@ -127,7 +127,8 @@ def parse_options(plugin: str, options_cls: type, raw: Mapping[str, Any]) -> Any
             continue
         ok, converted = _check_type(value, hints[key])
         if not ok:
-            problems.append(f"option {key!r} must be {_type_name(hints[key])}, got {shown(value)}")
+            finite = "" if not isinstance(value, (int, float)) or _finite_float(value) else " (finite)"
+            problems.append(f"option {key!r} must be {_type_name(hints[key])}{finite}, got {shown(value)}")
         else:
             values[key] = converted
     for name, f in fields.items():
@@ -139,6 +140,13 @@ def parse_options(plugin: str, options_cls: type, raw: Mapping[str, Any]) -> Any
         return options_cls(**values)
     except (TypeError, ValueError) as exc:
         raise PluginOptionError(plugin, [str(exc)], describe_options(options_cls)) from exc
+
+
+def _finite_float(value: int | float) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 def _check_type(value: Any, tp: Any) -> tuple[bool, Any]:
@@ -159,8 +167,8 @@ def _check_type(value: Any, tp: Any) -> tuple[bool, Any]:
         return isinstance(value, bool), value
     if tp is int:
         return isinstance(value, int) and not isinstance(value, bool), value
-    if tp is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is float:  # finite: .nan, .inf and ints past the float range are never an option's value
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and _finite_float(value)
         return ok, float(value) if ok else value
     if tp is str:
         return isinstance(value, str), value

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import importlib.metadata as md
+import math
 import sys
 import types
 import typing
@@ -124,6 +125,8 @@ def matches(value: Any, text: str) -> bool:
     [True, True, False, False, False]
     >>> matches([1, 2.5], "list[float]"), matches(["a", 1], "list[str]")
     (True, False)
+    >>> [matches(v, "float") for v in (float("nan"), float("inf"))]  # YAML .nan / .inf: never a setting
+    [False, False]
     """
     for alt in _split(text):
         if alt == "any" or (alt == "None" and value is None) or (alt == "False" and value is False):
@@ -132,7 +135,9 @@ def matches(value: Any, text: str) -> bool:
             return True
         if isinstance(value, bool):
             continue
-        if (alt == "int" and isinstance(value, int)) or (alt == "float" and isinstance(value, (int, float))):
+        if alt == "int" and isinstance(value, int):
+            return True
+        if alt == "float" and isinstance(value, (int, float)) and math.isfinite(value):
             return True
         if (alt == "str" and isinstance(value, str)) or (alt == "dict" and isinstance(value, Mapping)):
             return True
@@ -152,7 +157,8 @@ def type_problems(section: str, values: Mapping[str, Any], types_: Mapping[str, 
     problems = []
     for key, value in values.items():
         if key in types_ and not matches(value, types_[key]):
-            problems.append(f"{where(f'{section}.{key}')}{section}.{key} must be {types_[key]}, got "
+            finite = " (finite)" if isinstance(value, float) and not math.isfinite(value) else ""
+            problems.append(f"{where(f'{section}.{key}')}{section}.{key} must be {types_[key]}{finite}, got "
                             f"{shown(value)} ({type(value).__name__})")
     return problems
 

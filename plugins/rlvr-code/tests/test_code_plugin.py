@@ -208,6 +208,10 @@ def test_columns_are_configurable():
     ({"max_cases": -1}, "max_cases must be >= 0"),
     ({"isolation": "docker"}, "option 'isolation' must be one of 'auto', 'namespaces', 'basic'"),
     ({"time_limit": 1}, "did you mean 'time_limit_s'"),
+    # past what an rlimit or the clock takes: every run would fail to start and be masked
+    ({"memory_mb": 10**20}, "memory_mb must be >= 1 and <= 2147483647, got 100000000000000000000"),
+    ({"output_limit_kb": 2**31}, "output_limit_kb must be >= 1 and <= 2147483647, got 2147483648"),
+    ({"time_limit_s": 1e300, "total_time_s": 1e300}, "time_limit_s must be > 0 and <= 1000000.0, got 1e+300"),
 ])
 def test_bad_options_fail_naming_the_plugin(options, message):
     with pytest.raises(PluginOptionError, match="code-tests") as info:

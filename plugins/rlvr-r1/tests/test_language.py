@@ -143,6 +143,26 @@ def test_a_chinese_chain_of_thought_hidden_in_text_is_not_english():
     assert language_consistency(thinking, "zh") == pytest.approx(16 / 17)
 
 
+# --- letters of scripts other than Latin and Greek are language anywhere in math ----------------
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("OK $我们计算两个数$", {"Han": 7, "Latin": 1}),
+    (r"OK $\mathrm{我们计算}$ \(\operatorname{两个}\)", {"Han": 6, "Latin": 1}),
+    (r"OK $x \tag{我们} \label{计算}$", {"Han": 4, "Latin": 1}),
+    ("OK $$\n我们\n$$ \\[计算\\]", {"Han": 4, "Latin": 1}),
+    (r"OK $\text{ab} привет + y$", {"Cyrillic": 1, "Latin": 2}),
+    (r"So $x^2 + \alpha\beta = \pi r$ holds", {"Latin": 2}),
+])
+def test_non_latin_letters_inside_math_count_as_language(text, expected):
+    assert count_words(text) == Counter(expected)
+
+
+def test_a_chinese_chain_of_thought_hidden_in_math_is_not_english():
+    thinking = "$我们先计算两个数的和然后再乘以三$ ok \\(\\mathrm{得到答案}\\)"
+    assert language_consistency(thinking, "en") == pytest.approx(1 / 21)
+
+
 def test_language_is_linear_on_a_megabyte_of_adversarial_input():
     from rlvr_plugins.testing import adversarial_texts, time_each
 
@@ -151,3 +171,15 @@ def test_language_is_linear_on_a_megabyte_of_adversarial_input():
     assert out["chinese_in_text"][0] == 0.0
     assert out["letters"][0] == out["either_or"][0] == 1.0
     assert out["digits"][0] == out["spaces"][0] == 0.0
+
+
+def test_an_unknown_target_is_refused_when_the_options_are_parsed():
+    """Not when scoring: every completion would raise there and be masked instead of scored."""
+    from rlvr_plugins.errors import PluginOptionError
+    from rlvr_r1.plugins import LanguagePlugin
+
+    with pytest.raises(PluginOptionError) as err:
+        LanguagePlugin.parse_options({"target": "xx"})
+    assert str(err.value).startswith("plugin 'r1-language': target must be one of ar, el, en, he, hi, ja, ko, ru, "
+                                     "th, zh, got 'xx'. Valid options:")
+    assert LanguagePlugin.parse_options({"target": "zh"}).target == "zh"

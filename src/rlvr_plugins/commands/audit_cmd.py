@@ -39,6 +39,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--seed", type=int, help="random seed (default 0)")
 
 
+MAX_CELLS = 2**27  # draws x prompts x generations: one float64 array of the Monte-Carlo draws
+
+
 def run(args) -> int:
     """Run the command from parsed arguments; return the exit code."""
     from ..errors import ConfigError
@@ -53,6 +56,11 @@ def run(args) -> int:
 
     size = audit.FULL if args.full else audit.QUICK
     size = dataclasses.replace(size, **overrides)
+    cells = size.draws * size.prompts * size.generations
+    if cells > MAX_CELLS:
+        raise ConfigError([f"--draws x --prompts x --generations must be at most {MAX_CELLS} (about 1 GiB of "
+                           f"draws), got {size.draws} x {size.prompts} x {size.generations} = {cells}"],
+                          source="rlvr audit")
     start = time.perf_counter()
     estimators = audit.load_estimators(args.estimators or None)
     results = audit.run_audit(estimators, size)

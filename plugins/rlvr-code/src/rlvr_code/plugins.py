@@ -37,6 +37,12 @@ exec(compile(open("solution.py", encoding="utf-8").read(), "solution.py", "exec"
 CALLS_SOURCE = Path(calls.__file__).read_text(encoding="utf-8")  # run as it is in both sandboxes of an assert test
 
 
+# Bounds that every limit fits in: the kernel's rlimits and the clock take C longs, so a larger
+# value would make every run fail to start (masked) instead of being refused at --check.
+MAX_LIMIT = 2**31 - 1
+MAX_TIME_S = 1_000_000.0
+
+
 @dataclass
 class CodeTestsOptions:
     """The plugin's options (``plugins: {code-tests: {...}}``); the scorer runs with them."""
@@ -61,11 +67,11 @@ class CodeTestsOptions:
 
     def __post_init__(self):
         for name in ("time_limit_s", "total_time_s"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)!r}")
+            if not 0 < getattr(self, name) <= MAX_TIME_S:
+                raise ValueError(f"{name} must be > 0 and <= {MAX_TIME_S}, got {getattr(self, name)!r}")
         for name in ("memory_mb", "max_processes", "output_limit_kb", "open_files", "disk_mb"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+            if not 1 <= getattr(self, name) <= MAX_LIMIT:
+                raise ValueError(f"{name} must be >= 1 and <= {MAX_LIMIT}, got {getattr(self, name)!r}")
         if self.max_cases < 0:
             raise ValueError(f"max_cases must be >= 0 (0 = all), got {self.max_cases!r}")
         if self.memory_mb < 64:

@@ -52,6 +52,7 @@ TEXT_COMMANDS = ("text", "textbf", "textit", "textrm", "textsf", "texttt", "text
                  "emph", "mbox", "hbox", "intertext")
 _TEXT_ARGUMENT_TOKEN = re.compile(r"\\(?:%s)\s*\{|\\.|[{}]" % "|".join(TEXT_COMMANDS), re.DOTALL)
 _LETTER_RUN = re.compile(r"[^\W\d_]+")
+MATH_SCRIPTS = frozenset({"Latin", "Greek"})
 
 
 @lru_cache(maxsize=65536)
@@ -116,35 +117,48 @@ def _math_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _text_arguments(math: str) -> list[str]:
+def _text_arguments(math: str) -> tuple[list[str], list[str]]:
     r"""The arguments of the outermost text commands (``\text{…}``, ``\textbf{…}``, … see
-    ``TEXT_COMMANDS``) in a math span, braces balanced (``\{`` ``\}`` do not count); one never
-    closed runs to the end of the span. One pass over the span."""
-    arguments, depth, opened_at = [], 0, None
+    ``TEXT_COMMANDS``) in a math span, braces balanced (``\{`` ``\}`` do not count), and the
+    pieces of the span outside them; an argument never closed runs to the end of the span. One
+    pass over the span."""
+    arguments, outside, depth, opened_at, previous = [], [], 0, None, 0
     for token in _TEXT_ARGUMENT_TOKEN.finditer(math):
         kind = token.group()
         if kind == "}":
             depth = max(depth - 1, 0)
             if opened_at is not None and depth == 0:
                 arguments.append(math[opened_at: token.start()])
-                opened_at = None
+                opened_at, previous = None, token.end()
         elif kind == "{" or kind.endswith("{"):
             if opened_at is None and kind != "{":
+                outside.append(math[previous: token.start()])
                 opened_at = token.end()
                 depth = 0
             depth += 1
     if opened_at is not None:
         arguments.append(math[opened_at:])
-    return arguments
+    else:
+        outside.append(math[previous:])
+    return arguments, outside
+
+
+def _non_math_letters(math: str) -> str:
+    """``math`` with its Latin and Greek letters (the letters of math notation) blanked: the
+    letters of any other script inside a math span are language (``$中文$`` is Chinese)."""
+    return "".join(" " if script_of(char) in MATH_SCRIPTS else char for char in math)
 
 
 def _language_text(text: str) -> str:
     """The text whose words count: everything outside math spans, plus the arguments of text
-    commands inside them (``_text_arguments``), with LaTeX command names blanked."""
+    commands inside them (``_text_arguments``) and their letters of scripts other than Latin and
+    Greek (``_non_math_letters``), with LaTeX command names blanked."""
     pieces, previous = [], 0
     for start, end in _math_spans(text):
         pieces.append(text[previous:start])
-        pieces.extend(_text_arguments(text[start:end]))
+        arguments, outside = _text_arguments(text[start:end])
+        pieces.extend(arguments)
+        pieces.extend(_non_math_letters(_LATEX_COMMAND.sub(" ", piece)) for piece in outside)
         previous = end
     pieces.append(text[previous:])
     return _LATEX_COMMAND.sub(" ", " ".join(pieces))
@@ -159,9 +173,11 @@ def count_words(text: str) -> Counter[str]:
     - Neutral (counted nowhere): digits, punctuation, whitespace, math symbols; LaTeX command
       names (``\frac``, ``\boxed``, …); everything inside math spans ``$…$`` (one line),
       ``$$…$$``, ``\(…\)``, ``\[…\]`` except the arguments of text commands there (``\text{…}``,
-      ``\textbf{…}``, ``\mbox{…}``, … see ``TEXT_COMMANDS``), which are language; ``\mathrm{…}``,
-      ``\operatorname{…}`` and other math-font arguments stay math; a single Greek letter
-      standing alone (a math symbol such as π).
+      ``\textbf{…}``, ``\mbox{…}``, … see ``TEXT_COMMANDS``), which are language, and letters of
+      scripts other than Latin and Greek, which are language wherever they are (``$中文$``,
+      ``\mathrm{中文}``, ``\tag{中文}``); Latin letters in ``\mathrm{…}``, ``\operatorname{…}``
+      and other math-font arguments stay math; a single Greek letter standing alone (a math
+      symbol such as π).
     """
     counts: Counter[str] = Counter()
     for run in _LETTER_RUN.findall(_language_text(text)):

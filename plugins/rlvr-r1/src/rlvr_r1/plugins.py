@@ -41,7 +41,7 @@ def reference_check(rows: Sequence[Mapping[str, Any]], column: str, plugin: str,
     }
     return [(index, problems[kind]) for index, kind in found]
 from .format import format_score
-from .language import language_consistency, thinking_text
+from .language import TARGET_SCRIPTS, language_consistency, thinking_text
 
 
 @dataclass(frozen=True)
@@ -152,6 +152,10 @@ class LanguagePlugin(Plugin):
         weight: float = 1.0
         target: str = "en"
         think_opened: bool = False
+
+        def __post_init__(self):
+            if self.target not in TARGET_SCRIPTS:
+                raise ValueError(f"target must be one of {', '.join(sorted(TARGET_SCRIPTS))}, got {self.target!r}")
 
     @hookimpl
     def rlvr_reward_functions(self, register):
