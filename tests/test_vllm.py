@@ -222,7 +222,8 @@ def test_rlvr_train_with_a_thinking_budget_samples_with_colocated_vllm(policy, t
     assert result.returncode == 0, result.stderr[-4000:]
     run = tmp_path / "run"
     hit_ratio = logged(run, "qwen_thinking/budget_hit_ratio")
-    assert len(hit_ratio) == 2 and all(r > 0 for r in hit_ratio), hit_ratio
+    # measured: 0.625 of step 1's completions cut (then kimi-length teaches the policy to stop sooner)
+    assert len(hit_ratio) == 2 and hit_ratio[0] > 0, hit_ratio
     # the injected stop text is out of the lengths (else the mean would be above 110 x the hit ratio)
     assert all(length <= BUDGET + ANSWER_ROOM for length in logged(run, "completions/mean_length"))
     assert max(logged(run, "sampling/sampling_logp_difference/mean")) < SYNCED_GAP
