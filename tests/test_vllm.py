@@ -2,6 +2,9 @@
 
 Skipped without vLLM. The policy is a tiny Qwen3 (head_dim 32, which vLLM's CPU attention
 supports) taught by ``rlvr sft`` to answer and stop, so its greedy completions end at the EOS.
+Covered: ``rlvr eval`` with the vLLM backend, the CPU weight sync (``rlvr_plugins.vllm_cpu``)
+in-process and in colocated ``rlvr train``, and qwen-thinking's budget sampled by vLLM.
+Measured on 2 shared cores: about 4 min for the file (each ``rlvr train`` about 1 min).
 """
 
 from __future__ import annotations
