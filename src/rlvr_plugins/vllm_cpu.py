@@ -9,7 +9,8 @@ skips an ``lm_head`` tied to the embedding, whose packed copy keeps the old weig
 that head is repacked here.
 
 Used only when vLLM's platform is the CPU and ``vllm_mode`` is ``colocate``; on a GPU the
-sync stays TRL's. Server mode is not affected (it cannot train on the CPU, see docs/recipes.md).
+sync stays TRL's. Server mode is not affected (it cannot train on the CPU, see docs/recipes.md),
+and there is no sleep mode to wake from (vLLM offers it on CUDA, ROCm and XPU only).
 """
 
 from __future__ import annotations
