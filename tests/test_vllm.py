@@ -4,7 +4,7 @@ Skipped without vLLM. The policy is a tiny Qwen3 (head_dim 32, which vLLM's CPU 
 supports) taught by ``rlvr sft`` to answer and stop, so its greedy completions end at the EOS.
 Covered: ``rlvr eval`` with the vLLM backend, the CPU weight sync (``rlvr_plugins.vllm_cpu``)
 in-process and in colocated ``rlvr train``, and qwen-thinking's budget sampled by vLLM.
-Measured on 2 shared cores: about 4 min for the file (each ``rlvr train`` about 1 min).
+Measured on 2 shared cores: 3 min 18 s to 4 min 45 s for the file (each ``rlvr train`` 36-55 s).
 """
 
 from __future__ import annotations
