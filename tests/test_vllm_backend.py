@@ -106,3 +106,35 @@ def test_the_char_tokenizer_saved_with_the_model_is_the_model_folder(tmp_path, m
     sample(["1+1="], SamplingOptions(backend="vllm"), config={"model": {"name_or_path": str(tmp_path),
                                                                         "tokenizer": "char"}})
     assert seen["tokenizer"] == str(tmp_path)
+
+
+def platform_module(cpu: bool) -> types.ModuleType:
+    module = types.ModuleType("vllm.platforms")
+    module.current_platform = types.SimpleNamespace(is_cpu=lambda: cpu)
+    return module
+
+
+@pytest.mark.parametrize("cpu, use_vllm, mode, installed", [
+    (True, True, "colocate", True),
+    (False, True, "colocate", False),  # on a GPU the sync stays TRL's
+    (True, True, "server", False),
+    (True, False, "colocate", False),
+])
+def test_the_cpu_weight_sync_replaces_trls_only_for_a_colocated_vllm_on_the_cpu(monkeypatch, cpu, use_vllm, mode,
+                                                                               installed):
+    from rlvr_plugins import vllm_cpu
+
+    monkeypatch.setitem(sys.modules, "vllm", types.ModuleType("vllm"))
+    monkeypatch.setitem(sys.modules, "vllm.platforms", platform_module(cpu))
+    trls = object()
+    generation = types.SimpleNamespace(sync_weights=trls)
+    trainer = types.SimpleNamespace(use_vllm=use_vllm, args=types.SimpleNamespace(vllm_mode=mode),
+                                    vllm_generation=generation)
+    calls = []
+    monkeypatch.setattr(vllm_cpu, "sync_weights_on_cpu", calls.append)
+    assert vllm_cpu.install_cpu_weight_sync(trainer) is installed
+    if installed:
+        generation.sync_weights()
+        assert calls == [generation]
+    else:
+        assert generation.sync_weights is trls

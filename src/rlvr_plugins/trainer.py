@@ -173,6 +173,10 @@ class RLVRTrainer(GRPOTrainer):
                 raise TypeError(f"plugin {rollouts[0][0]!r} provides the rollout_func; do not also pass rollout_func")
             kwargs["rollout_func"] = rollouts[0][1]
         super().__init__(model=model, reward_funcs=self.rlvr_rewards, args=args, **kwargs)
+        if self.use_vllm:
+            from .vllm_cpu import install_cpu_weight_sync
+
+            install_cpu_weight_sync(self)  # TRL's colocated sync cannot write into vLLM-CPU's packed weights
 
     # -- sampler -----------------------------------------------------------------
     def _get_train_sampler(self, dataset=None):

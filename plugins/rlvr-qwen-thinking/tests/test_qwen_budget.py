@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import types
+
 import pytest
 import torch
 
@@ -143,3 +146,46 @@ def test_real_tiny_model_sampling_keeps_the_structure(tokenizer, tiny_model):
         else:
             assert mask == [1] * len(completion) and (end in head or eos in head)
     assert injected >= 1
+
+
+class ScriptedVLLM:
+    """A stand-in for ``vllm.LLM`` writing ScriptedLM's tokens as vLLM does: a stop token is kept at the
+    end of ``token_ids``, and each token's logprob is ``-(its position + 1) / 10`` (NaN at position 2)."""
+
+    def __init__(self, scripted):
+        self.scripted, self.params = scripted, []
+
+    def generate(self, prompts, params, use_tqdm=True):
+        self.params.append(params)
+        outputs = []
+        for prompt in prompts:
+            prefix, new = prompt["prompt_token_ids"], []
+            while len(new) < params["max_tokens"]:
+                new.append(self.scripted.next_token(prefix + new))
+                if new[-1] in params["stop_token_ids"] or new[-1] == self.scripted.tok.eos_token_id:
+                    break
+            logprobs = [{t: types.SimpleNamespace(logprob=float("nan") if k == 2 else -(k + 1) / 10)}
+                        for k, t in enumerate(new)]
+            outputs.append(types.SimpleNamespace(outputs=[types.SimpleNamespace(token_ids=new, logprobs=logprobs)]))
+        return outputs
+
+
+def test_two_phases_with_vllm_give_the_transformers_completions_and_vllms_logprobs(tokenizer, monkeypatch):
+    from rlvr_qwen_thinking.budget import two_phase_budget, vllm_generate
+
+    vllm = types.ModuleType("vllm")
+    vllm.SamplingParams = lambda **kw: kw
+    monkeypatch.setitem(sys.modules, "vllm", vllm)
+    prompts = [tokenizer(p)["input_ids"] for p in ("2=", "9=", "e=")]
+    expected = generate_with_budget(ScriptedLM(tokenizer), tokenizer, prompts, budget=5, max_new_tokens=125)
+    llm = ScriptedVLLM(ScriptedLM(tokenizer))
+    completions, masks, logprobs = two_phase_budget(vllm_generate(llm, {"temperature": 1.0, "logprobs": 0}),
+                                                    tokenizer, prompts, budget=5, max_new_tokens=125)
+    assert (completions, masks) == expected
+    phase = [-0.1, -0.2, None, -0.4, -0.5]  # NaN comes back as None, as TRL's extract_logprobs does
+    assert logprobs[0] == phase[:4] + [-0.1, -0.2, None, -0.4]  # closed at 4 tokens, then the answer's 4
+    assert logprobs[1] == phase + [None] * 110 + [-0.1, -0.2, None, -0.4]  # the injected text is not the policy's
+    assert logprobs[2] == [-0.1]
+    end, eos = tokenizer.convert_tokens_to_ids("</think>"), tokenizer.eos_token_id
+    assert [(p["n"], p["max_tokens"], p["stop_token_ids"], p["temperature"]) for p in llm.params] == \
+        [(1, 5, [eos, end], 1.0), (1, 125 - 4, [eos], 1.0)]

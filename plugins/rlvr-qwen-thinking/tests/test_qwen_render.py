@@ -138,9 +138,13 @@ def check_run(tmp_path, plugin_set, **trainer):
 
 def test_budget_options_are_checked_against_the_trainer_section(tmp_path):
     plugin_set = build_plugin_set({"qwen-thinking": {"thinking_budget": 64, "compliance_weight": 1.0}})
-    refused = "thinking_budget generates with transformers in its rollout; set trainer.use_vllm to false"
+    refused = "thinking_budget samples with a colocated vLLM, not trainer.vllm_mode='server'; set trainer.vllm_mode"
     with pytest.raises(ConfigError, match=refused):
-        check_run(tmp_path, plugin_set, use_vllm=True, max_completion_length=256)
+        check_run(tmp_path, plugin_set, use_vllm=True, vllm_mode="server", max_completion_length=256)
+    with pytest.raises(ConfigError, match="trainer.vllm_tensor_parallel_size=2 must be 1"):
+        check_run(tmp_path, plugin_set, use_vllm=True, vllm_mode="colocate", vllm_tensor_parallel_size=2,
+                  max_completion_length=256)
+    check_run(tmp_path, plugin_set, use_vllm=True, vllm_mode="colocate", max_completion_length=256)
     with pytest.raises(ConfigError, match="thinking_budget=64 must be below trainer.max_completion_length=64"):
         check_run(tmp_path, plugin_set, max_completion_length=64)
     check_run(tmp_path, plugin_set, max_completion_length=256)

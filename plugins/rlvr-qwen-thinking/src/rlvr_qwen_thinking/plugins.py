@@ -57,9 +57,13 @@ class QwenThinkingPlugin(Plugin):
         if budget is None:
             return
         problems = []
-        if grpo_args.use_vllm:
-            problems.append("plugins.qwen-thinking.thinking_budget generates with transformers in its rollout; "
-                            "set trainer.use_vllm to false or remove thinking_budget")
+        if grpo_args.use_vllm and grpo_args.vllm_mode != "colocate":
+            problems.append(f"plugins.qwen-thinking.thinking_budget samples with a colocated vLLM, not "
+                            f"trainer.vllm_mode={grpo_args.vllm_mode!r}; set trainer.vllm_mode to 'colocate', "
+                            "trainer.use_vllm to false, or remove thinking_budget")
+        if grpo_args.use_vllm and grpo_args.vllm_tensor_parallel_size != 1:
+            problems.append(f"plugins.qwen-thinking.thinking_budget samples with vLLM on each process's own prompts; "
+                            f"trainer.vllm_tensor_parallel_size={grpo_args.vllm_tensor_parallel_size} must be 1")
         max_len = grpo_args.max_completion_length
         if max_len is None or budget >= max_len:
             problems.append(f"plugins.qwen-thinking.thinking_budget={budget} must be below "
