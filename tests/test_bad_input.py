@@ -528,3 +528,18 @@ def test_an_audit_too_large_for_memory_is_refused_before_any_work(tmp_path, caps
     assert error_of(capsys) == ("rlvr: error: invalid config in rlvr audit: --draws x --prompts x --generations must "
                                 f"be at most 134217728 (about 1 GiB of draws), got {product}\n")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_run_folder_config_with_a_value_shared_by_two_keys_reads_back_without_aliases():
+    """A config built in Python may share one dict between keys (both splits' ``options``);
+    the run folder's ``config.yaml`` must still be a config that the loader (no aliases) reads."""
+    from rlvr_plugins.config import dump_public, parse_yaml
+
+    options = {"min_digits": 1, "max_digits": 2}
+    config = {"data": {"train": {"task": "arithmetic", "options": options},
+                       "eval": {"task": "arithmetic", "options": options}}, "_lines": {}}
+    text = dump_public(config)
+    assert "*" not in text and "&" not in text
+    value, _ = parse_yaml(text, "config.yaml")
+    assert value == {"data": {"train": {"task": "arithmetic", "options": options},
+                              "eval": {"task": "arithmetic", "options": options}}}

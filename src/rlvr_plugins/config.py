@@ -222,7 +222,7 @@ CONFIG_DIR_COMMENT = "# relative paths of this config are relative to: "
 def run_config_text(config: Mapping[str, Any]) -> str:
     """A run folder's ``config.yaml``: the public config, after a comment naming the original config's folder."""
     return (f"{CONFIG_DIR_COMMENT}{config.get('_config_dir', '.')}\n"
-            + yaml.safe_dump(public(config), sort_keys=False))
+            + dump_public(config))
 
 
 def load_config_or_run(path: str | Path, overrides: list[str] | None = None, **kwargs: Any) -> dict[str, Any]:
@@ -636,3 +636,15 @@ def resolve_path(config: Mapping[str, Any], value: str) -> str:
 def public(config: Mapping[str, Any]) -> dict[str, Any]:
     """The config without private bookkeeping keys, for the run folder."""
     return {k: v for k, v in config.items() if not str(k).startswith("_")}
+
+
+class _NoAliasDumper(yaml.SafeDumper):
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def dump_public(config: Mapping[str, Any]) -> str:
+    """The public config as YAML that :func:`parse_yaml` reads back: a value shared by two keys
+    (one ``options`` dict for the train and eval splits) is written out twice, never as a
+    ``*alias``, which config files refuse."""
+    return yaml.dump(public(config), Dumper=_NoAliasDumper, sort_keys=False, allow_unicode=True)

@@ -317,7 +317,7 @@ def checkpoint_progress(checkpoint: Path) -> tuple[int, int]:
 
 def check_same_config(checkpoint: Path, config: Mapping[str, Any]) -> None:
     """The run that wrote ``checkpoint`` (its folder's ``config.yaml``) was made with ``config``."""
-    from .config import public
+    from .config import dump_public
 
     path = checkpoint.parent / CONFIG_FILE
     try:
@@ -325,7 +325,7 @@ def check_same_config(checkpoint: Path, config: Mapping[str, Any]) -> None:
     except (OSError, yaml.YAMLError) as exc:
         raise RunFolderError(f"--resume {checkpoint}: cannot read the run's config {path} to check that this config "
                              f"continues it: {exc}") from exc
-    now = yaml.safe_load(yaml.safe_dump(public(config), sort_keys=False))
+    now = yaml.safe_load(dump_public(config))
     differ = [key for key in config_differences(before, now) if key not in RESUME_MAY_DIFFER]
     if differ:
         shown = "; ".join(f"{key}: {_short(_get(before, key))} in the run, {_short(_get(now, key))} now"

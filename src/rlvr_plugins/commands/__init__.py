@@ -61,13 +61,11 @@ def validate_scoring(config: Mapping[str, Any]) -> PluginSet:
 
 def write_header(out: Path, section: str, config: Mapping[str, Any], plugin_set: PluginSet,
                  rewards: list[tuple[str, RewardFunction]]) -> None:
-    import yaml
-
-    from ..config import public
+    from ..config import dump_public
     from ..run import _versions
 
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{section}_config.yaml").write_text(yaml.safe_dump(public(config), sort_keys=False), encoding="utf-8")
+    (out / f"{section}_config.yaml").write_text(dump_public(config), encoding="utf-8")
     write_json(out / f"{section}_plugins.json", {
         "plugins": plugin_set.describe(),
         "rewards": [{"plugin": p, "name": r.name, "weight": r.weight, "isolated": r.isolated} for p, r in rewards],
