@@ -10,7 +10,8 @@ uniform sampler spends many rollouts on groups that are all right or all wrong.
 Protocol, per seed:
 
 1. One SFT cold start for the whole benchmark (``rlvr sft`` with ``configs/demo.yaml``:
-   the demo's 300 steps on its sloppy-teacher data), saved once and loaded by every run.
+   the demo's SFT steps on its sloppy-teacher data; 500 since issue 15, 300 when the recorded
+   results were measured), saved once and loaded by every run.
 2. Two GRPO runs from that checkpoint through ``rlvr_plugins.run.train`` (the code behind
    ``rlvr train``), identical except for the train sampler: TRL's ``RepeatSampler``
    (``uniform``) or ``kimi-curriculum`` with its default options (``curriculum``). The

@@ -50,3 +50,24 @@ def test_char_tokenizer_markers_are_single_tokens_and_round_trip(tmp_path):
     assert tok.decode(ids + [tok.eos_token_id], skip_special_tokens=True) == text
     tok.save_pretrained(tmp_path)
     assert AutoTokenizer.from_pretrained(tmp_path)(text, add_special_tokens=False)["input_ids"] == ids
+
+
+def test_demo_config_leaves_exactly_the_teachers_slips_as_headroom_for_rl():
+    """configs/demo.yaml: SFT to its plateau imitates the majority habit (carry_slip > 0.5: drop the
+    carry), which is right on 241 of the 400 held-out problems (60.2 %); the rest is what GRPO can
+    add (README, "The demo"). 16,000 rows go to SFT (500 steps at batch 32), 4,000 to RL."""
+    from pathlib import Path
+
+    from rlvr_plugins.config import load_config
+    from rlvr_plugins.data import load_rows
+    from rlvr_plugins.demo.task import extract_answer
+
+    config = load_config(Path(__file__).resolve().parents[1] / "configs" / "demo.yaml")
+    assert config["data"]["train"]["options"]["carry_slip"] > 0.5
+    held_out = load_rows(config, "eval")
+    slipped = [extract_answer(_slipped_solution(*map(int, r["prompt"][:-1].split("+")))) == r["answer"]
+               for r in held_out]
+    assert (len(held_out), sum(slipped)) == (400, 241)
+    sft = config["sft"]
+    assert (sft["examples"] // sft["per_device_train_batch_size"],
+            config["data"]["train"]["size"] - sft["examples"]) == (500, 4000)
