@@ -116,7 +116,7 @@ def train_config(tmp_path: Path, model: Path, steps: int, plugins: dict | None =
         "data": {"train": data(64, 2)},
         "trainer": {"max_steps": steps, "per_device_train_batch_size": 8, "num_generations": 4,
                     "max_completion_length": MAX_NEW, "learning_rate": 5.0e-3, "beta": 0.0, "logging_steps": 1,
-                    "use_vllm": True, "vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.05,
+                    "use_vllm": True, "vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.25,
                     "vllm_max_model_length": 64, "report_to": "none", "save_strategy": "no", **trainer}})
 
 
