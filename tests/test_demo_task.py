@@ -55,7 +55,7 @@ def test_char_tokenizer_markers_are_single_tokens_and_round_trip(tmp_path):
 def test_demo_config_leaves_exactly_the_teachers_slips_as_headroom_for_rl():
     """configs/demo.yaml: SFT to its plateau imitates the majority habit (carry_slip > 0.5: drop the
     carry), which is right on 241 of the 400 held-out problems (60.2 %); the rest is what GRPO can
-    add (README, "The demo"). 16,000 rows go to SFT (500 steps at batch 32), 4,000 to RL."""
+    add (README, "The demo"). 22,400 rows go to SFT (700 steps at batch 32), 4,000 to RL."""
     from pathlib import Path
 
     from rlvr_plugins.config import load_config
@@ -70,4 +70,15 @@ def test_demo_config_leaves_exactly_the_teachers_slips_as_headroom_for_rl():
     assert (len(held_out), sum(slipped)) == (400, 241)
     sft = config["sft"]
     assert (sft["examples"] // sft["per_device_train_batch_size"],
-            config["data"]["train"]["size"] - sft["examples"]) == (500, 4000)
+            config["data"]["train"]["size"] - sft["examples"]) == (700, 4000)
+
+
+def test_sft_final_loss_is_the_last_logging_window_not_the_run_average():
+    """summary.json's ``sft_final_loss`` (read by benchmarks/demo_grid.py): whether the SFT reached
+    its plateau is the last window's loss; TRL's closing ``train_loss`` is the whole run's mean."""
+    from rlvr_plugins.sft import last_logged_loss
+
+    history = [{"loss": 2.183, "step": 50}, {"loss": 0.09012, "step": 500}, {"train_loss": 0.61, "step": 500}]
+    assert last_logged_loss(history) == 0.0901
+    assert last_logged_loss([{"train_loss": 0.61, "step": 3}]) is None
+    assert last_logged_loss([]) is None

@@ -283,12 +283,13 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     else:
         model = modeling.load_model(config, tokenizer, seed)
         if sft_section:
-            from .sft import end_stage, run_sft, save_trained
+            from .sft import end_stage, last_logged_loss, run_sft, save_trained
 
             t = time.perf_counter()
             sft_trainer = run_sft(model, tokenizer, sft_rows, sft_section, out / "sft", seed, max_new)
             summary["stages"]["sft_seconds"] = round(time.perf_counter() - t, 1)
             summary["sft_examples"] = len(sft_rows)
+            summary["sft_final_loss"] = last_logged_loss(sft_trainer.state.log_history)
             with writing(policy_dir, out):
                 save_trained(sft_trainer, policy_dir)
             run_eval("before", sft_trainer.model, 0, sft_trainer.model_wrapped)

@@ -51,6 +51,12 @@ def run_sft(model, tokenizer, rows: list[dict[str, Any]], section: Mapping[str, 
     return trainer
 
 
+def last_logged_loss(log_history: list[dict[str, Any]]) -> float | None:
+    """The training loss of the last logging window (the mean over its ``logging_steps``), or None."""
+    losses = [row["loss"] for row in log_history if isinstance(row.get("loss"), (int, float))]
+    return round(float(losses[-1]), 4) if losses else None
+
+
 def save_trained(trainer, folder: Path) -> None:
     """Write ``trainer``'s model and tokenizer to ``folder`` as ``from_pretrained`` loads them.
 
