@@ -138,11 +138,11 @@ def instrument(ledger: Ledger) -> None:
 
     for name, fn in list(vars(RLVRTrainer).items()):
         if callable(fn) and not isinstance(fn, type) and not name.startswith("__"):
-            setattr(RLVRTrainer, name, ledger.wrap(OURS, fn))
+            setattr(RLVRTrainer, name, ledger.wrap(f"{OURS}:{name}", fn))
             parent = getattr(GRPOTrainer, name, None)  # what super() reaches: TRL's or transformers' method
             if callable(parent):
                 setattr(GRPOTrainer, name, ledger.wrap("trl", parent))
-    TRLReward.__call__ = ledger.wrap(OURS, TRLReward.__call__)
+    TRLReward.__call__ = ledger.wrap(f"{OURS}:TRLReward.__call__", TRLReward.__call__)
     module = sys.modules[__name__]
     module.digits_reward = ledger.wrap(USER, digits_reward)
     module.digit_score = ledger.wrap(USER, digit_score)
@@ -213,6 +213,11 @@ def build(kind: str, workdir: Path, model_dir: str, steps: int, size: dict):
     return trainer
 
 
+def ours_total(totals: dict) -> float:
+    """CPU seconds charged to any of the framework's wrapped methods (owners ``rlvr_plugins:<method>``)."""
+    return sum(v for k, v in totals.items() if k and k.startswith(OURS + ":"))
+
+
 def losses(trainer) -> list[float]:
     return [h["loss"] for h in trainer.state.log_history if "loss" in h]
 
@@ -243,16 +248,22 @@ def run(steps: int, warmup: int, model: str = "tiny", build_first: str = "trl") 
             order = ("trl", "defaults") if step % 2 == 0 else ("defaults", "trl")
             for kind in order:
                 s = steppers[kind]
-                before = ledger.totals(s.thread.ident).get(OURS, 0.0) if s.thread.ident else 0.0
+                before = ours_total(ledger.totals(s.thread.ident)) if s.thread.ident else 0.0
+                if kind == "defaults" and step == warmup:
+                    timed_from = dict(ledger.totals(s.thread.ident))
                 s.step_block(1)
                 if kind == "defaults":
-                    ours_cpu.append(ledger.totals(s.thread.ident).get(OURS, 0.0) - before)
+                    ours_cpu.append(ours_total(ledger.totals(s.thread.ident)) - before)
         for s in steppers.values():
             s.finish()
         for kind in steppers:
             records[kind]["loss"] = losses(steppers[kind].trainer)
-        trl_ours = ledger.totals(steppers["trl"].thread.ident).get(OURS, 0.0)
+        trl_ours = ours_total(ledger.totals(steppers["trl"].thread.ident))
+        timed_to = ledger.totals(steppers["defaults"].thread.ident)
+    by_method = {k.split(":", 1)[1]: round(1000 * (v - timed_from.get(k, 0.0)) / steps, 4)
+                 for k, v in sorted(timed_to.items(), key=lambda kv: -kv[1]) if k and k.startswith(OURS + ":")}
     return {"steppers": steppers, "records": records, "ours_cpu": ours_cpu, "trl_charged_to_ours": trl_ours,
+            "ours_ms_per_step_by_method": {k: v for k, v in by_method.items() if v > 0},
             "torch_threads": torch.get_num_threads()}
 
 
@@ -332,6 +343,7 @@ def main(argv=None):
     result.update(verdict)
     if status == 0:
         result["trl_cpu_charged_to_rlvr_plugins"] = raw["trl_charged_to_ours"]
+        result["framework_ms_per_step_by_method"] = raw["ours_ms_per_step_by_method"]  # mean over timed steps
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:

@@ -290,8 +290,8 @@ def time_phases(models: dict[str, dict], size: dict, steps: int, warmup: int, wo
                     s.step_block(1)
                     snaps[k]["before"].append(b)
                     snaps[k]["after"].append(phases.totals(s.thread.ident))
-                    snaps[k]["ours"].append(ours.totals(s.thread.ident).get(plugin_overhead.OURS, 0.0)
-                                            - o.get(plugin_overhead.OURS, 0.0))
+                    snaps[k]["ours"].append(plugin_overhead.ours_total(ours.totals(s.thread.ident))
+                                            - plugin_overhead.ours_total(o))
         finally:
             for s in steppers.values():
                 s.finish()

@@ -200,17 +200,21 @@ class RLVRTrainer(GRPOTrainer):
         self._raise_on_every_rank()
         device = rewards_per_func.device
         columns = [f.last_failed if isinstance(f, TRLReward) else [False] * len(prompts) for f in self.reward_funcs]
-        failed = torch.tensor([[column[i] for column in columns] for i in range(len(prompts))],
-                              dtype=torch.long, device=device).view(len(prompts), len(columns))
+        failed = (torch.tensor(columns, dtype=torch.long, device=device).T if columns
+                  else torch.zeros(len(prompts), 0, dtype=torch.long, device=device))
         lengths = torch.tensor([len(ids) for ids in completion_ids_list], dtype=torch.long, device=device)
         indices = torch.tensor([int(x.get("rlvr_index", -1)) for x in inputs], dtype=torch.long, device=device)
         self._rlvr_batch = {
             "rewards_per_func": rewards_per_func,
-            "failed": gather(failed).bool(),
-            "lengths": gather(lengths),
-            "indices": gather(indices),
+            "failed": self._gather(failed).bool(),
+            "lengths": self._gather(lengths),
+            "indices": self._gather(indices),
         }
         return rewards_per_func
+
+    def _gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        """accelerate's ``gather`` across processes; the tensor itself on one process."""
+        return tensor if self.accelerator.num_processes == 1 else gather(tensor)
 
     def _raise_on_every_rank(self) -> None:
         """Raise a reward error that happened on any process, on every process.
@@ -262,9 +266,7 @@ class RLVRTrainer(GRPOTrainer):
                                   batch["lengths"], num_generations, self.state.global_step, names)
         metrics = self._metrics[mode]
         valid = result.valid
-        for plugin, penalty in result.penalties:
-            metrics[f"penalties/{plugin}/mean"].append(penalty[valid].mean().item() if valid.any() else 0.0)
-        self._log_batch(metrics, result.total, result.advantages, valid, result.zero_variance, batch["failed"])
+        self._log_batch(metrics, result, batch["failed"])
         self._log_lengths(metrics, rewards_per_func, batch["lengths"], names)
         if mode == "train":
             self.plugin_set.call_each(
@@ -286,14 +288,17 @@ class RLVRTrainer(GRPOTrainer):
         if self.correctness_reward not in names:
             return
         column = names.index(self.correctness_reward)
-        values = rewards_per_func[:, column]
-        scored = ~torch.isnan(values)
-        correct = scored & (values >= self.correct_threshold)
-        for name, rows in (("correct", correct), ("wrong", scored & ~correct)):
-            if rows.any():
-                metrics[f"completions/mean_length_{name}"].append(lengths[rows].float().mean().item())
-        if scored.any():
-            metrics["rlvr/correct_rate"].append(correct[scored].float().mean().item())
+        counts = {True: [0, 0], False: [0, 0]}  # correct / wrong: [completions, summed length]
+        for value, length in zip(rewards_per_func[:, column].tolist(), lengths.tolist(), strict=True):
+            if value == value:  # scored (not NaN)
+                row = counts[value >= self.correct_threshold]
+                row[0] += 1
+                row[1] += length
+        for name, (n, total) in (("correct", counts[True]), ("wrong", counts[False])):
+            if n:
+                metrics[f"completions/mean_length_{name}"].append(total / n)
+        if counts[True][0] + counts[False][0]:
+            metrics["rlvr/correct_rate"].append(counts[True][0] / (counts[True][0] + counts[False][0]))
 
     # -- importance ratios (off-policy drift) -------------------------------------------
     def _get_per_token_logps_and_entropies(self, *args, **kwargs):
@@ -311,10 +316,11 @@ class RLVRTrainer(GRPOTrainer):
         if self._rlvr_logps is not None:
             old = inputs.get("old_per_token_logps")
             mask = inputs["completion_mask"]
-            stats = gather(ratio_statistics(self._rlvr_logps, self._rlvr_logps if old is None else old,
+            stats = self._gather(ratio_statistics(self._rlvr_logps, self._rlvr_logps if old is None else old,
                                             mask).unsqueeze(0))  # one collective: (processes, 5)
-            ratio_sum, abs_log_sum, count = stats[:, :3].sum(dim=0).tolist()
-            high, low = stats[:, 3].max().item(), stats[:, 4].min().item()
+            if stats.shape[0] > 1:
+                stats = torch.cat([stats[:, :3].sum(dim=0), stats[:, 3].max().view(1), stats[:, 4].min().view(1)])
+            ratio_sum, abs_log_sum, count, high, low = stats.view(-1).tolist()
             metrics = self._metrics["train" if self.model.training else "eval"]
             metrics["rlvr/ratio/mean"].append(ratio_sum / count if count else 1.0)
             metrics["rlvr/ratio/abs_log_mean"].append(abs_log_sum / count if count else 0.0)
@@ -323,14 +329,23 @@ class RLVRTrainer(GRPOTrainer):
             self._rlvr_logps = None
         return loss
 
-    def _log_batch(self, metrics, total, advantages, valid, zero_var, failed) -> None:
-        metrics["rlvr/reward_total"].append(torch.nanmean(total).item() if valid.any() else 0.0)
-        metrics["rlvr/advantage_abs_mean"].append(advantages.abs().mean().item())
-        metrics["rlvr/frac_zero_variance_groups"].append(zero_var.float().mean().item())
-        metrics["rlvr/frac_no_score"].append((~valid).float().mean().item())
-        for name, column in zip(self.reward_func_names, failed.T, strict=True):
-            metrics[f"rlvr/failed/{name}"].append(column.float().sum().item())
-        if not valid.all() and not self._warned_no_score:
+    def _log_batch(self, metrics, result: BatchAdvantages, failed: torch.Tensor) -> None:
+        """The batch's ``rlvr/*`` and ``penalties/*`` metrics, read from the tensors in one transfer."""
+        valid = result.valid
+        sums = [torch.where(valid, penalty, 0).sum() for _, penalty in result.penalties]
+        reward_total, advantage_abs, zero_var, n_valid, *counts = torch.stack([
+            torch.nanmean(result.total), result.advantages.abs().mean(), result.zero_variance.sum(), valid.sum(),
+            *failed.sum(dim=0), *sums]).tolist()
+        metrics["rlvr/reward_total"].append(reward_total if n_valid else 0.0)
+        metrics["rlvr/advantage_abs_mean"].append(advantage_abs)
+        metrics["rlvr/frac_zero_variance_groups"].append(zero_var / result.zero_variance.numel())
+        no_score = 1 - n_valid / valid.numel()
+        metrics["rlvr/frac_no_score"].append(no_score)
+        for name, count in zip(self.reward_func_names, counts[:failed.shape[1]], strict=True):
+            metrics[f"rlvr/failed/{name}"].append(count)
+        for (plugin, _), total in zip(result.penalties, counts[failed.shape[1]:], strict=True):
+            metrics[f"penalties/{plugin}/mean"].append(total / n_valid if n_valid else 0.0)
+        if no_score and not self._warned_no_score:
             logger.warning(
                 "%d of %d completions of this batch could not be scored by any reward (a reward failed, timed out or "
                 "did not apply): their advantage is 0 and they are left out of their group's baseline%s. Counted in "
@@ -436,7 +451,7 @@ def batch_advantages(plugin_set: PluginSet, rewards_per_func: torch.Tensor, weig
         penalties.append((plugin, penalty))
     nan = torch.full_like(outcome, float("nan"))
     outcome = torch.where(valid, outcome, nan)
-    total = torch.where(valid, outcome + shaping, nan)
+    total = torch.where(valid, outcome + shaping, nan) if penalties else outcome
     raw = plugin_set.one("rlvr_compute_advantages", rewards=outcome, num_generations=num_generations, valid=valid,
                          rewards_per_func=rewards_per_func, reward_names=names, reward_weights=weights)
     raw = check_vector(plugin_set.winner("rlvr_compute_advantages"), "rlvr_compute_advantages", raw, outcome,
@@ -480,15 +495,12 @@ def ratio_statistics(logps: torch.Tensor, old_logps: torch.Tensor, mask: torch.T
     the statistics of every process are combined with one gather: sum the first three,
     max the fourth, min the fifth.
     """
-    log_ratio = (logps - old_logps).float()
-    keep = mask.bool()
+    log_ratio = (logps - old_logps).float()[mask.bool()]
+    if log_ratio.numel() == 0:
+        return torch.tensor([0.0, 0.0, 0.0, -torch.inf, torch.inf], device=logps.device)
     ratio = torch.exp(log_ratio)
-    zero = torch.zeros_like(ratio)
-    return torch.stack([
-        torch.where(keep, ratio, zero).sum(), torch.where(keep, log_ratio.abs(), zero).sum(), keep.sum().to(ratio.dtype),
-        torch.where(keep, ratio, torch.full_like(ratio, -torch.inf)).max(),
-        torch.where(keep, ratio, torch.full_like(ratio, torch.inf)).min(),
-    ])
+    count = torch.tensor(float(log_ratio.numel()), device=logps.device)
+    return torch.stack([ratio.sum(), log_ratio.abs().sum(), count, ratio.max(), ratio.min()])
 
 
 def check_vector(plugin: str, hook: str, value: Any, like: torch.Tensor, valid: torch.Tensor | None = None):
