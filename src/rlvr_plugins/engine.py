@@ -223,6 +223,8 @@ def _convert(value: Any) -> tuple[str, Any]:
     """("ok", float) for a number (possibly non-finite), ("none", None), or ("bad", description)."""
     if value is None:
         return "none", None
+    if type(value) is float:  # the common case, without the ABC checks below
+        return "ok", value
     plain = value
     if not isinstance(value, (bool, int, float)) and getattr(value, "shape", None) == () and hasattr(value, "item"):
         try:
@@ -265,8 +267,11 @@ def _invoke(fn: Callable[..., Any], item: Mapping[str, Any]) -> tuple[Any, list[
     return _resolve(fn(**kwargs)), logs
 
 
+_PLAIN_RESULTS = (float, int, bool, type(None))  # never awaitable: skip the ABC check
+
+
 def _resolve(value: Any) -> Any:
-    return _run_coroutine(value) if inspect.isawaitable(value) else value
+    return value if type(value) in _PLAIN_RESULTS else _run_coroutine(value) if inspect.isawaitable(value) else value
 
 
 def _call(fn: Callable[..., Any], item: Mapping[str, Any]) -> tuple[str, Any, list[tuple] | None]:
