@@ -267,3 +267,35 @@ def test_overhead_across_runs_takes_the_median_of_runs_and_refuses_if_any_run_di
     assert result["goal"]["met"] is True  # 1.01 <= 1.02, upper end <= 1.03 < 1.05, 1.3 % <= 1.5 %
     refused = plugin_overhead.across_runs([runs[0], {"refused": "the two trainers did different work: x"}])
     assert refused == {"refused": "1 of 2 runs did different work: the two trainers did different work: x"}
+
+
+FAKE_RLVR = r'''
+import json, os, sys
+from pathlib import Path
+sets = dict(a.split("=", 1) for a in sys.argv[sys.argv.index("train") + 2:] if "=" in a)
+seed, out = int(sets["seed"]), Path(sets["output_dir"])
+out.mkdir(parents=True, exist_ok=True)
+after = {0: 0.75, 1: 0.58}[seed]  # seed 1 gains only +8 points
+(out / "summary.json").write_text(json.dumps({
+    "eval_before": {"accuracy": 0.5}, "eval_after": {"accuracy": after}, "sft_final_loss": 0.05 + seed,
+    "stages": {"sft_seconds": 1.0, "grpo_seconds": 2.0}, "threads": os.environ["OMP_NUM_THREADS"]}))
+'''
+
+
+def test_demo_grid_runs_every_cell_and_fails_unless_each_gains_ten_points(tmp_path, monkeypatch):
+    import demo_grid
+
+    fake = tmp_path / "fake_rlvr.py"
+    fake.write_text(FAKE_RLVR)
+    monkeypatch.setattr(demo_grid, "rlvr_command", lambda: [sys.executable, str(fake)])
+    out, result = tmp_path / "grid", tmp_path / "grid.json"
+    status = demo_grid.main(["--seeds", "0", "1", "--threads", "1", "2", "--jobs", "2", "--out", str(out),
+                             "--json", str(result)])
+    cells = {c["name"]: c for c in json.loads(result.read_text())["cells"]}
+    assert sorted(cells) == ["s0_t1", "s0_t2", "s1_t1", "s1_t2"]
+    assert [(cells[n]["before"], cells[n]["after"], cells[n]["gain"]) for n in ("s0_t1", "s1_t2")] == [
+        (50.0, 75.0, 25.0), (50.0, 58.0, 8.0)]
+    assert cells["s1_t1"]["sft_loss"] == 1.05 and all(c["exit_status"] == 0 for c in cells.values())
+    assert json.loads((out / "s0_t2" / "summary.json").read_text())["threads"] == "2"
+    assert status == 1  # seed 1 misses +10
+    assert demo_grid.main(["--seeds", "0", "--threads", "1", "--out", str(out)]) == 0
