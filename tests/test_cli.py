@@ -286,3 +286,16 @@ def test_eval_every_steps_must_be_a_whole_number_of_steps(capsys, value):
     assert cli.main(["train", str(SMOKE), "--check", "--set", f"eval.every_steps={value}"]) == 2
     err = capsys.readouterr().err
     assert "eval.every_steps must be a whole number of steps >= 1 (or absent), got " in err and "Traceback" not in err
+
+
+def test_the_example_probe_is_not_counted_in_the_runs_reward_failures():
+    from rlvr_plugins import RewardFunction
+    from rlvr_plugins.rewards import Engines, probe_rewards
+
+    example = {"prompt": "1+1=", "completion": "2", "example": {"answer": "2"}}
+    reward = RewardFunction("r", first_char_is_digit, isolated=False, example=example)
+    engines = Engines(in_process=True)
+    probe_rewards([("p", reward)], engines)
+    assert engines.failures() == {}
+    engines.score(reward, [dict(example), {**example, "completion": "x"}])
+    assert engines.failures() == {"r": {"items": 2, "failed": 0}}

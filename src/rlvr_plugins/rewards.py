@@ -133,8 +133,11 @@ class Engines:
     def _engine(self, in_process: bool) -> RewardEngine:
         return RewardEngine(**{"max_abs_value": MAX_ABS_REWARD, **self.options, "in_process": in_process})
 
-    def score(self, reward: RewardFunction, items: list[dict[str, Any]]) -> ScoreResult:
+    def score(self, reward: RewardFunction, items: list[dict[str, Any]], counted: bool = True) -> ScoreResult:
+        """Score ``items`` with ``reward``; ``counted=False`` (the start-up probe) leaves :meth:`failures` alone."""
         result = self.for_reward(reward).score(reward.name, reward.fn, items)
+        if not counted:
+            return result
         counts = self._per_reward.setdefault(reward.name, [0, 0])
         counts[0] += len(items)
         counts[1] += sum(result.failed)
@@ -172,7 +175,7 @@ def probe_rewards(rewards: Sequence[tuple[str, RewardFunction]], engines: Engine
             continue
         item = {"example": {}, **reward.example}
         try:
-            result = engines.score(reward, [item])
+            result = engines.score(reward, [item], counted=False)
             error = result.errors[0] if result.failed[0] else None
         except RLVRError as exc:
             error = str(exc)
