@@ -395,7 +395,7 @@ def step_figures(before: list[dict], after: list[dict], cpu: list[float], thread
     """One trainer's medians per step from ledger snapshots (``snapshot``) around its timed steps:
     process CPU and wall seconds, the phase split, the process CPU outside the trainer's thread
     (other threads' work: in the rest of the split, since the phases are the thread's), the
-    framework's seconds and share, and with ``vllm`` the weight sync's seconds (already inside
+    framework's seconds and share (and its milliseconds by method, medians), and with ``vllm`` the weight sync's seconds (already inside
     ``generation``)."""
     ours = [plugin_overhead.ours_total(a["ours"]) - plugin_overhead.ours_total(b["ours"]) for b, a in zip(before, after)]
     out = {"cpu_s_per_step": statistics.median(cpu), "wall_s_per_step": statistics.median(wall),
@@ -406,6 +406,11 @@ def step_figures(before: list[dict], after: list[dict], cpu: list[float], thread
                                           for b, a in zip(before, after))
     out["ours_s_per_step"] = statistics.median(ours)
     out["ours_share"] = out["ours_s_per_step"] / out["cpu_s_per_step"]
+    methods = sorted({m for a in after for m in a["ours"] if m and m.startswith(plugin_overhead.OURS + ":")})
+    by_method = {m.split(":", 1)[1]: 1000 * statistics.median(a["ours"].get(m, 0.0) - b["ours"].get(m, 0.0)
+                                                             for b, a in zip(before, after)) for m in methods}
+    out["ours_ms_per_step_by_method"] = {m: round(v, 4) for m, v in sorted(by_method.items(), key=lambda kv: -kv[1])
+                                         if v > 0}
     return out
 
 

@@ -224,6 +224,7 @@ def test_scaling_phases_step_figures_take_medians_with_the_weight_sync_inside_ge
     # step 1: generation 1.0 of 2.0 s (sync 0.1 of it), rest 1.0, 0.1 s in other threads (2.0 - 1.9), ours 0.01;
     # step 2: generation 0.8, reward 0.1 of 1.5 s, rest 0.6, other threads 0.3, sync 0.2, ours 0.02
     figures = scaling.step_figures(before, after, cpu=[2.0, 1.5], thread_cpu=[1.9, 1.2], wall=[3.0, 2.0], vllm=True)
+    assert figures.pop("ours_ms_per_step_by_method") == {"x": 15.0}  # "trl" is not ours
     assert figures == pytest.approx({
         "cpu_s_per_step": 1.75, "wall_s_per_step": 2.5, "generation": 0.9, "reward": 0.05, "old log-probs": 0.0,
         "advantage": 0.0,
