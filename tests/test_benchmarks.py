@@ -209,7 +209,8 @@ def test_scaling_phases_split_a_step_into_phases_and_the_rest():
     after = [{"generation": 1.0, "reward": 0.5, "advantage": 0.25}, {"generation": 1.5, "reward": 0.75}]
     # step 1: 1.0 + 0.5 + 0.25 of 2.0 s, rest 0.25; step 2: 0.5 + 0.25 + 0 of 1.0 s, rest 0.25
     assert scaling.split_steps(before, after, [2.0, 1.0]) == {
-        "generation": 0.75, "reward": 0.375, "old log-probs": 0.0, "advantage": 0.125, "loss, backward, optimizer": 0.25}
+        "generation": 0.75, "reward": 0.375, "old log-probs": 0.0, "advantage": 0.125,
+        "loss, backward, optimizer": 0.25}
 
 
 def test_scaling_phases_step_figures_take_medians_with_the_weight_sync_inside_generation():
@@ -258,7 +259,8 @@ def test_scaling_phases_markdown_gives_a_vllm_row_its_weight_sync_and_ratio():
     vllm = {"model": "demo", "backend": "vllm", "parameters": 1_060_000, "trl": figures(0.5, 0.0),
             "defaults": figures(0.505, 0.00101), "cpu_ratio_defaults_vs_trl": 1.01}
     no_sync = {k: {c: v for c, v in vllm[k].items() if c != "weight_sync_s_per_step"} for k in ("trl", "defaults")}
-    refused = {**vllm, **no_sync, "backend": "transformers", "refused": "different work, no ratio: loss differs at step 0"}
+    refused = {**vllm, **no_sync, "backend": "transformers",
+               "refused": "different work, no ratio: loss differs at step 0"}
     assert scaling.phases_markdown([vllm, refused]).splitlines()[2:] == [
         "| demo | 1.06 M | vllm | trl | 500.0 | 250.0 | 12.5 | 1.0 | 100.0 | 4.0 | 145.0 | 0.0 | 0.00 % | 1 |",
         "| demo | 1.06 M | vllm | defaults | 505.0 | 250.0 | 12.5 | 1.0 | 100.0 | 4.0 | 150.0 | 1.0 | 0.20 % | 1.010 |",
