@@ -384,8 +384,9 @@ def test_a_real_smoke_run_folder(tmp_path):
                              cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
     assert trained.returncode == 0, trained.stderr[-3000:]
     assert "[eval step 1] accuracy " in trained.stdout
-    # its own example once, 2 steps x 8 completions in training, 3 held-out evaluations x 16 problems
-    assert ("reward failures (no score, masked): r1-accuracy 0 of 65 items, r1-format 0 of 65 items"
+    # 2 steps x 8 completions in training, 3 held-out evaluations x 16 problems (the start-up probe of
+    # each reward's own example is not counted)
+    assert ("reward failures (no score, masked): r1-accuracy 0 of 64 items, r1-format 0 of 64 items"
             in trained.stdout)
     summary = json.loads((run_dir / "summary.json").read_text())
     evals = [r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if "eval/accuracy" in r]
