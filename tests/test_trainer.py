@@ -276,3 +276,29 @@ def test_log_completions_shows_the_plugin_advantages(tmp_path, tokenizer):
         mean = sum(rewards) / 4
         assert group["advantage"].tolist() == pytest.approx([r - mean for r in rewards], abs=1e-6)
     assert table["advantage"].abs().sum() > 0
+
+
+def test_batch_and_length_metrics_by_hand():
+    """``rlvr/*``, ``penalties/*`` and the correct/wrong length metrics of one small batch, computed by hand
+    (row 2 has no score: reward b failed on it, and reward a did not apply)."""
+    import collections
+    import types
+
+    from rlvr_plugins.trainer import BatchAdvantages, RLVRTrainer
+
+    nan = float("nan")
+    rewards = torch.tensor([[1.0, 0.0], [0.0, 1.0], [nan, nan], [1.0, 1.0]])
+    failed = torch.tensor([[False, False], [False, False], [False, True], [False, False]])
+    valid = torch.tensor([True, True, False, True])
+    result = BatchAdvantages(valid, torch.tensor([1.0, 1.0, nan, 2.0]), [("p", torch.tensor([0.1, 0.2, 9.0, 0.3]))],
+                             torch.tensor([0.5, -0.5, 0.0, 0.0]), torch.tensor([True, False]))
+    trainer = types.SimpleNamespace(reward_func_names=["a", "b"], correctness_reward="a", correct_threshold=1.0,
+                                    _warned_no_score=True)
+    metrics = collections.defaultdict(list)
+    RLVRTrainer._log_batch(trainer, metrics, result, failed)
+    RLVRTrainer._log_lengths(trainer, metrics, rewards, torch.tensor([10, 20, 30, 40]), ["a", "b"])
+    assert {k: pytest.approx(v) for k, v in metrics.items()} == {
+        "rlvr/reward_total": [4 / 3], "rlvr/advantage_abs_mean": [0.25], "rlvr/frac_zero_variance_groups": [0.5],
+        "rlvr/frac_no_score": [0.25], "rlvr/failed/a": [0.0], "rlvr/failed/b": [1.0], "penalties/p/mean": [0.2],
+        "completions/mean_length_correct": [25.0], "completions/mean_length_wrong": [20.0],
+        "rlvr/correct_rate": [2 / 3]}
