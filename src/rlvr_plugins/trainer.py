@@ -200,8 +200,7 @@ class RLVRTrainer(GRPOTrainer):
         self._raise_on_every_rank()
         device = rewards_per_func.device
         columns = [f.last_failed if isinstance(f, TRLReward) else [False] * len(prompts) for f in self.reward_funcs]
-        failed = (torch.tensor(columns, dtype=torch.long, device=device).T if columns
-                  else torch.zeros(len(prompts), 0, dtype=torch.long, device=device))
+        failed = torch.tensor(list(zip(*columns)), dtype=torch.long, device=device).view(len(prompts), len(columns))
         lengths = torch.tensor([len(ids) for ids in completion_ids_list], dtype=torch.long, device=device)
         indices = torch.tensor([int(x.get("rlvr_index", -1)) for x in inputs], dtype=torch.long, device=device)
         self._rlvr_batch = {
