@@ -51,6 +51,7 @@ def start(cell: dict, args) -> dict:
 
 
 def finish(run: dict, status: int, usage) -> dict:
+    run["process"].returncode = status  # reaped by wait4 (for its rusage), not by Popen
     run["log"].close()
     cell = {k: run[k] for k in ("name", "seed", "threads")}
     cell.update(wall_s=round(time.perf_counter() - run["t0"], 1), cpu_s=round(usage.ru_utime + usage.ru_stime, 1),

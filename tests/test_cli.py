@@ -113,7 +113,7 @@ def test_missing_config_file(capsys):
 @pytest.mark.slow
 def test_smoke_run_writes_a_complete_run_folder(tmp_path):
     out = tmp_path / "run"
-    result = run_cli("train", str(SMOKE), "--set", f"output_dir={out}")
+    result = run_cli("train", str(SMOKE), "--set", f"output_dir={out}", "--set", "sft.logging_steps=1")
     assert result.returncode == 0, result.stderr[-3000:]
     for name in ("config.yaml", "plugins.json", "metrics.jsonl", "summary.json", "checkpoint-2", "final"):
         assert (out / name).exists(), name
@@ -129,6 +129,8 @@ def test_smoke_run_writes_a_complete_run_folder(tmp_path):
         assert "rlvr/frac_zero_variance_groups" in r
     summary = json.loads((out / "summary.json").read_text())
     assert summary["grpo_steps"] == 2 and summary["sft_examples"] == 32
+    # the SFT's second (last) step logged its loss: 2 steps of 16 from a random init, so well above 0
+    assert isinstance(summary["sft_final_loss"], float) and 0.5 < summary["sft_final_loss"] < 20
     assert summary["eval_before"]["n"] == 16 and summary["eval_after"]["reward"] == "r1-accuracy"
     assert "held-out accuracy" in result.stdout
     resolved = yaml.safe_load((out / "config.yaml").read_text())
