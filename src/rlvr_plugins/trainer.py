@@ -22,7 +22,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 import torch
 from accelerate.utils import gather, gather_object
@@ -156,6 +156,7 @@ class RLVRTrainer(GRPOTrainer):
         args.reward_weights = weights or None
         self._rlvr_batch: dict[str, torch.Tensor] = {}
         self._warned_no_score = False
+        self._warned_checkpoint_bytes = False
         self._rlvr_capture_logps, self._rlvr_logps = False, None
         names = [r.name for _, r in registered]
         self.correctness_reward = correctness_reward or (names[0] if names else None)
@@ -358,7 +359,8 @@ class RLVRTrainer(GRPOTrainer):
 
         TRL deletes old checkpoints (``save_total_limit``) at the end of its own save, before
         the marker exists; here the rotation waits until the new checkpoint is complete, so
-        a kill at any moment leaves a complete checkpoint. A write error (disk full,
+        a kill at any moment leaves a complete checkpoint; the marker waits for every process to have
+        written its files. A write error (disk full,
         read-only) removes the half-written folder and stops the run with one message
         naming it, the space needed and the space free; older checkpoints are untouched.
         """
@@ -370,6 +372,7 @@ class RLVRTrainer(GRPOTrainer):
         try:
             with writing(folder, Path(run_dir), needed, remove_partial=self.args.should_save):
                 super()._save_checkpoint(model, trial)
+                self.accelerator.wait_for_everyone()  # every rank's files (its RNG state, its shards) are written
                 state = {name: s for name, s in self.plugin_set.call_each("rlvr_state_dict") if s is not None}
                 if self.args.should_save:
                     tmp = folder / (PLUGIN_STATE_FILE + ".tmp")
@@ -382,13 +385,25 @@ class RLVRTrainer(GRPOTrainer):
             rotate_checkpoints(output_dir=run_dir, save_total_limit=limit,
                                best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
 
-    def _checkpoint_bytes(self) -> int:
-        """About what a checkpoint takes: the parameters and the optimizer's state tensors."""
-        tensors = list(self.model.parameters())
-        if self.optimizer is not None:
-            tensors += [t for s in self.optimizer.state_dict()["state"].values() for t in s.values()
-                        if isinstance(t, torch.Tensor)]
-        return sum(t.numel() * t.element_size() for t in tensors)
+    def _checkpoint_bytes(self) -> int | None:
+        """About what the first checkpoint takes (:func:`checkpoint_bytes_estimate`), from this process's
+        parameters and optimizer state: no collective call, no ``state_dict()``. None when it cannot be
+        estimated (the disk-full message then leaves the size out), with one warning for the run."""
+        try:
+            fsdp = getattr(self.accelerator.state, "fsdp_plugin", None) if self.is_fsdp_enabled else None
+            shards = self.accelerator.num_processes if getattr(fsdp, "fsdp_version", None) == 1 else 1
+            estimate = checkpoint_bytes_estimate(self.model.parameters(), self.optimizer,
+                                                 adapters_only=hasattr(self.model, "peft_config"), shards=shards)
+            problem = None if estimate is not None else (
+                f"the optimizer {type(innermost_optimizer(self.optimizer)).__name__} has no state it can read yet "
+                "and is not one whose state per parameter is known")
+        except Exception as exc:  # noqa: BLE001 - an estimate never stops a save
+            estimate, problem = None, f"{type(exc).__name__}: {exc}"
+        if problem and not getattr(self, "_warned_checkpoint_bytes", False):
+            logger.warning("the size of a checkpoint cannot be estimated (%s): a disk-full error at the first "
+                           "checkpoint will not say how much space it needs. This warning is not repeated.", problem)
+            self._warned_checkpoint_bytes = True
+        return estimate
 
     def train(self, resume_from_checkpoint=None, **kwargs):
         if resume_from_checkpoint is True:
@@ -411,6 +426,93 @@ class RLVRTrainer(GRPOTrainer):
         for impl in self.plugin_set.pm.hook.rlvr_load_state_dict.get_hookimpls():
             if impl.plugin_name in states:
                 impl.function(state=states[impl.plugin_name])
+
+
+# -- checkpoint size -------------------------------------------------------------------------------
+# Optimizer state per trainable parameter element, in float32 values, for an optimizer whose state is not
+# readable yet; by class name, so that DeepSpeed's and apex's fused classes need no import.
+ADAM_FAMILY = frozenset({"Adam", "AdamW", "NAdam", "RAdam", "Adamax", "FusedAdam", "DeepSpeedCPUAdam"})
+FLOAT32_BYTES = 4
+
+
+def innermost_optimizer(optimizer: Any, depth: int = 8) -> Any:
+    """The optimizer that holds the state: accelerate's ``AcceleratedOptimizer``, DeepSpeed's ZeRO
+    optimizers and similar wrappers keep the optimizer they wrap in ``.optimizer``."""
+    for _ in range(depth):
+        inner = getattr(optimizer, "optimizer", None)
+        if inner is None or inner is optimizer:
+            break
+        optimizer = inner
+    return optimizer
+
+
+def known_state_floats(optimizer: Any) -> int | None:
+    """Float32 state values per parameter element of a known optimizer class (None: not known).
+
+    Adam family (``exp_avg``, ``exp_avg_sq``; Adamax ``exp_inf``): 2; ``SGD``: 1 with momentum, else 0;
+    ``Adagrad``: 1 (``sum``); ``RMSprop``: 1 (``square_avg``) + 1 with momentum + 1 when centered.
+    """
+    name = type(optimizer).__name__
+    groups = getattr(optimizer, "param_groups", None) or []
+    if name in ADAM_FAMILY:
+        return 2
+    if name == "SGD":
+        return int(any(g.get("momentum", 0) for g in groups))
+    if name == "Adagrad":
+        return 1
+    if name == "RMSprop":
+        return 1 + int(any(g.get("momentum", 0) for g in groups)) + int(any(g.get("centered") for g in groups))
+    return None
+
+
+def state_bytes_per_element(optimizer: Any) -> float | None:
+    """Bytes of optimizer state per trainable parameter element, or None when they cannot be told.
+
+    Read from the innermost optimizer's ``state`` (parameter → its state tensors, as torch keeps it; no
+    ``state_dict()``): the bytes of the state tensors shaped like their parameter (``exp_avg``,
+    ``momentum_buffer``; scalars such as Adam's ``step`` are left out) over the elements of those
+    parameters. Under DeepSpeed ZeRO these are this process's flat partitions: the ratio holds for the
+    whole model. With no state yet (before the first step), :func:`known_state_floats` × 4 bytes.
+    """
+    optimizer = innermost_optimizer(optimizer)
+    state = getattr(optimizer, "state", None)
+    elements, nbytes = 0, 0
+    if isinstance(state, Mapping):
+        for param, entry in state.items():
+            if not isinstance(entry, Mapping) or not hasattr(param, "numel"):
+                continue
+            elements += param.numel()
+            nbytes += sum(t.numel() * t.element_size() for t in entry.values()
+                          if isinstance(t, torch.Tensor) and t.shape == param.shape)
+    if elements:
+        return nbytes / elements
+    floats = known_state_floats(optimizer)
+    return None if floats is None else floats * FLOAT32_BYTES
+
+
+def checkpoint_bytes_estimate(params: Iterable[Any], optimizer: Any = None, adapters_only: bool = False,
+                              shards: int = 1) -> int | None:
+    """About the bytes of one checkpoint: ``shards · (Σ_saved n_p b_p + s · Σ_trainable n_p)``.
+
+    ``n_p``: parameter ``p``'s element count, its ``ds_numel`` under DeepSpeed ZeRO-3 (whose partitioned
+    parameters hold 0 elements locally; FSDP2's DTensors report their full count too); ``b_p``: bytes per
+    element; saved: every parameter, or only the trainable ones with ``adapters_only`` (PEFT saves its
+    adapters); ``s``: optimizer state bytes per trainable element (:func:`state_bytes_per_element`; 0
+    without an optimizer); ``shards``: FSDP1's flat parameters hold 1/``shards`` of the model each.
+    None when the optimizer's state cannot be told. A checkpoint also holds the RNG and trainer state
+    (kilobytes); DeepSpeed keeps a float32 master copy besides 16-bit weights (not counted).
+    """
+    per_element = 0.0 if optimizer is None else state_bytes_per_element(optimizer)
+    if per_element is None:
+        return None
+    saved, trainable = 0, 0
+    for p in params:
+        n = int(getattr(p, "ds_numel", p.numel()))
+        if p.requires_grad:
+            trainable += n
+        if p.requires_grad or not adapters_only:
+            saved += n * p.element_size()
+    return round(shards * (saved + per_element * trainable))
 
 
 @dataclass
