@@ -21,8 +21,8 @@ from .errors import ConfigError
 from .manager import PluginSet, build_plugin_set
 from .modeling import cpu_defaults, has_accelerator, vllm_cpu_problem
 from .rewards import MAX_ABS_REWARD
-from .runfolder import FINAL_DIR, SUMMARY_FILE, RunStart, check_still_free, clear_run, continue_in, exclusive, output_dir, \
-    plan_run, writing
+from .runfolder import FINAL_DIR, SUMMARY_FILE, RunStart, check_more_steps, check_still_free, clear_run, continue_in, \
+    exclusive, output_dir, plan_run, writing
 
 logger = logging.getLogger(__name__)
 
@@ -156,6 +156,14 @@ def prepare(config: dict[str, Any]) -> Prepared:
     return Prepared(config, plugin_set, args)
 
 
+def check_prepared_start(start: RunStart | None, prepared: Prepared) -> None:
+    """A ``--resume`` that raises ``trainer.max_steps``, checked again on the ``GRPOConfig`` the plugins adjusted
+    (:func:`~rlvr_plugins.runfolder.plan_run` saw only the config; a plugin may set the schedule)."""
+    if start is not None and start.raised_from:
+        args = prepared.grpo_args
+        check_more_steps(start.checkpoint, start.raised_from, args.max_steps, args.lr_scheduler_type, args.warmup_steps)
+
+
 def probe_reward_examples(prepared: Prepared) -> None:
     """``--check``: score each reward's own example once (:func:`rlvr_plugins.rewards.probe_rewards`)."""
     from .rewards import Engines, probe_rewards
@@ -209,6 +217,7 @@ def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: b
               "to do", flush=True)
         return json.loads((start.out / SUMMARY_FILE).read_text(encoding="utf-8"))
     prepared = prepare(config)  # every config and launch check before the folder is made
+    check_prepared_start(start, prepared)
     with exclusive(start.out):
         check_still_free(start)  # again, now that no other run can write there
         return _train(config, start, prepared)
