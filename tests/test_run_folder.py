@@ -543,7 +543,7 @@ def test_resume_with_a_larger_max_steps_under_a_decaying_schedule_is_refused_say
     fake_run(out, smoke_config(out))  # the smoke config has no lr_scheduler_type: GRPOConfig's linear
     longer = str(write_config(tmp_path, smoke_config(out, max_steps=4)))
     rule = ("so the learning rate would jump at the resumed step; max_steps may grow only with lr_scheduler_type "
-            "constant, constant_with_warmup, inverse_sqrt and warmup_steps 0 or >= 1. To train longer, ")
+            "constant, constant_with_warmup or inverse_sqrt and warmup_steps 0 or >= 1. To train longer, ")
     assert error_of(capsys, "train", longer, "--resume") == (
         f"--resume {out}/checkpoint-2: trainer.max_steps 2 in the run, 4 now: lr_scheduler_type 'linear' lays its "
         f"decay over max_steps, {rule}finish this run with its own config (--resume), then start a new run from its "

@@ -386,7 +386,8 @@ def check_more_steps(checkpoint: Path, before: int, now: int, lr_scheduler_type:
     raise RunFolderError(
         f"--resume {checkpoint}: trainer.max_steps {before} in the run, {now} now: {problem}, so the learning rate "
         f"would jump at the resumed step; max_steps may grow only with lr_scheduler_type "
-        f"{', '.join(SCHEDULES_WITHOUT_MAX_STEPS)} and warmup_steps 0 or >= 1. To train longer, {first}start a new "
+        f"{', '.join(SCHEDULES_WITHOUT_MAX_STEPS[:-1])} or {SCHEDULES_WITHOUT_MAX_STEPS[-1]} and warmup_steps 0 or "
+        f">= 1. To train longer, {first}start a new "
         f"run from its final model: model.name_or_path: {final}, in another output_dir")
 
 

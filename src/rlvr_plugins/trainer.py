@@ -359,10 +359,11 @@ class RLVRTrainer(GRPOTrainer):
 
         TRL deletes old checkpoints (``save_total_limit``) at the end of its own save, before
         the marker exists; here the rotation waits until the new checkpoint is complete, so
-        a kill at any moment leaves a complete checkpoint; the marker waits for every process to have
-        written its files. A write error (disk full,
-        read-only) removes the half-written folder and stops the run with one message
-        naming it, the space needed and the space free; older checkpoints are untouched.
+        a kill at any moment leaves a complete checkpoint. The marker is written once every
+        process has written its files (its RNG state, its ZeRO shards). A write error (disk
+        full, read-only) removes the half-written folder and stops the run with one message
+        naming it, the space needed (:meth:`_checkpoint_bytes` for the first checkpoint) and
+        the space free; older checkpoints are untouched.
         """
         run_dir = self._get_output_dir(trial=trial)
         folder = Path(run_dir) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
@@ -372,7 +373,7 @@ class RLVRTrainer(GRPOTrainer):
         try:
             with writing(folder, Path(run_dir), needed, remove_partial=self.args.should_save):
                 super()._save_checkpoint(model, trial)
-                self.accelerator.wait_for_everyone()  # every rank's files (its RNG state, its shards) are written
+                self.accelerator.wait_for_everyone()
                 state = {name: s for name, s in self.plugin_set.call_each("rlvr_state_dict") if s is not None}
                 if self.args.should_save:
                     tmp = folder / (PLUGIN_STATE_FILE + ".tmp")
