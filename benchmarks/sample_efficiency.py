@@ -12,7 +12,7 @@ Protocol, per seed:
 1. One SFT cold start for the whole benchmark (``rlvr sft`` with ``configs/demo.yaml``:
    the demo's SFT steps on its sloppy-teacher data; 500 since issue 15, 300 when the recorded
    results were measured), saved once and loaded by every run.
-2. Two GRPO runs from that checkpoint through ``rlvr_plugins.run.train`` (the code behind
+2. Two GRPO runs from that checkpoint through ``rlvr_plugins.train.run.train`` (the code behind
    ``rlvr train``), identical except for the train sampler: TRL's ``RepeatSampler``
    (``uniform``) or ``kimi-curriculum`` with its default options (``curriculum``). The
    demo's GRPO settings otherwise: 8 prompts x 8 completions per step, lr 2e-4,
@@ -97,7 +97,7 @@ class HeldOutEval:
 
     def __init__(self, trainer, config: dict[str, Any], every: int, target: float, max_steps: int,
                  at_start: bool):
-        from rlvr_plugins import data
+        from rlvr_plugins.train import data
 
         self.trainer, self.config, self.every, self.target = trainer, config, every, target
         self.max_steps, self.at_start = max_steps, at_start
@@ -110,7 +110,7 @@ class HeldOutEval:
         self.reached: dict[str, Any] | None = None
 
     def evaluate(self, step: int) -> dict[str, Any]:
-        from rlvr_plugins.evaluation import evaluate
+        from rlvr_plugins.train.evaluation import evaluate
 
         t = time.perf_counter()
         rewards = self.trainer.plugin_set.reward_functions()
@@ -155,7 +155,7 @@ class HeldOutEval:
 
 @contextlib.contextmanager
 def periodic_eval(make: Any):
-    """Within the block, every ``RLVRTrainer`` that ``rlvr_plugins.run.train`` builds gets ``make(trainer)``'s callback."""
+    """Within the block, every ``RLVRTrainer`` that ``rlvr_plugins.train.run.train`` builds gets ``make(trainer)``'s callback."""
     import rlvr_plugins.trainer as module
 
     base = module.RLVRTrainer
@@ -173,8 +173,8 @@ def periodic_eval(make: Any):
 
 def sft_once(workdir: Path, examples: int) -> tuple[Path, float]:
     """The demo's SFT cold start (``rlvr sft configs/demo.yaml``), seed 0; returns the model folder and seconds."""
-    from rlvr_plugins.commands.sft_cmd import run_sft_command
-    from rlvr_plugins.config import load_config
+    from rlvr_plugins.cli.sft_cmd import run_sft_command
+    from rlvr_plugins.train.config import load_config
 
     t = time.perf_counter()
     config = load_config(DEMO, [f"output_dir={workdir / 'sft'}", f"sft.examples={examples}",
@@ -185,7 +185,7 @@ def sft_once(workdir: Path, examples: int) -> tuple[Path, float]:
 
 def arm_config(arm: str, seed: int, model: Path, out: Path, p: dict[str, Any]) -> dict[str, Any]:
     """The demo config, GRPO part only, on the mixed task, from the SFT checkpoint; ``arm`` picks the sampler."""
-    from rlvr_plugins.config import load_config, validate
+    from rlvr_plugins.train.config import load_config, validate
 
     config = copy.deepcopy(load_config(DEMO))
     config.pop("sft")
@@ -203,9 +203,9 @@ def arm_config(arm: str, seed: int, model: Path, out: Path, p: dict[str, Any]) -
 
 
 def run_arm(arm: str, seed: int, model: Path, workdir: Path, p: dict[str, Any], at_start: bool) -> dict[str, Any]:
-    from rlvr_plugins.data import load_rows
+    from rlvr_plugins.train.data import load_rows
     from rlvr_plugins.manager import temporary_plugin
-    from rlvr_plugins.run import train
+    from rlvr_plugins.train.run import train
 
     config = arm_config(arm, seed, model, workdir / f"{arm}-seed{seed}", p)
     print(f"== seed {seed}, {arm}", flush=True)
@@ -296,7 +296,7 @@ def main(argv=None):
 
     import torch
 
-    from rlvr_plugins.run import configure_threads
+    from rlvr_plugins.train.run import configure_threads
 
     configure_threads()
     json_path = Path(args.json) if args.json else RESULTS / f"sample_efficiency{'-quick' if args.quick else ''}.json"

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from rlvr_plugins import Plugin, RewardFunction, cli, hookimpl
-from rlvr_plugins.commands.filter_cmd import in_band
+from rlvr_plugins.cli.filter_cmd import in_band
 from rlvr_plugins.manager import temporary_plugin
 from rlvr_plugins.testing import TINY
 
@@ -168,8 +168,8 @@ def test_sft_command_saves_a_loadable_model(tmp_path):
 
 def test_qwen_fusion_rows_mix_modes_without_repeating_the_empty_think_block(tmp_path):
     fusion = pytest.importorskip("rlvr_qwen_thinking.sft", reason="rlvr-qwen-thinking is not installed")
-    from rlvr_plugins.commands import setup
-    from rlvr_plugins.commands.sft_cmd import fusion_builder, sft_rows
+    from rlvr_plugins.cli.common import setup
+    from rlvr_plugins.cli.sft_cmd import fusion_builder, sft_rows
     from rlvr_plugins.testing import char_tokenizer, tiny_rows
     from rlvr_qwen_thinking.modes import EMPTY_THINK_BLOCK, fused_no_think
 
@@ -205,7 +205,8 @@ def test_sft_command_with_qwen_fusion_on_the_cpu_recipe(tmp_path):
 
 def test_without_the_fusion_builder_sft_uses_the_rows_as_they_are_and_says_so(tmp_path, monkeypatch, capsys):
     pytest.importorskip("rlvr_qwen_thinking", reason="rlvr-qwen-thinking is not installed")
-    from rlvr_plugins.commands import setup, sft_cmd
+    from rlvr_plugins.cli.common import setup
+    from rlvr_plugins.cli import sft_cmd
     from rlvr_plugins.testing import char_tokenizer, tiny_rows
 
     monkeypatch.setattr(sft_cmd, "fusion_builder", lambda: None)
@@ -219,7 +220,7 @@ def test_without_the_fusion_builder_sft_uses_the_rows_as_they_are_and_says_so(tm
 
 
 def test_a_tilde_in_a_commands_output_dir_is_the_home_folder_as_for_rlvr_train(tmp_path, monkeypatch):
-    from rlvr_plugins.commands import setup
+    from rlvr_plugins.cli.common import setup
 
     monkeypatch.setenv("HOME", str(tmp_path))
     ctx = setup({"output_dir": "~/run", "model": {"tiny": {}}, "plugins": {"r1-accuracy": {}}}, "eval")

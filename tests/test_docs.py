@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rlvr_plugins import config, hookspecs, manager
+from rlvr_plugins.train import config
+from rlvr_plugins import hookspecs, manager
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"

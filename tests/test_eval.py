@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlvr_plugins import Plugin, RewardFunction, cli, hookimpl, metrics
-from rlvr_plugins.config import load_config
-from rlvr_plugins.data import DataError, load_rows, normalise_answer, plain_answer
+from rlvr_plugins import Plugin, RewardFunction, cli, hookimpl
+from rlvr_plugins.lab import metrics
+from rlvr_plugins.train.config import load_config
+from rlvr_plugins.train.data import DataError, load_rows, normalise_answer, plain_answer
 from rlvr_plugins.errors import ConfigError
 from rlvr_plugins.manager import temporary_plugin
 from rlvr_plugins.testing import TINY, shared_data
@@ -267,7 +268,7 @@ def test_eval_section_values_are_checked_with_the_config(tmp_path):
 
 @needs_data
 def test_few_shot_and_cot_prompts(tmp_path):
-    from rlvr_plugins.commands.eval_cmd import COT_INSTRUCTION, build_prompts
+    from rlvr_plugins.cli.eval_cmd import COT_INSTRUCTION, build_prompts
 
     gsm = DATA / "gsm8k"
     config = _config(tmp_path, {"train": {"source": "jsonl", "path": str(gsm / "train.jsonl"), "limit": 10},

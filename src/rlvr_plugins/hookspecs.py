@@ -100,8 +100,8 @@ def rlvr_check_dataset(rows: Sequence[Mapping[str, Any]], split: str) -> list[tu
     Report what the plugin would otherwise find only when it scores the row (once per
     worker process, or never): e.g. a reference that its checker can never parse. The
     framework logs one warning per plugin and problem, naming at most
-    :data:`rlvr_plugins.data.MAX_NAMED_ROWS` rows (with their file line when known) and how
-    many more. To refuse the data, raise :class:`rlvr_plugins.data.DataError` naming the row.
+    :data:`rlvr_plugins.train.data.MAX_NAMED_ROWS` rows (with their file line when known) and how
+    many more. To refuse the data, raise :class:`rlvr_plugins.train.data.DataError` naming the row.
 
     :param rows: the split's rows with canonical columns (``prompt``, usually ``answer``),
         in order, before rendering (read-only).

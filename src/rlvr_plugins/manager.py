@@ -286,6 +286,23 @@ class PluginSet:
             impl.function(register=register)
         return rewards
 
+    def validate_run(self, grpo_args: Any, engine_timeout_s: float | None = None,
+                     environment_factory: Any = None) -> None:
+        """Require a reward source, then let every plugin check the run (``rlvr_validate_run``).
+
+        A reward source is a reward plugin, or (as in TRL) an ``environment_factory`` whose
+        environment owns the reward through ``get_reward``; TRL checks the latter and raises
+        its own ``ValueError`` when the environment has none.
+        """
+        names = [reward.name for _, reward in self.reward_functions()]
+        if not names and not environment_factory:
+            raise PluginError(
+                "no reward function is enabled: enable at least one reward plugin (for example r1-accuracy), or pass "
+                "an environment_factory whose environment defines get_reward"
+            )
+        self.call_each("rlvr_validate_run", reward_names=names, grpo_args=grpo_args,
+                             engine_timeout_s=engine_timeout_s)
+
     def describe(self) -> list[dict[str, Any]]:
         out = []
         for p in self.enabled:

@@ -24,6 +24,10 @@ class Plugin:
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
+    #: An estimator plugin whose advantages equal TRL's for a ``GRPOConfig.scale_rewards`` value
+    #: (``"group"``, ``"batch"``, ``"none"``) names it here; ``trainer.scale_rewards`` may then be set
+    #: to that value beside it. None: no TRL setting computes this estimator.
+    trl_scale_rewards: ClassVar[str | None] = None
 
     @dataclass
     class Options:

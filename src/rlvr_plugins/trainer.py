@@ -20,7 +20,6 @@ import contextlib
 import json
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +28,13 @@ from accelerate.utils import gather, gather_object
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 from trl import GRPOConfig, GRPOTrainer
 
-from .advantages import finalize_advantages, shaping_advantages
+from .advantages import BatchAdvantages, batch_advantages, ratio_statistics
+from .builtin.estimators import TRL_SCALE_ESTIMATORS
 from .engine import RewardEngine, RewardPluginFailing
-from .errors import PluginConflictError, PluginContractError, PluginError
+from .errors import PluginConflictError, PluginError
 from .manager import PluginSet, build_plugin_set
 from .rewards import Engines, TRLReward
-from .run import ESTIMATOR_SCALE
-from .runfolder import PLUGIN_STATE_FILE, folder_bytes, last_complete_checkpoint, writing
+from .checkpoints import PLUGIN_STATE_FILE, folder_bytes, last_complete_checkpoint, writing
 
 logger = logging.getLogger(__name__)
 
@@ -60,9 +59,6 @@ def _quiet_trl_no_score_warning():
         yield
     finally:
         trl_logger.removeFilter(quiet)
-
-
-TRL_SCALE_ESTIMATORS = {"group": "grpo", "batch": "batch-std", "none": "mean-baseline"}
 
 
 def trl_estimator(grpo_args) -> str:
@@ -98,7 +94,7 @@ def with_trl_estimator(plugin_set: PluginSet, grpo_args) -> PluginSet:
         return plugin_set.replace_default("rlvr_compute_advantages", wanted)
     if wanted == "grpo":  # TRL's defaults: the enabled estimator decides
         return plugin_set
-    if wanted != "normalize-then-sum" and ESTIMATOR_SCALE.get(current) == grpo_args.scale_rewards:
+    if wanted != "normalize-then-sum" and type(plugin_set.get(current)).trl_scale_rewards == grpo_args.scale_rewards:
         return plugin_set
     raise PluginError(
         f"scale_rewards={grpo_args.scale_rewards!r}, multi_objective_aggregation="
@@ -144,7 +140,7 @@ class RLVRTrainer(GRPOTrainer):
         self.plugin_set = plugin_set
         self.engines = engines if engines is not None else Engines(**{"on_error": "raise", **(engine_options or {})})
         registered = plugin_set.reward_functions()
-        validate_run(plugin_set, args, engine_timeout(self.engines.options),
+        plugin_set.validate_run(args, engine_timeout(self.engines.options),
                      environment_factory=kwargs.get("environment_factory"))
         self.rlvr_rewards = [TRLReward(reward, owner, self.engines) for owner, reward in registered]
         weights = [float(r.weight) for _, r in registered]
@@ -413,105 +409,8 @@ class RLVRTrainer(GRPOTrainer):
                 impl.function(state=states[impl.plugin_name])
 
 
-@dataclass
-class BatchAdvantages:
-    """What the framework computes from one gathered batch (all ``(N,)``, ``zero_variance`` ``(N / G,)``)."""
-
-    valid: torch.Tensor
-    total: torch.Tensor
-    penalties: list[tuple[str, torch.Tensor]]
-    advantages: torch.Tensor
-    zero_variance: torch.Tensor
-
-
-def batch_advantages(plugin_set: PluginSet, rewards_per_func: torch.Tensor, weights: torch.Tensor,
-                     failed: torch.Tensor, lengths: torch.Tensor, num_generations: int, step: int,
-                     names: list[str]) -> BatchAdvantages:
-    """Penalties, estimator and the framework's rules on a gathered batch (training and ``rlvr score``).
-
-    ``valid`` = no reward failed and not every reward ``None``; outcome = ``Σ_k w_k r_k``
-    (a ``None`` counts 0); the estimator turns the outcome into advantages; the summed
-    length penalties are added as group-centred shaping (``shaping_advantages``); then
-    ``finalize_advantages`` (no score → 0, equal totals in a group → exactly 0).
-    ``total`` = outcome + penalties, NaN where not valid.
-    """
-    valid = ~failed.any(dim=1) & ~torch.isnan(rewards_per_func).all(dim=1)
-    outcome = (rewards_per_func * weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
-    shaping = torch.zeros_like(outcome)
-    penalties = []
-    for plugin, penalty in plugin_set.call_each(
-        "rlvr_length_penalty", completion_lengths=lengths, num_generations=num_generations,
-        rewards_per_func=rewards_per_func, reward_names=names, step=step,
-    ):
-        if penalty is None:
-            continue
-        penalty = check_vector(plugin, "rlvr_length_penalty", penalty, outcome)
-        shaping = shaping + penalty
-        penalties.append((plugin, penalty))
-    nan = torch.full_like(outcome, float("nan"))
-    outcome = torch.where(valid, outcome, nan)
-    total = torch.where(valid, outcome + shaping, nan) if penalties else outcome
-    raw = plugin_set.one("rlvr_compute_advantages", rewards=outcome, num_generations=num_generations, valid=valid,
-                         rewards_per_func=rewards_per_func, reward_names=names, reward_weights=weights)
-    raw = check_vector(plugin_set.winner("rlvr_compute_advantages"), "rlvr_compute_advantages", raw, outcome,
-                       valid=valid)
-    if penalties:
-        raw = raw + shaping_advantages(shaping, valid, num_generations)
-    advantages, zero_var = finalize_advantages(raw, total, valid, num_generations)
-    return BatchAdvantages(valid, total, penalties, advantages, zero_var)
-
-
-def validate_run(plugin_set: PluginSet, grpo_args, engine_timeout_s: float | None = None,
-                 environment_factory: Any = None) -> None:
-    """Require a reward source, then let every plugin check the run (``rlvr_validate_run``).
-
-    A reward source is a reward plugin, or (as in TRL) an ``environment_factory`` whose
-    environment owns the reward through ``get_reward``; TRL checks the latter and raises
-    its own ``ValueError`` when the environment has none.
-    """
-    names = [reward.name for _, reward in plugin_set.reward_functions()]
-    if not names and not environment_factory:
-        raise PluginError(
-            "no reward function is enabled: enable at least one reward plugin (for example r1-accuracy), or pass "
-            "an environment_factory whose environment defines get_reward"
-        )
-    plugin_set.call_each("rlvr_validate_run", reward_names=names, grpo_args=grpo_args,
-                         engine_timeout_s=engine_timeout_s)
-
-
 def engine_timeout(options: dict[str, Any]) -> float | None:
     """The per-completion deadline of engines built with ``options`` (None in-process: no deadline)."""
     if options.get("in_process", False):
         return None
     return float(options.get("timeout_s", RewardEngine.DEFAULT_TIMEOUT_S))
-
-
-def ratio_statistics(logps: torch.Tensor, old_logps: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Token-level importance ratios ``rho_t = exp(log pi(o_t) - log pi_old(o_t))`` over ``mask``.
-
-    Shapes: ``(B, T)`` each. Returns ``(5,)``: ``[sum rho, sum |log rho|, token count,
-    max rho, min rho]`` (max ``-inf`` and min ``+inf`` when no token is masked in), so that
-    the statistics of every process are combined with one gather: sum the first three,
-    max the fourth, min the fifth.
-    """
-    log_ratio = (logps - old_logps).float()[mask.bool()]
-    if log_ratio.numel() == 0:
-        return torch.tensor([0.0, 0.0, 0.0, -torch.inf, torch.inf], device=logps.device)
-    ratio = torch.exp(log_ratio)
-    count = torch.tensor(float(log_ratio.numel()), device=logps.device)
-    return torch.stack([ratio.sum(), log_ratio.abs().sum(), count, ratio.max(), ratio.min()])
-
-
-def check_vector(plugin: str, hook: str, value: Any, like: torch.Tensor, valid: torch.Tensor | None = None):
-    """A hook's ``(N,)`` result as a float tensor on ``like``'s device, or a clear error naming the plugin."""
-    if not isinstance(value, torch.Tensor):
-        raise PluginContractError(f"plugin {plugin!r}: {hook} returned {type(value).__name__}; expected a tensor")
-    if value.shape != like.shape:
-        raise PluginContractError(
-            f"plugin {plugin!r}: {hook} returned shape {tuple(value.shape)}; expected {tuple(like.shape)}"
-        )
-    value = value.to(device=like.device, dtype=like.dtype)
-    check = value if valid is None else value[valid]
-    if not torch.isfinite(check).all():
-        raise PluginContractError(f"plugin {plugin!r}: {hook} returned NaN or infinite values: {check.tolist()[:8]}")
-    return value

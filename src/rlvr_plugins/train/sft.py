@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 SFT_DEFAULTS = {
     "report_to": "none",
@@ -21,7 +21,7 @@ def run_sft(model, tokenizer, rows: list[dict[str, Any]], section: Mapping[str, 
     """Fine-tune ``model`` on ``{"prompt", "completion": row[completion_column]}``; return the ``SFTTrainer``.
 
     Its ``model`` is the trained policy (under ZeRO-3 still partitioned: save it with
-    :func:`save_trained`, generate with it inside :func:`rlvr_plugins.modeling.full_weights`).
+    :func:`save_trained`, generate with it inside :func:`rlvr_plugins.train.modeling.full_weights`).
     """
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer

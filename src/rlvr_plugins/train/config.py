@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from .errors import ConfigError, bounded, shown, why_not_a_file
+from ..errors import ConfigError, bounded, shown, why_not_a_file
 
 TOP_LEVEL = {
     "model": "the policy: name_or_path (hub id or local folder) or tiny (a config for a model built from scratch)",
@@ -75,7 +75,7 @@ SECTION_TYPES = {
                "drop_solved_without_cot": "bool"},
     "distill": {"reward": "str | None", "threshold": "float", "output": "str"},
 }
-"""Value types of the keys whose values no other rule checks (same notation as :mod:`rlvr_plugins.trl_fields`)."""
+"""Value types of the keys whose values no other rule checks (same notation as :mod:`rlvr_plugins.train.trl_fields`)."""
 
 
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -471,7 +471,7 @@ def _check_generation(section: str, value: Any) -> list[str]:
 
 
 def _check_filter(config: Mapping[str, Any]) -> list[str]:
-    """``filter.difficulty`` and the ``filter.hygiene`` section (see :mod:`rlvr_plugins.hygiene`)."""
+    """``filter.difficulty`` and the ``filter.hygiene`` section (see :mod:`rlvr_plugins.lab.hygiene`)."""
     section = config.get("filter")
     if not isinstance(section, Mapping):
         return []
@@ -549,7 +549,7 @@ def _check_keys(section: str, value: Any, allowed: set[str]) -> list[str]:
 
 def _check_trl_section(config: Mapping[str, Any], section: str) -> list[str]:
     """Keys and value types of ``trainer`` (``GRPOConfig`` fields) or ``sft`` (``SFTConfig`` fields
-    plus :data:`SFT_EXTRA`), from :mod:`rlvr_plugins.trl_fields` (TRL is not imported)."""
+    plus :data:`SFT_EXTRA`), from :mod:`rlvr_plugins.train.trl_fields` (TRL is not imported)."""
     from .trl_fields import field_types, type_problems
 
     value = config.get(section, {})

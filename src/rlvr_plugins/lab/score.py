@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
-from .data import DataError, read_jsonl_numbered
-from .errors import columns_text
+from ..train.data import DataError, read_jsonl_numbered
+from ..errors import columns_text
 
 if TYPE_CHECKING:
-    from .manager import PluginSet
-    from .rewards import Engines
+    from ..manager import PluginSet
+    from ..rewards import Engines
 
 LATE_STEP = 10**9
 
@@ -35,7 +34,7 @@ def group_rows(rows: list[dict[str, Any]]) -> list[list[int]]:
 
 def describe_scoring(plugin_set: PluginSet) -> str:
     """One line: the rewards with their weights, the length penalties and the estimator ``rlvr score`` uses."""
-    from .manager import implemented_hooks
+    from ..manager import implemented_hooks
 
     rewards = ", ".join(f"{r.name} x{r.weight:g}" for _, r in plugin_set.reward_functions()) or "none"
     penalties = [p.name for p in plugin_set.enabled if "rlvr_length_penalty" in implemented_hooks(type(p.instance))]
@@ -73,7 +72,7 @@ def score_rows(rows: list[dict[str, Any]], plugin_set: PluginSet, engines: Engin
     """Every reward, penalty, total and advantage for ``rows``, exactly as training would compute them."""
     import torch
 
-    from .rewards import score_items
+    from ..rewards import score_items
 
     rewards = plugin_set.reward_functions()
     names = [r.name for _, r in rewards]
@@ -99,7 +98,7 @@ def score_rows(rows: list[dict[str, Any]], plugin_set: PluginSet, engines: Engin
 
 
 def _score_group(out, idx, values, failed, lengths, names, weights, plugin_set, step) -> None:
-    from .trainer import batch_advantages
+    from ..advantages import batch_advantages
 
     result = batch_advantages(plugin_set, values, weights, failed, lengths, len(idx), step, names)
     for plugin, penalty in result.penalties:
@@ -137,38 +136,3 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4f}"
     return str(value)[:14]
-
-
-def run_score(config: Mapping[str, Any], rows: list[dict[str, Any]], output: str | None,
-              step: int, where: str = "completions", lines: list[int] | None = None) -> list[dict[str, Any]]:
-    """Score ``rows`` (:func:`load_completions`, read from ``where``, at ``lines``), print the table,
-    write ``output`` whole (or not at all).
-
-    The plugins and the run are validated as ``rlvr train --check`` does
-    (:func:`rlvr_plugins.commands.validate_scoring`), and every plugin checks the rows
-    (``rlvr_check_dataset``, split ``"completions"``), before anything is scored."""
-    from .commands import validate_scoring
-    from .data import check_rows
-    from .modeling import load_tokenizer
-    from .outputs import write_atomic
-    from .rewards import Engines
-    from .run import engine_options
-
-    plugin_set = validate_scoring(config)
-    check_rows(plugin_set, rows, "completions", where, lines)
-    tokenizer = load_tokenizer(config)
-    print(describe_scoring(plugin_set))
-    warning = group_warning(rows)
-    if warning:
-        print(warning, file=sys.stderr, flush=True)
-    engines = Engines(**engine_options(config))
-    try:
-        scored = score_rows(rows, plugin_set, engines, tokenizer, step=step)
-    finally:
-        engines.close()
-    if output:
-        write_atomic(output, (json.dumps(r) + "\n" for r in scored), what="--output")
-    print(format_table(scored))
-    if output:
-        print(f"wrote {len(scored)} rows to {output}")
-    return scored

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from .demo.evaluate import generate_greedy
-from .errors import ConfigError
-from .rewards import Engines, score_items
+from ..demo.evaluate import generate_greedy
+from ..errors import ConfigError
+from ..rewards import Engines, score_items
 
 
 def prompt_texts(rows: list[Mapping[str, Any]], tokenizer) -> list[str]:

@@ -8,8 +8,9 @@ import logging
 import sys
 from typing import Sequence
 
-from . import __version__
-from .errors import RLVRError, bounded
+from .. import __version__
+from ..errors import RLVRError, bounded
+from .common import quiet_libraries
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -31,25 +32,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             traceback.print_exception(exc.__cause__, file=sys.stderr)
         return 2
-
-
-def quiet_libraries() -> None:
-    """Keep the console for the run: no dataset-map progress bars, no deprecation chatter."""
-    import os
-    import warnings
-
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", category=UserWarning, module="transformers")
-    try:
-        import datasets
-        import transformers
-
-        datasets.disable_progress_bars()
-        transformers.logging.set_verbosity_error()
-        transformers.logging.disable_progress_bar()
-    except ImportError:
-        pass
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -84,9 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_disable(p)
     p.add_argument("--step", type=int, default=None,
                    help="training step seen by step-dependent plugins (default: past any warm-up)")
-    p.set_defaults(func=cmd_score)
+    p.set_defaults(func=_cmd_score)
 
-    from .commands import distill_cmd, eval_cmd, filter_cmd, sft_cmd
+    from . import distill_cmd, eval_cmd, filter_cmd, sft_cmd
 
     for name, func, text, module in (
         ("eval", "cmd_eval", "evaluate a model: zero-shot, few-shot or chain-of-thought prompting; accuracy, "
@@ -105,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_disable(p)
         p.set_defaults(func=globals()[func])
 
-    from .commands import audit_cmd, compare_cmd
+    from . import audit_cmd, compare_cmd
 
     for name, module, text in (
         ("audit", audit_cmd, "estimator lab: bias and variance of each advantage estimator against the exact "
@@ -130,12 +112,12 @@ def add_disable(parser) -> None:
 
 
 def cmd_plugins(args) -> int:
-    from .manager import build_plugin_set, list_plugins
+    from ..manager import build_plugin_set, list_plugins
 
     enabled = None
     config = None
     if args.config:
-        from .config import load_config
+        from ..train.config import load_config
 
         config = load_config(args.config)
     quiet_libraries()
@@ -160,9 +142,9 @@ def cmd_plugins(args) -> int:
 
 
 def cmd_train(args) -> int:
-    from .config import load_config, missing_data_files
-    from .manager import check_plugins_config
-    from .runfolder import check_no_user_files, check_output_dir, output_dir, plan_run, run_entries
+    from ..train.config import load_config, missing_data_files
+    from ..manager import check_plugins_config
+    from ..train.runfolder import check_no_user_files, check_output_dir, output_dir, plan_run, run_entries
 
     config = load_config(args.config, args.overrides, need_files=not args.check)
     out = output_dir(config)
@@ -174,7 +156,7 @@ def cmd_train(args) -> int:
         start = plan_run(config, args.resume, args.overwrite)
     check_plugins_config(config.get("plugins"))
     quiet_libraries()
-    from .run import configure_threads, prepare, probe_reward_examples, train
+    from ..train.run import configure_threads, prepare, probe_reward_examples, train
 
     if args.check:
         prepared = prepare(config)
@@ -190,28 +172,12 @@ def cmd_train(args) -> int:
     return 0
 
 
-def cmd_score(args) -> int:
-    from .config import load_config_or_run
-    from .manager import check_plugins_config
-    from .outputs import check_output_file
-    from .score import LATE_STEP, load_completions, run_score
-
-    config = load_config_or_run(args.config, args.overrides, need_data=False)
-    check_plugins_config(config.get("plugins"))
-    rows, lines = load_completions(args.completions)
-    if args.output:
-        check_output_file(args.output, "--output")
-    quiet_libraries()
-    run_score(config, rows, args.output, LATE_STEP if args.step is None else args.step, args.completions, lines)
-    return 0
-
-
 def _command_config(args, need_model: bool = True, check=None):
     """The command's config, checked (``check(config)``: the command's own requirements; the
     ``plugins:`` names and options) before anything heavy is imported; then the libraries are
     quietened and the threads set."""
-    from .config import load_config, load_config_or_run
-    from .manager import check_plugins_config
+    from ..train.config import load_config, load_config_or_run
+    from ..manager import check_plugins_config
 
     load = load_config_or_run if args.command == "eval" else load_config
     config = load(args.config, args.overrides, need_model=need_model, need_files=True)
@@ -219,35 +185,35 @@ def _command_config(args, need_model: bool = True, check=None):
         check(config)
     check_plugins_config(config.get("plugins"))
     quiet_libraries()
-    from .run import configure_threads
+    from ..train.run import configure_threads
 
     configure_threads()
     return config
 
 
 def cmd_eval(args) -> int:
-    from .commands.eval_cmd import run_eval
+    from .eval_cmd import run_eval
 
     run_eval(_command_config(args))
     return 0
 
 
 def cmd_sft(args) -> int:
-    from .commands.sft_cmd import check_config, run_sft_command
+    from .sft_cmd import check_config, run_sft_command
 
     run_sft_command(_command_config(args, check=check_config))
     return 0
 
 
 def cmd_filter(args) -> int:
-    from .commands.filter_cmd import check_config, run_filter
+    from .filter_cmd import check_config, run_filter
 
     run_filter(_command_config(args, need_model=False, check=check_config))
     return 0
 
 
 def cmd_distill(args) -> int:
-    from .commands.distill_cmd import run_distill
+    from .distill_cmd import run_distill
 
     run_distill(_command_config(args))
     return 0
@@ -255,3 +221,9 @@ def cmd_distill(args) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _cmd_score(args) -> int:
+    from .score_cmd import cmd_score
+
+    return cmd_score(args)

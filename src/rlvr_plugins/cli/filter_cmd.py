@@ -2,7 +2,7 @@
 (Kimi k1.5 §2.2, Qwen3 §4.1–4.2).
 
 **Hygiene** (``filter.hygiene``, when the section is given; no model): each row of
-``data.<filter.split>`` (default ``train``) is dropped when :mod:`rlvr_plugins.hygiene` finds
+``data.<filter.split>`` (default ``train``) is dropped when :mod:`rlvr_plugins.lab.hygiene` finds
 it multiple-choice (``drop_multiple_choice``, default true), true/false or yes/no
 (``drop_true_false``, default true), or overlapping an evaluation set
 (``decontaminate: {eval_sets, n, short_n, threshold}``), checked in that order. It runs first,
@@ -29,25 +29,11 @@ import time
 from collections import Counter
 from typing import Any, Mapping
 
-from .. import hygiene
-from ..config import resolve_path
+from ..lab import hygiene
+from ..train.config import resolve_path
 from ..errors import ConfigError
-from . import (
-    engines_for,
-    reaches,
-    render_texts,
-    sample_rows,
-    score,
-    setup,
-    source_row,
-    split_rows,
-    target_reward,
-    with_suffix,
-    write_json,
-    write_jsonl,
-    write_text,
-)
-from .sampling import SamplingOptions, require_backend, sample
+from .common import engines_for, reaches, render_texts, sample_rows, score, setup, source_row, split_rows, target_reward, with_suffix, write_json, write_jsonl, write_text
+from ..train.sampling import SamplingOptions, require_backend, sample
 
 EXAMPLES = """examples:
   rlvr filter configs/cpu/r1.yaml --set filter.n=8 --set output_dir=runs/filtered
@@ -169,7 +155,7 @@ def load_eval_sets(config: Mapping[str, Any], specs: list) -> dict[str, dict[str
     ``{path, column, name}``; without ``column`` the first of ``prompt``, ``question``,
     ``problem`` that the first row has. The name defaults to the path as written.
     """
-    from ..data import DataError, load_rows, read_jsonl
+    from ..train.data import DataError, load_rows, read_jsonl
 
     out: dict[str, dict[str, Any]] = {}
     for spec in specs:

@@ -11,7 +11,7 @@ from typing import Any, Iterator, Mapping
 import torch
 
 from .config import resolve_path
-from .errors import ConfigError
+from ..errors import ConfigError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
 
@@ -71,7 +71,7 @@ def head_dim(config: Mapping[str, Any]) -> int | None:
     ``config.json`` of a local ``model.name_or_path`` folder (None for a hub id)."""
     model = config.get("model") or {}
     if "tiny" in model:
-        from .demo.model import DEFAULT_MODEL_CONFIG
+        from ..demo.model import DEFAULT_MODEL_CONFIG
 
         values = {**DEFAULT_MODEL_CONFIG, **dict(model["tiny"] or {})}
     elif "name_or_path" in model:
@@ -126,7 +126,7 @@ def load_tokenizer(config: Mapping[str, Any]):
     """The tokenizer named by ``model.tokenizer`` (``char`` = the demo's), else the model's own."""
     from transformers import AutoTokenizer
 
-    from .demo.tokenizer import build_char_tokenizer
+    from ..demo.tokenizer import build_char_tokenizer
 
     model = config["model"]
     name = model.get("tokenizer", "char" if "tiny" in model else model.get("name_or_path"))
@@ -143,7 +143,7 @@ def load_model(config: Mapping[str, Any], tokenizer, seed: int):
     """The policy model: ``model.tiny`` builds a seeded tiny Qwen3; ``model.name_or_path`` loads one."""
     from transformers import AutoModelForCausalLM
 
-    from .demo.model import build_tiny_model
+    from ..demo.model import build_tiny_model
 
     model = config["model"]
     if "tiny" in model:

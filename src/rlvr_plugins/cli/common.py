@@ -19,6 +19,26 @@ from ..manager import PluginSet, build_plugin_set
 from ..plugin import RewardFunction
 
 
+def quiet_libraries() -> None:
+    """Keep the console for the run: no dataset-map progress bars, no deprecation chatter."""
+    import os
+    import warnings
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning, module="transformers")
+    try:
+        import datasets
+        import transformers
+
+        datasets.disable_progress_bars()
+        transformers.logging.set_verbosity_error()
+        transformers.logging.disable_progress_bar()
+    except ImportError:
+        pass
+
+
+
 @dataclass
 class Context:
     """What every command needs before a model is loaded: plugins, rewards, run folder, seed."""
@@ -44,25 +64,18 @@ def setup(config: dict[str, Any], section: str, need_rewards: bool = True) -> Co
         raise ConfigError(f"rlvr {section} scores completions with the reward plugins, but the config enables none; "
                           "enable one (e.g. plugins: {r1-accuracy: {}})", source="plugins")
     if need_rewards:
+        from ..train.run import validate_scoring
+
         validate_scoring(config)
     out = Path(config.get("output_dir", f"runs/{section}")).expanduser()  # as rlvr train and transformers read it
     write_header(out, section, config, plugin_set, rewards)
     return Context(config, plugin_set, rewards, out, int(config.get("seed", 42)))
 
 
-def validate_scoring(config: Mapping[str, Any]) -> PluginSet:
-    """The validation of ``rlvr train --check`` (plugins, GRPOConfig, every plugin's
-    ``rlvr_validate_run``) for a command that scores completions, so that a reward whose time
-    budget does not fit the engine's deadline is refused here as it is in training."""
-    from ..run import prepare
-
-    return prepare(dict(config)).plugin_set
-
-
 def write_header(out: Path, section: str, config: Mapping[str, Any], plugin_set: PluginSet,
                  rewards: list[tuple[str, RewardFunction]]) -> None:
-    from ..config import dump_public
-    from ..run import _versions
+    from ..train.config import dump_public
+    from ..train.run import _versions
 
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{section}_config.yaml").write_text(dump_public(config), encoding="utf-8")
@@ -86,7 +99,7 @@ def load_policy(config: Mapping[str, Any], tokenizer, seed: int):
     """The model of ``model:``, on the GPU when there is one."""
     import torch
 
-    from ..modeling import load_model
+    from ..train.modeling import load_model
 
     model = load_model(config, tokenizer, seed)
     if torch.cuda.is_available():
@@ -108,8 +121,8 @@ def with_suffix(prompt: str | list, suffix: str) -> str | list:
 
 def render_texts(rows: list[dict[str, Any]], ctx: Context, tokenizer, seed: int) -> list[str]:
     """Render every row's ``prompt`` with the template plugin, then chat messages with the chat template."""
-    from ..data import render
-    from ..evaluation import prompt_texts
+    from ..train.data import render
+    from ..train.evaluation import prompt_texts
 
     return prompt_texts(render(rows, ctx.plugin_set, tokenizer, seed), tokenizer)
 
@@ -119,8 +132,8 @@ def sample_rows(config: Mapping[str, Any], ctx: Context, rows: list[dict[str, An
 
     Returns ``(tokenizer, model, texts, samples)``; ``model`` is None with the vLLM backend.
     """
-    from ..modeling import load_tokenizer
-    from .sampling import sample
+    from ..train.modeling import load_tokenizer
+    from ..train.sampling import sample
 
     tokenizer = load_tokenizer(config)
     texts = render_texts(rows, ctx, tokenizer, ctx.seed)
@@ -193,7 +206,7 @@ def _finite(value: Any) -> Any:
 
 def engines_for(config: Mapping[str, Any]):
     from ..rewards import Engines
-    from ..run import engine_options
+    from ..train.run import engine_options
 
     return Engines(**engine_options(config))
 
@@ -202,7 +215,7 @@ def split_rows(config: Mapping[str, Any], section: str, split: str | None, defau
                plugin_set: PluginSet | None = None) -> tuple[str, list[dict]]:
     """``(split name, rows)`` of ``data.<split>``; a missing split is a config error. With
     ``plugin_set`` (the split is scored), every plugin checks the rows (``rlvr_check_dataset``)."""
-    from ..data import load_rows
+    from ..train.data import load_rows
 
     name = split or default
     if name == "eval" and config["data"].get("eval") is None:

@@ -321,7 +321,7 @@ class Estimator:
         """
         import torch
 
-        from .errors import PluginContractError
+        from ..errors import PluginContractError
 
         if valid is None:
             valid = torch.ones_like(rewards, dtype=torch.bool)
@@ -339,8 +339,8 @@ def finalize(plugin: str, raw, rewards, num_generations: int):
     """Reject non-finite advantages naming ``plugin``, then apply the trainer's rules (all rows valid)."""
     import torch
 
-    from .advantages import finalize_advantages
-    from .errors import PluginContractError
+    from ..advantages import finalize_advantages
+    from ..errors import PluginContractError
 
     if not torch.isfinite(raw).all():
         raise PluginContractError(f"plugin {plugin!r}: {ESTIMATOR_HOOK} returned NaN or infinite values")
@@ -348,7 +348,7 @@ def finalize(plugin: str, raw, rewards, num_generations: int):
 
 
 def _estimator_class(entry) -> type | None:
-    from .manager import implemented_hooks
+    from ..manager import implemented_hooks
 
     cls = entry.load()
     return cls if ESTIMATOR_HOOK in implemented_hooks(cls) else None
@@ -361,8 +361,8 @@ def available_estimators() -> list[str]:
     """
     import logging
 
-    from .errors import PluginError
-    from .manager import discover
+    from ..errors import PluginError
+    from ..manager import discover
 
     names = []
     for name, entry in sorted(discover().items()):
@@ -384,8 +384,8 @@ def load_estimators(names: Sequence[str] | None = None) -> list[Estimator]:
     """
     import logging
 
-    from .errors import ConfigError, PluginError
-    from .manager import EnabledPlugin, PluginSet, discover
+    from ..errors import ConfigError, PluginError
+    from ..manager import EnabledPlugin, PluginSet, discover
 
     entries = discover()
     wanted = list(dict.fromkeys(names)) if names else available_estimators()

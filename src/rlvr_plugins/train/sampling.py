@@ -43,7 +43,7 @@ def require_backend(backend: str, section: str, config: Mapping[str, Any] | None
             import vllm  # noqa: F401
         except ImportError as exc:
             raise ConfigError(VLLM_MISSING.format(section=section), source=section) from exc
-        from ..modeling import has_accelerator, vllm_cpu_problem
+        from .modeling import has_accelerator, vllm_cpu_problem
 
         problem = config and vllm_cpu_problem(config, f"{section}.backend 'vllm'", has_accelerator())
         if problem:
@@ -116,7 +116,7 @@ def _length(ids: list[int], eos: int | None, pad: int | None) -> int:
 
 
 def _sample_vllm(prompts, options: SamplingOptions, config, seed: int):
-    from ..config import resolve_path
+    from .config import resolve_path
 
     try:
         import vllm
@@ -145,7 +145,7 @@ def vllm_tokenizer(config: Mapping[str, Any]) -> str:
     import tempfile
     from pathlib import Path
 
-    from ..config import resolve_path
+    from .config import resolve_path
 
     model = config["model"]
     name = model.get("tokenizer", model["name_or_path"])

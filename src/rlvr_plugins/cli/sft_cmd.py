@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from ..errors import ConfigError
-from . import Context, load_policy, setup, write_json
+from .common import Context, load_policy, setup, write_json
 
 EXAMPLES = """examples:
   rlvr sft configs/homework/sft.yaml                   # the shared SFT start of the homework configs
@@ -38,7 +38,7 @@ def fusion_builder():
 
 def sft_rows(ctx: Context, rows: list[dict[str, Any]], column: str, tokenizer) -> tuple[list[dict], dict[str, Any]]:
     """``([{prompt (rendered), completion_column: target}], info)``, fused when qwen-thinking asks for it."""
-    from ..data import render
+    from ..train.data import render
 
     info: dict[str, Any] = {"fusion": False}
     if FUSION_PLUGIN in ctx.plugin_set.names:
@@ -83,9 +83,9 @@ def check_config(config: dict[str, Any]) -> None:
 
 def run_sft_command(config: dict[str, Any]) -> dict[str, Any]:
     """Fine-tune ``model`` on ``data.train``; return the summary (also ``sft_summary.json``)."""
-    from ..data import load_rows
-    from ..modeling import load_tokenizer
-    from ..sft import run_sft, save_trained
+    from ..train.data import load_rows
+    from ..train.modeling import load_tokenizer
+    from ..train.sft import run_sft, save_trained
 
     check_config(config)
     section = config["sft"]

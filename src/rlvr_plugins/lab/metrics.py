@@ -231,7 +231,7 @@ def extract_final_answer(completion: str) -> str | None:
     >>> extract_final_answer(r"<think>so 3</think> The answer is $\boxed{\frac{1}{2}}$.")
     '\\frac{1}{2}'
     """
-    from .data import last_boxed_content
+    from ..train.data import last_boxed_content
 
     close = None
     for close in _THINK_CLOSE.finditer(completion):

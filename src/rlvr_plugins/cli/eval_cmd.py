@@ -10,7 +10,7 @@ Prompting (``eval.mode``):
 
 Each problem is sampled ``eval.n`` times at ``eval.temperature`` (0 = greedy), scored by
 every enabled reward through the reward engine, and summarised by
-:func:`rlvr_plugins.metrics.summarise`. The run folder receives ``eval.json``, ``eval.md``
+:func:`rlvr_plugins.lab.metrics.summarise`. The run folder receives ``eval.json``, ``eval.md``
 and ``eval_samples.jsonl`` (every completion with its rewards).
 """
 
@@ -19,22 +19,10 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping
 
-from .. import metrics
+from ..lab import metrics
 from ..errors import ConfigError
-from . import (
-    engines_for,
-    reaches,
-    sample_rows,
-    score,
-    setup,
-    split_rows,
-    target_reward,
-    with_suffix,
-    write_json,
-    write_jsonl,
-    write_text,
-)
-from .sampling import SamplingOptions, require_backend
+from .common import engines_for, reaches, sample_rows, score, setup, split_rows, target_reward, with_suffix, write_json, write_jsonl, write_text
+from ..train.sampling import SamplingOptions, require_backend
 
 EXAMPLES = """examples:
   rlvr eval runs/demo                                  # the demo run's final/ model, with its own config

@@ -18,8 +18,8 @@ import time
 from typing import Any, Mapping
 
 from ..errors import ConfigError
-from . import engines_for, reaches, sample_rows, score, setup, source_row, split_rows, write_json, write_jsonl
-from .sampling import SamplingOptions, require_backend
+from .common import engines_for, reaches, sample_rows, score, setup, source_row, split_rows, write_json, write_jsonl
+from ..train.sampling import SamplingOptions, require_backend
 
 EXAMPLES = """examples:
   rlvr distill configs/r1_cold_start.yaml              # R1's cold-start traces from a teacher (GPU, vLLM)

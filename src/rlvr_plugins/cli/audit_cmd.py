@@ -51,8 +51,8 @@ def run(args) -> int:
     small = {k: v for k, v in overrides.items() if k != "seed" and v < 2}
     if small:
         raise ConfigError([f"--{k} must be at least 2, got {v}" for k, v in small.items()], source="rlvr audit")
-    from .. import audit  # torch: after the arguments are checked
-    from . import write_text
+    from ..lab import audit  # torch: after the arguments are checked
+    from .common import write_text
 
     size = audit.FULL if args.full else audit.QUICK
     size = dataclasses.replace(size, **overrides)
@@ -94,7 +94,7 @@ def _pm(value: float, se: float) -> str:
 
 def markdown(results: dict[str, Any]) -> str:
     """The audit's tables as markdown."""
-    from ..audit import verdict
+    from ..lab.audit import verdict
 
     size = results["size"]
     lines = [
@@ -234,7 +234,7 @@ def write_plots(results: dict[str, Any], out: Path) -> list[Path]:
     fig.savefig(paths[1], dpi=90)
     plt.close(fig)
 
-    from ..audit import NORMALISATIONS
+    from ..lab.audit import NORMALISATIONS
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharey=True)
     width = 0.8 / len(NORMALISATIONS)

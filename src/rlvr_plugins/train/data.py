@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .config import ANSWER_FORMATS, lone_surrogate, resolve_path
-from .errors import ConfigError, PluginValidationError, RLVRError, columns_text, shown, why_not_a_file
+from ..errors import ConfigError, PluginValidationError, RLVRError, columns_text, shown, why_not_a_file
 
 SYNTHETIC_TASKS = ("arithmetic",)
 MAX_NAMED_ROWS = 5
@@ -114,7 +114,7 @@ def _parse_line(line: bytes, path: str, lineno: int) -> dict[str, Any]:
 
 
 def _synthetic(split: str, spec: Mapping[str, Any], other: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    from .demo.task import split_train_eval
+    from ..demo.task import split_train_eval
 
     task = spec["task"]
     if task not in SYNTHETIC_TASKS:

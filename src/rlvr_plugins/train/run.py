@@ -17,12 +17,13 @@ from typing import Any, Mapping
 
 
 from . import config as cfg
-from .errors import ConfigError
-from .manager import PluginSet, build_plugin_set
+from ..errors import ConfigError
+from ..manager import PluginSet, build_plugin_set
 from .modeling import cpu_defaults, has_accelerator, vllm_cpu_problem
-from .rewards import MAX_ABS_REWARD
+from ..rewards import MAX_ABS_REWARD
+from ..checkpoints import writing
 from .runfolder import FINAL_DIR, SUMMARY_FILE, RunStart, check_still_free, clear_run, continue_in, exclusive, output_dir, \
-    plan_run, writing
+    plan_run
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +33,6 @@ TRAINER_OWNED = {
     "multi_objective_aggregation": "advantages come from the estimator plugin (grpo, rloo, batch-std, dr-grpo, ...); "
                                    "enable normalize-then-sum for TRL's 'normalize_then_sum'",
 }
-ESTIMATOR_SCALE = {"grpo": "group", "batch-std": "batch", "mean-baseline": "none", "dr-grpo": "none"}
 
 DEFAULT_WORKER_MEMORY_MB = 4096  # address space per reward worker: caps runaway sympy, fits a worker that imports torch
 
@@ -84,7 +84,7 @@ def _check_scale_rewards(trainer: Mapping[str, Any], plugin_set: PluginSet) -> N
     estimator = plugin_set.winner("rlvr_compute_advantages")
     value = trainer["scale_rewards"]
     value = "none" if value is False else "group" if value is True else value
-    if ESTIMATOR_SCALE.get(estimator) != value:
+    if type(plugin_set.get(estimator)).trl_scale_rewards != value:
         raise ConfigError(
             f"trainer.scale_rewards={trainer['scale_rewards']!r} would have no effect: advantages come from the "
             f"estimator plugin {estimator!r}. Choose the estimator instead: grpo (group std), batch-std (batch std), "
@@ -140,11 +140,11 @@ class Prepared:
 
 
 def prepare(config: dict[str, Any]) -> Prepared:
-    from .trainer import engine_timeout, validate_run
+    from ..trainer import engine_timeout
 
     plugin_set = build_plugin_set(config.get("plugins"))
     args = build_grpo_config(grpo_kwargs(config, plugin_set))
-    validate_run(plugin_set, args, engine_timeout(engine_options(config)))
+    plugin_set.validate_run(args, engine_timeout(engine_options(config)))
     problem = args.use_vllm and vllm_cpu_problem(config, "trainer.use_vllm", has_accelerator())
     if problem:
         raise ConfigError(problem)
@@ -156,9 +156,16 @@ def prepare(config: dict[str, Any]) -> Prepared:
     return Prepared(config, plugin_set, args)
 
 
+def validate_scoring(config: Mapping[str, Any]) -> PluginSet:
+    """The validation of ``rlvr train --check`` (plugins, GRPOConfig, every plugin's
+    ``rlvr_validate_run``) for a command that scores completions, so that a reward whose time
+    budget does not fit the engine's deadline is refused here as it is in training."""
+    return prepare(dict(config)).plugin_set
+
+
 def probe_reward_examples(prepared: Prepared) -> None:
     """``--check``: score each reward's own example once (:func:`rlvr_plugins.rewards.probe_rewards`)."""
-    from .rewards import Engines, probe_rewards
+    from ..rewards import Engines, probe_rewards
 
     engines = Engines(**engine_options(prepared.config))
     try:
@@ -200,7 +207,7 @@ def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: b
     policy saved in ``policy-init`` as its reference; a checkpoint already at ``max_steps``
     trains nothing more: only ``final/``, the eval after and the summary are made, where
     missing. ``overwrite`` removes an earlier run from ``output_dir`` first (after every
-    check passed). ``start``: the :func:`~rlvr_plugins.runfolder.plan_run` already made
+    check passed). ``start``: the :func:`~rlvr_plugins.train.runfolder.plan_run` already made
     for these arguments.
     """
     start = start or plan_run(config, resume, overwrite)
@@ -220,9 +227,10 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     from transformers import set_seed
     from . import data, modeling
     from .evaluation import evaluate, metric_row
-    from .rewards import Engines, probe_rewards
-    from .runlog import GracefulStop, MetricsWriter, PeriodicEval, SeedAtTrainBegin, compact_console, truncate_metrics
-    from .trainer import RLVRTrainer
+    from ..rewards import Engines, probe_rewards
+    from .runlog import GracefulStop, MetricsWriter, PeriodicEval, SeedAtTrainBegin, compact_console
+    from .runfolder import truncate_metrics
+    from ..trainer import RLVRTrainer
 
     started = time.perf_counter()
     out = start.out
@@ -401,7 +409,7 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def _write_curves(out: Path) -> None:
-    from .commands.compare_cmd import draw_curves
+    from .curves import draw_curves
 
     path = draw_curves(out)
     print(f"learning curves: {path}" if path else "learning curves not drawn (matplotlib is not installed: "

@@ -51,7 +51,7 @@ def final_answer(answer: Any) -> str | None:
     >>> [final_answer(r"so \boxed{\text{Yes}}."), final_answer("2+2=4\n#### 4"), final_answer(["$(C)$"])]
     ['Yes', '4', '(C)']
     """
-    from .data import last_boxed_content
+    from ..train.data import last_boxed_content
 
     if answer is None:
         return None

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping
 from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
-from .runfolder import writing
+from ..checkpoints import writing
 
 SHOWN = ("reward", "rlvr/frac_zero_variance_groups", "completions/mean_length", "kl", "entropy",
          "mean_token_accuracy")
@@ -118,27 +118,6 @@ def compact_console(trainer, show_bar: bool) -> None:
     trainer.add_callback(CompactProgress(show_bar))
 
 
-def truncate_metrics(path: str | Path, last_step: int) -> None:
-    """Drop rows logged after ``last_step`` (a resumed run logs them again), atomically; a last row
-    torn by a kill or a full disk (not valid JSON) is dropped too."""
-    path = Path(path)
-    if not path.exists():
-        return
-    kept = [line for line in path.read_text(encoding="utf-8").splitlines()
-            if (row := _row(line)) is not None and row.get("step", 0) <= last_step]
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _row(line: str) -> dict | None:
-    try:
-        row = json.loads(line)
-    except ValueError:
-        return None
-    return row if isinstance(row, dict) else None
-
-
 class GracefulStop(TrainerCallback):
     """SIGINT / SIGTERM: finish the current step, write a checkpoint, stop cleanly.
 
@@ -175,7 +154,7 @@ class GracefulStop(TrainerCallback):
 
 class PeriodicEval(TrainerCallback):
     """Every ``every_steps`` optimiser steps (not at the last, which the final evaluation measures):
-    ``measure(tag, model)`` and ``log(step, metric_row(result))`` (:func:`rlvr_plugins.evaluation.metric_row`)."""
+    ``measure(tag, model)`` and ``log(step, metric_row(result))`` (:func:`rlvr_plugins.train.evaluation.metric_row`)."""
 
     def __init__(self, every_steps: int, measure: Callable[[str, Any], Mapping[str, Any] | None],
                  log: Callable[[int, dict[str, float]], None]):

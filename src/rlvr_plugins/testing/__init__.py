@@ -27,13 +27,13 @@ def shared_data() -> Path | None:
 
 
 def char_tokenizer():
-    from .demo.tokenizer import build_char_tokenizer
+    from ..demo.tokenizer import build_char_tokenizer
 
     return build_char_tokenizer()
 
 
 def tiny_model(tokenizer, seed: int = 0, **overrides: Any):
-    from .demo.model import build_tiny_model
+    from ..demo.model import build_tiny_model
 
     return build_tiny_model(tokenizer, seed=seed, **{**TINY, **overrides})
 
@@ -49,7 +49,7 @@ def digit_share(*, prompt, completion, example) -> float:
 
 def tiny_rows(n: int = 16, seed: int = 0) -> list[dict[str, Any]]:
     """``n`` rows of 1–2 digit additions with ``prompt``, ``answer``, ``solution``, ``rlvr_index``."""
-    from .demo.task import split_train_eval
+    from ..demo.task import split_train_eval
 
     rows, _ = split_train_eval(n, 0, seed, max_digits=2)
     return [{**r, "rlvr_index": i} for i, r in enumerate(rows)]
@@ -81,9 +81,9 @@ def tiny_trainer(tmp_path, plugins: dict, tokenizer=None, **trainer_overrides: A
     """
     from datasets import Dataset
 
-    from .rewards import Engines
-    from .run import prepare
-    from .trainer import RLVRTrainer
+    from ..rewards import Engines
+    from ..train.run import prepare
+    from ..trainer import RLVRTrainer
 
     tokenizer = tokenizer if tokenizer is not None else char_tokenizer()
     config = {"output_dir": str(Path(tmp_path) / "run"), "seed": 7, "plugins": plugins,
@@ -197,10 +197,10 @@ def sft_policy(folder: str | Path, problems: int = 300, epochs: int = 2) -> Path
     right, so a GRPO step from it has rewards that differ within a group: a non-zero advantage,
     loss and gradient (a policy that scores every completion 0 has none).
     """
-    from . import data
-    from .demo.task import split_train_eval
-    from .manager import build_plugin_set
-    from .sft import run_sft, save_trained
+    from ..train import data
+    from ..demo.task import split_train_eval
+    from ..manager import build_plugin_set
+    from ..train.sft import run_sft, save_trained
 
     folder = Path(folder)
     tokenizer = char_tokenizer()
