@@ -39,6 +39,22 @@ ABSTAINING_HOOKS = ("rlvr_rollout_func",)
 
 
 @hookspec
+def rlvr_register_commands(subparsers: Any) -> None:
+    """Add commands to the ``rlvr`` command line (llm's ``register_commands``).
+
+    Called once when the ``rlvr`` parser is built, unless the command line names a built-in
+    command, for every *installed* plugin (enabled or not, each with its default options), in
+    the order of the plugin names. Collect-all. A name that is already taken (a built-in command
+    or another plugin's) is an error naming the plugin.
+
+    :param subparsers: argparse's subparsers action: ``p = subparsers.add_parser("name",
+        help=...)``, then ``p.add_argument(...)`` and ``p.set_defaults(func=run)``, where
+        ``run(args) -> int`` returns the exit code (raise an ``RLVRError`` for a clean error line).
+    :returns: nothing.
+    """
+
+
+@hookspec
 def rlvr_adjust_grpo_config(grpo_kwargs: dict[str, Any], trainer_section: Mapping[str, Any]) -> None:
     """Adjust the keyword arguments of TRL's ``GRPOConfig`` before it is built.
 
@@ -113,6 +129,27 @@ def rlvr_check_dataset(rows: Sequence[Mapping[str, Any]], split: str) -> list[tu
 
 
 @hookspec(firstresult=True)
+def rlvr_sft_examples(rows: list[dict[str, Any]], completion_column: str, seed: int) -> list[dict[str, Any]] | None:
+    """Rewrite the rows of the SFT cold start (e.g. mix thinking and non-thinking examples).
+
+    Called once per SFT stage, before the SFT rows are rendered: by ``rlvr sft`` and by
+    ``rlvr train``'s ``sft:`` stage, on the same rows (the first ``sft.examples`` rows of the
+    train split), so both fine-tune on the same examples. **First non-None result**: the
+    implementations are called in the config's order and the first one that returns rows
+    wins (the others are not called); when every plugin returns ``None`` the rows are used
+    as they are.
+
+    :param rows: the SFT rows before rendering (canonical columns ``prompt``, usually
+        ``answer``, and ``completion_column``); a copy, the plugin may keep or change it.
+    :param completion_column: the column that holds each row's target (``sft.completion_column``).
+    :param seed: the run's seed, for reproducible per-row decisions.
+    :returns: the rows to fine-tune on, each with ``prompt`` (rendered afterwards by the
+        template plugin, with its index in the returned list) and ``completion_column`` (the
+        text that follows the *rendered* prompt); or ``None`` to abstain.
+    """
+
+
+@hookspec(firstresult=True)
 def rlvr_render_prompt(example: Mapping[str, Any], index: int, seed: int, tokenizer: Any) -> str | list[dict]:
     """Render one dataset row into the prompt the policy sees (the thinking-mode template).
 
@@ -132,7 +169,8 @@ def rlvr_render_prompt(example: Mapping[str, Any], index: int, seed: int, tokeni
 
 @hookspec(firstresult=True)
 def rlvr_train_sampler(
-    dataset: Any, num_generations: int, prompts_per_batch: int, repeat_count: int, shuffle: bool, seed: int
+    dataset: Any, num_generations: int, prompts_per_batch: int, repeat_count: int, shuffle: bool, seed: int,
+    grpo_args: Any,
 ) -> Sampler:
     """Build the sampler that orders the training prompts (the curriculum).
 
@@ -154,6 +192,8 @@ def rlvr_train_sampler(
     :param repeat_count: how many times each chunk is repeated.
     :param shuffle: the ``shuffle_dataset`` setting.
     :param seed: the run's seed.
+    :param grpo_args: the run's ``GRPOConfig`` (read-only; e.g. ``gradient_accumulation_steps``,
+        ``ignore_data_skip`` for a sampler that keeps its own position on resume).
     :returns: a ``torch.utils.data.Sampler`` over dataset indices.
     """
 
@@ -179,6 +219,21 @@ def rlvr_rollout_func(tokenizer: Any, num_generations: int, grpo_args: Any) -> C
     :param num_generations: G, completions per prompt in training.
     :param grpo_args: the run's ``GRPOConfig`` (read-only; e.g. ``max_completion_length``).
     :returns: the rollout callable, or ``None`` to leave generation to TRL.
+    """
+
+
+@hookspec
+def rlvr_trainer_callbacks(trainer: Any) -> list[Any] | None:
+    """Add ``transformers.TrainerCallback`` objects to the trainer (held-out evaluations,
+    early stopping, extra logging), for a run from a config and a trainer built in Python alike.
+
+    Called once, at the end of ``RLVRTrainer.__init__`` (the trainer is complete: model,
+    ``plugin_set``, ``engines``, ``args``), in the config's order; each returned callback is
+    added with ``trainer.add_callback`` after the callbacks the trainer was given.
+    Collect-all.
+
+    :param trainer: the ``RLVRTrainer`` being built.
+    :returns: a list of callbacks (instances or classes), or ``None`` for none.
     """
 
 

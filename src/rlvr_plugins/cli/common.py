@@ -66,7 +66,7 @@ def setup(config: dict[str, Any], section: str, need_rewards: bool = True) -> Co
     if need_rewards:
         from ..train.run import validate_scoring
 
-        validate_scoring(config)
+        validate_scoring(config, plugin_set)
     out = Path(config.get("output_dir", f"runs/{section}")).expanduser()  # as rlvr train and transformers read it
     write_header(out, section, config, plugin_set, rewards)
     return Context(config, plugin_set, rewards, out, int(config.get("seed", 42)))
