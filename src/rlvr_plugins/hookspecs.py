@@ -4,10 +4,14 @@ This module is the map of the system. Each hook is called with keyword arguments
 so a hook can gain a parameter later without breaking an implementation: an
 implementation declares just the arguments it uses.
 
-Two calling modes:
+Three calling modes (every implementation is called through pluggy's caller, one plugin
+at a time, in the config's order: ``PluginSet.call`` / ``first`` / ``one``; so
+``RLVR_TRACE_PLUGINS=1`` and ``PluginSet.add_monitor`` see each call):
 
 * **collect-all**: every enabled plugin that implements the hook is called, and the
   framework records which plugin returned what (so an error names the culprit).
+* **first result**: the implementations are called in the config's order until one
+  returns something other than ``None``; that result wins.
 * **one winner**: exactly one enabled plugin answers. Enabling two plugins that both
   implement a one-winner hook is an error at start-up naming both; when none of the
   enabled plugins implements it, the built-in default answers (``grpo``,
@@ -36,6 +40,7 @@ hookspec = pluggy.HookspecMarker(PROJECT)
 
 ONE_WINNER_HOOKS = ("rlvr_compute_advantages", "rlvr_train_sampler", "rlvr_render_prompt", "rlvr_rollout_func")
 ABSTAINING_HOOKS = ("rlvr_rollout_func",)
+FIRST_RESULT_HOOKS = ("rlvr_sft_examples",)
 
 
 @hookspec
@@ -58,8 +63,11 @@ def rlvr_register_commands(subparsers: Any) -> None:
 def rlvr_adjust_grpo_config(grpo_kwargs: dict[str, Any], trainer_section: Mapping[str, Any]) -> None:
     """Adjust the keyword arguments of TRL's ``GRPOConfig`` before it is built.
 
-    Called once, at start-up, after the config is validated and before any model is
-    loaded. Collect-all.
+    Called once per run, at start-up, after the config is validated and before any model
+    is loaded (``rlvr train``, ``--check``, and the commands that score), in the config's
+    order. Collect-all. ``RLVRTrainer`` calls it for a ``GRPOConfig`` built in Python (then
+    ``grpo_kwargs`` holds that config's fields and ``trainer_section`` those that differ
+    from a fresh ``GRPOConfig``); a field the caller set that a plugin changes is refused.
 
     :param grpo_kwargs: the arguments that will be passed to ``GRPOConfig``; mutate in place.
     :param trainer_section: the user's ``trainer:`` section as written (read-only), so a
@@ -73,7 +81,9 @@ def rlvr_adjust_grpo_config(grpo_kwargs: dict[str, Any], trainer_section: Mappin
 def rlvr_reward_functions(register: Callable[[RewardFunction], None]) -> None:
     """Contribute reward functions.
 
-    Called once when the trainer (or ``rlvr score`` / eval) is built. Collect-all.
+    Called once per plugin set, the first time its rewards are needed (``rlvr train``:
+    its start-up check; ``rlvr score`` / eval / filter / distill: their set-up); the list
+    is kept for the rest of the run. Collect-all.
     Call ``register(RewardFunction(...))`` once per reward; the host checks the type,
     records the plugin that registered it and rejects two rewards with the same name.
     Each reward becomes one TRL reward function, weighted by ``RewardFunction.weight``
@@ -88,8 +98,9 @@ def rlvr_reward_functions(register: Callable[[RewardFunction], None]) -> None:
 def rlvr_validate_run(reward_names: list[str], grpo_args: Any, engine_timeout_s: float | None) -> None:
     """Check, at start-up, that the run makes sense for this plugin.
 
-    Called once when the trainer is built (and by ``rlvr train --check``), after every
-    reward is registered and before any batch is generated. Collect-all. Raise
+    Called once per run, after every reward is registered and before any model is loaded
+    (``rlvr train``, ``--check`` and every command that scores; ``RLVRTrainer`` calls it for
+    arguments nobody checked yet). Collect-all. Raise
     :class:`rlvr_plugins.errors.ConfigError` naming the plugin and option to stop the run
     (e.g. a penalty that reads a reward that is not enabled).
 
@@ -134,10 +145,10 @@ def rlvr_sft_examples(rows: list[dict[str, Any]], completion_column: str, seed: 
 
     Called once per SFT stage, before the SFT rows are rendered: by ``rlvr sft`` and by
     ``rlvr train``'s ``sft:`` stage, on the same rows (the first ``sft.examples`` rows of the
-    train split), so both fine-tune on the same examples. **First non-None result**: the
-    implementations are called in the config's order and the first one that returns rows
-    wins (the others are not called); when every plugin returns ``None`` the rows are used
-    as they are.
+    train split), so both fine-tune on the same examples. First result (stops at the first
+    non-None result): the implementations are called in the config's order and the first
+    one that returns rows wins (the others are not called); when every plugin returns
+    ``None`` the rows are used as they are.
 
     :param rows: the SFT rows before rendering (canonical columns ``prompt``, usually
         ``answer``, and ``completion_column``); a copy, the plugin may keep or change it.
