@@ -236,8 +236,9 @@ def test_pluggy_ordering_and_wrapper_options_are_refused(option):
 
     with temporary_plugin(Ordered), pytest.raises(PluginValidationError) as info:
         build_plugin_set({"ordered": {}})
-    assert str(info.value) == (f"plugin 'ordered': Ordered.rlvr_on_rewards is declared with {option}=True, which "
-                               "rlvr-plugins does not support (hooks run in the config's plugin order); remove it")
+    assert re.fullmatch(rf"plugin 'ordered': [\w.<>]*Ordered\.rlvr_on_rewards is declared with {option}=True, "
+                        r"which rlvr-plugins does not support \(hooks run in the config's plugin order\); remove it",
+                        str(info.value))
 
 
 def test_every_hook_has_a_test():
@@ -318,9 +319,7 @@ class ShortCompletions(Plugin):
     name = "short-completions"
 
     @hookimpl
-    def rlvr_adjust_grpo_config(self, grpo_kwargs, trainer_section):
-        if "max_completion_length" in trainer_section and trainer_section["max_completion_length"] != 5:
-            raise ConfigError("trainer.max_completion_length must be 5")
+    def rlvr_adjust_grpo_config(self, grpo_kwargs):
         grpo_kwargs["max_completion_length"] = 5
 
 

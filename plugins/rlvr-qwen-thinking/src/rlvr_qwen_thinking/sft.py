@@ -70,8 +70,8 @@ def sft_examples(rows: list[dict[str, Any]], *, column: str, no_think_share: flo
     """
     changed = no_think_share > 0
     if changed:
-        rows = [{**r, column: r.pop("completion")}
-                for r in build_fusion_sft(rows, no_think_share=no_think_share, seed=seed, think_column=column)]
+        fused = build_fusion_sft(rows, no_think_share=no_think_share, seed=seed, think_column=column)
+        rows = [{**{k: v for k, v in r.items() if k != "completion"}, column: r["completion"]} for r in fused]
     out = []
     for i, row in enumerate(rows):
         flag = explicit_flag(row["prompt"])
