@@ -137,28 +137,25 @@ class HeldOutEval:
         self.curve.append(point)
         return point
 
+    def measure(self, step: int, _model=None) -> dict[str, Any]:
+        point = self.evaluate(step)
+        if step:
+            print(f"  [held-out] step {step:4d}  rollouts {point['rollouts']:6d}  "
+                  f"accuracy {100 * point['accuracy']:5.1f}%  ({point['seconds']:.1f}s)", flush=True)
+        return point
+
+    def reached_target(self, point: dict[str, Any]) -> bool:
+        if point["step"] and point["accuracy"] >= self.target and self.reached is None:
+            self.reached = point
+        return self.reached is point
+
     def callback(self):
-        from transformers import TrainerCallback
+        """The framework's periodic evaluation: at the start (when ``at_start``), every ``every`` steps and at
+        the last step; training stops at the first point ``>= target``."""
+        from rlvr_plugins.train.runlog import PeriodicEval
 
-        outer = self
-
-        class Callback(TrainerCallback):
-            def on_train_begin(self, args, state, control, **kwargs):
-                if outer.at_start:
-                    outer.evaluate(0)
-
-            def on_step_end(self, args, state, control, **kwargs):
-                step = state.global_step
-                if step % outer.every and step != outer.max_steps:
-                    return
-                point = outer.evaluate(step)
-                print(f"  [held-out] step {step:4d}  rollouts {point['rollouts']:6d}  "
-                      f"accuracy {100 * point['accuracy']:5.1f}%  ({point['seconds']:.1f}s)", flush=True)
-                if point["accuracy"] >= outer.target and outer.reached is None:
-                    outer.reached = point
-                    control.should_training_stop = True
-
-        return Callback()
+        return PeriodicEval(self.every, self.measure, None, at_start=self.at_start, at_last=True,
+                            stop_when=self.reached_target)
 
 
 def sft_once(workdir: Path, examples: int) -> tuple[Path, float]:

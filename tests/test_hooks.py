@@ -161,7 +161,7 @@ def one_step_run(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_one_training_step_calls_each_hook_as_the_table_says(one_step_run):
+def test_one_training_step_calls_each_hook_as_the_table_says(one_step_run, probe):
     _, recorder = one_step_run
     assert_matches_table(recorder, "train", SIZES)
 

@@ -306,8 +306,8 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     callbacks = [metrics, stop, SeedAtTrainBegin()]
     every = EvalSchedule.from_section(config.get("eval")).every_steps
     if every and eval_rows:  # the trainer's wrapped model: under ZeRO-3 its weights are gathered for generation
-        callbacks.append(PeriodicEval(every, lambda tag, _: measure(tag, trainer.model, trainer.model_wrapped),
-                                      metrics.write))
+        callbacks.append(PeriodicEval(
+            every, lambda step, _: measure(f"step {step}", trainer.model, trainer.model_wrapped), metrics.write))
     t = time.perf_counter()
     trainer = RLVRTrainer(
         plugin_set=prepared.plugin_set,
