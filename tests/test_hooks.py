@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 from types import SimpleNamespace
+from typing import ClassVar
 
 import pytest
 import torch
@@ -15,7 +16,12 @@ import yaml
 
 from rlvr_plugins import Plugin, RewardFunction, cli, hookimpl, hookspecs
 from rlvr_plugins.errors import ConfigError, PluginError, PluginValidationError
-from rlvr_plugins.manager import HOOK_NAMES, build_plugin_set, monitoring, temporary_plugin
+from rlvr_plugins.manager import (
+    HOOK_NAMES,
+    build_plugin_set,
+    monitoring,
+    temporary_plugin,
+)
 from rlvr_plugins.testing import TINY
 from rlvr_plugins.testing.recorder import HookRecorder
 
@@ -26,8 +32,7 @@ COLUMNS = {"check": "`--check`", "train": "`train`", "eval": "`eval`"}
 
 def hook_table() -> dict[str, dict[str, str]]:
     """docs/hooks.md's hook table, in its row order: ``{hook: {column: cell}}``."""
-    lines = [line for line in HOOKS_MD.read_text(encoding="utf-8").splitlines() if line.startswith("| `rlvr_")
-             or line.startswith("| hook |")]
+    lines = [line for line in HOOKS_MD.read_text(encoding="utf-8").splitlines() if line.startswith(("| `rlvr_", "| hook |"))]
     header = [c.strip() for c in lines[0].strip("|").split("|")]
     table = {}
     for line in lines[1:]:
@@ -51,7 +56,7 @@ class Probe(Plugin):
     """Implements every hook that several plugins may implement; changes nothing, records what it sees."""
 
     name = "probe"
-    seen: dict = {}
+    seen: ClassVar[dict] = {}
 
     @hookimpl
     def rlvr_register_commands(self, subparsers):
@@ -178,7 +183,7 @@ def test_trace_prints_one_block_per_hook_call(tmp_path, monkeypatch, capsys, hoo
     assert cli.main(["train", str(REPO / "configs" / "demo.yaml"), "--check", "--set",
                      f"output_dir={tmp_path / 'run'}"]) == 0
     err = capsys.readouterr().err
-    blocks = re.findall(r"^rlvr trace: (rlvr_\w+) \[([\w-]+)\] [\d.]+ ms$", err, flags=re.M)
+    blocks = re.findall(r"^rlvr trace: (rlvr_\w+) \[([\w-]+)\] [\d.]+ ms$", err, flags=re.MULTILINE)
     assert blocks == [(call.hook, call.plugin) for call in hook_recorder.calls]
     demo = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())["plugins"]
     assert len(blocks) == sum(expected_calls("check", demo, {}).values()) > 0
@@ -243,7 +248,7 @@ def test_pluggy_ordering_and_wrapper_options_are_refused(option):
 
 def test_every_hook_has_a_test():
     text = "\n".join(p.read_text(encoding="utf-8") for p in sorted((REPO / "tests").rglob("*.py")))
-    missing = [h for h in HOOK_NAMES if not re.search(rf"^def test_hook_{h}\b", text, flags=re.M)]
+    missing = [h for h in HOOK_NAMES if not re.search(rf"^def test_hook_{h}\b", text, flags=re.MULTILINE)]
     assert not missing, f"hooks without a test_hook_<name>: {missing}"
 
 
@@ -252,8 +257,8 @@ def plugin_names() -> set[str]:
     names = set()
     for pyproject in (REPO / "plugins").glob("*/pyproject.toml"):
         text = pyproject.read_text(encoding="utf-8")
-        names.update(re.findall(r'^\s*"?([\w-]+)"?\s*=\s*"rlvr_\w+[.:]', text, flags=re.M))  # entry points
-        names.update(re.findall(r"^name\s*=\s*\"([\w-]+)\"", text, flags=re.M))  # distribution
+        names.update(re.findall(r'^\s*"?([\w-]+)"?\s*=\s*"rlvr_\w+[.:]', text, flags=re.MULTILINE))  # entry points
+        names.update(re.findall(r"^name\s*=\s*\"([\w-]+)\"", text, flags=re.MULTILINE))  # distribution
         names.update(p.name for p in (pyproject.parent / "src").glob("rlvr_*") if (p / "__init__.py").is_file())
     return names
 
@@ -279,7 +284,7 @@ def test_the_core_names_no_plugin_of_this_repository():
             continue
         for token in tokenize.generate_tokens(io.StringIO(path.read_text(encoding="utf-8")).readline):
             value = token.string
-            if token.type == tokenize.STRING and re.fullmatch(r"[rbuf]*(['\"])(.*)\1", value, flags=re.S | re.I):
+            if token.type == tokenize.STRING and re.fullmatch(r"[rbuf]*(['\"])(.*)\1", value, flags=re.DOTALL | re.IGNORECASE):
                 value = value.strip("rbufRBUF")[1:-1]
             if (token.type in (tokenize.NAME, tokenize.STRING) and value in names) or \
                     (token.type == tokenize.NAME and value.split(".")[0] in names):

@@ -11,7 +11,7 @@ repository or in a plugin's, can ask for the fixture::
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import pytest
 
