@@ -554,7 +554,7 @@ def register_plugin_commands(subparsers: Any) -> list[str]:
         cls = entry.load()
         if "rlvr_register_commands" in implemented_hooks(cls):
             _check_hook_names(name, cls)
-            enabled.append(EnabledPlugin(name, cls(cls.Options()), entry))
+            enabled.append(EnabledPlugin(name, cls(cls.parse_options({})), entry))
     plugin_set = PluginSet(enabled)
     done = []
     for name in plugin_set.implementers("rlvr_register_commands"):
