@@ -56,7 +56,7 @@ import time
 from dataclasses import dataclass
 
 from .isolation import RUN_UID_BASE, SHARED_WRITABLE, drop_root, interpreter_prefix, traversable_by_others
-from .keeper import KeeperReport, ReportKind, read_reports, run_keeper, wait_with_deadline
+from .keeper import ReportKind, read_reports, run_keeper, wait_with_deadline
 from .libc import libc
 from .records import Isolation, KeeperConfig, Limits, RunResult, SandboxError
 from .syscalls import seccomp_filter
@@ -106,7 +106,7 @@ class Running:
         self.pid = None
         reports = read_reports(self.report_r)
         started = reports[0].pid if reports and reports[0].kind is ReportKind.STARTED else None
-        final: KeeperReport | None = reports[-1] if reports else None
+        final = reports[-1] if reports else None
         if started is None or final is None or final.kind is ReportKind.ERROR:
             raise SandboxError(f"sandbox keeper failed ({self.mode}): {final.describe() if final else 'no report'}"
                                + (" (killed after its grace period)" if keeper_late else ""))
@@ -210,8 +210,9 @@ def start_python(source: str, *, stdin: str | bytes = b"", limits: Limits = Limi
         run.fds = [_stdin_fd(tmp, data),
                    os.open(os.path.join(tmp, "stdout"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600),
                    os.open(os.path.join(tmp, "stderr"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)]
-        cfg = KeeperConfig(source.encode("utf-8", "surrogatepass"), argv or ["solution.py"], limits, interpreter, mode, root,
-                      os.getpid(), (*run.fds, *pass_fds), report_w, os.path.join(tmp, "stdin"))
+        cfg = KeeperConfig(source=source.encode("utf-8", "surrogatepass"), argv=argv or ["solution.py"],
+                           limits=limits, interpreter=interpreter, isolation=mode, root=root, caller=os.getpid(),
+                           fds=(*run.fds, *pass_fds), report=report_w, stdin_path=os.path.join(tmp, "stdin"))
         run.start = time.monotonic()
         pid = os.fork()
         if pid == 0:
