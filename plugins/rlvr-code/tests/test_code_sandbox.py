@@ -204,7 +204,7 @@ def test_keeper_reports_cross_the_pipe_whole_and_in_order():
     r, w = os.pipe()
     for report in sent:
         write_report(w, report)
-    os.write(w, b"\x02\x00\x00")  # a report cut short (a keeper killed mid-write) is not read
+    os.write(w, b"\x02\x00\x00")  # bytes short of a whole report are not read as one
     os.close(w)
     assert read_reports(r) == sent
     os.close(r)
