@@ -18,7 +18,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Collection, Iterator, Mapping
+from typing import Any, Callable, Collection, Iterator, Mapping, Sequence
 
 import pluggy
 
@@ -317,13 +317,13 @@ class PluginSet:
         (after: with its result or error and milliseconds). Returns a function that removes the monitor."""
         started: list[tuple[HookCall, float]] = []
 
-        def on_before(hook_name: str, impls: list, kwargs: Mapping[str, Any]) -> None:
+        def on_before(hook_name: str, impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
             call = HookCall(hook_name, ",".join(i.plugin_name for i in impls), dict(kwargs))
             started.append((call, time.perf_counter()))
             if before is not None:
                 before(call)
 
-        def on_after(outcome: Any, hook_name: str, impls: list, kwargs: Mapping[str, Any]) -> None:
+        def on_after(outcome: Any, hook_name: str, impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
             call, t = started.pop()
             call.ms = 1000 * (time.perf_counter() - t)
             call.error = outcome.exception
