@@ -16,7 +16,8 @@ from rlvr_plugins.advantages import grpo_advantages
 from rlvr_plugins.errors import PluginContractError, PluginError
 from rlvr_plugins.manager import build_plugin_set, temporary_plugin
 from rlvr_plugins.rewards import Engines
-from rlvr_plugins.trainer import RLVRTrainer, checkpoint_bytes_estimate
+from rlvr_plugins.checkpoints import checkpoint_bytes_estimate
+from rlvr_plugins.trainer import RLVRTrainer
 
 
 def digit_share(*, prompt, completion, example):
@@ -364,7 +365,7 @@ def test_checkpoint_estimate_under_zero3_reads_ds_numel_and_the_partitions_state
 class Opaque:
     """An optimizer the estimate cannot read: no torch-like state, a class it does not know."""
 
-    param_groups = [{"lr": 0.1}]
+    param_groups = ({"lr": 0.1},)
 
 
 class Broken:
