@@ -11,6 +11,7 @@ from typing import Any, Mapping, Sequence
 from .engine import LOG_CALLBACKS, RewardEngine, ScoreResult
 from .errors import PluginError
 from .plugin import RewardFunction
+from .text import message_text
 
 TRL_CONTROL_KWARGS = frozenset({"trainer_state", "log_extra", "log_metric", "environments", "completion_ids"})
 REWARD_EXTRAS = ("completion_ids", "trainer_state", "log_metric", "log_extra", "environment")
@@ -24,15 +25,6 @@ item with ``nonfinite="mask"``), like NaN: ``1e30`` is finite, but it would domi
 and its square overflows the float32 group statistics (std ``inf``)."""
 
 
-def completion_text(completion: Any) -> str:
-    """TRL passes a string, or for chat data a list of messages: return the assistant's text."""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, list):
-        return "".join(str(m.get("content", "")) for m in completion if isinstance(m, Mapping))
-    return str(completion)
-
-
 def score_items(prompts: Sequence[Any], completions: Sequence[Any], examples: Sequence[Mapping[str, Any]],
                 completion_format: str = "text"):
     """The engine's items: one ``{"prompt", "completion", "example"}`` per completion.
@@ -41,7 +33,7 @@ def score_items(prompts: Sequence[Any], completions: Sequence[Any], examples: Se
     """
     as_given = completion_format == "messages"
     return [
-        {"prompt": p, "completion": c if as_given else completion_text(c), "example": dict(e)}
+        {"prompt": p, "completion": c if as_given else message_text(c, sep=""), "example": dict(e)}
         for p, c, e in zip(prompts, completions, examples, strict=True)
     ]
 

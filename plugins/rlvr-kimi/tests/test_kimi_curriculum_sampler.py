@@ -9,7 +9,7 @@ import torch
 from datasets import Dataset
 
 from rlvr_kimi.plugins import KimiCurriculum
-from rlvr_kimi.sampler import CurriculumSampler, CurriculumState, DrawRules
+from rlvr_kimi.sampler import CurriculumSampler, CurriculumState
 from rlvr_plugins.errors import ConfigError, PluginContractError, PluginError, PluginOptionError
 
 G = 2
@@ -105,7 +105,7 @@ def test_draws_follow_one_minus_success_with_the_floor():
     state = CurriculumState.fresh(n)
     state.successes[:] = [50, 50, 0, 0, 0, 0]
     state.attempts[:] = [50, 50, 50, 50, 0, 0]
-    rules = DrawRules(schedule="none", floor=0.05, prior_success=0.5, prior_strength=0.0)
+    rules = KimiCurriculum.Options(schedule="none", floor=0.05, prior_success=0.5, prior_strength=0.0)
     sampler = CurriculumSampler(num_prompts=n, difficulties=None, state=state, rules=rules, num_generations=G,
                                 prompts_per_batch=1, repeat_count=1, seed=3)
     draws = 4000

@@ -68,22 +68,17 @@ def setup(config: dict[str, Any], section: str, need_rewards: bool = True) -> Co
 
         validate_scoring(config)
     out = Path(config.get("output_dir", f"runs/{section}")).expanduser()  # as rlvr train and transformers read it
-    write_header(out, section, config, plugin_set, rewards)
+    write_header(out, section, config, plugin_set)
     return Context(config, plugin_set, rewards, out, int(config.get("seed", 42)))
 
 
-def write_header(out: Path, section: str, config: Mapping[str, Any], plugin_set: PluginSet,
-                 rewards: list[tuple[str, RewardFunction]]) -> None:
+def write_header(out: Path, section: str, config: Mapping[str, Any], plugin_set: PluginSet) -> None:
     from ..train.config import dump_public
-    from ..train.run import _versions
+    from ..train.runfolder import run_header
 
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{section}_config.yaml").write_text(dump_public(config), encoding="utf-8")
-    write_json(out / f"{section}_plugins.json", {
-        "plugins": plugin_set.describe(),
-        "rewards": [{"plugin": p, "name": r.name, "weight": r.weight, "isolated": r.isolated} for p, r in rewards],
-        "versions": _versions(),
-    })
+    write_json(out / f"{section}_plugins.json", run_header(plugin_set))
 
 
 def target_reward(ctx: Context, section: str, name: str | None) -> str:
