@@ -83,7 +83,7 @@ def test_metrics_votes_with_the_shared_rule():
 
 
 def _code_strings(tree: ast.AST):
-    """(string constant, enclosing call's function name) for every string that is not a docstring."""
+    """(string constant, name of the innermost call around it) for every string that is not a docstring."""
     docstrings = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -104,18 +104,29 @@ def _sources():
             yield path.relative_to(ROOT).as_posix(), ast.parse(path.read_text())
 
 
-# Allowed elsewhere, each for a job that is not the shared one:
-#   qwen-thinking's compliance reward checks the *shape* of the think block (the first </think>);
-#   lab/hygiene reads a reference's text after "####" (not a number).
+# Each job's signature: a string constant inside a call. Allowed elsewhere, for another job:
+#   qwen-thinking's compliance reward checks the *shape* of the think block (the first </think>).
 JOBS = {
     "GSM8K final number": (lambda s, call: "####" in s and call in ("compile", "rfind", "findall", "search", "match"),
                            set()),
-    r"\boxed extraction": (lambda s, call: "boxed|fbox" in s, set()),
+    r"\boxed extraction": (lambda s, call: "(?:boxed|fbox)" in s, set()),
     "answer after </think>": (lambda s, call: "</think>" in s and call in ("compile", "escape", "find", "rfind",
                                                                           "partition", "rpartition", "split", "rsplit"),
                               {"plugins/rlvr-qwen-thinking/src/rlvr_qwen_thinking/compliance.py"}),
-    "chat to text": (lambda s, call: s == "content" and call == "get", {"src/rlvr_plugins/cli/common.py"}),
+    "chat to text": (lambda s, call: s == "content" and call == "join", set()),
 }
+OLD_COPIES = {  # one copy of each job as it was written before text.py: the signatures catch them
+    "GSM8K final number": r'_GSM8K = re.compile(r"####\s*(?:\$\s*)?(-?[\d,]*\.?\d+)")',
+    r"\boxed extraction": r'_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")',
+    "answer after </think>": 'closes = list(re.compile(r"</think>", re.IGNORECASE).finditer(completion))',
+    "chat to text": '"\\n".join(str(m.get("content", "")) for m in prompt if m.get("role") == "user")',
+}
+
+
+def test_the_signatures_catch_the_old_copies():
+    for job, code in OLD_COPIES.items():
+        matches = JOBS[job][0]
+        assert any(matches(s, call) for s, call in _code_strings(ast.parse(code))), job
 
 
 def test_one_definition_of_each_shared_text_job():
@@ -126,4 +137,4 @@ def test_one_definition_of_each_shared_text_job():
                 if matches(s, call):
                     found[job].add(path)
     for job, (_, allowed) in JOBS.items():
-        assert found[job] - allowed == {"src/rlvr_plugins/text.py"}, job
+        assert found[job] - allowed <= {"src/rlvr_plugins/text.py"}, job

@@ -140,15 +140,10 @@ def sample_rows(config: Mapping[str, Any], ctx: Context, rows: list[dict[str, An
 def score(ctx: Context, engines, prompts: Sequence[str], completions: Sequence[str],
           rows: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
     """Every reward's raw value per completion (NaN where it did not apply or could not score)."""
-    from ..rewards import score_items
+    from ..rewards import score_all
 
-    examples = [{k: v for k, v in row.items() if k != "prompt"} for row in rows]
-    items = score_items(list(prompts), list(completions), examples)
-    values = {}
-    for _, reward in ctx.rewards:
-        result = engines.score(reward, items)
-        values[reward.name] = [math.nan if f else v for v, f in zip(result.values, result.failed, strict=True)]
-    return values
+    table = score_all(ctx.rewards, engines, prompts, completions, rows)
+    return {name: table.column(name) for name in table.names}
 
 
 def reaches(value: float, threshold: float) -> bool:

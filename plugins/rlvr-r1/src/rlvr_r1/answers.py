@@ -61,6 +61,8 @@ MAX_NUMBER_DIGITS = 100_000
 CHECK_BUDGET_S = 3.0
 
 _BOX = BOXED
+split_completion = split_think
+"""Split a completion into (thinking part, answer part): :func:`rlvr_plugins.text.split_think`."""
 
 _THOUSANDS = re.compile(r"(?<![\d.])\d{1,3}(?:(?:,|\{,\}|\\,)\d{3})+(?![\d])")
 _THOUSANDS_SEP = re.compile(r",|\{,\}|\\,")
