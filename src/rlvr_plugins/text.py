@@ -93,6 +93,8 @@ def answer_block(text: str) -> tuple[bool, str | None]:
 
 def matching_brace(text: str, open_pos: int) -> int | None:
     r"""Index of the ``}`` that closes the ``{`` at ``open_pos`` (``\{ \}`` escapes ignored); None if unclosed."""
+    if text.find("}", open_pos) < 0:  # no closer at all: answered without visiting every opener
+        return None
     depth = 0
     for token in _BRACE_TOKEN.finditer(text, open_pos):
         if token.group() == "{":

@@ -267,3 +267,12 @@ def test_start_up_checks_name_the_plugin_and_the_option():
         plugin().rlvr_adjust_grpo_config(grpo_kwargs={}, trainer_section={"remove_unused_columns": True})
     with pytest.raises(PluginContractError, match="a batch needs 3 distinct prompts"):
         make_sampler(plugin(schedule="none"), dataset(n=2), ppb=3)
+
+
+def test_kimi_sampler_reads_the_plugins_options():
+    from rlvr_kimi.plugins import KimiCurriculum
+    from rlvr_kimi.sampler import schedule_kwargs
+
+    options = KimiCurriculum.Options(schedule="step", start_quantile=0.5, full_at_step=10, num_stages=2)
+    assert schedule_kwargs(options) == {"schedule": "step", "start_quantile": 0.5, "full_at_step": 10,
+                                        "num_stages": 2}

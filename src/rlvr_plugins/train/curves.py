@@ -8,7 +8,6 @@ Plots need matplotlib (``pip install rlvr-plugins[plots]``); without it nothing 
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
