@@ -272,4 +272,4 @@ class TRLReward:
             return [math.nan] * len(prompts)
         replay_logs(result, log_metric, log_extra)
         self.last_failed = list(result.failed)
-        return [v if not f else math.nan for v, f in zip(result.values, result.failed, strict=True)]
+        return list(result.values)  # NaN where failed: the engine leaves failed items unscored
