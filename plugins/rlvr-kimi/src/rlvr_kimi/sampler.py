@@ -256,7 +256,7 @@ class CurriculumSampler(Sampler[int]):
         if self.difficulties is not None and r.schedule != "none":
             out["admitted_difficulty"] = admitted_difficulty(self.difficulties, self.chunk_step(k),
                                                              min_count=self.prompts_per_batch,
-                                                             **r.schedule_kwargs())
+                                                             **schedule_kwargs(r))
         if r.skip_zero_variance_steps > 0:
             out["blocked_prompts"] = float(sum(b > state.drawn for b in state.blocked_until))
         out.update({f"success_hist/{name}": share for name, share in success_histogram(rates).items()})
