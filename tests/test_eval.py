@@ -392,8 +392,8 @@ def test_extract_final_answer_is_linear_on_a_megabyte_of_adversarial_input():
     texts = adversarial_texts(1_000_000)
     texts["openers_then_a_block"] = "<answer>" * 100_000 + "</answer><answer> 7 </answer>"
     out = time_each(metrics.extract_final_answer, texts, limit_s=2.0)
-    assert {name: result for name, (result, _) in out.items() if result is not None} == {
-        "openers_then_a_block": "7", "answer_blocks": "7", "closed_boxes": "7"}
+    # r1-accuracy's rule: several <answer> tags make the answer ambiguous (None), the last box decides
+    assert {name: result for name, (result, _) in out.items() if result is not None} == {"closed_boxes": "7"}
 
 
 def test_answer_key_is_linear_and_keys_huge_numbers_as_text():

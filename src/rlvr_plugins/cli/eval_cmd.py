@@ -21,6 +21,7 @@ from typing import Any, Mapping
 
 from ..lab import metrics
 from ..errors import ConfigError
+from ..text import message_text
 from .common import engines_for, reaches, sample_rows, score, setup, split_rows, target_reward, with_suffix, write_json, write_jsonl, write_text
 from ..train.sampling import SamplingOptions, require_backend
 
@@ -61,12 +62,6 @@ def few_shot_prompt(question: str, shots: list[tuple[str, str]]) -> str:
     return head + QUESTION_TEMPLATE.format(question=question)
 
 
-def _text(prompt: Any) -> str:
-    if isinstance(prompt, str):
-        return prompt
-    return "\n".join(str(m.get("content", "")) for m in prompt if m.get("role") == "user")
-
-
 def build_prompts(rows: list[dict[str, Any]], section: Mapping[str, Any], config: Mapping[str, Any],
                   split: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(rows to evaluate, the same rows with the prompt of eval.mode)`` before the template plugin."""
@@ -87,10 +82,10 @@ def build_prompts(rows: list[dict[str, Any]], section: Mapping[str, Any], config
         if solution is None:
             raise ConfigError(f"eval.shot_column {column!r}: train row {i} has no such column (nor 'raw_answer'); "
                               f"columns present: {sorted(r)}", source="eval")
-        shots.append((_text(r["prompt"]), str(solution).strip()))
+        shots.append((message_text(r["prompt"], roles=("user",)), str(solution).strip()))
     if len(shots) < k:
         raise ConfigError(f"eval.shots={k} but the train split has {len(train)} rows", source="eval")
-    return rows, [{**r, "prompt": few_shot_prompt(_text(r["prompt"]), shots)} for r in rows]
+    return rows, [{**r, "prompt": few_shot_prompt(message_text(r["prompt"], roles=("user",)), shots)} for r in rows]
 
 
 def run_eval(config: dict[str, Any]) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import Any, Mapping
 
 from .config import ANSWER_FORMATS, lone_surrogate, resolve_path
 from ..errors import ConfigError, PluginValidationError, RLVRError, columns_text, shown, why_not_a_file
+from ..text import gsm8k_final, last_boxed
 
 SYNTHETIC_TASKS = ("arithmetic",)
 MAX_NAMED_ROWS = 5
@@ -243,33 +244,8 @@ def _line(lines: list[int] | None, i: int) -> str:
     return f" (line {lines[i]})" if lines is not None and i < len(lines) else ""
 
 
-_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_GSM8K_FINAL = re.compile(r"####\s*(?:\\\$?\s*|\$\s*)?(-?[\d,]*\.?\d+)")
 _INTEGER = re.compile(r"[-+]?\d+")
 _DECIMAL = re.compile(r"[-+]?\d*\.\d+|[-+]?\d+\.\d*")
-
-
-def last_boxed_content(text: str) -> str | None:
-    r"""Content of the last ``\boxed{…}`` (or ``\fbox{…}``) in ``text``, braces balanced; None if none is closed.
-
-    >>> last_boxed_content(r"so $x=\boxed{\frac{1}{2}}$ cm")
-    '\\frac{1}{2}'
-    """
-    starts = [m.end() for m in _BOXED.finditer(text)]
-    if not starts:
-        return None
-    depth, i = 1, starts[-1]
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\":
-            i += 2
-            continue
-        depth += ch == "{"
-        depth -= ch == "}"
-        if depth == 0:
-            return text[starts[-1]: i].strip()
-        i += 1
-    return None
 
 
 def plain_answer(value: Any) -> str:
@@ -315,10 +291,10 @@ def normalise_answer(value: Any, answer_format: str) -> str | None:
     '1200'
     """
     if answer_format == "gsm8k":
-        found = _GSM8K_FINAL.findall(str(value))
-        return found[-1].replace(",", "") if found else None
+        return gsm8k_final(str(value))
     if answer_format == "boxed":
-        return last_boxed_content(str(value))
+        boxed = last_boxed(str(value))
+        return None if boxed is None else boxed.strip()
     if answer_format == "olympiadbench":
         items = value if isinstance(value, list) else [value]
         if not items or items[0] is None or not str(items[0]).replace("$", "").strip():

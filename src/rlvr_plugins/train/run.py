@@ -22,8 +22,9 @@ from ..manager import PluginSet, build_plugin_set
 from .modeling import cpu_defaults, has_accelerator, vllm_cpu_problem
 from ..rewards import MAX_ABS_REWARD
 from ..checkpoints import writing
+from ..outputs import is_main_process, write_atomic
 from .runfolder import FINAL_DIR, SUMMARY_FILE, RunStart, check_still_free, clear_run, continue_in, exclusive, output_dir, \
-    plan_run
+    plan_run, read_json, run_header
 
 logger = logging.getLogger(__name__)
 
@@ -159,26 +160,9 @@ def probe_reward_examples(prepared: Prepared) -> None:
 
 def write_run_header(out: Path, prepared: Prepared) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    plugins = {
-        "plugins": prepared.plugin_set.describe(),
-        "rewards": [{"plugin": p, "name": r.name, "weight": r.weight, "isolated": r.isolated}
-                    for p, r in prepared.plugin_set.reward_functions()],
-        "versions": _versions(),
-    }
+    plugins = run_header(prepared.plugin_set)
     (out / "plugins.json").write_text(json.dumps(plugins, indent=2), encoding="utf-8")  # first: it marks a run folder
     (out / "config.yaml").write_text(cfg.run_config_text(prepared.config), encoding="utf-8")
-
-
-def _versions() -> dict[str, str]:
-    import importlib.metadata as md
-
-    out = {}
-    for dist in ("rlvr-plugins", "trl", "transformers", "torch", "accelerate", "math-verify", "pluggy"):
-        try:
-            out[dist] = md.version(dist)
-        except md.PackageNotFoundError:
-            out[dist] = "not installed"
-    return out
 
 
 def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: bool = False,
@@ -197,7 +181,7 @@ def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: b
     if start.finished and _complete(start.out):
         print(f"the run in {start.out} is already complete (step {start.step}, {SUMMARY_FILE} written): nothing "
               "to do", flush=True)
-        return json.loads((start.out / SUMMARY_FILE).read_text(encoding="utf-8"))
+        return read_json(start.out / SUMMARY_FILE)
     prepared = prepare(config)  # every config and launch check before the folder is made
     with exclusive(start.out):
         check_still_free(start)  # again, now that no other run can write there
@@ -219,7 +203,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     out = start.out
     checkpoint = str(start.checkpoint) if start.checkpoint else None
     dist = _distributed_state()
-    if dist.is_main_process:
+    if is_main_process():
         if start.overwrite and (removed := clear_run(out)):
             print(f"--overwrite: removed the earlier run from {out} ({len(removed)} entries)", flush=True)
         with writing(out, out, remove_partial=False):
@@ -231,7 +215,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     seed = int(prepared.grpo_args.seed)
     set_seed(seed)
     tokenizer = modeling.load_tokenizer(config)
-    checking = prepared.plugin_set if dist.is_main_process else None
+    checking = prepared.plugin_set if is_main_process() else None
     raw_train = data.load_rows(config, "train", checking)
     train_rows = data.render(raw_train, prepared.plugin_set, tokenizer, seed)
     eval_rows = data.load_rows(config, "eval", checking)
@@ -258,7 +242,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
         with modeling.full_weights(model, engine):
             result = evaluate(model, tokenizer, eval_rows, rewards, engines, config.get("eval") or {}, max_new)
         result["seconds"] = round(time.perf_counter() - t, 1)
-        if dist.is_main_process:
+        if is_main_process():
             print(f"[eval {tag}] accuracy {100 * result['accuracy']:.1f}% on {result['n']} held-out problems "
                   f"({result['reward']}); rewards {_fmt(result['rewards'])}", flush=True)
         return result
@@ -267,7 +251,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
         result = measure(tag, model, engine)
         if result is not None:
             summary[f"eval_{tag}"] = result
-            if dist.is_main_process:
+            if is_main_process():
                 metrics.write(step, metric_row(result))
 
     policy_dir = out / "policy-init"
@@ -295,7 +279,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
         else:
             run_eval("before", model, 0)
             if "tiny" in config["model"]:
-                if dist.is_main_process:
+                if is_main_process():
                     with writing(policy_dir, out):
                         _policy_path(model, tokenizer, policy_dir)
                 dist.wait_for_everyone()
@@ -333,7 +317,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
         summary["grpo_steps"] = trainer.state.global_step
     if stop.signal_name:
         summary["stopped_by"] = stop.signal_name
-        if dist.is_main_process:
+        if is_main_process():
             print(f"stopped by {stop.signal_name} at step {trainer.state.global_step}; checkpoint written. "
                   f"Continue with: rlvr train CONFIG --resume", flush=True)
     else:
@@ -348,9 +332,9 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     engines.close()
     summary["seconds"] = round(time.perf_counter() - started, 1)
     summary["threads"] = torch.get_num_threads()
-    if dist.is_main_process:
+    if is_main_process():
         with writing(out / SUMMARY_FILE, out, remove_partial=False):
-            _write_atomic(out / SUMMARY_FILE, json.dumps(summary, indent=2, default=str))
+            write_atomic(out / SUMMARY_FILE, [json.dumps(summary, indent=2, default=str)], what="summary")
         _print_summary(summary)
         _write_curves(out)
     return summary
@@ -380,20 +364,14 @@ def _carried_over(run_folder: Path) -> dict[str, Any]:
 def save_final(trainer, out: Path, dist) -> None:
     """``final/``, atomically: saved as ``final.partial/`` then renamed, so a ``final/`` is always whole."""
     partial, final = out / (FINAL_DIR + ".partial"), out / FINAL_DIR
-    if dist.is_main_process:
+    if is_main_process():
         shutil.rmtree(partial, ignore_errors=True)
     with writing(partial, out):
         trainer.save_model(str(partial))
-    if dist.is_main_process:
+    if is_main_process():
         shutil.rmtree(final, ignore_errors=True)
         os.replace(partial, final)
     dist.wait_for_everyone()
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _write_curves(out: Path) -> None:

@@ -53,11 +53,15 @@ def require_backend(backend: str, section: str, config: Mapping[str, Any] | None
 
 
 def sample(prompts: list[str], options: SamplingOptions, *, model=None, tokenizer=None, config=None,
-           seed: int = 0, desc: str = "sampling") -> list[list[Sample]]:
-    """``options.n`` samples for each prompt (plain text), in prompt order.
+           seed: int = 0, desc: str | None = "sampling") -> list[list[Sample]]:
+    """``options.n`` samples for each prompt (plain text), in prompt order: the one generator of
+    evaluation, ``rlvr eval``, ``rlvr filter`` and ``rlvr distill``.
 
-    ``temperature == 0`` is greedy decoding. The transformers backend needs ``model`` and
-    ``tokenizer``; the vLLM backend loads ``config["model"]`` itself.
+    ``temperature == 0`` is greedy decoding, which draws no random number: the global seed is then
+    left alone, so a greedy evaluation in the middle of a run does not change what the run draws next.
+    The transformers backend needs ``model`` and ``tokenizer`` (left-padded for the call, the model
+    in eval mode, both put back after); the vLLM backend loads ``config["model"]`` itself.
+    ``desc``: the progress bar's label (None: no bar).
     """
     if options.backend == "vllm":
         return _sample_vllm(prompts, options, config, seed)
@@ -75,10 +79,11 @@ def _sample_transformers(prompts, options: SamplingOptions, model, tokenizer, se
     device = next(model.parameters()).device
     eos = tokenizer.eos_token_id
     out: list[list[Sample]] = []
-    torch.manual_seed(seed)
+    if not greedy:
+        torch.manual_seed(seed)
     try:
         with torch.no_grad(), tqdm(total=len(prompts), desc=desc, unit="prompt", file=sys.stderr,
-                                   mininterval=1.0, dynamic_ncols=True) as bar:
+                                   mininterval=1.0, dynamic_ncols=True, disable=desc is None) as bar:
             for i in range(0, len(prompts), options.batch_size):
                 chunk = prompts[i: i + options.batch_size]
                 batch = tokenizer(chunk, return_tensors="pt", padding=True)

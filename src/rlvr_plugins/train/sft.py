@@ -59,8 +59,7 @@ def run_sft(model, tokenizer, rows: list[dict[str, Any]], section: Mapping[str, 
 
     kwargs = cpu_defaults({**SFT_DEFAULTS, "seed": seed, "data_seed": seed, **options, "output_dir": str(output_dir)})
     if "max_length" not in kwargs:
-        longest_prompt = max(len(tokenizer(r["prompt"])["input_ids"]) for r in rows if isinstance(r["prompt"], str))
-        kwargs["max_length"] = longest_prompt + max_completion_length
+        kwargs["max_length"] = longest_prompt(rows, tokenizer) + max_completion_length
     try:
         args = SFTConfig(**kwargs)
     except (TypeError, ValueError) as exc:
@@ -72,6 +71,14 @@ def run_sft(model, tokenizer, rows: list[dict[str, Any]], section: Mapping[str, 
     compact_console(trainer, show_bar=not args.disable_tqdm)
     trainer.train()
     return trainer
+
+
+def longest_prompt(rows: list[Mapping[str, Any]], tokenizer) -> int:
+    """The most tokens any row's prompt takes (0 for no rows): a chat prompt counted after the
+    tokenizer's chat template (:func:`rlvr_plugins.train.evaluation.prompt_texts`), as SFT sees it."""
+    from .evaluation import prompt_texts
+
+    return max((len(tokenizer(text)["input_ids"]) for text in prompt_texts(rows, tokenizer)), default=0)
 
 
 def last_logged_loss(log_history: list[dict[str, Any]]) -> float | None:
