@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 from ..errors import ConfigError
 from ..manager import PluginSet, build_plugin_set
 from ..plugin import RewardFunction
+from ..train.validate import run_config
 
 
 def quiet_libraries() -> None:
@@ -58,7 +59,8 @@ def setup(config: dict[str, Any], section: str, need_rewards: bool = True) -> Co
     """Resolve the plugins and the run folder; write ``<section>_config.yaml`` and
     ``<section>_plugins.json`` there (prefixed, so a command run in a training run's folder
     does not overwrite that run's ``config.yaml`` and ``plugins.json``)."""
-    plugin_set = build_plugin_set(config.get("plugins"))
+    sections = run_config(config)
+    plugin_set = build_plugin_set(sections.plugins)
     rewards = plugin_set.reward_functions()
     if need_rewards and not rewards:
         raise ConfigError(f"rlvr {section} scores completions with the reward plugins, but the config enables none; "
@@ -67,9 +69,9 @@ def setup(config: dict[str, Any], section: str, need_rewards: bool = True) -> Co
         from ..train.run import validate_scoring
 
         validate_scoring(config)
-    out = Path(config.get("output_dir", f"runs/{section}")).expanduser()  # as rlvr train and transformers read it
+    out = Path(sections.output_dir or f"runs/{section}").expanduser()  # as rlvr train and transformers read it
     write_header(out, section, config, plugin_set, rewards)
-    return Context(config, plugin_set, rewards, out, int(config.get("seed", 42)))
+    return Context(config, plugin_set, rewards, out, sections.seed)
 
 
 def write_header(out: Path, section: str, config: Mapping[str, Any], plugin_set: PluginSet,
@@ -218,7 +220,7 @@ def split_rows(config: Mapping[str, Any], section: str, split: str | None, defau
     from ..train.data import load_rows
 
     name = split or default
-    if name == "eval" and config["data"].get("eval") is None:
+    if name == "eval" and run_config(config).data.eval is None:
         name = "train" if split is None else name
     rows = load_rows(config, name, plugin_set)
     if rows is None:

@@ -83,7 +83,7 @@ def run_distill(config: dict[str, Any]) -> dict[str, Any]:
     write_jsonl(output, out_rows)
     report = {
         "split": split,
-        "teacher": config["model"].get("name_or_path", "tiny"),
+        "teacher": run_config(config).model.name_or_path or "tiny",
         "n": n,
         "temperature": options.temperature,
         "thresholds": thresholds,

@@ -38,7 +38,7 @@ QUESTION_TEMPLATE = "Question: {question}\nAnswer:"
 def eval_section(config: Mapping[str, Any]) -> EvalSection:
     """The ``eval`` section with ``rlvr eval``'s defaults (see :class:`~rlvr_plugins.train.sections.EvalSection`)."""
     sections = run_config(config)
-    return sections.eval.in_command(sections.trainer.get("max_completion_length"))
+    return sections.eval.in_command(sections.max_completion_length)
 
 
 def default_ks(n: int) -> list[int]:
@@ -135,7 +135,7 @@ def run_eval(config: dict[str, Any]) -> dict[str, Any]:
                                 "length": flat[j].length, "answer": row.get("answer"), "extracted": answers[s],
                                 "correct": correct[s], **{n: values[n][j] for n in ctx.reward_names}})
     report = {
-        "model": config["model"].get("name_or_path", "tiny"),
+        "model": run_config(config).model.name_or_path or "tiny",
         "split": split,
         "mode": section.mode,
         "backend": options.backend,

@@ -258,7 +258,7 @@ def _difficulty(config, ctx, section, options, rows, candidates):
             extra[i] = columns
     reasons = Counter(d["reason"] for d in drops.values())
     stage = {
-        "model": config["model"].get("name_or_path", "tiny"),
+        "model": run_config(config).model.name_or_path or "tiny",
         "reward": target,
         "threshold": threshold,
         "n": n,

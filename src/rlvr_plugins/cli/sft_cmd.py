@@ -103,7 +103,7 @@ def run_sft_command(config: dict[str, Any]) -> dict[str, Any]:
                           f"columns present: {sorted(rows[missing[0]])}", source="sft")
     tokenizer = load_tokenizer(config)
     rows, info = sft_rows(ctx, rows, column, tokenizer)
-    max_completion = sections.trainer.get("max_completion_length")
+    max_completion = sections.max_completion_length
     if max_completion is None:
         max_completion = max(len(tokenizer(str(r[column]), add_special_tokens=False)["input_ids"]) for r in rows) + 1
     model = load_policy(config, tokenizer, ctx.seed)

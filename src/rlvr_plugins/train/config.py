@@ -15,7 +15,8 @@ import yaml
 
 from ..errors import ConfigError, shown
 from .overrides import apply_overrides, removes  # noqa: F401  (re-exported)
-from .validate import ANSWER_FORMATS, TOP_LEVEL, RunConfig, run_config, validate, where_of  # noqa: F401
+from .validate import (ANSWER_FORMATS, TOP_LEVEL, RunConfig, parsed_once, run_config, validate,  # noqa: F401
+                       where_of)
 from .yamlfile import (MAX_CONFIG_BYTES, lone_surrogate, parse_yaml, read_config_text,  # noqa: F401
                        resolve_path, why_unreadable)
 
@@ -38,7 +39,8 @@ def load_config(path: str | Path, overrides: list[str] | None = None, need_data:
     lines = {k: v for k, v in lines.items() if not any(k == o or k.startswith(f"{o}.") for o in overridden)}
     config.setdefault("_config_dir", str(path.parent.resolve()))
     config["_config_file"], config["_lines"] = str(path), lines
-    config["_sections"] = validate(config, source=str(path), need_data=need_data, need_model=need_model)
+    config["_sections"] = parsed_once(config, validate(config, source=str(path), need_data=need_data,
+                                                       need_model=need_model))
     missing = missing_data_files(config) if need_files else []
     if missing:
         raise ConfigError(missing, source=str(path))

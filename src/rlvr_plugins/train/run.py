@@ -42,9 +42,9 @@ RUN_DEFAULTS = {"report_to": "none", "logging_steps": 1, "save_strategy": "steps
 
 def grpo_kwargs(config: Mapping[str, Any], plugin_set: PluginSet) -> dict[str, Any]:
     """The GRPOConfig arguments: run defaults, the user's ``trainer:`` section, then the plugins' adjustments."""
-    trainer = dict(config.get("trainer") or {})
+    trainer = dict(run_config(config).trainer)
     kwargs = {**RUN_DEFAULTS, **trainer, "output_dir": str(output_dir(config))}
-    kwargs.setdefault("seed", config.get("seed", 42))
+    kwargs.setdefault("seed", run_config(config).seed)
     cpu_defaults(kwargs)
     for name, value in trainer.items():
         if name in TRAINER_OWNED:
@@ -103,7 +103,7 @@ def build_grpo_config(kwargs: dict[str, Any]):
 
 
 def engine_options(config: Mapping[str, Any]) -> dict[str, Any]:
-    e = dict(config.get("engine") or {})
+    e = run_config(config).engine
     return {
         "num_workers": int(e.get("workers", 2)),
         "timeout_s": float(e.get("timeout_s", 10.0)),
@@ -128,7 +128,7 @@ class Prepared:
 def prepare(config: dict[str, Any]) -> Prepared:
     from ..trainer import engine_timeout
 
-    plugin_set = build_plugin_set(config.get("plugins"))
+    plugin_set = build_plugin_set(run_config(config).plugins)
     args = build_grpo_config(grpo_kwargs(config, plugin_set))
     plugin_set.validate_run(args, engine_timeout(engine_options(config)))
     problem = args.use_vllm and vllm_cpu_problem(config, "trainer.use_vllm", has_accelerator())
@@ -293,7 +293,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
             policy = str(policy_dir)
         else:
             run_eval("before", model, 0)
-            if "tiny" in config["model"]:
+            if sections.model.tiny is not None:
                 if dist.is_main_process:
                     with writing(policy_dir, out):
                         _policy_path(model, tokenizer, policy_dir)

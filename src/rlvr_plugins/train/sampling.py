@@ -101,18 +101,18 @@ def _length(ids: list[int], eos: int | None, pad: int | None) -> int:
 
 
 def _sample_vllm(prompts, options: SamplingOptions, config, seed: int):
-    from .config import resolve_path
+    from .config import resolve_path, run_config
 
     try:
         import vllm
     except ImportError as exc:
         raise ConfigError(VLLM_MISSING.format(section="backend")) from exc
-    model = config["model"]
-    if "name_or_path" not in model:
+    model = run_config(config).model
+    if model.name_or_path is None:
         raise ConfigError("backend 'vllm' needs model.name_or_path (a hub id or a saved model folder), not model.tiny")
-    path = resolve_path(config, model["name_or_path"])
+    path = resolve_path(config, model.name_or_path)
     llm = vllm.LLM(model=path, tokenizer=vllm_tokenizer(config),
-                   dtype=model.get("dtype", "auto"), seed=seed, trust_remote_code=model.get("trust_remote_code", False),
+                   dtype=model.dtype, seed=seed, trust_remote_code=model.trust_remote_code,
                    **dict(options.vllm_options or {}))
     params = vllm.SamplingParams(n=options.n, temperature=options.temperature, top_p=options.top_p,
                                  max_tokens=options.max_new_tokens, seed=seed)
@@ -130,13 +130,13 @@ def vllm_tokenizer(config: Mapping[str, Any]) -> str:
     import tempfile
     from pathlib import Path
 
-    from .config import resolve_path
+    from .config import resolve_path, run_config
 
-    model = config["model"]
-    name = model.get("tokenizer", model["name_or_path"])
+    model = run_config(config).model
+    name = model.tokenizer or model.name_or_path
     if name != "char":
         return resolve_path(config, name)
-    path = resolve_path(config, model["name_or_path"])
+    path = resolve_path(config, model.name_or_path)
     if (Path(path) / "tokenizer_config.json").is_file():
         return path
     from ..demo.tokenizer import build_char_tokenizer

@@ -4,6 +4,7 @@ the key came from the file (through ``config["_lines"]``)."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -62,6 +63,11 @@ class RunConfig:
     output_dir: str | None = None
     seed: int = DEFAULT_SEED
 
+    @property
+    def max_completion_length(self) -> int | None:
+        """``trainer.max_completion_length`` as given (None: TRL's default applies)."""
+        return self.trainer.get("max_completion_length")
+
 
 def where_of(config: Mapping[str, Any]) -> s.Where:
     """``where("a.b")``: ``"file:line: "`` of a dotted key of the config file, or ``""`` (a key from --set)."""
@@ -83,10 +89,21 @@ def validate(config: Mapping[str, Any], source: str | None = None, need_data: bo
 
 
 def run_config(config: Mapping[str, Any]) -> RunConfig:
-    """The sections of a config: those :func:`~rlvr_plugins.train.config.load_config` parsed, or (a config
-    built in Python) parsed now."""
+    """The sections of a config: those :func:`~rlvr_plugins.train.config.load_config` parsed (unless the
+    mapping was changed since), or (a config built or changed in Python) parsed now."""
     parsed = config.get("_sections")
-    return parsed if isinstance(parsed, RunConfig) else validate(config, need_data=False, need_model=False)
+    if isinstance(parsed, tuple) and parsed[1] == _public(config):
+        return parsed[0]
+    return validate(config, need_data=False, need_model=False)
+
+
+def parsed_once(config: Mapping[str, Any], sections: RunConfig) -> tuple[RunConfig, dict[str, Any]]:
+    """What :func:`load_config` keeps in ``config["_sections"]``: the sections and the values they came from."""
+    return sections, copy.deepcopy(_public(config))
+
+
+def _public(config: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in config.items() if not str(k).startswith("_")}
 
 
 def _build(config: Mapping[str, Any], need_data: bool, need_model: bool) -> tuple[RunConfig, list[str]]:
