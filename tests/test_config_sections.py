@@ -125,7 +125,7 @@ def documented_rows() -> dict[str, dict[str, str]]:
     """``{section: {key: default cell}}`` from the key/default/meaning tables under each ``## `name``` heading."""
     text = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
     out: dict[str, dict[str, str]] = {}
-    for part in re.split(r"^## ", text, flags=re.M)[1:]:
+    for part in re.split(r"^## ", text, flags=re.MULTILINE)[1:]:
         heading = re.match(r"`(\w+)`", part)
         if heading is None:
             continue

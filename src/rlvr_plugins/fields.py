@@ -18,8 +18,9 @@ import dataclasses
 import math
 import types
 import typing
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class Problem:
         return " (finite)" if self.kind == "type" and _non_finite(self.value) else ""
 
 
-def finite_float(value: int | float) -> bool:
+def finite_float(value: float) -> bool:
     try:
         return math.isfinite(float(value))
     except OverflowError:

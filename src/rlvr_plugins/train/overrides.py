@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import copy
 import difflib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import ConfigError, shown
 from .yamlfile import parse_yaml

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Callable, ClassVar, Mapping
+from typing import Annotated, Any, ClassVar
 
 from .. import fields
 from ..errors import shown
@@ -69,7 +70,7 @@ class ModelSection:
     """``model``: the policy, a hub id or local folder (``name_or_path``) or a tiny model built from scratch."""
 
     name_or_path: str = None  # type: ignore[assignment]
-    tiny: Annotated[dict, Rule(lambda v: True, "a mapping of model config fields ({} for the defaults)")] = None  # type: ignore[assignment]  # noqa: E501
+    tiny: Annotated[dict, Rule(lambda v: True, "a mapping of model config fields ({} for the defaults)")] = None  # type: ignore[assignment]
     tokenizer: str = None  # type: ignore[assignment]
     dtype: Annotated[str, _one_of(DTYPES, str(sorted(DTYPES)))] = "auto"
     lora: dict = None  # type: ignore[assignment]
@@ -158,7 +159,7 @@ class SamplingOptions:
 class _Scored:
     """Keys of every section that samples and scores: the split it reads and the reward that decides."""
 
-    split: Annotated[str, Rule(lambda v: v in ("train", "eval"), "'train' or 'eval'")] = None  # type: ignore[assignment]  # noqa: E501
+    split: Annotated[str, Rule(lambda v: v in ("train", "eval"), "'train' or 'eval'")] = None  # type: ignore[assignment]
     reward: str | None = None
     threshold: float = 1.0
 
@@ -247,7 +248,7 @@ class HygieneSection:
 
     drop_multiple_choice: Flag = True
     drop_true_false: Flag = True
-    decontaminate: dict = None  # type: ignore[assignment]  (a DecontaminateSection once checked)
+    decontaminate: dict = None  # type: ignore[assignment]  # a DecontaminateSection once checked
     examples: Annotated[int, Rule(lambda v: v >= 0, "an integer >= 0")] = 3
 
 
@@ -425,8 +426,8 @@ def hygiene_problems(section: FilterSection, data: Any, where: Where,
     """``filter.hygiene`` and its ``decontaminate`` part; ``exists(path)`` is why a path is unusable, or None."""
     if section.hygiene is None:
         if section.difficulty is False:
-            return None, ["filter.difficulty is false and there is no filter.hygiene section: nothing to filter; "
-                          "add hygiene: {} (drop multiple-choice and true/false problems) or drop difficulty: false"]
+            return None, [("filter.difficulty is false and there is no filter.hygiene section: nothing to filter; "
+                           "add hygiene: {} (drop multiple-choice and true/false problems) or drop difficulty: false")]
         return None, []
     hygiene, problems = build(HygieneSection, "filter.hygiene", section.hygiene, where)
     if hygiene.decontaminate is not None:

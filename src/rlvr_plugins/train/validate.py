@@ -5,9 +5,10 @@ the key came from the file (through ``config["_lines"]``)."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .. import fields
 from ..errors import ConfigError, shown
@@ -210,8 +211,8 @@ def _check_engine(engine: Any) -> list[str]:
         "max_consecutive_failures": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
                                      "an integer >= 1"),
         "nonfinite": (lambda v: v in ("error", "mask"), "'error' or 'mask'"),
-        "on_error": (lambda v: v in ("mask", "raise"), "'mask' (a reward that raises fails that item) or 'raise' "
-                     "(it stops the run)"),
+        "on_error": (lambda v: v in ("mask", "raise"), ("'mask' (a reward that raises fails that item) or 'raise' "
+                                                        "(it stops the run)")),
         "in_process": (lambda v: isinstance(v, bool), "true or false"),
         "memory_limit_mb": (lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 256),
                             "an integer >= 256 (MiB of address space per worker) or null for no limit"),

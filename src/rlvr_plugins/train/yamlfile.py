@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -88,7 +89,8 @@ def lone_surrogate(value: Any, where: str = "") -> str | None:
 def _node_lines(node: Any, prefix: str, lines: dict[str, int], source: str) -> list[str]:
     if not isinstance(node, yaml.MappingNode):
         return []
-    problems, seen = [], {}
+    problems: list[str] = []
+    seen: dict[str, int] = {}
     for key_node, value_node in node.value:
         if not isinstance(key_node, yaml.ScalarNode):
             continue
