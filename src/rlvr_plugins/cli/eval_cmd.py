@@ -23,7 +23,7 @@ from ..lab import metrics
 from ..errors import ConfigError
 from .common import engines_for, reaches, sample_rows, score, setup, split_rows, target_reward, with_suffix, write_json, write_jsonl, write_text
 from ..train.sampling import require_backend
-from ..train.sections import EvalSection, given
+from ..train.sections import EvalSection
 from ..train.validate import run_config
 
 EXAMPLES = """examples:
@@ -100,8 +100,7 @@ def run_eval(config: dict[str, Any]) -> dict[str, Any]:
     ctx = setup(config, "eval")
     target = target_reward(ctx, "eval", section.reward)
     threshold = section.threshold
-    format_reward = section.format_reward if given(section, "format_reward") else \
-        next((n for n in ctx.reward_names if "format" in n), None)
+    format_reward = section.format_reward  # explicit: the core does not guess a reward from its name
     if format_reward is not None and format_reward not in ctx.reward_names:
         raise ConfigError(f"eval.format_reward {format_reward!r} is not a registered reward; registered: "
                           f"{ctx.reward_names}", source="eval")
