@@ -268,22 +268,25 @@ def test_eval_section_values_are_checked_with_the_config(tmp_path):
 
 @needs_data
 def test_few_shot_and_cot_prompts(tmp_path):
-    from rlvr_plugins.cli.eval_cmd import COT_INSTRUCTION, build_prompts
+    from rlvr_plugins.cli.eval_cmd import build_prompts
+    from rlvr_plugins.train.sections import EvalSection
+
+    COT_INSTRUCTION = EvalSection().cot_instruction
 
     gsm = DATA / "gsm8k"
     config = _config(tmp_path, {"train": {"source": "jsonl", "path": str(gsm / "train.jsonl"), "limit": 10},
                                 "eval": {"source": "jsonl", "path": str(gsm / "test.jsonl"), "limit": 2},
                                 "columns": {"prompt": "question"}, "answer_format": "gsm8k"})
     rows = load_rows(config, "eval")
-    _, prompted = build_prompts(rows, {"mode": "few-shot", "shots": 2}, config, "eval")
+    _, prompted = build_prompts(rows, EvalSection(mode="few-shot", shots=2), config, "eval")
     train = load_rows(config, "train")
     expected = (f"Question: {train[0]['prompt']}\nAnswer: {train[0]['raw_answer']}\n\n"
                 f"Question: {train[1]['prompt']}\nAnswer: {train[1]['raw_answer']}\n\n"
                 f"Question: {rows[1]['prompt']}\nAnswer:")
     assert prompted[1]["prompt"] == expected and "#### 72" in expected
-    kept, prompted = build_prompts(train, {"mode": "few-shot", "shots": 3}, config, "train")
+    kept, prompted = build_prompts(train, EvalSection(mode="few-shot", shots=3), config, "train")
     assert len(kept) == 7 and kept[0] is train[3]  # the shots are not evaluated
-    _, prompted = build_prompts(rows, {"mode": "cot"}, config, "eval")
+    _, prompted = build_prompts(rows, EvalSection(mode="cot"), config, "eval")
     assert prompted[0]["prompt"] == rows[0]["prompt"] + COT_INSTRUCTION
     assert "\\boxed{}" in COT_INSTRUCTION
 

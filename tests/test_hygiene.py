@@ -4,6 +4,7 @@ hygiene-only and hygiene-then-difficulty runs of the command."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -13,7 +14,6 @@ import pytest
 import yaml
 
 from rlvr_plugins import Plugin, RewardFunction, cli, hookimpl
-from rlvr_plugins.train import config
 from rlvr_plugins.cli import filter_cmd
 from rlvr_plugins.train.sampling import Sample
 from rlvr_plugins.train.config import load_config
@@ -326,7 +326,10 @@ def test_difficulty_off_without_hygiene_is_an_error(tmp_path):
 
 def test_the_hygiene_keys_are_documented():
     text = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
-    keys = config.HYGIENE_KEYS | config.DECONTAMINATE_KEYS | config.EVAL_SET_KEYS | {"difficulty", "hygiene"}
+    from rlvr_plugins.train import sections
+
+    keys = {f.name for cls in (sections.HygieneSection, sections.DecontaminateSection, sections.EvalSetSection)
+            for f in dataclasses.fields(cls)} | {"difficulty", "hygiene"}
     assert not sorted(k for k in keys if f"`{k}" not in text)
     assert "data-hygiene.md" in text
 

@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 from ..errors import ConfigError, RLVRError
 from ..manager import PluginSet, build_plugin_set
 from ..plugin import RewardFunction
+from ..train.validate import run_config
 
 
 def quiet_libraries() -> None:
@@ -58,7 +59,8 @@ def setup(config: dict[str, Any], section: str, need_rewards: bool = True) -> Co
     """Resolve the plugins and the run folder; write ``<section>_config.yaml`` and
     ``<section>_plugins.json`` there (prefixed, so a command run in a training run's folder
     does not overwrite that run's ``config.yaml`` and ``plugins.json``)."""
-    plugin_set = build_plugin_set(config.get("plugins"))
+    sections = run_config(config)
+    plugin_set = build_plugin_set(sections.plugins)
     if need_rewards:
         from ..train.run import validate_scoring
 
@@ -70,9 +72,9 @@ def setup(config: dict[str, Any], section: str, need_rewards: bool = True) -> Co
                                   "none; enable one (e.g. plugins: {r1-accuracy: {}})", source="plugins") from None
             raise
     rewards = plugin_set.reward_functions()
-    out = Path(config.get("output_dir", f"runs/{section}")).expanduser()  # as rlvr train and transformers read it
+    out = Path(sections.output_dir or f"runs/{section}").expanduser()  # as rlvr train and transformers read it
     write_header(out, section, config, plugin_set)
-    return Context(config, plugin_set, rewards, out, int(config.get("seed", 42)))
+    return Context(config, plugin_set, rewards, out, sections.seed)
 
 
 def write_header(out: Path, section: str, config: Mapping[str, Any], plugin_set: PluginSet) -> None:
@@ -211,7 +213,7 @@ def split_rows(config: Mapping[str, Any], section: str, split: str | None, defau
     from ..train.data import load_rows
 
     name = split or default
-    if name == "eval" and config["data"].get("eval") is None:
+    if name == "eval" and run_config(config).data.eval is None:
         name = "train" if split is None else name
     rows = load_rows(config, name, plugin_set)
     if rows is None:

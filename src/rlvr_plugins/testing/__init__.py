@@ -201,13 +201,14 @@ def sft_policy(folder: str | Path, problems: int = 300, epochs: int = 2) -> Path
     from ..demo.task import split_train_eval
     from ..manager import build_plugin_set
     from ..train.sft import run_sft, save_trained
+    from ..train.validate import SFTSection
 
     folder = Path(folder)
     tokenizer = char_tokenizer()
     rows, _ = split_train_eval(problems, 0, 0, max_digits=1)
     rendered = [r for plugins in SFT_TEMPLATES for r in data.render(rows, build_plugin_set(plugins), tokenizer, 0)]
-    section = {"per_device_train_batch_size": 16, "learning_rate": 1e-2, "lr_scheduler_type": "constant",
-               "num_train_epochs": epochs, "use_cpu": True, "disable_tqdm": True, "logging_steps": 1000}
+    section = SFTSection(trl={"per_device_train_batch_size": 16, "learning_rate": 1e-2, "lr_scheduler_type": "constant",
+                              "num_train_epochs": epochs, "use_cpu": True, "disable_tqdm": True, "logging_steps": 1000})
     trainer = run_sft(tiny_model(tokenizer, max_position_embeddings=1024), tokenizer, rendered, section,
                       folder / "sft", seed=0, max_completion_length=16)
     save_trained(trainer, folder / "model")

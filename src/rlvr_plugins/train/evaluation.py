@@ -7,7 +7,8 @@ from typing import Any, Mapping
 
 from ..errors import ConfigError
 from ..rewards import Engines, score_all
-from .sampling import SamplingOptions, sample
+from .sampling import sample
+from .sections import EvalSection, SamplingOptions
 
 
 def prompt_texts(rows: list[Mapping[str, Any]], tokenizer) -> list[str]:
@@ -22,19 +23,19 @@ def prompt_texts(rows: list[Mapping[str, Any]], tokenizer) -> list[str]:
 
 
 def evaluate(model, tokenizer, rows: list[dict[str, Any]], rewards, engines: Engines,
-             options: Mapping[str, Any], max_new_tokens: int) -> dict[str, Any]:
+             section: EvalSection) -> dict[str, Any]:
     """Greedy-decode ``rows`` and score them with every reward; ``accuracy`` uses ``eval.reward``.
 
     :param rewards: ``[(plugin, RewardFunction)]`` from the plugin set.
+    :param section: the ``eval`` section with ``rlvr train``'s values (:meth:`EvalSection.in_train`).
     :returns: ``{"accuracy", "n", "rewards": {name: mean}, "no_score": count, "samples": [...]}``.
     """
     names = [r.name for _, r in rewards]
-    target = options.get("reward", names[0] if names else None)
+    target = section.reward or (names[0] if names else None)
     if target not in names:
         raise ConfigError(f"eval.reward {target!r} is not a registered reward; registered: {names}")
-    threshold = float(options.get("threshold", 1.0))
-    greedy = SamplingOptions(temperature=0.0, max_new_tokens=int(options.get("max_new_tokens", max_new_tokens)),
-                             batch_size=int(options.get("batch_size", 64)))
+    threshold = section.threshold
+    greedy = SamplingOptions(temperature=0.0, max_new_tokens=section.max_new_tokens, batch_size=section.batch_size)
     completions = [s[0].text for s in sample(prompt_texts(rows, tokenizer), greedy, model=model, tokenizer=tokenizer,
                                              desc=None)]
     table = score_all(rewards, engines, [r["prompt"] for r in rows], completions, rows)

@@ -20,6 +20,7 @@ from . import config as cfg
 from ..errors import ConfigError
 from ..manager import PluginSet, build_plugin_set
 from .modeling import cpu_defaults, has_accelerator, vllm_cpu_problem
+from .validate import SFTSection, run_config
 from ..rewards import MAX_ABS_REWARD
 from ..checkpoints import writing
 from ..outputs import is_main_process, write_atomic
@@ -42,9 +43,9 @@ RUN_DEFAULTS = {"report_to": "none", "logging_steps": 1, "save_strategy": "steps
 
 def grpo_kwargs(config: Mapping[str, Any], plugin_set: PluginSet) -> dict[str, Any]:
     """The GRPOConfig arguments: run defaults, the user's ``trainer:`` section, then the plugins' adjustments."""
-    trainer = dict(config.get("trainer") or {})
+    trainer = dict(run_config(config).trainer)
     kwargs = {**RUN_DEFAULTS, **trainer, "output_dir": str(output_dir(config))}
-    kwargs.setdefault("seed", config.get("seed", 42))
+    kwargs.setdefault("seed", run_config(config).seed)
     cpu_defaults(kwargs)
     for name, value in trainer.items():
         if name in TRAINER_OWNED:
@@ -84,7 +85,7 @@ def build_grpo_config(kwargs: dict[str, Any]):
 
 
 def engine_options(config: Mapping[str, Any]) -> dict[str, Any]:
-    e = dict(config.get("engine") or {})
+    e = run_config(config).engine
     return {
         "num_workers": int(e.get("workers", 2)),
         "timeout_s": float(e.get("timeout_s", 10.0)),
@@ -95,21 +96,6 @@ def engine_options(config: Mapping[str, Any]) -> dict[str, Any]:
         "max_abs_value": float(e.get("max_abs_reward", MAX_ABS_REWARD)),
         "on_error": e.get("on_error", "mask"),
     }
-
-
-@dataclasses.dataclass(frozen=True)
-class EvalSchedule:
-    """``eval.every_steps``: measure held-out accuracy during GRPO every so many optimiser steps (``None``: only
-    before and after GRPO)."""
-
-    every_steps: int | None = None
-
-    @classmethod
-    def from_section(cls, section: Mapping[str, Any] | None) -> EvalSchedule:
-        value = (section or {}).get("every_steps")
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise ConfigError(f"eval.every_steps must be a whole number of steps >= 1 (or absent), got {value!r}")
-        return cls(value)
 
 
 @dataclasses.dataclass
@@ -125,7 +111,7 @@ def prepare(config: dict[str, Any], plugin_set: PluginSet | None = None) -> Prep
     """Build (or take) the plugin set, the GRPOConfig, and run every check of ``rlvr train --check``."""
     from ..trainer import engine_timeout
 
-    plugin_set = plugin_set or build_plugin_set(config.get("plugins"))
+    plugin_set = plugin_set or build_plugin_set(run_config(config).plugins)
     args = build_grpo_config(grpo_kwargs(config, plugin_set))
     plugin_set.adjusted_args = args  # the trainer built with these arguments does not adjust them again
     plugin_set.validate_run(args, engine_timeout(engine_options(config)))
@@ -133,10 +119,9 @@ def prepare(config: dict[str, Any], plugin_set: PluginSet | None = None) -> Prep
     if problem:
         raise ConfigError(problem)
     names = [r.name for _, r in plugin_set.reward_functions()]
-    eval_reward = (config.get("eval") or {}).get("reward")
+    eval_reward = run_config(config).eval.reward
     if eval_reward is not None and eval_reward not in names:
         raise ConfigError(f"eval.reward {eval_reward!r} is not a registered reward; registered: {names}")
-    EvalSchedule.from_section(config.get("eval"))
     return Prepared(config, plugin_set, args)
 
 
@@ -220,18 +205,20 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     train_rows = data.render(raw_train, prepared.plugin_set, tokenizer, seed)
     eval_rows = data.load_rows(config, "eval", checking)
     eval_rows = data.render(eval_rows, prepared.plugin_set, tokenizer, seed) if eval_rows else None
-    sft_section = config.get("sft")
+    sections = run_config(config)
+    sft_section = sections.sft
     if sft_section:
         from .sft import sft_examples
 
         sft_rows, train_rows = _split_for_sft(train_rows, sft_section)
         sft_rows, _ = sft_examples(prepared.plugin_set, raw_train[:len(sft_rows)],
-                                   sft_section.get("completion_column", "solution"), seed, tokenizer, sft_rows)
+                                   sft_section.completion_column, seed, tokenizer, sft_rows)
     engines = Engines(**engine_options(config))
     rewards = prepared.plugin_set.reward_functions()
     probe_rewards(rewards, engines)
     summary: dict[str, Any] = {"output_dir": str(out), "plugins": prepared.plugin_set.names, "stages": {}}
     max_new = int(prepared.grpo_args.max_completion_length)
+    eval_section = sections.eval.in_train(max_new)
 
     metrics = MetricsWriter(out / "metrics.jsonl")
 
@@ -240,7 +227,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
             return None
         t = time.perf_counter()
         with modeling.full_weights(model, engine):
-            result = evaluate(model, tokenizer, eval_rows, rewards, engines, config.get("eval") or {}, max_new)
+            result = evaluate(model, tokenizer, eval_rows, rewards, engines, eval_section)
         result["seconds"] = round(time.perf_counter() - t, 1)
         if is_main_process():
             print(f"[eval {tag}] accuracy {100 * result['accuracy']:.1f}% on {result['n']} held-out problems "
@@ -278,7 +265,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
             policy = str(policy_dir)
         else:
             run_eval("before", model, 0)
-            if "tiny" in config["model"]:
+            if sections.model.tiny is not None:
                 if is_main_process():
                     with writing(policy_dir, out):
                         _policy_path(model, tokenizer, policy_dir)
@@ -288,7 +275,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
                 policy = model
     stop = GracefulStop()
     callbacks = [metrics, stop, SeedAtTrainBegin()]
-    every = EvalSchedule.from_section(config.get("eval")).every_steps
+    every = sections.eval.every_steps
     if every and eval_rows:  # the trainer's wrapped model: under ZeRO-3 its weights are gathered for generation
         callbacks.append(PeriodicEval(
             every, lambda step, _: measure(f"step {step}", trainer.model, trainer.model_wrapped), metrics.write))
@@ -302,8 +289,8 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
         processing_class=tokenizer,
         peft_config=modeling.lora_config(config),
         callbacks=callbacks,
-        correctness_reward=(config.get("eval") or {}).get("reward"),
-        correct_threshold=float((config.get("eval") or {}).get("threshold", 1.0)),
+        correctness_reward=sections.eval.reward,
+        correct_threshold=sections.eval.threshold,
     )
     compact_console(trainer, show_bar=not prepared.grpo_args.disable_tqdm)
     if start.finished:
@@ -396,9 +383,9 @@ def _distributed_state():
     return PartialState()
 
 
-def _split_for_sft(rows: list[dict[str, Any]], section: Mapping[str, Any]):
-    """The first ``sft.examples`` rows go to SFT, the rest to RL (disjoint)."""
-    n = int(section.get("examples", len(rows) // 2))
+def _split_for_sft(rows: list[dict[str, Any]], section: SFTSection):
+    """The first ``sft.examples`` rows go to SFT, the rest to RL (disjoint); half of them if not given."""
+    n = len(rows) // 2 if section.examples is None else section.examples
     if not 0 < n < len(rows):
         raise ConfigError(f"sft.examples={n} must leave rows for RL: the train split has {len(rows)} rows")
     return rows[:n], [{**r, "rlvr_index": i} for i, r in enumerate(rows[n:])]

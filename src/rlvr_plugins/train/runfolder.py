@@ -39,6 +39,7 @@ from ..checkpoints import (
 )
 from ..errors import RunFolderError
 from ..outputs import is_main_process, write_atomic
+from .validate import run_config
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ class RunStart:
 def output_dir(config: Mapping[str, Any]) -> Path:
     """The run folder, ``~`` expanded as transformers expands it (else its checkpoints would land in
     ``$HOME/...`` and the rest of the run in ``./~/...``)."""
-    return Path(os.path.expanduser(str(config.get("output_dir") or DEFAULT_OUTPUT_DIR)))
+    return Path(os.path.expanduser(str(run_config(config).output_dir or DEFAULT_OUTPUT_DIR)))
 
 
 def plan_run(config: Mapping[str, Any], resume: str | bool | None = None, overwrite: bool = False) -> RunStart:
