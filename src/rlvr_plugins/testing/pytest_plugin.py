@@ -1,0 +1,125 @@
+"""The pytest plugin of rlvr-plugins, loaded by pytest wherever the package is installed
+(entry point ``rlvr-plugins`` in the ``pytest11`` group; ``-p no:rlvr-plugins`` turns it off).
+
+Fixtures: ``tokenizer``, ``tiny_trainer``, ``reward_plugin`` and ``rlvr_cli``. Every
+:class:`~rlvr_plugins.engine.RewardEngine` a test creates and leaves open is closed after it.
+Before anything is collected, ``HF_HUB_OFFLINE``, ``HF_DATASETS_OFFLINE`` (``1``) and
+``TOKENIZERS_PARALLELISM`` (``false``) get defaults: the helpers never download, and a test that
+reaches for the hub fails at once. A value set in the environment wins.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import pytest
+
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def pytest_load_initial_conftests(early_config, parser, args) -> None:
+    for key, value in OFFLINE_ENV.items():
+        os.environ.setdefault(key, value)
+
+
+@pytest.fixture
+def tokenizer():
+    """The demo's character-level tokenizer (:func:`rlvr_plugins.testing.char_tokenizer`)."""
+    from . import char_tokenizer
+
+    return char_tokenizer()
+
+
+@pytest.fixture
+def tiny_trainer(tmp_path, tokenizer) -> Callable[..., Any]:
+    """``tiny_trainer(plugins, **trainer)``: an ``RLVRTrainer`` on a tiny model and 16 demo rows, its
+    config built through ``run.prepare`` in ``tmp_path`` (:func:`rlvr_plugins.testing.tiny_trainer`).
+
+    ``plugins`` is the config's ``plugins:`` section; ``trainer`` overrides
+    :data:`rlvr_plugins.testing.TINY_TRAINER`. Build it while in-process plugins are registered
+    (``reward_plugin``, ``temporary_plugin``).
+    """
+    from . import tiny_trainer as build
+
+    return lambda plugins, **trainer: build(tmp_path, plugins, tokenizer, **trainer)
+
+
+@pytest.fixture
+def reward_plugin() -> Iterator[Callable[..., Any]]:
+    """``reward_plugin(name, fn, **reward)``: register, for this test only, a plugin ``name`` that
+    contributes one reward ``fn`` (:func:`rlvr_plugins.testing.reward_plugin_class`); returns its class.
+
+    The plugin is discoverable by ``name`` in a config's ``plugins:`` section until the test ends,
+    then unregistered, as pytest's in-process plugins are.
+
+    .. code-block:: python
+
+        def test_digits(reward_plugin, tiny_trainer):
+            reward_plugin("digits", digit_share, isolated=False)
+            trainer = tiny_trainer({"digits": {}})
+    """
+    from ..manager import temporary_plugin
+    from . import reward_plugin_class
+
+    with contextlib.ExitStack() as stack:
+        def register(name: str, fn: Callable[..., Any], **reward: Any):
+            return stack.enter_context(temporary_plugin(reward_plugin_class(name, fn, **reward)))
+
+        yield register
+
+
+@dataclass
+class CliResult:
+    """What one in-process ``rlvr`` command gave: its exit code and what it wrote to stdout and stderr."""
+
+    exit_code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def rlvr_cli(capsys) -> Callable[..., CliResult]:
+    """``rlvr_cli(*args)``: run ``rlvr <args>`` in this process (``rlvr_plugins.cli.main``) and return a
+    :class:`CliResult`. Output written before the call is not part of it; an argparse error or another
+    ``SystemExit`` gives its exit code (a message passed to ``SystemExit`` ends up on ``err``)."""
+    def run(*args: Any) -> CliResult:
+        from ..cli import main
+
+        capsys.readouterr()
+        message = ""
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exc:
+            code = exc.code
+            if code is not None and not isinstance(code, int):
+                message, code = f"{code}\n", 1
+        captured = capsys.readouterr()
+        return CliResult(code or 0, captured.out, captured.err + message)
+
+    return run
+
+
+@pytest.fixture(autouse=True)
+def _rlvr_close_reward_engines() -> Iterator[None]:
+    """Close every reward engine created during the test that is still open after it, so that no
+    worker process outlives its test (Datasette's pytest plugin closes its databases the same way)."""
+    from ..engine import RewardEngine
+
+    created: list[RewardEngine] = []
+    init = RewardEngine.__init__
+
+    def recording_init(self, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        created.append(self)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(RewardEngine, "__init__", recording_init)
+        yield
+    for engine in created:
+        engine.close()
+
+
+# hook_recorder: added with PluginSet.add_monitor (branch wip/hooks).
