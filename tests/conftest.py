@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+collect_ignore = ["multiproc"]  # scripts that torch.distributed.run launches, read sys.argv when imported
+
 
 @pytest.fixture
 def one_torch_thread():
