@@ -67,6 +67,35 @@ def test_reward_engines_left_open_are_closed_after_their_test(pytester):
     pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=2)
 
 
+def test_an_engine_that_an_older_engines_object_builds_stays_open_for_the_next_test(pytester):
+    pytester.makepyfile("""
+        import pytest
+        from rlvr_plugins import RewardFunction
+        from rlvr_plugins.rewards import Engines
+
+        REWARD = RewardFunction("r", lambda **item: 1.0, isolated=False)
+        ITEMS = [{"prompt": "p", "completion": "c", "example": {}}]
+        MADE_HERE = []
+
+        @pytest.fixture(scope="module")
+        def engines():
+            engines = Engines(in_process=True)
+            yield engines
+            engines.close()
+
+        def test_builds_its_engine_lazily(engines):
+            assert engines.score(REWARD, ITEMS).values == [1.0]
+            MADE_HERE.append(Engines(in_process=True))
+            assert MADE_HERE[0].score(REWARD, ITEMS).values == [1.0]
+
+        def test_the_engine_is_still_open(engines):
+            assert engines.score(REWARD, ITEMS).values == [1.0]
+            with pytest.raises(RuntimeError, match="RewardEngine is closed"):
+                MADE_HERE[0].score(REWARD, ITEMS)
+    """)
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=2)
+
+
 def test_rlvr_cli_runs_a_command_in_process(rlvr_cli):
     result = rlvr_cli("plugins", "--json")
     assert result.exit_code == 0 and result.err == ""

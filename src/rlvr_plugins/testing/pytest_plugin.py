@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -104,19 +105,42 @@ def rlvr_cli(capsys) -> Callable[..., CliResult]:
 
 @pytest.fixture(autouse=True)
 def _rlvr_close_reward_engines() -> Iterator[None]:
-    """Close every reward engine created during the test that is still open after it, so that no
-    worker process outlives its test (Datasette's pytest plugin closes its databases the same way)."""
+    """Close, after the test, every reward engine the test created and left open, so that no worker
+    process outlives its test (Datasette's pytest plugin closes its databases the same way).
+
+    An engine that an older ``Engines`` object (say, of a module-scoped fixture) builds lazily during
+    the test belongs to that object, and stays open for the tests after this one.
+    """
+    import sys
+
     from ..engine import RewardEngine
+    from ..rewards import Engines
 
     created: list[RewardEngine] = []
-    init = RewardEngine.__init__
+    young: weakref.WeakSet[Engines] = weakref.WeakSet()
+    engine_init, engines_init = RewardEngine.__init__, Engines.__init__
 
-    def recording_init(self, *args: Any, **kwargs: Any) -> None:
-        init(self, *args, **kwargs)
+    def recording_engines_init(self, *args: Any, **kwargs: Any) -> None:
+        engines_init(self, *args, **kwargs)
+        young.add(self)
+
+    def recording_engine_init(self, *args: Any, **kwargs: Any) -> None:
+        engine_init(self, *args, **kwargs)
+        frame = sys._getframe(1)
+        for _ in range(3):
+            if frame is None:
+                break
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, Engines):
+                if owner not in young:
+                    return
+                break
+            frame = frame.f_back
         created.append(self)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(RewardEngine, "__init__", recording_init)
+        patch.setattr(Engines, "__init__", recording_engines_init)
+        patch.setattr(RewardEngine, "__init__", recording_engine_init)
         yield
     for engine in created:
         engine.close()
