@@ -34,7 +34,7 @@ class Plugin:
         pass
 
     def __init__(self, options: Any = None):
-        self.options = options if options is not None else self.Options()
+        self.options: Any = options if options is not None else self.Options()
 
     @classmethod
     def parse_options(cls, raw: Mapping[str, Any] | None) -> Any:
