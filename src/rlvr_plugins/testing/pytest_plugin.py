@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import types
 import weakref
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -90,13 +92,14 @@ def rlvr_cli(capsys) -> Callable[..., CliResult]:
         from ..cli import main
 
         capsys.readouterr()
-        message = ""
+        message, code = "", None
         try:
             code = main([str(a) for a in args])
         except SystemExit as exc:
-            code = exc.code
-            if code is not None and not isinstance(code, int):
-                message, code = f"{code}\n", 1
+            if isinstance(exc.code, str):
+                message, code = f"{exc.code}\n", 1
+            else:
+                code = exc.code
         captured = capsys.readouterr()
         return CliResult(code or 0, captured.out, captured.err + message)
 
@@ -126,7 +129,7 @@ def _rlvr_close_reward_engines() -> Iterator[None]:
 
     def recording_engine_init(self, *args: Any, **kwargs: Any) -> None:
         engine_init(self, *args, **kwargs)
-        frame = sys._getframe(1)
+        frame: types.FrameType | None = sys._getframe(1)
         for _ in range(3):
             if frame is None:
                 break
