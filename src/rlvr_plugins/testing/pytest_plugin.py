@@ -119,7 +119,7 @@ def _rlvr_close_reward_engines() -> Iterator[None]:
     from ..engine import RewardEngine
     from ..rewards import Engines
 
-    created: list[RewardEngine] = []
+    created: list[weakref.ref[RewardEngine]] = []  # weak: an engine the test drops is finalized as before
     young: weakref.WeakSet[Engines] = weakref.WeakSet()
     engine_init, engines_init = RewardEngine.__init__, Engines.__init__
 
@@ -139,14 +139,16 @@ def _rlvr_close_reward_engines() -> Iterator[None]:
                     return
                 break
             frame = frame.f_back
-        created.append(self)
+        created.append(weakref.ref(self))
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Engines, "__init__", recording_engines_init)
         patch.setattr(RewardEngine, "__init__", recording_engine_init)
         yield
-    for engine in created:
-        engine.close()
+    for ref in created:
+        engine = ref()
+        if engine is not None:
+            engine.close()
 
 
 # hook_recorder: added with PluginSet.add_monitor (branch wip/hooks).
