@@ -131,6 +131,6 @@ def test_the_check_costs_gsm8k_train_well_under_a_second(tmp_path, caplog):
     rows = load_rows(config, "train")
     started = time.perf_counter()
     with caplog.at_level("WARNING"):
-        plugin_set.call_each("rlvr_check_dataset", rows=rows, split="train")
+        plugin_set.call("rlvr_check_dataset", rows=rows, split="train")
     assert len(rows) == 7473 and messages(caplog) == []
     assert time.perf_counter() - started < 1.0

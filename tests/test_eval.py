@@ -328,7 +328,8 @@ def test_eval_end_to_end_metrics_match_the_samples(tmp_path):
                  "eval": {"source": "synthetic", "task": "arithmetic", "size": 6, "seed": 0}},
         "plugins": {"even-length": {}, "r1-format": {}},
         "engine": {"in_process": True},
-        "eval": {"reward": "even-length", "n": 4, "temperature": 1.0, "max_new_tokens": 6, "k": [1, 2, 4]},
+        "eval": {"reward": "even-length", "format_reward": "r1-format", "n": 4, "temperature": 1.0,
+                 "max_new_tokens": 6, "k": [1, 2, 4]},
     }))
     with temporary_plugin(EvenPlugin):
         assert cli.main(["eval", str(path)]) == 0
@@ -367,7 +368,8 @@ def test_eval_few_shot_on_gsm8k_with_the_cpu_recipe(tmp_path):
     recipe = Path(__file__).resolve().parents[1] / "configs" / "cpu" / "r1_zero.yaml"
     assert cli.main(["eval", str(recipe), "--set", f"output_dir={out}", "--set", "engine.in_process=true",
                      "--set", f"data.train.path={gsm / 'train.jsonl'}", "--set", f"data.eval.path={gsm / 'test.jsonl'}",
-                     "--set", "eval={mode: few-shot, shots: 1, n: 2, temperature: 1.0, max_new_tokens: 4}"]) == 0
+                     "--set", "eval={mode: few-shot, shots: 1, n: 2, temperature: 1.0, max_new_tokens: 4, "
+                     "format_reward: r1-format}"]) == 0
     report = json.loads((out / "eval.json").read_text())
     samples = [json.loads(line) for line in (out / "eval_samples.jsonl").read_text().splitlines()]
     assert report["metrics"]["problems"] == 4 and len(samples) == 8 and report["mode"] == "few-shot"

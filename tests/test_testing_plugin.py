@@ -16,7 +16,7 @@ pytest_plugins = ["pytester"]
 
 
 def test_the_plugin_is_loaded_from_its_entry_point(pytestconfig):
-    assert pytestconfig.pluginmanager.has_plugin("rlvr-plugins")
+    assert pytestconfig.pluginmanager.has_plugin("rlvr_plugins")
     assert all(key in os.environ for key in OFFLINE_ENV)
 
 

@@ -212,7 +212,7 @@ def batch_advantages(plugin_set: PluginSet, rewards_per_func: torch.Tensor, weig
     outcome = (rewards_per_func * weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
     shaping = torch.zeros_like(outcome)
     penalties = []
-    for plugin, penalty in plugin_set.call_each(
+    for plugin, penalty in plugin_set.call(
         "rlvr_length_penalty", completion_lengths=lengths, num_generations=num_generations,
         rewards_per_func=rewards_per_func, reward_names=names, step=step,
     ):

@@ -8,6 +8,7 @@ Where each hook fires (see ``docs/architecture.md``):
   ``multi_objective_aggregation`` choose the estimator when no estimator plugin is enabled
   (:func:`trl_estimator`).
 * ``rlvr_rollout_func``: ``__init__``; when a plugin answers, it is TRL's ``rollout_func``.
+* ``rlvr_trainer_callbacks``: the end of ``__init__``; each callback is added to the trainer.
 * ``rlvr_length_penalty``, ``rlvr_compute_advantages``, ``rlvr_on_rewards``: after TRL
   has generated, scored and gathered a batch (``_generate_and_score_completions``); the
   advantages computed here on the gathered batch replace TRL's, sliced to this process.
@@ -110,12 +111,47 @@ def default_grpo_config(model) -> GRPOConfig:
     return GRPOConfig(f"{name.split('/')[-1]}-GRPO")
 
 
+def adjust_grpo_args(plugin_set: PluginSet, args: GRPOConfig) -> None:
+    """Apply the plugins' ``rlvr_adjust_grpo_config`` to a ``GRPOConfig`` built elsewhere (a script),
+    so it matches what ``rlvr train`` builds from a config with the same plugins.
+
+    The fields the caller set (those that differ from a fresh ``GRPOConfig`` for the same
+    ``output_dir``) are the plugins' ``trainer_section``. A field a plugin changes is set on
+    ``args`` when the caller left it at its default; a caller's value that contradicts the
+    plugin is an error naming the plugin, the field, the given and the required value.
+    Arguments built by :func:`rlvr_plugins.train.run.prepare` (already adjusted) are left alone.
+    """
+    import dataclasses
+
+    if plugin_set.adjusted_args is args or not plugin_set.implementers("rlvr_adjust_grpo_config"):
+        return
+    fresh = GRPOConfig(output_dir=args.output_dir, use_cpu=args.use_cpu)
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(args) if f.init}
+    chosen = {k: v for k, v in given.items() if k != "output_dir" and not _equal(v, getattr(fresh, k, None))}
+    kwargs = dict(given)
+    owners = plugin_set.adjust_grpo_config(kwargs, chosen)
+    for key, plugin in owners.items():
+        value = kwargs[key]
+        if _equal(given.get(key), value):
+            continue
+        if key in chosen:
+            raise PluginError(f"plugin {plugin!r} requires GRPOConfig {key}={value!r}, but the GRPOConfig given has "
+                              f"{key}={given[key]!r}; leave {key} at its default or set it to {value!r}")
+        setattr(args, key, value)
+    plugin_set.adjusted_args = args
+
+
+def _equal(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
 class RLVRTrainer(GRPOTrainer):
     """A ``GRPOTrainer`` whose rewards, advantages, penalties and sampler come from plugins.
 
     :param plugin_set: the run's enabled plugins (:func:`rlvr_plugins.manager.build_plugin_set`);
         default: the built-in defaults only (then an ``environment_factory`` must own the reward).
-    :param args: the ``GRPOConfig``; default as in TRL, ``GRPOConfig("<model name>-GRPO")``.
+    :param args: the ``GRPOConfig``; default as in TRL, ``GRPOConfig("<model name>-GRPO")``. The
+        plugins' ``rlvr_adjust_grpo_config`` is applied to it (:func:`adjust_grpo_args`), as ``rlvr train`` does.
         Its ``scale_rewards`` / ``multi_objective_aggregation`` choose the estimator when no
         estimator plugin is enabled (:func:`with_trl_estimator`).
     :param engines: the reward engines (default: built from ``engine_options``).
@@ -136,7 +172,9 @@ class RLVRTrainer(GRPOTrainer):
             raise TypeError("RLVRTrainer takes its reward functions from the plugins; do not pass reward_funcs")
         if args is None:
             args = default_grpo_config(model)
-        plugin_set = with_trl_estimator(plugin_set if plugin_set is not None else build_plugin_set(None), args)
+        plugin_set = plugin_set if plugin_set is not None else build_plugin_set(None)
+        adjust_grpo_args(plugin_set, args)
+        plugin_set = with_trl_estimator(plugin_set, args)
         self.plugin_set = plugin_set
         self.engines = engines if engines is not None else Engines(**{"on_error": "raise", **(engine_options or {})})
         registered = plugin_set.reward_functions()
@@ -159,7 +197,7 @@ class RLVRTrainer(GRPOTrainer):
             raise PluginError(f"correctness_reward {self.correctness_reward!r} is not a registered reward; "
                               f"registered: {names}")
         self.correct_threshold = float(correct_threshold)
-        rollouts = [(name, fn) for name, fn in plugin_set.call_each(
+        rollouts = [(name, fn) for name, fn in plugin_set.call(
             "rlvr_rollout_func", tokenizer=kwargs.get("processing_class"), num_generations=args.num_generations,
             grpo_args=args) if fn is not None]
         if len(rollouts) > 1:
@@ -173,6 +211,9 @@ class RLVRTrainer(GRPOTrainer):
             from .vllm_cpu import install_cpu_weight_sync
 
             install_cpu_weight_sync(self)  # TRL's colocated sync cannot write into vLLM-CPU's packed weights
+        for _, callbacks in plugin_set.call("rlvr_trainer_callbacks", trainer=self):
+            for callback in callbacks or ():
+                self.add_callback(callback)
 
     # -- sampler -----------------------------------------------------------------
     def _get_train_sampler(self, dataset=None):
@@ -185,6 +226,7 @@ class RLVRTrainer(GRPOTrainer):
             repeat_count=self.num_iterations * self.args.steps_per_generation,
             shuffle=self.shuffle_dataset,
             seed=self.args.seed,
+            grpo_args=self.args,
         )
 
     # -- rewards, penalties, advantages --------------------------------------------
@@ -264,7 +306,7 @@ class RLVRTrainer(GRPOTrainer):
         self._log_batch(metrics, result, batch["failed"])
         self._log_lengths(metrics, rewards_per_func, batch["lengths"], names)
         if mode == "train":
-            self.plugin_set.call_each(
+            self.plugin_set.call(
                 "rlvr_on_rewards",
                 example_indices=batch["indices"].tolist(),
                 rewards=result.total,
@@ -366,7 +408,7 @@ class RLVRTrainer(GRPOTrainer):
         try:
             with writing(folder, Path(run_dir), needed, remove_partial=self.args.should_save):
                 super()._save_checkpoint(model, trial)
-                state = {name: s for name, s in self.plugin_set.call_each("rlvr_state_dict") if s is not None}
+                state = {name: s for name, s in self.plugin_set.call("rlvr_state_dict") if s is not None}
                 if self.args.should_save:
                     tmp = folder / (PLUGIN_STATE_FILE + ".tmp")
                     with open(tmp, "w", encoding="utf-8") as fh:
@@ -404,9 +446,9 @@ class RLVRTrainer(GRPOTrainer):
             return
         with open(path, encoding="utf-8") as fh:
             states = json.load(fh)
-        for impl in self.plugin_set.pm.hook.rlvr_load_state_dict.get_hookimpls():
-            if impl.plugin_name in states:
-                impl.function(state=states[impl.plugin_name])
+        for name in self.plugin_set.implementers("rlvr_load_state_dict"):
+            if name in states:
+                self.plugin_set.call("rlvr_load_state_dict", only=[name], state=states[name])
 
 
 def engine_timeout(options: dict[str, Any]) -> float | None:

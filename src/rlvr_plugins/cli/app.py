@@ -16,7 +16,11 @@ from .common import quiet_libraries
 def main(argv: Sequence[str] | None = None) -> int:
     """Every command checks its config and files first, before torch, TRL or datasets are
     imported (``quiet_libraries`` is the first heavy step), so bad input fails in well under 2 s."""
-    parser = build_parser()
+    try:
+        parser = build_parser(argv)
+    except RLVRError as exc:
+        print(f"rlvr: error: {bounded(str(exc))}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     if getattr(args, "disable", None):
         args.overrides = [*args.overrides, *(f"plugins.{name}=" for name in args.disable)]
@@ -34,19 +38,62 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = ()) -> argparse.ArgumentParser:
+    """The parser of every built-in command, plus the commands of installed plugins
+    (``rlvr_register_commands``) unless ``argv`` names a built-in command (so a built-in
+    command imports no plugin it does not use)."""
     parser = argparse.ArgumentParser(prog="rlvr", description="RL with verifiable rewards, as plugins on TRL.")
     parser.add_argument("--version", action="version", version=f"rlvr-plugins {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="print chained tracebacks of errors, and the traceback of each item a reward failed on")
     sub = parser.add_subparsers(dest="command", required=True)
+    for name, text, add_arguments, run, module in builtin_commands():
+        described = {} if module is None else {
+            "description": module.__doc__, "epilog": getattr(module, "EXAMPLES", None),
+            "formatter_class": argparse.RawDescriptionHelpFormatter}
+        p = sub.add_parser(name, help=text, **described)
+        add_arguments(p)
+        p.set_defaults(func=run)
+    names = set(sub.choices)
+    command = next((a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")), None)
+    if command not in names:
+        from ..manager import register_plugin_commands
 
-    p = sub.add_parser("plugins", help="list installed plugins, their versions and hooks")
+        register_plugin_commands(sub)
+    return parser
+
+
+def builtin_commands():
+    """``(name, help, add_arguments(parser), run(args) -> exit code, module documenting it or None)`` of
+    every built-in command: one table, one registration loop."""
+    from . import audit_cmd, compare_cmd, distill_cmd, eval_cmd, filter_cmd, sft_cmd
+
+    return (
+        ("plugins", "list installed plugins, their versions and hooks", _plugins_arguments, cmd_plugins, None),
+        ("train", "train with a YAML config", _train_arguments, cmd_train, None),
+        ("score", "score saved completions with the enabled plugins (no training)", _score_arguments, _cmd_score,
+         None),
+        ("eval", "evaluate a model: zero-shot, few-shot or chain-of-thought prompting; accuracy, pass@k, maj@k, "
+                 "format rate (writes eval.json and eval.md)", _eval_arguments, cmd_eval, eval_cmd),
+        ("sft", "SFT cold start alone (TRL SFTTrainer); the model is saved to <output_dir>/model",
+         _config_arguments, cmd_sft, sft_cmd),
+        ("filter", "difficulty filtering: keep prompts whose pass rate is in a band (filtered.jsonl)",
+         _config_arguments, cmd_filter, filter_cmd),
+        ("distill", "rejection sampling: keep a teacher's correct, well-formed traces as an SFT set",
+         _config_arguments, cmd_distill, distill_cmd),
+        ("audit", "estimator lab: bias and variance of each advantage estimator against the exact policy gradient "
+                  "(table and PNG plots)", audit_cmd.add_arguments, audit_cmd.run, audit_cmd),
+        ("compare", "compare run folders: PNG plots per metric and a markdown table", compare_cmd.add_arguments,
+         compare_cmd.run, compare_cmd),
+    )
+
+
+def _plugins_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--config", help="also say which plugins this config enables (validates it)")
-    p.set_defaults(func=cmd_plugins)
 
-    p = sub.add_parser("train", help="train with a YAML config")
+
+def _train_arguments(p) -> None:
     p.add_argument("config")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. --set trainer.learning_rate=1e-6 (repeatable)")
@@ -56,9 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output_dir holds an earlier run: remove it (only the run's own entries) and start over")
     p.add_argument("--check", action="store_true", help="validate the config and plugins, then stop")
     add_disable(p)
-    p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("score", help="score saved completions with the enabled plugins (no training)")
+
+def _score_arguments(p) -> None:
     p.add_argument("config", **RUN_DIR_ARGUMENT)
     p.add_argument("completions", help="JSONL rows: prompt, completion, answer, optional group")
     p.add_argument("--output", help="write one scored JSONL row per input row")
@@ -66,39 +113,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_disable(p)
     p.add_argument("--step", type=int, default=None,
                    help="training step seen by step-dependent plugins (default: past any warm-up)")
-    p.set_defaults(func=_cmd_score)
 
-    from . import distill_cmd, eval_cmd, filter_cmd, sft_cmd
 
-    for name, func, text, module in (
-        ("eval", "cmd_eval", "evaluate a model: zero-shot, few-shot or chain-of-thought prompting; accuracy, "
-                             "pass@k, maj@k, format rate (writes eval.json and eval.md)", eval_cmd),
-        ("sft", "cmd_sft", "SFT cold start alone (TRL SFTTrainer); the model is saved to <output_dir>/model", sft_cmd),
-        ("filter", "cmd_filter", "difficulty filtering: keep prompts whose pass rate is in a band (filtered.jsonl)",
-         filter_cmd),
-        ("distill", "cmd_distill", "rejection sampling: keep a teacher's correct, well-formed traces as an SFT set",
-         distill_cmd),
-    ):
-        p = sub.add_parser(name, help=text, description=module.__doc__, epilog=module.EXAMPLES,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
-        p.add_argument("config", **RUN_DIR_ARGUMENT if name == "eval" else {})
-        p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                       help="override a config value, e.g. --set eval.n=8 (repeatable)")
-        add_disable(p)
-        p.set_defaults(func=globals()[func])
+def _config_arguments(p, run_dir: bool = False) -> None:
+    p.add_argument("config", **RUN_DIR_ARGUMENT if run_dir else {})
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. --set eval.n=8 (repeatable)")
+    add_disable(p)
 
-    from . import audit_cmd, compare_cmd
 
-    for name, module, text in (
-        ("audit", audit_cmd, "estimator lab: bias and variance of each advantage estimator against the exact "
-                             "policy gradient (table and PNG plots)"),
-        ("compare", compare_cmd, "compare run folders: PNG plots per metric and a markdown table"),
-    ):
-        p = sub.add_parser(name, help=text, description=module.__doc__,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
-        module.add_arguments(p)
-        p.set_defaults(func=module.run)
-    return parser
+def _eval_arguments(p) -> None:
+    _config_arguments(p, run_dir=True)
 
 
 RUN_DIR_ARGUMENT = {"metavar": "CONFIG|RUN_DIR",

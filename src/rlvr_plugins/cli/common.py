@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..errors import ConfigError
+from ..errors import ConfigError, RLVRError
 from ..manager import PluginSet, build_plugin_set
 from ..plugin import RewardFunction
 
@@ -59,14 +59,17 @@ def setup(config: dict[str, Any], section: str, need_rewards: bool = True) -> Co
     ``<section>_plugins.json`` there (prefixed, so a command run in a training run's folder
     does not overwrite that run's ``config.yaml`` and ``plugins.json``)."""
     plugin_set = build_plugin_set(config.get("plugins"))
-    rewards = plugin_set.reward_functions()
-    if need_rewards and not rewards:
-        raise ConfigError(f"rlvr {section} scores completions with the reward plugins, but the config enables none; "
-                          "enable one (e.g. plugins: {r1-accuracy: {}})", source="plugins")
     if need_rewards:
         from ..train.run import validate_scoring
 
-        validate_scoring(config)
+        try:  # the hooks in rlvr train's order: adjust the GRPOConfig, collect the rewards, validate
+            validate_scoring(config, plugin_set)
+        except RLVRError:
+            if not plugin_set.reward_functions():
+                raise ConfigError(f"rlvr {section} scores completions with the reward plugins, but the config enables "
+                                  "none; enable one (e.g. plugins: {r1-accuracy: {}})", source="plugins") from None
+            raise
+    rewards = plugin_set.reward_functions()
     out = Path(config.get("output_dir", f"runs/{section}")).expanduser()  # as rlvr train and transformers read it
     write_header(out, section, config, plugin_set, rewards)
     return Context(config, plugin_set, rewards, out, int(config.get("seed", 42)))

@@ -106,7 +106,7 @@ def run_eval(config: dict[str, Any]) -> dict[str, Any]:
     ctx = setup(config, "eval")
     target = target_reward(ctx, "eval", section.get("reward"))
     threshold = float(section.get("threshold", 1.0))
-    format_reward = section.get("format_reward", next((n for n in ctx.reward_names if "format" in n), None))
+    format_reward = section.get("format_reward")  # explicit: the core does not guess a reward from its name
     if format_reward is not None and format_reward not in ctx.reward_names:
         raise ConfigError(f"eval.format_reward {format_reward!r} is not a registered reward; registered: "
                           f"{ctx.reward_names}", source="eval")

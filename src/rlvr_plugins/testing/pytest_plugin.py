@@ -1,7 +1,8 @@
 """The pytest plugin of rlvr-plugins, loaded by pytest wherever the package is installed
-(entry point ``rlvr-plugins`` in the ``pytest11`` group; ``-p no:rlvr-plugins`` turns it off).
+(entry point ``rlvr_plugins`` in the ``pytest11`` group; ``-p no:rlvr_plugins`` turns it off).
 
-Fixtures: ``tokenizer``, ``tiny_trainer``, ``reward_plugin`` and ``rlvr_cli``. Every
+Fixtures: ``tokenizer``, ``tiny_trainer``, ``reward_plugin``, ``rlvr_cli`` and ``hook_recorder``
+(:mod:`rlvr_plugins.testing.recorder`). Every
 :class:`~rlvr_plugins.engine.RewardEngine` a test creates and leaves open is closed after it.
 Before anything is collected, ``HF_HUB_OFFLINE``, ``HF_DATASETS_OFFLINE`` (``1``) and
 ``TOKENIZERS_PARALLELISM`` (``false``) get defaults: the helpers never download, and a test that
@@ -19,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+
+from .recorder import hook_recorder  # noqa: F401  (a fixture of this plugin; it lives beside HookRecorder)
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
@@ -150,5 +153,3 @@ def _rlvr_close_reward_engines() -> Iterator[None]:
         if engine is not None:
             engine.close()
 
-
-# hook_recorder: added with PluginSet.add_monitor (branch wip/hooks).

@@ -174,7 +174,7 @@ def check_rows(plugin_set, rows: list[dict[str, Any]], split: str, where: str,
                lines: list[int] | None = None) -> None:
     """Call ``rlvr_check_dataset`` once for ``rows`` and log one warning per plugin and problem
     (:func:`dataset_warnings`)."""
-    for plugin, problems in plugin_set.call_each("rlvr_check_dataset", rows=rows, split=split):
+    for plugin, problems in plugin_set.call("rlvr_check_dataset", rows=rows, split=split):
         for message in dataset_warnings(plugin, problems, len(rows), where, lines):
             logger.warning("%s", message)
 

@@ -54,27 +54,8 @@ def grpo_kwargs(config: Mapping[str, Any], plugin_set: PluginSet) -> dict[str, A
 
 
 def adjust_grpo_config(plugin_set: PluginSet, kwargs: dict[str, Any], trainer: Mapping[str, Any]) -> None:
-    """Let each plugin adjust ``kwargs``; two plugins that set one field to different values is an error."""
-    owners: dict[str, tuple[str, Any]] = {}
-    before = dict(kwargs)
-
-    def record(plugin: str) -> None:
-        nonlocal before
-        for key, value in kwargs.items():
-            if key in before and _same(before[key], value):
-                continue
-            if key in owners and not _same(owners[key][1], value):
-                other, first = owners[key]
-                raise ConfigError(f"plugins {other!r} and {plugin!r} both set trainer.{key}, to {first!r} and "
-                                  f"{value!r}; enable only one of them or make their options agree")
-            owners[key] = (plugin, value)
-        before = dict(kwargs)
-
-    plugin_set.call_each("rlvr_adjust_grpo_config", after_each=record, grpo_kwargs=kwargs, trainer_section=trainer)
-
-
-def _same(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a == b
+    """Let each plugin adjust ``kwargs`` (:meth:`PluginSet.adjust_grpo_config`)."""
+    plugin_set.adjust_grpo_config(kwargs, trainer)
 
 
 def _check_scale_rewards(trainer: Mapping[str, Any], plugin_set: PluginSet) -> None:
@@ -139,11 +120,13 @@ class Prepared:
     grpo_args: Any
 
 
-def prepare(config: dict[str, Any]) -> Prepared:
+def prepare(config: dict[str, Any], plugin_set: PluginSet | None = None) -> Prepared:
+    """Build (or take) the plugin set, the GRPOConfig, and run every check of ``rlvr train --check``."""
     from ..trainer import engine_timeout
 
-    plugin_set = build_plugin_set(config.get("plugins"))
+    plugin_set = plugin_set or build_plugin_set(config.get("plugins"))
     args = build_grpo_config(grpo_kwargs(config, plugin_set))
+    plugin_set.adjusted_args = args  # the trainer built with these arguments does not adjust them again
     plugin_set.validate_run(args, engine_timeout(engine_options(config)))
     problem = args.use_vllm and vllm_cpu_problem(config, "trainer.use_vllm", has_accelerator())
     if problem:
@@ -156,11 +139,11 @@ def prepare(config: dict[str, Any]) -> Prepared:
     return Prepared(config, plugin_set, args)
 
 
-def validate_scoring(config: Mapping[str, Any]) -> PluginSet:
+def validate_scoring(config: Mapping[str, Any], plugin_set: PluginSet | None = None) -> PluginSet:
     """The validation of ``rlvr train --check`` (plugins, GRPOConfig, every plugin's
     ``rlvr_validate_run``) for a command that scores completions, so that a reward whose time
     budget does not fit the engine's deadline is refused here as it is in training."""
-    return prepare(dict(config)).plugin_set
+    return prepare(dict(config), plugin_set).plugin_set
 
 
 def probe_reward_examples(prepared: Prepared) -> None:
@@ -249,12 +232,17 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     set_seed(seed)
     tokenizer = modeling.load_tokenizer(config)
     checking = prepared.plugin_set if dist.is_main_process else None
-    train_rows = data.render(data.load_rows(config, "train", checking), prepared.plugin_set, tokenizer, seed)
+    raw_train = data.load_rows(config, "train", checking)
+    train_rows = data.render(raw_train, prepared.plugin_set, tokenizer, seed)
     eval_rows = data.load_rows(config, "eval", checking)
     eval_rows = data.render(eval_rows, prepared.plugin_set, tokenizer, seed) if eval_rows else None
     sft_section = config.get("sft")
     if sft_section:
+        from .sft import sft_examples
+
         sft_rows, train_rows = _split_for_sft(train_rows, sft_section)
+        sft_rows, _ = sft_examples(prepared.plugin_set, raw_train[:len(sft_rows)],
+                                   sft_section.get("completion_column", "solution"), seed, tokenizer, sft_rows)
     engines = Engines(**engine_options(config))
     rewards = prepared.plugin_set.reward_functions()
     probe_rewards(rewards, engines)
@@ -318,8 +306,8 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     callbacks = [metrics, stop, SeedAtTrainBegin()]
     every = EvalSchedule.from_section(config.get("eval")).every_steps
     if every and eval_rows:  # the trainer's wrapped model: under ZeRO-3 its weights are gathered for generation
-        callbacks.append(PeriodicEval(every, lambda tag, _: measure(tag, trainer.model, trainer.model_wrapped),
-                                      metrics.write))
+        callbacks.append(PeriodicEval(
+            every, lambda step, _: measure(f"step {step}", trainer.model, trainer.model_wrapped), metrics.write))
     t = time.perf_counter()
     trainer = RLVRTrainer(
         plugin_set=prepared.plugin_set,

@@ -153,21 +153,37 @@ class GracefulStop(TrainerCallback):
 
 
 class PeriodicEval(TrainerCallback):
-    """Every ``every_steps`` optimiser steps (not at the last, which the final evaluation measures):
-    ``measure(tag, model)`` and ``log(step, metric_row(result))`` (:func:`rlvr_plugins.train.evaluation.metric_row`)."""
+    """Every ``every_steps`` optimiser steps (not at the last, which the final evaluation measures,
+    unless ``at_last``; also before the first step when ``at_start``): ``measure(step, model)`` and,
+    when ``log`` is given, ``log(step, metric_row(result))`` (:func:`rlvr_plugins.train.evaluation.metric_row`).
+    ``stop_when(result)`` true stops training (e.g. a target accuracy reached)."""
 
-    def __init__(self, every_steps: int, measure: Callable[[str, Any], Mapping[str, Any] | None],
-                 log: Callable[[int, dict[str, float]], None]):
+    def __init__(self, every_steps: int, measure: Callable[[int, Any], Mapping[str, Any] | None],
+                 log: Callable[[int, dict[str, float]], None] | None, *, at_start: bool = False,
+                 at_last: bool = False, stop_when: Callable[[Mapping[str, Any]], bool] | None = None):
         self.every_steps = every_steps
         self.measure = measure
         self.log = log
+        self.at_start, self.at_last, self.stop_when = at_start, at_last, stop_when
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if self.at_start:
+            self._measure(0, state, control, model)
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         step = state.global_step
-        if step % self.every_steps or step >= state.max_steps:
+        last = step >= state.max_steps
+        if (step % self.every_steps and not last) or (last and not self.at_last):
             return
-        result = self.measure(f"step {step}", model)
-        if result is not None and state.is_world_process_zero:
+        self._measure(step, state, control, model)
+
+    def _measure(self, step: int, state, control, model) -> None:
+        result = self.measure(step, model)
+        if result is None:
+            return
+        if self.log is not None and state.is_world_process_zero:
             from .evaluation import metric_row
 
             self.log(step, metric_row(result))
+        if self.stop_when is not None and self.stop_when(result):
+            control.should_training_stop = True
