@@ -451,16 +451,6 @@ def test_check_notes_a_data_file_that_an_earlier_stage_writes(tmp_path, capsys):
         "the current directory, then from the config file's folder); the run needs it when it starts")
 
 
-def test_doctests_of_the_input_modules():
-    import doctest
-
-    from rlvr_plugins.train import config, trl_fields
-    from rlvr_plugins import errors
-
-    for module in (config, errors, trl_fields):
-        assert doctest.testmod(module).failed == 0, module.__name__
-
-
 # -- files that are not regular files: a FIFO, a device, a symbolic-link loop ---------------
 
 

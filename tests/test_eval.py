@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlvr_plugins import Plugin, RewardFunction, cli, hookimpl
+from rlvr_plugins import cli
 from rlvr_plugins.lab import metrics
 from rlvr_plugins.train.config import load_config
 from rlvr_plugins.train.data import DataError, load_rows, normalise_answer, plain_answer
 from rlvr_plugins.errors import ConfigError
 from rlvr_plugins.manager import temporary_plugin
-from rlvr_plugins.testing import TINY, shared_data
+from rlvr_plugins.testing import TINY, reward_plugin_class, shared_data
 
 DATA = shared_data()
 needs_data = pytest.mark.skipif(DATA is None, reason="../shared/data is absent (set RLVR_SHARED_DATA)")
@@ -318,12 +318,7 @@ class EvenLength:
         return float(len(completion) % 2 == 0)
 
 
-class EvenPlugin(Plugin):
-    name = "even-length"
-
-    @hookimpl
-    def rlvr_reward_functions(self, register):
-        register(RewardFunction("even-length", EvenLength(), isolated=False))
+EvenPlugin = reward_plugin_class("even-length", EvenLength(), isolated=False)
 
 
 @pytest.mark.slow

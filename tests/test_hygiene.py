@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlvr_plugins import Plugin, RewardFunction, cli, hookimpl
+from rlvr_plugins import cli
 from rlvr_plugins.cli import filter_cmd
 from rlvr_plugins.train.sampling import Sample
 from rlvr_plugins.train.config import load_config
@@ -21,7 +21,7 @@ from rlvr_plugins.errors import ConfigError
 from rlvr_plugins.lab.hygiene import (EvalIndex, final_answer, multiple_choice_rule, ngrams, normalise_words, screen,
                                   true_false_rule)
 from rlvr_plugins.manager import temporary_plugin
-from rlvr_plugins.testing import shared_data
+from rlvr_plugins.testing import reward_plugin_class, shared_data
 
 DATA = shared_data()
 needs_data = pytest.mark.skipif(DATA is None, reason="../shared/data is absent (set RLVR_SHARED_DATA)")
@@ -405,12 +405,7 @@ class Solved:
         return float(example["kind"] == "clean" and completion == "ok")
 
 
-class SolvedPlugin(Plugin):
-    name = "solved-toy"
-
-    @hookimpl
-    def rlvr_reward_functions(self, register):
-        register(RewardFunction("solved", Solved(), isolated=False))
+SolvedPlugin = reward_plugin_class("solved-toy", Solved(), reward_name="solved", isolated=False)
 
 
 def test_hygiene_runs_before_the_difficulty_sampling(tmp_path, monkeypatch):
