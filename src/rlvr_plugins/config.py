@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from .engine.options import EngineOptions
 from .errors import ConfigError, bounded, shown, why_not_a_file
 
 TOP_LEVEL = {
@@ -58,8 +59,7 @@ HYGIENE_KEYS = {"drop_multiple_choice", "drop_true_false", "decontaminate", "exa
 DECONTAMINATE_KEYS = {"eval_sets", "n", "short_n", "threshold"}
 EVAL_SET_KEYS = {"path", "column", "name"}
 DISTILL_KEYS = GENERATION_KEYS | {"thresholds", "max_per_prompt", "output"}
-ENGINE_KEYS = {"workers", "timeout_s", "max_consecutive_failures", "nonfinite", "in_process", "memory_limit_mb",
-               "max_abs_reward", "on_error"}
+ENGINE_KEYS = EngineOptions.config_keys()
 SFT_EXTRA = {"completion_column": "str", "examples": "int | None"}
 SPLIT_TYPES = {"source": "str", "limit": "int | None", "answer_format": "str | None", "task": "str", "size": "int",
                "seed": "int", "options": "dict | None", "path": "str", "name": "str", "config": "str | None",
@@ -332,33 +332,18 @@ def validate(config: Mapping[str, Any], source: str | None = None, need_data: bo
         problems += _check_generation(section, config.get(section))
     problems += _check_filter(config)
     problems += _check_keys("engine", config.get("engine", {}), ENGINE_KEYS)
-    problems += _check_engine(config.get("engine") or {})
+    problems += _check_engine(config)
     if problems:
         raise ConfigError(problems, source=source)
 
 
-def _check_engine(engine: Any) -> list[str]:
+def _check_engine(config: Mapping[str, Any]) -> list[str]:
+    """The ``engine:`` values, by the rules of :class:`~rlvr_plugins.engine.EngineOptions`."""
+    engine = config.get("engine") or {}
     if not isinstance(engine, Mapping):
         return []
-    problems = []
-    rules = {
-        "workers": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer >= 1"),
-        "timeout_s": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0, "a number > 0"),
-        "max_consecutive_failures": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-                                     "an integer >= 1"),
-        "nonfinite": (lambda v: v in ("error", "mask"), "'error' or 'mask'"),
-        "on_error": (lambda v: v in ("mask", "raise"), "'mask' (a reward that raises fails that item) or 'raise' "
-                     "(it stops the run)"),
-        "in_process": (lambda v: isinstance(v, bool), "true or false"),
-        "memory_limit_mb": (lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 256),
-                            "an integer >= 256 (MiB of address space per worker) or null for no limit"),
-        "max_abs_reward": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0,
-                           "a number > 0"),
-    }
-    for key, (ok, what) in rules.items():
-        if key in engine and not ok(engine[key]):
-            problems.append(f"engine.{key} must be {what}, got {shown(engine[key])}")
-    return problems
+    return [f"{_where(config, f'engine.{key}')}engine.{key} {problem}"
+            for key, problem in EngineOptions.config_problems(engine)]
 
 
 def _check_model(model: Any) -> list[str]:

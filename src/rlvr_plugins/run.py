@@ -17,10 +17,10 @@ from typing import Any, Mapping
 
 
 from . import config as cfg
+from .engine import EngineOptions
 from .errors import ConfigError
 from .manager import PluginSet, build_plugin_set
 from .modeling import cpu_defaults, has_accelerator, vllm_cpu_problem
-from .rewards import MAX_ABS_REWARD
 from .runfolder import FINAL_DIR, SUMMARY_FILE, RunStart, check_still_free, clear_run, continue_in, exclusive, output_dir, \
     plan_run, writing
 
@@ -33,8 +33,6 @@ TRAINER_OWNED = {
                                    "enable normalize-then-sum for TRL's 'normalize_then_sum'",
 }
 ESTIMATOR_SCALE = {"grpo": "group", "batch-std": "batch", "mean-baseline": "none", "dr-grpo": "none"}
-
-DEFAULT_WORKER_MEMORY_MB = 4096  # address space per reward worker: caps runaway sympy, fits a worker that imports torch
 
 RUN_DEFAULTS = {"report_to": "none", "logging_steps": 1, "save_strategy": "steps", "save_steps": 100}
 
@@ -102,17 +100,9 @@ def build_grpo_config(kwargs: dict[str, Any]):
 
 
 def engine_options(config: Mapping[str, Any]) -> dict[str, Any]:
-    e = dict(config.get("engine") or {})
-    return {
-        "num_workers": int(e.get("workers", 2)),
-        "timeout_s": float(e.get("timeout_s", 10.0)),
-        "max_consecutive_failures": int(e.get("max_consecutive_failures", 64)),
-        "nonfinite": e.get("nonfinite", "error"),
-        "in_process": bool(e.get("in_process", False)),
-        "memory_limit_mb": e.get("memory_limit_mb", DEFAULT_WORKER_MEMORY_MB),
-        "max_abs_value": float(e.get("max_abs_reward", MAX_ABS_REWARD)),
-        "on_error": e.get("on_error", "mask"),
-    }
+    """The config's ``engine:`` section as :class:`~rlvr_plugins.engine.EngineOptions` fields
+    (``Engines(**engine_options(config))``)."""
+    return dataclasses.asdict(EngineOptions.from_config(config.get("engine")))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,11 +130,11 @@ class Prepared:
 
 
 def prepare(config: dict[str, Any]) -> Prepared:
-    from .trainer import engine_timeout, validate_run
+    from .trainer import validate_run
 
     plugin_set = build_plugin_set(config.get("plugins"))
     args = build_grpo_config(grpo_kwargs(config, plugin_set))
-    validate_run(plugin_set, args, engine_timeout(engine_options(config)))
+    validate_run(plugin_set, args, EngineOptions.from_config(config.get("engine")).deadline_s)
     problem = args.use_vllm and vllm_cpu_problem(config, "trainer.use_vllm", has_accelerator())
     if problem:
         raise ConfigError(problem)

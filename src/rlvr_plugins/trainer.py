@@ -30,7 +30,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 from trl import GRPOConfig, GRPOTrainer
 
 from .advantages import finalize_advantages, shaping_advantages
-from .engine import RewardEngine, RewardPluginFailing
+from .engine import RewardPluginFailing
 from .errors import PluginConflictError, PluginContractError, PluginError
 from .manager import PluginSet, build_plugin_set
 from .rewards import Engines, TRLReward
@@ -144,7 +144,7 @@ class RLVRTrainer(GRPOTrainer):
         self.plugin_set = plugin_set
         self.engines = engines if engines is not None else Engines(**{"on_error": "raise", **(engine_options or {})})
         registered = plugin_set.reward_functions()
-        validate_run(plugin_set, args, engine_timeout(self.engines.options),
+        validate_run(plugin_set, args, self.engines.settings().deadline_s,
                      environment_factory=kwargs.get("environment_factory"))
         self.rlvr_rewards = [TRLReward(reward, owner, self.engines) for owner, reward in registered]
         weights = [float(r.weight) for _, r in registered]
@@ -477,13 +477,6 @@ def validate_run(plugin_set: PluginSet, grpo_args, engine_timeout_s: float | Non
         )
     plugin_set.call_each("rlvr_validate_run", reward_names=names, grpo_args=grpo_args,
                          engine_timeout_s=engine_timeout_s)
-
-
-def engine_timeout(options: dict[str, Any]) -> float | None:
-    """The per-completion deadline of engines built with ``options`` (None in-process: no deadline)."""
-    if options.get("in_process", False):
-        return None
-    return float(options.get("timeout_s", RewardEngine.DEFAULT_TIMEOUT_S))
 
 
 def ratio_statistics(logps: torch.Tensor, old_logps: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
