@@ -13,7 +13,7 @@ import os
 import threading
 from typing import Any, Callable, Mapping, Sequence
 
-from .values import Outcome, convert, describe, with_traceback
+from .values import BAD, ERROR, Outcome, convert, describe, with_traceback
 
 LOG_CALLBACKS = "__rlvr_log_callbacks__"
 """Item key naming the log callbacks (``log_metric``, ``log_extra``) the function takes; the engine supplies them.
@@ -53,11 +53,11 @@ def call(fn: Callable[..., Any], item: Mapping[str, Any]) -> tuple[Outcome, Any,
     try:
         value, logs = invoke(fn, item)
     except BaseException as exc:
-        return Outcome.ERROR, with_traceback(exc), None
+        return ERROR, with_traceback(exc), None
     try:
         return (*convert(value), logs)
     except BaseException as exc:
-        return Outcome.BAD, f"an unconvertible value ({describe(exc)})", logs
+        return BAD, f"an unconvertible value ({describe(exc)})", logs
 
 
 _loop_lock = threading.Lock()

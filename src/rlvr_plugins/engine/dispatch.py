@@ -17,13 +17,14 @@ from typing import Any, Callable
 from .calls import gather, invoke, is_async_callable, run_coroutine, settled
 from .pool import STARTUP_TIMEOUT_S, Pool, WorkerState, Worker, exit_text, parent_path
 from .tally import Tally
-from .values import IN_PROCESS_HINT, Outcome, RewardContractError, ScoreResult, convert, describe, with_traceback
-from .worker import Message
+from .values import ERROR, IN_PROCESS_HINT, OUTCOMES, RewardContractError, ScoreResult, convert, describe, with_traceback
+from .worker import MESSAGES, Message
 
 _BATCH_SIZE = 32
 _QUEUED_BATCH_MAX_BYTES = 32 * 1024
 _BATCH_MAX_BYTES = 1024 * 1024
 _MAX_ITEM_BYTES = 256 * 1024 * 1024
+_RESULT = Message.RESULT  # read once per item: a module global, not the enum attribute (see values.OK)
 
 
 class Dispatch:
@@ -158,15 +159,14 @@ class Dispatch:
         return alive
 
     def _handle(self, worker: Worker, message: tuple) -> None:
-        kind = Message(message[0])
-        if kind is Message.RESULT and worker.busy:
+        kind = MESSAGES[message[0]]
+        if kind is _RESULT and worker.busy:
             batch = worker.batches[0]
             batch.popleft()
             if not batch:
                 worker.batches.popleft()
             worker.deadline = time.monotonic() + self.timeout_s if worker.busy else None
-            index, outcome, *rest = message[1:]
-            self.tally.record(index, Outcome(outcome), *rest)
+            self.tally.record(message[1], OUTCOMES[message[2]], *message[3:])
         elif kind is Message.UNDECODABLE and worker.busy:
             batch = worker.batches.popleft()
             worker.deadline = time.monotonic() + self.timeout_s if worker.busy else None
@@ -240,7 +240,7 @@ def score_in_process(tally: Tally, fn: Callable[..., Any]) -> ScoreResult:
             if tally.options.on_error == "raise":
                 exc.add_note(f"raised by reward plugin {tally.name!r} on item {index} (engine on_error='raise')")
                 raise
-            tally.record(index, Outcome.ERROR, with_traceback(exc))
+            tally.record(index, ERROR, with_traceback(exc))
         else:
             tally.record(index, *convert(value), logs)
         if tally.abort is not None:

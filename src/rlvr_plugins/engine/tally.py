@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .options import EngineOptions
-from .values import (TRACEBACK_SEP, VALID_VALUES, Outcome, RewardContractError, RewardFunctionError,
+from .values import (ERROR, NONE, OK, TRACEBACK_SEP, VALID_VALUES, Outcome, RewardContractError, RewardFunctionError,
                      RewardPluginFailing, ScoreResult, safe)
 
 logger = logging.getLogger("rlvr_plugins.engine")
@@ -60,7 +60,7 @@ class Tally:
         self.abort: BaseException | None = None
 
     def record(self, index: int, outcome: Outcome, payload: Any, logs: list[tuple] | None = None) -> None:
-        if outcome is Outcome.ERROR:
+        if outcome is ERROR:
             payload, _, trace = str(payload).partition(TRACEBACK_SEP)
             if trace:
                 traceback_logger.debug("reward %s, item %d: %s", safe(self.name), index, trace.rstrip())
@@ -70,19 +70,19 @@ class Tally:
             if self.logs is None:
                 self.logs = [[] for _ in self.items]
             self.logs[index] = logs
-        if outcome is Outcome.ERROR and self.options.on_error == "raise":
+        if outcome is ERROR and self.options.on_error == "raise":
             self.abort = self.abort or RewardFunctionError(
                 f"reward plugin {self.name!r} raised on item {index}: {payload} (engine on_error='raise'; "
                 "on_error='mask' scores such items as failed instead)")
             return
         limit = self.options.max_abs_value
-        if outcome is Outcome.OK and math.isfinite(payload) and (limit is None or abs(payload) <= limit):
+        if outcome is OK and math.isfinite(payload) and (limit is None or abs(payload) <= limit):
             self._succeed(index, payload)
-        elif outcome is Outcome.NONE:
+        elif outcome is NONE:
             self._succeed(index, math.nan)
-        elif outcome is Outcome.ERROR:
+        elif outcome is ERROR:
             self.fail(index, payload)
-        elif outcome is Outcome.OK and self.options.nonfinite == "mask":
+        elif outcome is OK and self.options.nonfinite == "mask":
             what = "non-finite" if not math.isfinite(payload) else f"out-of-range (max_abs_value={limit:g})"
             self.fail(index, f"{what} value {payload!r}")
         else:

@@ -57,6 +57,13 @@ class Outcome(str, enum.Enum):
     """The function raised: the payload is the description, then :data:`TRACEBACK_SEP` and the traceback."""
 
 
+OK, NONE, BAD, ERROR = Outcome.OK, Outcome.NONE, Outcome.BAD, Outcome.ERROR
+"""The members as module names, for the code that runs once per item: reading an enum member off its
+class costs ~0.2 us on CPython 3.11, a module global ~0.02 us."""
+OUTCOMES = {outcome.value: outcome for outcome in Outcome}
+"""``Outcome(value)`` as a dict lookup (the enum call costs ~0.5 us)."""
+
+
 def safe(text: Any, limit: int = _ERROR_CHARS) -> str:
     """ASCII-only, control characters and lone surrogates escaped, truncated."""
     try:
@@ -94,20 +101,20 @@ def _describe_value(value: Any) -> str:
 def convert(value: Any) -> tuple[Outcome, Any]:
     """(OK, float) for a number (possibly non-finite), (NONE, None), or (BAD, description)."""
     if value is None:
-        return Outcome.NONE, None
+        return NONE, None
     if type(value) is float:  # the common case, without the ABC checks below
-        return Outcome.OK, value
+        return OK, value
     plain = value
     if not isinstance(value, (bool, int, float)) and getattr(value, "shape", None) == () and hasattr(value, "item"):
         try:
             plain = value.item()
         except BaseException:
-            return Outcome.BAD, _describe_value(value)
+            return BAD, _describe_value(value)
     if isinstance(plain, numbers.Real):
         try:
-            return Outcome.OK, float(plain)
+            return OK, float(plain)
         except OverflowError:
-            return Outcome.OK, math.inf if plain > 0 else -math.inf
+            return OK, math.inf if plain > 0 else -math.inf
         except BaseException:
             pass
-    return Outcome.BAD, _describe_value(value)
+    return BAD, _describe_value(value)
