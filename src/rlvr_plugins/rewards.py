@@ -107,7 +107,7 @@ class Engines:
     """
 
     def __init__(self, options: EngineOptions | None = None, **keywords: Any):
-        self.options: dict[str, Any] = {**(dataclasses.asdict(options) if options else {}), **keywords}
+        self.options: dict[str, Any] = {**(dataclasses.asdict(options) if options is not None else {}), **keywords}
         self.settings()  # a bad option fails here, not at the first score
         self._isolated: RewardEngine | None = None
         self._local: RewardEngine | None = None

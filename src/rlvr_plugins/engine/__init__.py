@@ -28,7 +28,7 @@ from .tally import EngineCounters, Tally
 from .values import (IN_PROCESS_HINT, TRACEBACK_SEP, RewardContractError, RewardFunctionError, RewardPluginFailing,
                      ScoreResult, describe, safe)
 
-__all__ = ["LOG_CALLBACKS", "MAX_ABS_REWARD", "EngineCounters", "EngineOptions", "RewardContractError",
+__all__ = ["LOG_CALLBACKS", "MAX_ABS_REWARD", "EngineOptions", "RewardContractError",
            "RewardEngine", "RewardFunctionError", "RewardPluginFailing", "ScoreResult", "TRACEBACK_SEP",
            "is_async_callable"]
 
