@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from .engine.options import EngineOptions
+from .engine import EngineOptions
 from .errors import ConfigError, bounded, shown, why_not_a_file
 
 TOP_LEVEL = {
