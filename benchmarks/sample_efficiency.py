@@ -12,7 +12,7 @@ Protocol, per seed:
 1. One SFT cold start for the whole benchmark (``rlvr sft`` with ``configs/demo.yaml``:
    the demo's SFT steps on its sloppy-teacher data; 500 since issue 15, 300 when the recorded
    results were measured), saved once and loaded by every run.
-2. Two GRPO runs from that checkpoint through ``rlvr_plugins.run.train`` (the code behind
+2. Two GRPO runs from that checkpoint through ``rlvr_plugins.train.run.train`` (the code behind
    ``rlvr train``), identical except for the train sampler: TRL's ``RepeatSampler``
    (``uniform``) or ``kimi-curriculum`` with its default options (``curriculum``). The
    demo's GRPO settings otherwise: 8 prompts x 8 completions per step, lr 2e-4,
@@ -46,7 +46,6 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import sys
 
@@ -67,8 +66,9 @@ QUICK = {"seeds": [0, 1], "budget_steps": 4, "eval_every": 2, "eval_size": 24, "
 COUNTER = "bench-rollouts"
 
 
-def counter_plugin():
-    """A plugin that counts the completions of every scored batch, and which prompts they came from."""
+def counter_plugin(make_eval: Any = None):
+    """A plugin that counts the completions of every scored batch, and which prompts they came from;
+    with ``make_eval(trainer) -> HeldOutEval``, it also adds that evaluation's callback to the trainer."""
     from rlvr_plugins import Plugin, hookimpl
     from rlvr_plugins.advantages import zero_variance_groups
 
@@ -81,6 +81,14 @@ def counter_plugin():
             self.rollouts = 0
             self.zero_variance_rollouts = 0
             self.group_indices: list[int] = []
+            self.held_out: HeldOutEval | None = None
+
+        @hookimpl
+        def rlvr_trainer_callbacks(self, trainer):
+            if make_eval is None:
+                return None
+            self.held_out = make_eval(trainer)
+            return [self.held_out.callback()]
 
         @hookimpl
         def rlvr_on_rewards(self, example_indices, rewards, valid, num_generations):
@@ -97,7 +105,7 @@ class HeldOutEval:
 
     def __init__(self, trainer, config: dict[str, Any], every: int, target: float, max_steps: int,
                  at_start: bool):
-        from rlvr_plugins import data
+        from rlvr_plugins.train import data
 
         self.trainer, self.config, self.every, self.target = trainer, config, every, target
         self.max_steps, self.at_start = max_steps, at_start
@@ -110,7 +118,7 @@ class HeldOutEval:
         self.reached: dict[str, Any] | None = None
 
     def evaluate(self, step: int) -> dict[str, Any]:
-        from rlvr_plugins.evaluation import evaluate
+        from rlvr_plugins.train.evaluation import evaluate
 
         t = time.perf_counter()
         rewards = self.trainer.plugin_set.reward_functions()
@@ -129,52 +137,31 @@ class HeldOutEval:
         self.curve.append(point)
         return point
 
+    def measure(self, step: int, _model=None) -> dict[str, Any]:
+        point = self.evaluate(step)
+        if step:
+            print(f"  [held-out] step {step:4d}  rollouts {point['rollouts']:6d}  "
+                  f"accuracy {100 * point['accuracy']:5.1f}%  ({point['seconds']:.1f}s)", flush=True)
+        return point
+
+    def reached_target(self, point: dict[str, Any]) -> bool:
+        if point["step"] and point["accuracy"] >= self.target and self.reached is None:
+            self.reached = point
+        return self.reached is point
+
     def callback(self):
-        from transformers import TrainerCallback
+        """The framework's periodic evaluation: at the start (when ``at_start``), every ``every`` steps and at
+        the last step; training stops at the first point ``>= target``."""
+        from rlvr_plugins.train.runlog import PeriodicEval
 
-        outer = self
-
-        class Callback(TrainerCallback):
-            def on_train_begin(self, args, state, control, **kwargs):
-                if outer.at_start:
-                    outer.evaluate(0)
-
-            def on_step_end(self, args, state, control, **kwargs):
-                step = state.global_step
-                if step % outer.every and step != outer.max_steps:
-                    return
-                point = outer.evaluate(step)
-                print(f"  [held-out] step {step:4d}  rollouts {point['rollouts']:6d}  "
-                      f"accuracy {100 * point['accuracy']:5.1f}%  ({point['seconds']:.1f}s)", flush=True)
-                if point["accuracy"] >= outer.target and outer.reached is None:
-                    outer.reached = point
-                    control.should_training_stop = True
-
-        return Callback()
-
-
-@contextlib.contextmanager
-def periodic_eval(make: Any):
-    """Within the block, every ``RLVRTrainer`` that ``rlvr_plugins.run.train`` builds gets ``make(trainer)``'s callback."""
-    import rlvr_plugins.trainer as module
-
-    base = module.RLVRTrainer
-    made: list[HeldOutEval] = []
-
-    class Trainer(base):
-        def __init__(self, **kwargs):
-            super().__init__(**kwargs)
-            made.append(make(self))
-            self.add_callback(made[-1].callback())
-
-    with mock.patch.object(module, "RLVRTrainer", Trainer):
-        yield made
+        return PeriodicEval(self.every, self.measure, None, at_start=self.at_start, at_last=True,
+                            stop_when=self.reached_target)
 
 
 def sft_once(workdir: Path, examples: int) -> tuple[Path, float]:
     """The demo's SFT cold start (``rlvr sft configs/demo.yaml``), seed 0; returns the model folder and seconds."""
-    from rlvr_plugins.commands.sft_cmd import run_sft_command
-    from rlvr_plugins.config import load_config
+    from rlvr_plugins.cli.sft_cmd import run_sft_command
+    from rlvr_plugins.train.config import load_config
 
     t = time.perf_counter()
     config = load_config(DEMO, [f"output_dir={workdir / 'sft'}", f"sft.examples={examples}",
@@ -185,7 +172,7 @@ def sft_once(workdir: Path, examples: int) -> tuple[Path, float]:
 
 def arm_config(arm: str, seed: int, model: Path, out: Path, p: dict[str, Any]) -> dict[str, Any]:
     """The demo config, GRPO part only, on the mixed task, from the SFT checkpoint; ``arm`` picks the sampler."""
-    from rlvr_plugins.config import load_config, validate
+    from rlvr_plugins.train.config import load_config, validate
 
     config = copy.deepcopy(load_config(DEMO))
     config.pop("sft")
@@ -203,15 +190,20 @@ def arm_config(arm: str, seed: int, model: Path, out: Path, p: dict[str, Any]) -
 
 
 def run_arm(arm: str, seed: int, model: Path, workdir: Path, p: dict[str, Any], at_start: bool) -> dict[str, Any]:
-    from rlvr_plugins.data import load_rows
+    from rlvr_plugins.train.data import load_rows
     from rlvr_plugins.manager import temporary_plugin
-    from rlvr_plugins.run import train
+    from rlvr_plugins.train.run import train
 
     config = arm_config(arm, seed, model, workdir / f"{arm}-seed{seed}", p)
     print(f"== seed {seed}, {arm}", flush=True)
     t = time.perf_counter()
-    with temporary_plugin(counter_plugin()), periodic_eval(
-            lambda tr: HeldOutEval(tr, config, p["eval_every"], p["target"], p["budget_steps"], at_start)) as made:
+    made: list[HeldOutEval] = []
+
+    def make_eval(trainer) -> HeldOutEval:
+        made.append(HeldOutEval(trainer, config, p["eval_every"], p["target"], p["budget_steps"], at_start))
+        return made[-1]
+
+    with temporary_plugin(counter_plugin(make_eval)):
         summary = train(config, overwrite=True)  # a reused --workdir holds the previous benchmark's arms
     seconds = time.perf_counter() - t
     ev = made[0]
@@ -296,7 +288,7 @@ def main(argv=None):
 
     import torch
 
-    from rlvr_plugins.run import configure_threads
+    from rlvr_plugins.train.run import configure_threads
 
     configure_threads()
     json_path = Path(args.json) if args.json else RESULTS / f"sample_efficiency{'-quick' if args.quick else ''}.json"

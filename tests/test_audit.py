@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from rlvr_plugins import Plugin, audit, hookimpl
-from rlvr_plugins.cli import build_parser, main
+from rlvr_plugins import Plugin, hookimpl
+from rlvr_plugins.lab import audit
+from rlvr_plugins.cli import main
+from rlvr_plugins.cli.app import build_parser
 from rlvr_plugins.errors import ConfigError, PluginContractError
 from rlvr_plugins.manager import temporary_plugin
 
@@ -275,7 +277,7 @@ def test_plot_tick_labels_of_every_estimator_do_not_overlap():
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from rlvr_plugins.commands.audit_cmd import tick_labels
+    from rlvr_plugins.cli.audit_cmd import tick_labels
 
     names = audit.available_estimators()
     fig = Figure(figsize=(13 / 3, 3.8))  # one panel of audit-bias.png
@@ -289,7 +291,7 @@ def test_plot_tick_labels_of_every_estimator_do_not_overlap():
 
 
 def test_coinciding_curves_stay_visible():
-    from rlvr_plugins.commands.audit_cmd import dodge, line_styles
+    from rlvr_plugins.cli.audit_cmd import dodge, line_styles
 
     styles = line_styles(12)
     assert len(set(styles)) == 12

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from rlvr_plugins import cli
-from rlvr_plugins.config import load_config
-from rlvr_plugins.data import DataError, read_jsonl_numbered
+from rlvr_plugins.train.config import load_config
+from rlvr_plugins.train.data import DataError, read_jsonl_numbered
 from rlvr_plugins.engine import RewardEngine
 from rlvr_plugins.errors import ConfigError, shown
 
@@ -91,7 +91,7 @@ def test_set_with_invalid_yaml_is_one_line_naming_the_override(capsys):
 
 @pytest.mark.parametrize("case", ["folder", "missing folder", "under a file"])
 def test_output_that_cannot_be_written_fails_before_scoring(tmp_path, capsys, monkeypatch, case):
-    import rlvr_plugins.score as score
+    import rlvr_plugins.cli.score_cmd as score
 
     monkeypatch.setattr(score, "run_score", lambda *a, **k: pytest.fail("scored before checking --output"))
     rows = write(tmp_path / "rows.jsonl", json.dumps(ROW) + "\n")
@@ -225,22 +225,22 @@ def test_values_trl_accepts_pass_the_type_check(tmp_path):
     (False, "str | False | None", True), (True, "str | False | None", False), (object(), "any", True),
 ])
 def test_matches_by_hand(value, text, ok):
-    from rlvr_plugins.trl_fields import matches
+    from rlvr_plugins.train.trl_fields import matches
 
     assert matches(value, text) is ok
 
 
 def test_the_generated_field_table_matches_the_installed_trl():
-    from rlvr_plugins import _trl_fields, trl_fields
+    from rlvr_plugins.train import _trl_fields, trl_fields
 
     assert _trl_fields.TRL_VERSION == trl_fields.trl_version()
     for section, class_name in trl_fields.CLASSES.items():
         assert _trl_fields.FIELDS[section] == trl_fields.compute(class_name), \
-            f"regenerate with: python -m rlvr_plugins.trl_fields ({section})"
+            f"regenerate with: python -m rlvr_plugins.train.trl_fields ({section})"
 
 
 def test_another_trl_version_computes_the_types_from_trl(monkeypatch):
-    from rlvr_plugins import _trl_fields, trl_fields
+    from rlvr_plugins.train import _trl_fields, trl_fields
 
     monkeypatch.setattr(_trl_fields, "TRL_VERSION", "0.0-not-installed")
     assert trl_fields.field_types("trainer")["max_steps"] == "int"
@@ -366,7 +366,7 @@ def test_score_refuses_a_code_budget_that_does_not_fit_the_engine_deadline(tmp_p
 @pytest.mark.parametrize("section", ["eval", "filter", "distill"])
 def test_commands_that_score_validate_the_run(tmp_path, section):
     pytest.importorskip("rlvr_code")
-    from rlvr_plugins.commands import setup
+    from rlvr_plugins.cli.common import setup
 
     config = load_config(write(tmp_path / "c.yaml", MINIMAL.replace("r1-accuracy", "code-tests")
                                + f"engine: {{timeout_s: 5}}\noutput_dir: {tmp_path / 'out'}\n"))
@@ -453,7 +453,8 @@ def test_check_notes_a_data_file_that_an_earlier_stage_writes(tmp_path, capsys):
 def test_doctests_of_the_input_modules():
     import doctest
 
-    from rlvr_plugins import config, errors, trl_fields
+    from rlvr_plugins.train import config, trl_fields
+    from rlvr_plugins import errors
 
     for module in (config, errors, trl_fields):
         assert doctest.testmod(module).failed == 0, module.__name__
@@ -533,7 +534,7 @@ def test_an_audit_too_large_for_memory_is_refused_before_any_work(tmp_path, caps
 def test_a_run_folder_config_with_a_value_shared_by_two_keys_reads_back_without_aliases():
     """A config built in Python may share one dict between keys (both splits' ``options``);
     the run folder's ``config.yaml`` must still be a config that the loader (no aliases) reads."""
-    from rlvr_plugins.config import dump_public, parse_yaml
+    from rlvr_plugins.train.config import dump_public, parse_yaml
 
     options = {"min_digits": 1, "max_digits": 2}
     config = {"data": {"train": {"task": "arithmetic", "options": options},

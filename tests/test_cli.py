@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from rlvr_plugins import cli
-from rlvr_plugins.runlog import read_metrics
+from rlvr_plugins.train.runlog import read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -92,7 +92,7 @@ def test_disable_turns_a_plugin_off_from_the_command_line(capsys):
 
 
 def test_an_empty_override_removes_the_key():
-    from rlvr_plugins.config import apply_overrides
+    from rlvr_plugins.train.config import apply_overrides
 
     config = {"model": {"tiny": {"hidden_size": 8}, "tokenizer": "char"}, "engine": {"memory_limit_mb": 64}}
     out = apply_overrides(config, ["model.tiny=", "model.name_or_path=runs/x/final", "engine.memory_limit_mb=null"])
@@ -176,7 +176,7 @@ def fake_run_folder(tmp_path, config_text: str, final: bool = True):
 
 
 def test_a_run_folder_is_read_as_its_config_with_its_final_model(tmp_path):
-    from rlvr_plugins.config import load_config_or_run, run_config_text
+    from rlvr_plugins.train.config import load_config_or_run, run_config_text
 
     config = {**yaml.safe_load(SMOKE.read_text()), "_config_dir": "/somewhere/configs"}
     text = run_config_text(config)
@@ -224,9 +224,9 @@ def test_eval_and_score_a_run_folder(tmp_path):
 def test_command_help_describes_it_and_shows_examples_that_validate(command, capsys):
     import shlex
 
-    from rlvr_plugins.config import load_config
+    from rlvr_plugins.train.config import load_config
 
-    module = __import__(f"rlvr_plugins.commands.{command}_cmd", fromlist=["EXAMPLES"])
+    module = __import__(f"rlvr_plugins.cli.{command}_cmd", fromlist=["EXAMPLES"])
     with pytest.raises(SystemExit) as exc:
         cli.main([command, "--help"])
     out = capsys.readouterr().out

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from rlvr_plugins import Plugin, RewardFunction, cli, hookimpl
-from rlvr_plugins.commands.filter_cmd import in_band
+from rlvr_plugins.cli.filter_cmd import in_band
 from rlvr_plugins.manager import temporary_plugin
 from rlvr_plugins.testing import TINY
 
@@ -158,7 +158,7 @@ def test_sft_command_saves_a_loadable_model(tmp_path):
     assert cli.main(["sft", str(path)]) == 0
     folder = tmp_path / "run" / "model"
     summary = json.loads((tmp_path / "run" / "sft_summary.json").read_text())
-    assert summary["examples"] == 6 and summary["fusion"] is False and summary["model"] == str(folder)
+    assert summary["examples"] == 6 and summary["examples_from"] is None and summary["model"] == str(folder)
     model = AutoModelForCausalLM.from_pretrained(folder)
     assert model.config.hidden_size == TINY["hidden_size"]
     tokenizer = AutoTokenizer.from_pretrained(folder)
@@ -167,21 +167,20 @@ def test_sft_command_saves_a_loadable_model(tmp_path):
 
 
 def test_qwen_fusion_rows_mix_modes_without_repeating_the_empty_think_block(tmp_path):
-    fusion = pytest.importorskip("rlvr_qwen_thinking.sft", reason="rlvr-qwen-thinking is not installed")
-    from rlvr_plugins.commands import setup
-    from rlvr_plugins.commands.sft_cmd import fusion_builder, sft_rows
+    pytest.importorskip("rlvr_qwen_thinking.sft", reason="rlvr-qwen-thinking is not installed")
+    from rlvr_plugins.cli.common import setup
+    from rlvr_plugins.cli.sft_cmd import sft_rows
     from rlvr_plugins.testing import char_tokenizer, tiny_rows
     from rlvr_qwen_thinking.modes import EMPTY_THINK_BLOCK, fused_no_think
 
-    assert fusion_builder() is fusion.build_fusion_sft
     config = {"output_dir": str(tmp_path / "run"), "seed": 5, "model": {"tiny": {}},
               "plugins": {"qwen-thinking": {"no_think_share": 0.5}}}
     ctx = setup(config, "sft", need_rewards=False)
     rows = [{k: v for k, v in r.items() if k != "rlvr_index"} for r in tiny_rows(12)]
     out, info = sft_rows(ctx, rows, "solution", char_tokenizer())
     expected_non_thinking = [i for i in range(12) if fused_no_think(5, i, 0.5)]
-    assert info == {"fusion": True, "no_think_share": 0.5, "thinking": 12 - len(expected_non_thinking),
-                    "non_thinking": len(expected_non_thinking)}
+    assert info == {"examples_from": "qwen-thinking"}
+    assert [not r["thinking"] for r in out] == [i in expected_non_thinking for i in range(12)]
     assert 0 < len(expected_non_thinking) < 12
     for i, (row, source) in enumerate(zip(out, rows)):
         if i in expected_non_thinking:
@@ -191,35 +190,22 @@ def test_qwen_fusion_rows_mix_modes_without_repeating_the_empty_think_block(tmp_
             assert row["prompt"] == source["prompt"] and row["solution"] == source["solution"]
 
 
-@pytest.mark.slow
-def test_sft_command_with_qwen_fusion_on_the_cpu_recipe(tmp_path):
-    pytest.importorskip("rlvr_qwen_thinking.sft", reason="rlvr-qwen-thinking is not installed")
-    repo = Path(__file__).resolve().parents[1]
-    out = tmp_path / "run"
-    assert cli.main(["sft", str(repo / "configs" / "cpu" / "qwen3_fusion.yaml"), "--set", f"output_dir={out}"]) == 0
-    summary = json.loads((out / "sft_summary.json").read_text())
-    assert summary["fusion"] is True and summary["examples"] == 32
-    assert summary["thinking"] + summary["non_thinking"] == 32 and summary["non_thinking"] > 0
-    assert (out / "model" / "config.json").is_file()
-
-
-def test_without_the_fusion_builder_sft_uses_the_rows_as_they_are_and_says_so(tmp_path, monkeypatch, capsys):
+def test_without_qwen_fusion_sft_uses_the_rows_as_they_are(tmp_path):
     pytest.importorskip("rlvr_qwen_thinking", reason="rlvr-qwen-thinking is not installed")
-    from rlvr_plugins.commands import setup, sft_cmd
+    from rlvr_plugins.cli.common import setup
+    from rlvr_plugins.cli import sft_cmd
     from rlvr_plugins.testing import char_tokenizer, tiny_rows
 
-    monkeypatch.setattr(sft_cmd, "fusion_builder", lambda: None)
     config = {"output_dir": str(tmp_path / "run"), "seed": 5, "model": {"tiny": {}},
-              "plugins": {"qwen-thinking": {"no_think_share": 0.5}}}
+              "plugins": {"qwen-thinking": {"no_think_share": 0.0}}}
     rows = [{k: v for k, v in r.items() if k != "rlvr_index"} for r in tiny_rows(4)]
     out, info = sft_cmd.sft_rows(setup(config, "sft", need_rewards=False), rows, "solution", char_tokenizer())
-    assert info["fusion"] is False and "build_fusion_sft is not installed" in info["fusion_note"]
-    assert "note: qwen-thinking is enabled but" in capsys.readouterr().out
+    assert info == {"examples_from": None}
     assert [r["solution"] for r in out] == [r["solution"] for r in rows]
 
 
 def test_a_tilde_in_a_commands_output_dir_is_the_home_folder_as_for_rlvr_train(tmp_path, monkeypatch):
-    from rlvr_plugins.commands import setup
+    from rlvr_plugins.cli.common import setup
 
     monkeypatch.setenv("HOME", str(tmp_path))
     ctx = setup({"output_dir": "~/run", "model": {"tiny": {}}, "plugins": {"r1-accuracy": {}}}, "eval")

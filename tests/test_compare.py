@@ -17,8 +17,10 @@ import pytest
 import yaml
 
 from rlvr_plugins import cli
-from rlvr_plugins import compare as compare_module
-from rlvr_plugins.compare import TRAIN_ACCURACY, load_run, smooth, summarize
+from rlvr_plugins.lab import compare as compare_module
+from rlvr_plugins.train import curves
+from rlvr_plugins.lab.compare import summarize
+from rlvr_plugins.train.curves import TRAIN_ACCURACY, load_run, smooth
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "tests" / "configs" / "smoke.yaml"
@@ -165,13 +167,13 @@ def test_smoothing_is_a_trailing_mean_and_applies_to_the_table(runs, tmp_path):
 def test_ema_is_tensorboards_debiased_smoothing_by_hand():
     # weight 0.6: last = 0.4*1 = 0.4 -> 0.4/0.4 = 1; last = 0.24 + 0.4*3 = 1.44 -> 1.44/0.64 = 2.25;
     # last = 0.864 + 0 = 0.864 -> 0.864/0.784
-    smoothed = compare_module.ema([(1, 1.0), (2, 3.0), (5, 0.0)], 0.6)
+    smoothed = curves.ema([(1, 1.0), (2, 3.0), (5, 0.0)], 0.6)
     assert [s for s, _ in smoothed] == [1, 2, 5]
     assert [v for _, v in smoothed] == pytest.approx([1.0, 2.25, 0.864 / 0.784])
-    assert compare_module.ema([(1, 1.0), (2, 3.0)], 0.0) == [(1, 1.0), (2, 3.0)]
-    assert [v for _, v in compare_module.ema([(1, 5.0), (2, 5.0), (3, 5.0)], 0.9)] == pytest.approx([5.0] * 3)
+    assert curves.ema([(1, 1.0), (2, 3.0)], 0.0) == [(1, 1.0), (2, 3.0)]
+    assert [v for _, v in curves.ema([(1, 5.0), (2, 5.0), (3, 5.0)], 0.9)] == pytest.approx([5.0] * 3)
     with pytest.raises(ValueError, match=r"EMA weight must be in \[0, 1\), got 1.0"):
-        compare_module.ema([(1, 1.0)], 1.0)
+        curves.ema([(1, 1.0)], 1.0)
 
 
 def test_metric_glob_plots_and_tabulates_every_match(runs, tmp_path, capsys):

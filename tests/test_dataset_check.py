@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from rlvr_plugins import Plugin, cli, hookimpl
-from rlvr_plugins.config import load_config
-from rlvr_plugins.data import MAX_NAMED_ROWS, DataError, dataset_warnings, load_rows
+from rlvr_plugins.train.config import load_config
+from rlvr_plugins.train.data import MAX_NAMED_ROWS, DataError, dataset_warnings, load_rows
 from rlvr_plugins.errors import PluginValidationError
 from rlvr_plugins.manager import build_plugin_set, temporary_plugin
 
@@ -41,7 +41,7 @@ ROWS = [{"prompt": "a", "answer": "12"}, {"prompt": "b", "answer": HUGE}, {"prom
 
 
 def messages(caplog):
-    return [r.getMessage() for r in caplog.records if r.name == "rlvr_plugins.data"]
+    return [r.getMessage() for r in caplog.records if r.name == "rlvr_plugins.train.data"]
 
 
 def test_dataset_warnings_group_rows_by_problem_and_name_at_most_five():
@@ -105,15 +105,15 @@ def test_commands_report_before_the_first_generation_or_score(tmp_path, caplog, 
 
     path = write_config(tmp_path, ROWS)
     if command == "score":
-        monkeypatch.setattr("rlvr_plugins.score.score_rows", stop)
+        monkeypatch.setattr("rlvr_plugins.lab.score.score_rows", stop)
         completions = tmp_path / "completions.jsonl"
         completions.write_text("\n".join(json.dumps({**r, "completion": "<answer>1</answer>"}) for r in ROWS) + "\n")
         args, where, line = ["score", str(path), str(completions)], completions, 2
     elif command == "eval":
-        monkeypatch.setattr("rlvr_plugins.commands.eval_cmd.sample_rows", stop)
+        monkeypatch.setattr("rlvr_plugins.cli.eval_cmd.sample_rows", stop)
         args, where, line = ["eval", str(path), "--set", "eval.split=train"], tmp_path / "train.jsonl", 3
     else:
-        monkeypatch.setattr("rlvr_plugins.modeling.load_model", stop)
+        monkeypatch.setattr("rlvr_plugins.train.modeling.load_model", stop)
         args, where, line = ["train", str(path)], tmp_path / "train.jsonl", 3
     with caplog.at_level("WARNING"), pytest.raises(Stop):
         cli.main(args)
@@ -131,6 +131,6 @@ def test_the_check_costs_gsm8k_train_well_under_a_second(tmp_path, caplog):
     rows = load_rows(config, "train")
     started = time.perf_counter()
     with caplog.at_level("WARNING"):
-        plugin_set.call_each("rlvr_check_dataset", rows=rows, split="train")
+        plugin_set.call("rlvr_check_dataset", rows=rows, split="train")
     assert len(rows) == 7473 and messages(caplog) == []
     assert time.perf_counter() - started < 1.0

@@ -58,8 +58,8 @@ def test_demo_config_leaves_exactly_the_teachers_slips_as_headroom_for_rl():
     add (README, "The demo"). 22,400 rows go to SFT (700 steps at batch 32), 4,000 to RL."""
     from pathlib import Path
 
-    from rlvr_plugins.config import load_config
-    from rlvr_plugins.data import load_rows
+    from rlvr_plugins.train.config import load_config
+    from rlvr_plugins.train.data import load_rows
     from rlvr_plugins.demo.task import extract_answer
 
     config = load_config(Path(__file__).resolve().parents[1] / "configs" / "demo.yaml")
@@ -76,7 +76,7 @@ def test_demo_config_leaves_exactly_the_teachers_slips_as_headroom_for_rl():
 def test_sft_final_loss_is_the_last_logging_window_not_the_run_average():
     """summary.json's ``sft_final_loss`` (read by benchmarks/demo_grid.py): whether the SFT reached
     its plateau is the last window's loss; TRL's closing ``train_loss`` is the whole run's mean."""
-    from rlvr_plugins.sft import last_logged_loss
+    from rlvr_plugins.train.sft import last_logged_loss
 
     history = [{"loss": 2.183, "step": 50}, {"loss": 0.09012, "step": 500}, {"train_loss": 0.61, "step": 500}]
     assert last_logged_loss(history) == 0.0901

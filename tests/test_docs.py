@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rlvr_plugins import config, hookspecs, manager
+from rlvr_plugins.train import config
+from rlvr_plugins import hookspecs, manager
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
@@ -36,7 +37,13 @@ def spec_signature(name: str) -> str:
 
 def is_one_winner(name: str) -> bool:
     opts = getattr(getattr(hookspecs, name), f"{hookspecs.PROJECT}_spec")
-    return bool(opts.get("firstresult"))
+    return bool(opts.get("firstresult")) and name not in hookspecs.FIRST_RESULT_HOOKS
+
+
+def calling_mode(name: str) -> str:
+    if name in hookspecs.FIRST_RESULT_HOOKS:
+        return "first result"
+    return "one winner" if is_one_winner(name) else "collect-all"
 
 
 def test_hookspecs_are_found():
@@ -55,7 +62,7 @@ def test_every_hook_has_a_section_with_its_exact_signature(hook):
 @pytest.mark.parametrize("hook", HOOKS)
 def test_every_hook_section_states_the_calling_mode(hook):
     section = doc_sections(HOOKS_MD.read_text(encoding="utf-8"))[hook].lower()
-    expected = "one winner" if is_one_winner(hook) else "collect-all"
+    expected = calling_mode(hook)
     assert expected in section, f"docs/hooks.md section {hook} does not say '{expected}'"
 
 
@@ -68,7 +75,7 @@ def test_no_section_documents_a_hook_that_does_not_exist():
 def test_every_hookspec_docstring_says_when_it_is_called_and_its_mode(hook):
     doc = inspect.getdoc(getattr(hookspecs, hook)) or ""
     assert "Called" in doc, f"{hook}: the docstring does not say when it is called ('Called ...')"
-    expected = "one winner" if is_one_winner(hook) else "collect-all"
+    expected = calling_mode(hook)
     assert expected in doc.lower(), f"{hook}: the docstring does not state its calling mode ({expected!r})"
 
 

@@ -17,14 +17,14 @@ from transformers import TrainerState
 import dropin_fixtures as fx
 from rlvr_plugins import Plugin, RewardFunction, hookimpl
 from rlvr_plugins.advantages import mean_baseline_advantages, normalize_then_sum_advantages
-from rlvr_plugins.config import validate
+from rlvr_plugins.train.config import validate
 from rlvr_plugins.engine import RewardEngine, RewardFunctionError
 from rlvr_plugins.errors import ConfigError, PluginContractError, PluginError
 from rlvr_plugins.manager import build_plugin_set, temporary_plugin
 from rlvr_plugins.rewards import Engines, TRLReward
-from rlvr_plugins.run import engine_options
+from rlvr_plugins.train.run import engine_options
 from rlvr_plugins.testing import grpo_args
-from rlvr_plugins.trainer import RLVRTrainer, validate_run, with_trl_estimator
+from rlvr_plugins.trainer import RLVRTrainer, with_trl_estimator
 
 
 def reward(fn, **kwargs) -> RewardFunction:
@@ -293,9 +293,9 @@ class NoRewardEnv(CounterEnv):
 
 def test_validate_run_accepts_an_environment_factory_as_the_reward_source(tmp_path):
     args = grpo_args(tmp_path)
-    validate_run(build_plugin_set({}), args, None, environment_factory=CounterEnv)
+    build_plugin_set({}).validate_run(args, None, environment_factory=CounterEnv)
     with pytest.raises(ValueError, match="or pass an environment_factory whose environment defines get_reward"):
-        validate_run(build_plugin_set({}), args, None)
+        build_plugin_set({}).validate_run(args, None)
 
 
 @pytest.mark.slow
@@ -314,7 +314,7 @@ def test_an_environment_that_owns_the_reward_trains_without_reward_plugins(tmp_p
 
 
 def prepare_with(tmp_path, plugins, **trainer):
-    from rlvr_plugins.run import prepare
+    from rlvr_plugins.train.run import prepare
     from rlvr_plugins.testing import TINY_TRAINER
 
     with temporary_plugin(DigitShare):

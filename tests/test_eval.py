@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlvr_plugins import Plugin, RewardFunction, cli, hookimpl, metrics
-from rlvr_plugins.config import load_config
-from rlvr_plugins.data import DataError, load_rows, normalise_answer, plain_answer
+from rlvr_plugins import Plugin, RewardFunction, cli, hookimpl
+from rlvr_plugins.lab import metrics
+from rlvr_plugins.train.config import load_config
+from rlvr_plugins.train.data import DataError, load_rows, normalise_answer, plain_answer
 from rlvr_plugins.errors import ConfigError
 from rlvr_plugins.manager import temporary_plugin
 from rlvr_plugins.testing import TINY, shared_data
@@ -267,7 +268,7 @@ def test_eval_section_values_are_checked_with_the_config(tmp_path):
 
 @needs_data
 def test_few_shot_and_cot_prompts(tmp_path):
-    from rlvr_plugins.commands.eval_cmd import COT_INSTRUCTION, build_prompts
+    from rlvr_plugins.cli.eval_cmd import COT_INSTRUCTION, build_prompts
 
     gsm = DATA / "gsm8k"
     config = _config(tmp_path, {"train": {"source": "jsonl", "path": str(gsm / "train.jsonl"), "limit": 10},
@@ -332,7 +333,8 @@ def test_eval_end_to_end_metrics_match_the_samples(tmp_path):
                  "eval": {"source": "synthetic", "task": "arithmetic", "size": 6, "seed": 0}},
         "plugins": {"even-length": {}, "r1-format": {}},
         "engine": {"in_process": True},
-        "eval": {"reward": "even-length", "n": 4, "temperature": 1.0, "max_new_tokens": 6, "k": [1, 2, 4]},
+        "eval": {"reward": "even-length", "format_reward": "r1-format", "n": 4, "temperature": 1.0,
+                 "max_new_tokens": 6, "k": [1, 2, 4]},
     }))
     with temporary_plugin(EvenPlugin):
         assert cli.main(["eval", str(path)]) == 0
@@ -371,7 +373,8 @@ def test_eval_few_shot_on_gsm8k_with_the_cpu_recipe(tmp_path):
     recipe = Path(__file__).resolve().parents[1] / "configs" / "cpu" / "r1_zero.yaml"
     assert cli.main(["eval", str(recipe), "--set", f"output_dir={out}", "--set", "engine.in_process=true",
                      "--set", f"data.train.path={gsm / 'train.jsonl'}", "--set", f"data.eval.path={gsm / 'test.jsonl'}",
-                     "--set", "eval={mode: few-shot, shots: 1, n: 2, temperature: 1.0, max_new_tokens: 4}"]) == 0
+                     "--set", "eval={mode: few-shot, shots: 1, n: 2, temperature: 1.0, max_new_tokens: 4, "
+                     "format_reward: r1-format}"]) == 0
     report = json.loads((out / "eval.json").read_text())
     samples = [json.loads(line) for line in (out / "eval_samples.jsonl").read_text().splitlines()]
     assert report["metrics"]["problems"] == 4 and len(samples) == 8 and report["mode"] == "few-shot"

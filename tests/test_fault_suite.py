@@ -34,7 +34,7 @@ from rlvr_plugins.errors import (
 )
 from rlvr_plugins.manager import build_plugin_set, temporary_plugin
 from rlvr_plugins.rewards import Engines
-from rlvr_plugins.run import prepare
+from rlvr_plugins.train.run import prepare
 from rlvr_plugins.testing import TINY_TRAINER, tiny_trainer
 
 DEADLINE = 10.0  # a run's default engine.timeout_s

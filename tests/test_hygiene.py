@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlvr_plugins import Plugin, RewardFunction, cli, config, hookimpl
-from rlvr_plugins.commands import filter_cmd
-from rlvr_plugins.commands.sampling import Sample
-from rlvr_plugins.config import load_config
+from rlvr_plugins import Plugin, RewardFunction, cli, hookimpl
+from rlvr_plugins.train import config
+from rlvr_plugins.cli import filter_cmd
+from rlvr_plugins.train.sampling import Sample
+from rlvr_plugins.train.config import load_config
 from rlvr_plugins.errors import ConfigError
-from rlvr_plugins.hygiene import (EvalIndex, final_answer, multiple_choice_rule, ngrams, normalise_words, screen,
+from rlvr_plugins.lab.hygiene import (EvalIndex, final_answer, multiple_choice_rule, ngrams, normalise_words, screen,
                                   true_false_rule)
 from rlvr_plugins.manager import temporary_plugin
 from rlvr_plugins.testing import shared_data
@@ -451,7 +452,7 @@ def test_final_answer_unwraps_in_one_linear_pass():
 
 def test_the_detectors_are_linear_on_adversarial_prompts():
     """100 KB (prompts, not completions); the old phrase pattern took minutes on the newlines."""
-    from rlvr_plugins.hygiene import multiple_choice_rule, true_false_rule
+    from rlvr_plugins.lab.hygiene import multiple_choice_rule, true_false_rule
     from rlvr_plugins.testing import adversarial_texts, time_each
 
     texts = {**adversarial_texts(100_000), "newlines_then_phrase": "\n" * 100_000 + "True or false: 2 is odd."}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from rlvr_plugins import cli
-from rlvr_plugins.modeling import full_weights, launch_problem
+from rlvr_plugins.train.modeling import full_weights, launch_problem
 
 ZERO2_BF16 = {"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "2",
               "ACCELERATE_MIXED_PRECISION": "bf16"}
@@ -47,7 +47,7 @@ def test_zero3_without_the_16bit_save_would_save_shards_and_is_refused():
 
 def test_rlvr_train_under_a_bf16_deepspeed_launch_on_the_cpu_exits_2_before_loading(tmp_path, monkeypatch, capsys):
     pytest.importorskip("rlvr_r1")
-    monkeypatch.setattr("rlvr_plugins.modeling.has_accelerator", lambda: False)
+    monkeypatch.setattr("rlvr_plugins.train.modeling.has_accelerator", lambda: False)
     for key, value in ZERO2_BF16.items():
         monkeypatch.setenv(key, value)
     from pathlib import Path
@@ -72,7 +72,7 @@ def test_every_rng_is_reseeded_when_training_begins():
 
     import torch
 
-    from rlvr_plugins.runlog import SeedAtTrainBegin
+    from rlvr_plugins.train.runlog import SeedAtTrainBegin
 
     class Args:
         seed = 11

@@ -13,7 +13,7 @@ from rlvr_plugins.advantages import finalize_advantages, grpo_advantages, shapin
 from rlvr_plugins.builtin.loss import contradictions, loss_settings
 from rlvr_plugins.errors import ConfigError
 from rlvr_plugins.manager import build_plugin_set, temporary_plugin
-from rlvr_plugins.run import grpo_kwargs
+from rlvr_plugins.train.run import grpo_kwargs
 from rlvr_plugins.testing import tiny_trainer
 
 

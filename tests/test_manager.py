@@ -295,7 +295,7 @@ def test_list_plugins_reports_hooks_versions_and_enabled():
     assert rows["grpo"]["distribution"] == "rlvr-plugins"
 
 
-def test_call_each_attributes_results_to_plugins():
+def test_call_attributes_results_to_plugins():
     class PenaltyA(Plugin):
         name = "penalty-a"
 
@@ -312,6 +312,6 @@ def test_call_each_attributes_results_to_plugins():
 
     with temporary_plugin(PenaltyA), temporary_plugin(PenaltyB):
         ps = build_plugin_set({"penalty-a": {}, "penalty-b": {}})
-    out = dict(ps.call_each("rlvr_length_penalty", completion_lengths=torch.tensor([3, 4]), num_generations=2,
+    out = dict(ps.call("rlvr_length_penalty", completion_lengths=torch.tensor([3, 4]), num_generations=2,
                             rewards_per_func=None, reward_names=[], step=0))
     assert out["penalty-a"].tolist() == [1, 1] and out["penalty-b"] is None

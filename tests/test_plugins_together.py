@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from rlvr_plugins import cli
-from rlvr_plugins.runlog import read_metrics
+from rlvr_plugins.train.runlog import read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 

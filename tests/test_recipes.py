@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from rlvr_plugins import cli
-from rlvr_plugins.config import load_config
+from rlvr_plugins.train.config import load_config
 from rlvr_plugins.manager import build_plugin_set
-from rlvr_plugins.runlog import read_metrics
+from rlvr_plugins.train.runlog import read_metrics
 from rlvr_plugins.testing import shared_data
 
 REPO = Path(__file__).resolve().parents[1]
@@ -73,7 +73,7 @@ def test_recipes_enable_the_plugins_they_are_named_after():
 
 
 def test_dr_grpo_recipe_gets_dr_grpo_loss_and_unscaled_rewards():
-    from rlvr_plugins.run import prepare
+    from rlvr_plugins.train.run import prepare
 
     args = prepare(load_config(CONFIGS / "dr_grpo.yaml")).grpo_args
     assert args.loss_type == "dr_grpo" and args.scale_rewards == "none"
@@ -122,7 +122,7 @@ def _cpu_config(name: str, tmp_path: Path, policy: Path) -> dict:
 
 @pytest.mark.parametrize("name", sorted(USES_SHARED_DATA))
 def test_cpu_recipe_reads_its_gsm8k_slice(name):
-    from rlvr_plugins.data import load_rows
+    from rlvr_plugins.train.data import load_rows
 
     data = shared_data()
     if data is None:
@@ -143,7 +143,7 @@ def _weights(folder: Path) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [*CPU_RECIPES, "smoke"])
 def test_cpu_recipe_learns_and_logs_every_enabled_reward(name, tmp_path, sft_policy):
-    from rlvr_plugins.run import train
+    from rlvr_plugins.train.run import train
 
     config = _cpu_config(name, tmp_path, sft_policy)
     summary = train(config)
@@ -194,7 +194,7 @@ def test_every_homework_config_is_tested():
 
 @pytest.mark.parametrize("name", sorted(HOMEWORK))
 def test_homework_configs_differ_only_in_the_variant(name):
-    from rlvr_plugins.run import prepare
+    from rlvr_plugins.train.run import prepare
 
     config = load_config(CONFIGS / "homework" / f"{name}.yaml")
     assert config["model"]["name_or_path"] == "runs/homework/sft/model"  # all start from the shared SFT

@@ -17,8 +17,9 @@ import time
 import pytest
 import yaml
 
-from rlvr_plugins.runlog import read_metrics, truncate_metrics
-from rlvr_plugins.trainer import PLUGIN_STATE_FILE, last_complete_checkpoint
+from rlvr_plugins.train.runfolder import truncate_metrics
+from rlvr_plugins.train.runlog import read_metrics
+from rlvr_plugins.checkpoints import PLUGIN_STATE_FILE, last_complete_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -87,7 +87,7 @@ def half_failing(*, prompt, completion, example):
 def test_engines_count_each_rewards_failures_for_the_summary(caplog):
     from rlvr_plugins import RewardFunction
     from rlvr_plugins.rewards import Engines
-    from rlvr_plugins.run import failure_line
+    from rlvr_plugins.train.run import failure_line
 
     engines = Engines(in_process=True)
     items = [{"prompt": "p", "completion": "c", "example": {"i": i}} for i in range(5)]

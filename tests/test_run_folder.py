@@ -20,11 +20,9 @@ import pytest
 import yaml
 
 from rlvr_plugins import cli
-from rlvr_plugins.runfolder import (
-    PLUGIN_STATE_FILE, RunStart, clear_run, config_differences, last_complete_checkpoint, plan_run, run_entries,
-    write_errno,
-)
-from rlvr_plugins.runlog import read_metrics
+from rlvr_plugins.checkpoints import PLUGIN_STATE_FILE, last_complete_checkpoint, write_errno
+from rlvr_plugins.train.runfolder import RunStart, clear_run, config_differences, plan_run, run_entries
+from rlvr_plugins.train.runlog import read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "tests" / "configs" / "smoke.yaml"
@@ -102,7 +100,7 @@ def test_fresh_run_into_a_folder_holding_a_run_is_refused(tmp_path, capsys):
 def test_a_tilde_in_output_dir_is_the_home_folder_as_for_transformers(tmp_path, monkeypatch):
     """transformers expands ~ in output_dir (its checkpoints go there): the run folder checks look at the same place."""
     from rlvr_plugins.errors import RunFolderError
-    from rlvr_plugins.runfolder import output_dir
+    from rlvr_plugins.train.runfolder import output_dir
 
     monkeypatch.setenv("HOME", str(tmp_path))
     cfg = smoke_config(Path("~/run"))
@@ -262,7 +260,7 @@ def test_a_run_that_saved_between_the_plan_and_the_lock_is_seen_under_the_lock(t
     """rlvr train plans before importing torch (seconds) and locks after: a run that ended in between and
     left a newer checkpoint, or a run in the folder a resume was going into, stops this one."""
     from rlvr_plugins.errors import RunFolderError
-    from rlvr_plugins.run import train
+    from rlvr_plugins.train.run import train
 
     out = tmp_path / "run"
     cfg = smoke_config(out)
@@ -282,7 +280,7 @@ def test_a_run_that_saved_between_the_plan_and_the_lock_is_seen_under_the_lock(t
 
 
 def test_resuming_into_another_folder_copies_policy_init_and_metrics_up_to_the_step(tmp_path):
-    from rlvr_plugins.runfolder import continue_in
+    from rlvr_plugins.train.runfolder import continue_in
 
     a, b = tmp_path / "a", tmp_path / "b"
     fake_run(a, {"seed": 0}, checkpoints=(1, 2, 3))
@@ -296,7 +294,7 @@ def test_resuming_into_another_folder_copies_policy_init_and_metrics_up_to_the_s
 
 def test_a_full_disk_while_resuming_into_another_folder_leaves_nothing_half_copied(tmp_path):
     """A half-copied policy-init/ would make the folder look like another run's: the next resume is refused."""
-    from rlvr_plugins.runfolder import continue_in
+    from rlvr_plugins.train.runfolder import continue_in
 
     a = tmp_path / "a"
     fake_run(a, {"seed": 0}, checkpoints=(1, 2))
@@ -437,7 +435,7 @@ def test_kill_while_saving_with_save_total_limit_keeps_the_last_complete_checkpo
 def test_checkpoint_names_are_transformers():
     from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-    from rlvr_plugins.runfolder import CHECKPOINT_PREFIX
+    from rlvr_plugins.checkpoints import CHECKPOINT_PREFIX
 
     assert CHECKPOINT_PREFIX == PREFIX_CHECKPOINT_DIR
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from rlvr_plugins import cli
-from rlvr_plugins.data import DataError
+from rlvr_plugins.train.data import DataError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -83,7 +83,7 @@ def test_score_rejects_rows_without_completion(tmp_path, capsys):
 
 
 def test_malformed_jsonl_names_file_and_line(tmp_path):
-    from rlvr_plugins.data import read_jsonl
+    from rlvr_plugins.train.data import read_jsonl
 
     bad = tmp_path / "broken.jsonl"
     bad.write_text('{"prompt": "a"}\n{"prompt": \n')

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pytest
 from transformers import AutoTokenizer
 
-from rlvr_plugins.commands.sampling import SamplingOptions, sample
+from rlvr_plugins.train.sampling import SamplingOptions, sample
 from rlvr_plugins.testing import char_tokenizer
 
 
@@ -66,7 +66,7 @@ HEAD_16 = ("trainer.use_vllm: the model's head_dim is 16, but vLLM on the CPU su
 
 
 def test_a_head_size_vllm_cpu_lacks_is_named_at_start_up():
-    from rlvr_plugins.modeling import vllm_cpu_problem
+    from rlvr_plugins.train.modeling import vllm_cpu_problem
 
     assert vllm_cpu_problem({"model": {"tiny": {"head_dim": 16}}}, "trainer.use_vllm", has_gpu=False) == HEAD_16
     assert vllm_cpu_problem({"model": {"tiny": {"head_dim": 16}}}, "trainer.use_vllm", has_gpu=True) is None
@@ -79,7 +79,7 @@ def test_a_head_size_vllm_cpu_lacks_is_named_at_start_up():
 def test_a_folder_models_head_size_comes_from_its_config_json(tmp_path):
     import json
 
-    from rlvr_plugins.modeling import head_dim
+    from rlvr_plugins.train.modeling import head_dim
 
     (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 320, "num_attention_heads": 4}))
     assert head_dim({"model": {"name_or_path": str(tmp_path)}}) == 80
@@ -93,7 +93,7 @@ def test_rlvr_train_check_with_use_vllm_on_the_cpu_recipe_exits_2(capsys, monkey
     from rlvr_plugins import cli
 
     pytest.importorskip("rlvr_kimi")
-    monkeypatch.setattr("rlvr_plugins.run.has_accelerator", lambda: False)
+    monkeypatch.setattr("rlvr_plugins.train.run.has_accelerator", lambda: False)
     kimi = Path(__file__).resolve().parents[1] / "configs" / "cpu" / "kimi.yaml"
     assert cli.main(["train", str(kimi), "--check", "--set", "trainer.use_vllm=true"]) == 2
     assert HEAD_16 in capsys.readouterr().err

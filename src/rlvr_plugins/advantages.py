@@ -15,7 +15,15 @@ a baseline and biases the gradient of expected reward.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
 import torch
+
+from .errors import PluginContractError
+
+if TYPE_CHECKING:
+    from .manager import PluginSet
 
 
 def grouped(x: torch.Tensor, num_generations: int) -> torch.Tensor:
@@ -175,3 +183,83 @@ def finalize_advantages(
 
 def _zero_invalid(adv: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     return torch.where(valid, adv, torch.zeros_like(adv))
+
+
+# -- the framework's batch rules (training and rlvr score) ------------------------------------------
+@dataclass
+class BatchAdvantages:
+    """What the framework computes from one gathered batch (all ``(N,)``, ``zero_variance`` ``(N / G,)``)."""
+
+    valid: torch.Tensor
+    total: torch.Tensor
+    penalties: list[tuple[str, torch.Tensor]]
+    advantages: torch.Tensor
+    zero_variance: torch.Tensor
+
+
+def batch_advantages(plugin_set: PluginSet, rewards_per_func: torch.Tensor, weights: torch.Tensor,
+                     failed: torch.Tensor, lengths: torch.Tensor, num_generations: int, step: int,
+                     names: list[str]) -> BatchAdvantages:
+    """Penalties, estimator and the framework's rules on a gathered batch (training and ``rlvr score``).
+
+    ``valid`` = no reward failed and not every reward ``None``; outcome = ``Σ_k w_k r_k``
+    (a ``None`` counts 0); the estimator turns the outcome into advantages; the summed
+    length penalties are added as group-centred shaping (``shaping_advantages``); then
+    ``finalize_advantages`` (no score → 0, equal totals in a group → exactly 0).
+    ``total`` = outcome + penalties, NaN where not valid.
+    """
+    valid = ~failed.any(dim=1) & ~torch.isnan(rewards_per_func).all(dim=1)
+    outcome = (rewards_per_func * weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
+    shaping = torch.zeros_like(outcome)
+    penalties = []
+    for plugin, penalty in plugin_set.call(
+        "rlvr_length_penalty", completion_lengths=lengths, num_generations=num_generations,
+        rewards_per_func=rewards_per_func, reward_names=names, step=step,
+    ):
+        if penalty is None:
+            continue
+        penalty = check_vector(plugin, "rlvr_length_penalty", penalty, outcome)
+        shaping = shaping + penalty
+        penalties.append((plugin, penalty))
+    nan = torch.full_like(outcome, float("nan"))
+    outcome = torch.where(valid, outcome, nan)
+    total = torch.where(valid, outcome + shaping, nan) if penalties else outcome
+    raw = plugin_set.one("rlvr_compute_advantages", rewards=outcome, num_generations=num_generations, valid=valid,
+                         rewards_per_func=rewards_per_func, reward_names=names, reward_weights=weights)
+    raw = check_vector(plugin_set.winner("rlvr_compute_advantages"), "rlvr_compute_advantages", raw, outcome,
+                       valid=valid)
+    if penalties:
+        raw = raw + shaping_advantages(shaping, valid, num_generations)
+    advantages, zero_var = finalize_advantages(raw, total, valid, num_generations)
+    return BatchAdvantages(valid, total, penalties, advantages, zero_var)
+
+
+def check_vector(plugin: str, hook: str, value: Any, like: torch.Tensor, valid: torch.Tensor | None = None):
+    """A hook's ``(N,)`` result as a float tensor on ``like``'s device, or a clear error naming the plugin."""
+    if not isinstance(value, torch.Tensor):
+        raise PluginContractError(f"plugin {plugin!r}: {hook} returned {type(value).__name__}; expected a tensor")
+    if value.shape != like.shape:
+        raise PluginContractError(
+            f"plugin {plugin!r}: {hook} returned shape {tuple(value.shape)}; expected {tuple(like.shape)}"
+        )
+    value = value.to(device=like.device, dtype=like.dtype)
+    check = value if valid is None else value[valid]
+    if not torch.isfinite(check).all():
+        raise PluginContractError(f"plugin {plugin!r}: {hook} returned NaN or infinite values: {check.tolist()[:8]}")
+    return value
+
+
+def ratio_statistics(logps: torch.Tensor, old_logps: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Token-level importance ratios ``rho_t = exp(log pi(o_t) - log pi_old(o_t))`` over ``mask``.
+
+    Shapes: ``(B, T)`` each. Returns ``(5,)``: ``[sum rho, sum |log rho|, token count,
+    max rho, min rho]`` (max ``-inf`` and min ``+inf`` when no token is masked in), so that
+    the statistics of every process are combined with one gather: sum the first three,
+    max the fourth, min the fifth.
+    """
+    log_ratio = (logps - old_logps).float()[mask.bool()]
+    if log_ratio.numel() == 0:
+        return torch.tensor([0.0, 0.0, 0.0, -torch.inf, torch.inf], device=logps.device)
+    ratio = torch.exp(log_ratio)
+    count = torch.tensor(float(log_ratio.numel()), device=logps.device)
+    return torch.stack([ratio.sum(), log_ratio.abs().sum(), count, ratio.max(), ratio.min()])

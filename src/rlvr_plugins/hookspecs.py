@@ -4,10 +4,14 @@ This module is the map of the system. Each hook is called with keyword arguments
 so a hook can gain a parameter later without breaking an implementation: an
 implementation declares just the arguments it uses.
 
-Two calling modes:
+Three calling modes (every implementation is called through pluggy's caller, one plugin
+at a time, in the config's order: ``PluginSet.call`` / ``first`` / ``one``; so
+``RLVR_TRACE_PLUGINS=1`` and ``PluginSet.add_monitor`` see each call):
 
 * **collect-all**: every enabled plugin that implements the hook is called, and the
   framework records which plugin returned what (so an error names the culprit).
+* **first result**: the implementations are called in the config's order until one
+  returns something other than ``None``; that result wins.
 * **one winner**: exactly one enabled plugin answers. Enabling two plugins that both
   implement a one-winner hook is an error at start-up naming both; when none of the
   enabled plugins implements it, the built-in default answers (``grpo``,
@@ -36,14 +40,34 @@ hookspec = pluggy.HookspecMarker(PROJECT)
 
 ONE_WINNER_HOOKS = ("rlvr_compute_advantages", "rlvr_train_sampler", "rlvr_render_prompt", "rlvr_rollout_func")
 ABSTAINING_HOOKS = ("rlvr_rollout_func",)
+FIRST_RESULT_HOOKS = ("rlvr_sft_examples",)
+
+
+@hookspec
+def rlvr_register_commands(subparsers: Any) -> None:
+    """Add commands to the ``rlvr`` command line (llm's ``register_commands``).
+
+    Called once when the ``rlvr`` parser is built, unless the command line names a built-in
+    command, for every *installed* plugin (enabled or not, each with its default options), in
+    the order of the plugin names. Collect-all. A name that is already taken (a built-in command
+    or another plugin's) is an error naming the plugin.
+
+    :param subparsers: argparse's subparsers action: ``p = subparsers.add_parser("name",
+        help=...)``, then ``p.add_argument(...)`` and ``p.set_defaults(func=run)``, where
+        ``run(args) -> int`` returns the exit code (raise an ``RLVRError`` for a clean error line).
+    :returns: nothing.
+    """
 
 
 @hookspec
 def rlvr_adjust_grpo_config(grpo_kwargs: dict[str, Any], trainer_section: Mapping[str, Any]) -> None:
     """Adjust the keyword arguments of TRL's ``GRPOConfig`` before it is built.
 
-    Called once, at start-up, after the config is validated and before any model is
-    loaded. Collect-all.
+    Called once per run, at start-up, after the config is validated and before any model
+    is loaded (``rlvr train``, ``--check``, and the commands that score), in the config's
+    order. Collect-all. ``RLVRTrainer`` calls it for a ``GRPOConfig`` built in Python (then
+    ``grpo_kwargs`` holds that config's fields and ``trainer_section`` those that differ
+    from a fresh ``GRPOConfig``); a field the caller set that a plugin changes is refused.
 
     :param grpo_kwargs: the arguments that will be passed to ``GRPOConfig``; mutate in place.
     :param trainer_section: the user's ``trainer:`` section as written (read-only), so a
@@ -57,7 +81,9 @@ def rlvr_adjust_grpo_config(grpo_kwargs: dict[str, Any], trainer_section: Mappin
 def rlvr_reward_functions(register: Callable[[RewardFunction], None]) -> None:
     """Contribute reward functions.
 
-    Called once when the trainer (or ``rlvr score`` / eval) is built. Collect-all.
+    Called once per plugin set, the first time its rewards are needed (``rlvr train``:
+    its start-up check; ``rlvr score`` / eval / filter / distill: their set-up); the list
+    is kept for the rest of the run. Collect-all.
     Call ``register(RewardFunction(...))`` once per reward; the host checks the type,
     records the plugin that registered it and rejects two rewards with the same name.
     Each reward becomes one TRL reward function, weighted by ``RewardFunction.weight``
@@ -72,8 +98,9 @@ def rlvr_reward_functions(register: Callable[[RewardFunction], None]) -> None:
 def rlvr_validate_run(reward_names: list[str], grpo_args: Any, engine_timeout_s: float | None) -> None:
     """Check, at start-up, that the run makes sense for this plugin.
 
-    Called once when the trainer is built (and by ``rlvr train --check``), after every
-    reward is registered and before any batch is generated. Collect-all. Raise
+    Called once per run, after every reward is registered and before any model is loaded
+    (``rlvr train``, ``--check`` and every command that scores; ``RLVRTrainer`` calls it for
+    arguments nobody checked yet). Collect-all. Raise
     :class:`rlvr_plugins.errors.ConfigError` naming the plugin and option to stop the run
     (e.g. a penalty that reads a reward that is not enabled).
 
@@ -100,8 +127,8 @@ def rlvr_check_dataset(rows: Sequence[Mapping[str, Any]], split: str) -> list[tu
     Report what the plugin would otherwise find only when it scores the row (once per
     worker process, or never): e.g. a reference that its checker can never parse. The
     framework logs one warning per plugin and problem, naming at most
-    :data:`rlvr_plugins.data.MAX_NAMED_ROWS` rows (with their file line when known) and how
-    many more. To refuse the data, raise :class:`rlvr_plugins.data.DataError` naming the row.
+    :data:`rlvr_plugins.train.data.MAX_NAMED_ROWS` rows (with their file line when known) and how
+    many more. To refuse the data, raise :class:`rlvr_plugins.train.data.DataError` naming the row.
 
     :param rows: the split's rows with canonical columns (``prompt``, usually ``answer``),
         in order, before rendering (read-only).
@@ -109,6 +136,27 @@ def rlvr_check_dataset(rows: Sequence[Mapping[str, Any]], split: str) -> list[tu
     :returns: ``(row index, problem)`` pairs, the index into ``rows`` and a problem text
         that does not repeat the row (rows with the same text are reported together); an
         empty list or ``None`` when every row is fine.
+    """
+
+
+@hookspec(firstresult=True)
+def rlvr_sft_examples(rows: list[dict[str, Any]], completion_column: str, seed: int) -> list[dict[str, Any]] | None:
+    """Rewrite the rows of the SFT cold start (e.g. mix thinking and non-thinking examples).
+
+    Called once per SFT stage, before the SFT rows are rendered: by ``rlvr sft`` and by
+    ``rlvr train``'s ``sft:`` stage, on the same rows (the first ``sft.examples`` rows of the
+    train split), so both fine-tune on the same examples. First result (stops at the first
+    non-None result): the implementations are called in the config's order and the first
+    one that returns rows wins (the others are not called); when every plugin returns
+    ``None`` the rows are used as they are.
+
+    :param rows: the SFT rows before rendering (canonical columns ``prompt``, usually
+        ``answer``, and ``completion_column``); a copy, the plugin may keep or change it.
+    :param completion_column: the column that holds each row's target (``sft.completion_column``).
+    :param seed: the run's seed, for reproducible per-row decisions.
+    :returns: the rows to fine-tune on, each with ``prompt`` (rendered afterwards by the
+        template plugin, with its index in the returned list) and ``completion_column`` (the
+        text that follows the *rendered* prompt); or ``None`` to abstain.
     """
 
 
@@ -132,7 +180,8 @@ def rlvr_render_prompt(example: Mapping[str, Any], index: int, seed: int, tokeni
 
 @hookspec(firstresult=True)
 def rlvr_train_sampler(
-    dataset: Any, num_generations: int, prompts_per_batch: int, repeat_count: int, shuffle: bool, seed: int
+    dataset: Any, num_generations: int, prompts_per_batch: int, repeat_count: int, shuffle: bool, seed: int,
+    grpo_args: Any,
 ) -> Sampler:
     """Build the sampler that orders the training prompts (the curriculum).
 
@@ -154,6 +203,8 @@ def rlvr_train_sampler(
     :param repeat_count: how many times each chunk is repeated.
     :param shuffle: the ``shuffle_dataset`` setting.
     :param seed: the run's seed.
+    :param grpo_args: the run's ``GRPOConfig`` (read-only; e.g. ``gradient_accumulation_steps``,
+        ``ignore_data_skip`` for a sampler that keeps its own position on resume).
     :returns: a ``torch.utils.data.Sampler`` over dataset indices.
     """
 
@@ -179,6 +230,21 @@ def rlvr_rollout_func(tokenizer: Any, num_generations: int, grpo_args: Any) -> C
     :param num_generations: G, completions per prompt in training.
     :param grpo_args: the run's ``GRPOConfig`` (read-only; e.g. ``max_completion_length``).
     :returns: the rollout callable, or ``None`` to leave generation to TRL.
+    """
+
+
+@hookspec
+def rlvr_trainer_callbacks(trainer: Any) -> list[Any] | None:
+    """Add ``transformers.TrainerCallback`` objects to the trainer (held-out evaluations,
+    early stopping, extra logging), for a run from a config and a trainer built in Python alike.
+
+    Called once, at the end of ``RLVRTrainer.__init__`` (the trainer is complete: model,
+    ``plugin_set``, ``engines``, ``args``), in the config's order; each returned callback is
+    added with ``trainer.add_callback`` after the callbacks the trainer was given.
+    Collect-all.
+
+    :param trainer: the ``RLVRTrainer`` being built.
+    :returns: a list of callbacks (instances or classes), or ``None`` for none.
     """
 
 

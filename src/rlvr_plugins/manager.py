@@ -15,8 +15,10 @@ import importlib
 import importlib.metadata as md
 import inspect
 import os
+import sys
+import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Collection, Iterator, Mapping, Sequence
 
 import pluggy
 
@@ -147,6 +149,20 @@ def _is_hookimpl(obj: Any) -> bool:
     return obj is not None and hasattr(obj, f"{PROJECT}_impl")
 
 
+IGNORED_IMPL_OPTIONS = ("hookwrapper", "wrapper", "tryfirst", "trylast")
+
+
+def _check_impl_options(name: str, cls: type) -> None:
+    """Refuse pluggy options that the one call path would ignore (hooks run in config order, no wrappers)."""
+    for hook in HOOK_NAMES:
+        opts = getattr(getattr(cls, hook, None), f"{PROJECT}_impl", None) or {}
+        used = [opt for opt in IGNORED_IMPL_OPTIONS if opts.get(opt)]
+        if used:
+            raise PluginValidationError(
+                f"plugin {name!r}: {cls.__qualname__}.{hook} is declared with {', '.join(f'{o}=True' for o in used)}, "
+                "which rlvr-plugins does not support (hooks run in the config's plugin order); remove it")
+
+
 def _check_hook_names(name: str, cls: type) -> None:
     for attr, value in inspect.getmembers(cls):
         looks_like_hook = attr.startswith("rlvr_") or _is_hookimpl(value)
@@ -160,6 +176,7 @@ def _check_hook_names(name: str, cls: type) -> None:
             )
         if attr in HOOK_NAMES and _is_hookimpl(value):
             _check_hook_arguments(name, cls, attr, value)
+    _check_impl_options(name, cls)
 
 
 def _check_hook_arguments(name: str, cls: type, hook: str, impl: Callable) -> None:
@@ -186,15 +203,53 @@ class EnabledPlugin:
     default: bool = False
 
 
+@dataclass
+class HookCall:
+    """One call of one plugin's hook implementation, as a monitor sees it (``result``, ``error`` and ``ms``
+    are filled in after the call)."""
+
+    hook: str
+    plugin: str
+    kwargs: dict[str, Any]
+    result: Any = None
+    error: BaseException | None = None
+    ms: float | None = None
+
+
+TRACE_ENV = "RLVR_TRACE_PLUGINS"
+
+_monitors: list[tuple[Callable[[HookCall], None] | None, Callable[[HookCall], None] | None]] = []
+
+
+@contextlib.contextmanager
+def monitoring(before: Callable[[HookCall], None] | None, after: Callable[[HookCall], None] | None) -> Iterator[None]:
+    """Within the block, every :class:`PluginSet` built gets ``add_monitor(before, after)`` (so a test sees the
+    hook calls of a command that builds its own plugin set)."""
+    _monitors.append((before, after))
+    try:
+        yield
+    finally:
+        _monitors.remove((before, after))
+
+
 class PluginSet:
-    """The plugins of one run, registered in a pluggy ``PluginManager``."""
+    """The plugins of one run, registered in a pluggy ``PluginManager``.
+
+    Every hook is called through pluggy's caller, one plugin at a time in the config's order
+    (:meth:`call`, :meth:`one`), so hook-call monitors (:meth:`add_monitor`, ``RLVR_TRACE_PLUGINS=1``)
+    see each call with the plugin that answered it.
+    """
 
     def __init__(self, enabled: list[EnabledPlugin]):
         self.enabled = enabled
         self._rewards: list[tuple[str, RewardFunction]] | None = None
+        self._validated: tuple[Any, float | None] | None = None
+        self.adjusted_args: Any = None
+        self._callers: dict[tuple[str, str], Any] = {}
         self.pm = pluggy.PluginManager(PROJECT)
         self.pm.add_hookspecs(hookspecs)
         for plugin in enabled:
+            _check_impl_options(plugin.name, type(plugin.instance))
             try:
                 self.pm.register(plugin.instance, name=plugin.name)
             except pluggy.PluginValidationError as exc:
@@ -203,6 +258,10 @@ class PluginSet:
             self.pm.check_pending()
         except pluggy.PluginValidationError as exc:
             raise PluginValidationError(str(exc)) from exc
+        if os.environ.get(TRACE_ENV, "") not in ("", "0"):
+            self.add_monitor(None, print_trace)
+        for before, after in _monitors:
+            self.add_monitor(before, after)
 
     @property
     def names(self) -> list[str]:
@@ -211,25 +270,80 @@ class PluginSet:
     def get(self, name: str) -> Plugin:
         return self.pm.get_plugin(name)
 
-    def call_each(self, hook: str, after_each: Callable[[str], None] | None = None,
-                  **kwargs: Any) -> list[tuple[str, Any]]:
+    def implementers(self, hook: str) -> list[str]:
+        """The enabled plugins that implement ``hook``, in the config's order."""
+        have = {impl.plugin_name for impl in self.pm.hook.__dict__[hook].get_hookimpls()}
+        return [name for name in self.names if name in have]
+
+    def call(self, hook: str, *, only: Collection[str] | None = None,
+             after_each: Callable[[str], None] | None = None, **kwargs: Any) -> list[tuple[str, Any]]:
         """Call every implementation of ``hook`` in the config's order; return ``(plugin, result)`` pairs.
 
-        Unlike a plain collect-all call, results keep the name of the plugin that returned
-        them, so the caller can log per plugin and name a culprit. ``after_each(plugin)``
-        runs after each implementation (to see what that plugin changed).
+        Each plugin is called through pluggy's own caller (a subset caller holding that plugin
+        alone), so monitors see one event per plugin. Results keep the name of the plugin
+        that returned them (``None`` included), so the caller can log per plugin and name a
+        culprit. ``only``: call just these plugins (e.g. those that saved a state).
+        ``after_each(plugin)`` runs after each implementation (to see what that plugin changed).
         """
+        firstresult = self._firstresult(hook)
         out = []
-        for impl in self.pm.hook.__dict__[hook].get_hookimpls():
-            args = {a: kwargs[a] for a in impl.argnames}
-            out.append((impl.plugin_name, impl.function(**args)))
+        for name in self.implementers(hook):
+            if only is not None and name not in only:
+                continue
+            result = self._caller(hook, name)(**kwargs)
+            if not firstresult:
+                result = result[0] if result else None
+            out.append((name, result))
             if after_each is not None:
-                after_each(impl.plugin_name)
+                after_each(name)
         return out
+
+    def first(self, hook: str, **kwargs: Any) -> tuple[str, Any] | None:
+        """Call ``hook``'s implementations in the config's order until one returns a value other
+        than ``None`` (an abstaining hook); return ``(plugin, result)``, or ``None`` when all abstain."""
+        for name in self.implementers(hook):
+            ((_, result),) = self.call(hook, only=[name], **kwargs)
+            if result is not None:
+                return name, result
+        return None
 
     def one(self, hook: str, **kwargs: Any) -> Any:
         """Call a one-winner hook (exactly one implementation is registered)."""
         return getattr(self.pm.hook, hook)(**kwargs)
+
+    def add_monitor(self, before: Callable[[HookCall], None] | None,
+                    after: Callable[[HookCall], None] | None) -> Callable[[], None]:
+        """Watch every hook call: ``before(call)`` and ``after(call)`` receive a :class:`HookCall`
+        (after: with its result or error and milliseconds). Returns a function that removes the monitor."""
+        started: list[tuple[HookCall, float]] = []
+
+        def on_before(hook_name: str, impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+            call = HookCall(hook_name, ",".join(i.plugin_name for i in impls), dict(kwargs))
+            started.append((call, time.perf_counter()))
+            if before is not None:
+                before(call)
+
+        def on_after(outcome: Any, hook_name: str, impls: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+            call, t = started.pop()
+            call.ms = 1000 * (time.perf_counter() - t)
+            call.error = outcome.exception
+            if call.error is None:
+                result = outcome.get_result()
+                call.result = (result[0] if result else None) if not self._firstresult(hook_name) else result
+            if after is not None:
+                after(call)
+
+        return self.pm.add_hookcall_monitoring(on_before, on_after)
+
+    def _firstresult(self, hook: str) -> bool:
+        return bool(self.pm.hook.__dict__[hook].spec.opts.get("firstresult"))
+
+    def _caller(self, hook: str, name: str) -> Any:
+        key = (hook, name)
+        if key not in self._callers:
+            others = [p.instance for p in self.enabled if p.name != name]
+            self._callers[key] = self.pm.subset_hook_caller(hook, remove_plugins=others)
+        return self._callers[key]
 
     def implements(self, hook: str) -> bool:
         return bool(self.pm.hook.__dict__[hook].get_hookimpls())
@@ -252,6 +366,8 @@ class PluginSet:
         kept = [p for p in self.enabled if not (p.default and hook in implemented_hooks(type(p.instance)))]
         replaced = PluginSet([*kept, EnabledPlugin(entry.name, cls(cls.Options()), entry, default=True)])
         replaced._rewards = self._rewards
+        replaced._validated = self._validated
+        replaced.adjusted_args = self.adjusted_args
         return replaced
 
     def reward_functions(self) -> list[tuple[str, RewardFunction]]:
@@ -281,10 +397,54 @@ class PluginSet:
                                               f"and by plugin {current['plugin']!r}; reward names must be unique")
             rewards.append((current["plugin"], reward))
 
-        for impl in self.pm.hook.rlvr_reward_functions.get_hookimpls():
-            current["plugin"] = impl.plugin_name
-            impl.function(register=register)
+        for plugin in self.implementers("rlvr_reward_functions"):
+            current["plugin"] = plugin
+            self.call("rlvr_reward_functions", only=[plugin], register=register)
         return rewards
+
+    def adjust_grpo_config(self, kwargs: dict[str, Any], trainer_section: Mapping[str, Any]) -> dict[str, str]:
+        """Let each plugin adjust ``kwargs`` (``rlvr_adjust_grpo_config``, config order); return which plugin
+        set which key. Two plugins that set one field to different values is an error naming both."""
+        owners: dict[str, tuple[str, Any]] = {}
+        before = dict(kwargs)
+
+        def record(plugin: str) -> None:
+            nonlocal before
+            for key, value in kwargs.items():
+                if key in before and _same(before[key], value):
+                    continue
+                if key in owners and not _same(owners[key][1], value):
+                    other, first = owners[key]
+                    raise ConfigError(f"plugins {other!r} and {plugin!r} both set trainer.{key}, to {first!r} and "
+                                      f"{value!r}; enable only one of them or make their options agree")
+                owners[key] = (plugin, value)
+            before = dict(kwargs)
+
+        self.call("rlvr_adjust_grpo_config", after_each=record, grpo_kwargs=kwargs, trainer_section=trainer_section)
+        return {key: plugin for key, (plugin, _) in owners.items()}
+
+    def validate_run(self, grpo_args: Any, engine_timeout_s: float | None = None,
+                     environment_factory: Any = None) -> None:
+        """Require a reward source, then let every plugin check the run (``rlvr_validate_run``).
+
+        A reward source is a reward plugin, or (as in TRL) an ``environment_factory`` whose
+        environment owns the reward through ``get_reward``; TRL checks the latter and raises
+        its own ``ValueError`` when the environment has none.
+
+        Runs once per run: a second call with the same ``grpo_args`` object and deadline (``rlvr train``
+        checks before the trainer is built, then builds it with those arguments) does nothing.
+        """
+        if self._validated is not None and self._validated[0] is grpo_args \
+                and self._validated[1] == engine_timeout_s:
+            return
+        names = [reward.name for _, reward in self.reward_functions()]
+        if not names and not environment_factory:
+            raise PluginError(
+                "no reward function is enabled: enable at least one reward plugin (for example r1-accuracy), or pass "
+                "an environment_factory whose environment defines get_reward"
+            )
+        self.call("rlvr_validate_run", reward_names=names, grpo_args=grpo_args, engine_timeout_s=engine_timeout_s)
+        self._validated = (grpo_args, engine_timeout_s)
 
     def describe(self) -> list[dict[str, Any]]:
         out = []
@@ -299,6 +459,30 @@ class PluginSet:
                 "options": _options_dict(opts),
             })
         return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def print_trace(call: HookCall, file: Any = None) -> None:
+    """``RLVR_TRACE_PLUGINS=1``: one block per hook call on stderr (hook, plugin, milliseconds,
+    arguments and result; tensors as shapes, long values cut)."""
+    lines = [f"rlvr trace: {call.hook} [{call.plugin}] {call.ms:.2f} ms"]
+    lines += [f"    {key} = {_short(value)}" for key, value in call.kwargs.items()]
+    lines.append(f"    -> {type(call.error).__name__}: {call.error}" if call.error is not None
+                 else f"    -> {_short(call.result)}")
+    print("\n".join(lines), file=file or sys.stderr, flush=True)
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    shape = getattr(value, "shape", None)
+    if shape is not None and hasattr(value, "dtype"):
+        return f"{type(value).__name__}(shape={tuple(shape)}, dtype={value.dtype})"
+    if isinstance(value, (list, tuple)) and any(hasattr(v, "shape") for v in value):
+        return "[" + ", ".join(_short(v, 60) for v in value) + "]"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
 
 
 def _options_dict(opts: Any) -> dict[str, Any]:
@@ -354,6 +538,32 @@ def build_plugin_set(plugins_config: Mapping[str, Any] | None) -> PluginSet:
             cls = entry.load()
             enabled.append(EnabledPlugin(entry.name, cls(cls.Options()), entry, default=True))
     return PluginSet(enabled)
+
+
+def register_plugin_commands(subparsers: Any) -> list[str]:
+    """Let every installed plugin add its ``rlvr`` commands (``rlvr_register_commands``), in name
+    order, each built with its default options; return the plugins that did. A command name that
+    is already taken is an error naming the plugin. Imports every installed plugin (not the built-ins,
+    which add none): the CLI calls this only when the command line does not name a built-in command."""
+    import argparse
+
+    enabled = []
+    for name, entry in sorted(discover().items()):
+        if name in BUILTIN_PLUGINS and entry.distribution == "rlvr-plugins":
+            continue
+        cls = entry.load()
+        if "rlvr_register_commands" in implemented_hooks(cls):
+            _check_hook_names(name, cls)
+            enabled.append(EnabledPlugin(name, cls(cls.parse_options({})), entry))
+    plugin_set = PluginSet(enabled)
+    done = []
+    for name in plugin_set.implementers("rlvr_register_commands"):
+        try:
+            plugin_set.call("rlvr_register_commands", only=[name], subparsers=subparsers)
+        except argparse.ArgumentError as exc:
+            raise PluginValidationError(f"plugin {name!r}: rlvr_register_commands: {exc}") from exc
+        done.append(name)
+    return done
 
 
 def list_plugins(enabled_names: set[str] | None = None) -> list[dict[str, Any]]:

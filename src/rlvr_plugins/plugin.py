@@ -24,13 +24,17 @@ class Plugin:
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
+    #: An estimator plugin whose advantages equal TRL's for a ``GRPOConfig.scale_rewards`` value
+    #: (``"group"``, ``"batch"``, ``"none"``) names it here; ``trainer.scale_rewards`` may then be set
+    #: to that value beside it. None: no TRL setting computes this estimator.
+    trl_scale_rewards: ClassVar[str | None] = None
 
     @dataclass
     class Options:
         pass
 
     def __init__(self, options: Any = None):
-        self.options = options if options is not None else self.Options()
+        self.options: Any = options if options is not None else self.Options()
 
     @classmethod
     def parse_options(cls, raw: Mapping[str, Any] | None) -> Any:

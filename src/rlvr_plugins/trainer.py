@@ -8,6 +8,7 @@ Where each hook fires (see ``docs/architecture.md``):
   ``multi_objective_aggregation`` choose the estimator when no estimator plugin is enabled
   (:func:`trl_estimator`).
 * ``rlvr_rollout_func``: ``__init__``; when a plugin answers, it is TRL's ``rollout_func``.
+* ``rlvr_trainer_callbacks``: the end of ``__init__``; each callback is added to the trainer.
 * ``rlvr_length_penalty``, ``rlvr_compute_advantages``, ``rlvr_on_rewards``: after TRL
   has generated, scored and gathered a batch (``_generate_and_score_completions``); the
   advantages computed here on the gathered batch replace TRL's, sliced to this process.
@@ -20,7 +21,6 @@ import contextlib
 import json
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +29,13 @@ from accelerate.utils import gather, gather_object
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 from trl import GRPOConfig, GRPOTrainer
 
-from .advantages import finalize_advantages, shaping_advantages
+from .advantages import BatchAdvantages, batch_advantages, ratio_statistics
+from .builtin.estimators import TRL_SCALE_ESTIMATORS
 from .engine import RewardPluginFailing
-from .errors import PluginConflictError, PluginContractError, PluginError
+from .errors import PluginConflictError, PluginError
 from .manager import PluginSet, build_plugin_set
 from .rewards import Engines, TRLReward
-from .run import ESTIMATOR_SCALE
-from .runfolder import PLUGIN_STATE_FILE, folder_bytes, last_complete_checkpoint, writing
+from .checkpoints import PLUGIN_STATE_FILE, folder_bytes, last_complete_checkpoint, writing
 
 logger = logging.getLogger(__name__)
 
@@ -60,9 +60,6 @@ def _quiet_trl_no_score_warning():
         yield
     finally:
         trl_logger.removeFilter(quiet)
-
-
-TRL_SCALE_ESTIMATORS = {"group": "grpo", "batch": "batch-std", "none": "mean-baseline"}
 
 
 def trl_estimator(grpo_args) -> str:
@@ -98,7 +95,7 @@ def with_trl_estimator(plugin_set: PluginSet, grpo_args) -> PluginSet:
         return plugin_set.replace_default("rlvr_compute_advantages", wanted)
     if wanted == "grpo":  # TRL's defaults: the enabled estimator decides
         return plugin_set
-    if wanted != "normalize-then-sum" and ESTIMATOR_SCALE.get(current) == grpo_args.scale_rewards:
+    if wanted != "normalize-then-sum" and type(plugin_set.get(current)).trl_scale_rewards == grpo_args.scale_rewards:
         return plugin_set
     raise PluginError(
         f"scale_rewards={grpo_args.scale_rewards!r}, multi_objective_aggregation="
@@ -114,12 +111,47 @@ def default_grpo_config(model) -> GRPOConfig:
     return GRPOConfig(f"{name.split('/')[-1]}-GRPO")
 
 
+def adjust_grpo_args(plugin_set: PluginSet, args: GRPOConfig) -> None:
+    """Apply the plugins' ``rlvr_adjust_grpo_config`` to a ``GRPOConfig`` built elsewhere (a script),
+    so it matches what ``rlvr train`` builds from a config with the same plugins.
+
+    The fields the caller set (those that differ from a fresh ``GRPOConfig`` for the same
+    ``output_dir``) are the plugins' ``trainer_section``. A field a plugin changes is set on
+    ``args`` when the caller left it at its default; a caller's value that contradicts the
+    plugin is an error naming the plugin, the field, the given and the required value.
+    Arguments built by :func:`rlvr_plugins.train.run.prepare` (already adjusted) are left alone.
+    """
+    import dataclasses
+
+    if plugin_set.adjusted_args is args or not plugin_set.implementers("rlvr_adjust_grpo_config"):
+        return
+    fresh = GRPOConfig(output_dir=args.output_dir, use_cpu=args.use_cpu)
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(args) if f.init}
+    chosen = {k: v for k, v in given.items() if k != "output_dir" and not _equal(v, getattr(fresh, k, None))}
+    kwargs = dict(given)
+    owners = plugin_set.adjust_grpo_config(kwargs, chosen)
+    for key, plugin in owners.items():
+        value = kwargs[key]
+        if _equal(given.get(key), value):
+            continue
+        if key in chosen:
+            raise PluginError(f"plugin {plugin!r} requires GRPOConfig {key}={value!r}, but the GRPOConfig given has "
+                              f"{key}={given[key]!r}; leave {key} at its default or set it to {value!r}")
+        setattr(args, key, value)
+    plugin_set.adjusted_args = args
+
+
+def _equal(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
 class RLVRTrainer(GRPOTrainer):
     """A ``GRPOTrainer`` whose rewards, advantages, penalties and sampler come from plugins.
 
     :param plugin_set: the run's enabled plugins (:func:`rlvr_plugins.manager.build_plugin_set`);
         default: the built-in defaults only (then an ``environment_factory`` must own the reward).
-    :param args: the ``GRPOConfig``; default as in TRL, ``GRPOConfig("<model name>-GRPO")``.
+    :param args: the ``GRPOConfig``; default as in TRL, ``GRPOConfig("<model name>-GRPO")``. The
+        plugins' ``rlvr_adjust_grpo_config`` is applied to it (:func:`adjust_grpo_args`), as ``rlvr train`` does.
         Its ``scale_rewards`` / ``multi_objective_aggregation`` choose the estimator when no
         estimator plugin is enabled (:func:`with_trl_estimator`).
     :param engines: the reward engines (default: built from ``engine_options``).
@@ -140,11 +172,13 @@ class RLVRTrainer(GRPOTrainer):
             raise TypeError("RLVRTrainer takes its reward functions from the plugins; do not pass reward_funcs")
         if args is None:
             args = default_grpo_config(model)
-        plugin_set = with_trl_estimator(plugin_set if plugin_set is not None else build_plugin_set(None), args)
+        plugin_set = plugin_set if plugin_set is not None else build_plugin_set(None)
+        adjust_grpo_args(plugin_set, args)
+        plugin_set = with_trl_estimator(plugin_set, args)
         self.plugin_set = plugin_set
         self.engines = engines if engines is not None else Engines(**{"on_error": "raise", **(engine_options or {})})
         registered = plugin_set.reward_functions()
-        validate_run(plugin_set, args, self.engines.settings().deadline_s,
+        plugin_set.validate_run(args, self.engines.settings().deadline_s,
                      environment_factory=kwargs.get("environment_factory"))
         self.rlvr_rewards = [TRLReward(reward, owner, self.engines) for owner, reward in registered]
         weights = [float(r.weight) for _, r in registered]
@@ -163,7 +197,7 @@ class RLVRTrainer(GRPOTrainer):
             raise PluginError(f"correctness_reward {self.correctness_reward!r} is not a registered reward; "
                               f"registered: {names}")
         self.correct_threshold = float(correct_threshold)
-        rollouts = [(name, fn) for name, fn in plugin_set.call_each(
+        rollouts = [(name, fn) for name, fn in plugin_set.call(
             "rlvr_rollout_func", tokenizer=kwargs.get("processing_class"), num_generations=args.num_generations,
             grpo_args=args) if fn is not None]
         if len(rollouts) > 1:
@@ -177,6 +211,9 @@ class RLVRTrainer(GRPOTrainer):
             from .vllm_cpu import install_cpu_weight_sync
 
             install_cpu_weight_sync(self)  # TRL's colocated sync cannot write into vLLM-CPU's packed weights
+        for _, callbacks in plugin_set.call("rlvr_trainer_callbacks", trainer=self):
+            for callback in callbacks or ():
+                self.add_callback(callback)
 
     # -- sampler -----------------------------------------------------------------
     def _get_train_sampler(self, dataset=None):
@@ -189,6 +226,7 @@ class RLVRTrainer(GRPOTrainer):
             repeat_count=self.num_iterations * self.args.steps_per_generation,
             shuffle=self.shuffle_dataset,
             seed=self.args.seed,
+            grpo_args=self.args,
         )
 
     # -- rewards, penalties, advantages --------------------------------------------
@@ -268,7 +306,7 @@ class RLVRTrainer(GRPOTrainer):
         self._log_batch(metrics, result, batch["failed"])
         self._log_lengths(metrics, rewards_per_func, batch["lengths"], names)
         if mode == "train":
-            self.plugin_set.call_each(
+            self.plugin_set.call(
                 "rlvr_on_rewards",
                 example_indices=batch["indices"].tolist(),
                 rewards=result.total,
@@ -370,7 +408,7 @@ class RLVRTrainer(GRPOTrainer):
         try:
             with writing(folder, Path(run_dir), needed, remove_partial=self.args.should_save):
                 super()._save_checkpoint(model, trial)
-                state = {name: s for name, s in self.plugin_set.call_each("rlvr_state_dict") if s is not None}
+                state = {name: s for name, s in self.plugin_set.call("rlvr_state_dict") if s is not None}
                 if self.args.should_save:
                     tmp = folder / (PLUGIN_STATE_FILE + ".tmp")
                     with open(tmp, "w", encoding="utf-8") as fh:
@@ -408,103 +446,6 @@ class RLVRTrainer(GRPOTrainer):
             return
         with open(path, encoding="utf-8") as fh:
             states = json.load(fh)
-        for impl in self.plugin_set.pm.hook.rlvr_load_state_dict.get_hookimpls():
-            if impl.plugin_name in states:
-                impl.function(state=states[impl.plugin_name])
-
-
-@dataclass
-class BatchAdvantages:
-    """What the framework computes from one gathered batch (all ``(N,)``, ``zero_variance`` ``(N / G,)``)."""
-
-    valid: torch.Tensor
-    total: torch.Tensor
-    penalties: list[tuple[str, torch.Tensor]]
-    advantages: torch.Tensor
-    zero_variance: torch.Tensor
-
-
-def batch_advantages(plugin_set: PluginSet, rewards_per_func: torch.Tensor, weights: torch.Tensor,
-                     failed: torch.Tensor, lengths: torch.Tensor, num_generations: int, step: int,
-                     names: list[str]) -> BatchAdvantages:
-    """Penalties, estimator and the framework's rules on a gathered batch (training and ``rlvr score``).
-
-    ``valid`` = no reward failed and not every reward ``None``; outcome = ``Σ_k w_k r_k``
-    (a ``None`` counts 0); the estimator turns the outcome into advantages; the summed
-    length penalties are added as group-centred shaping (``shaping_advantages``); then
-    ``finalize_advantages`` (no score → 0, equal totals in a group → exactly 0).
-    ``total`` = outcome + penalties, NaN where not valid.
-    """
-    valid = ~failed.any(dim=1) & ~torch.isnan(rewards_per_func).all(dim=1)
-    outcome = (rewards_per_func * weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
-    shaping = torch.zeros_like(outcome)
-    penalties = []
-    for plugin, penalty in plugin_set.call_each(
-        "rlvr_length_penalty", completion_lengths=lengths, num_generations=num_generations,
-        rewards_per_func=rewards_per_func, reward_names=names, step=step,
-    ):
-        if penalty is None:
-            continue
-        penalty = check_vector(plugin, "rlvr_length_penalty", penalty, outcome)
-        shaping = shaping + penalty
-        penalties.append((plugin, penalty))
-    nan = torch.full_like(outcome, float("nan"))
-    outcome = torch.where(valid, outcome, nan)
-    total = torch.where(valid, outcome + shaping, nan) if penalties else outcome
-    raw = plugin_set.one("rlvr_compute_advantages", rewards=outcome, num_generations=num_generations, valid=valid,
-                         rewards_per_func=rewards_per_func, reward_names=names, reward_weights=weights)
-    raw = check_vector(plugin_set.winner("rlvr_compute_advantages"), "rlvr_compute_advantages", raw, outcome,
-                       valid=valid)
-    if penalties:
-        raw = raw + shaping_advantages(shaping, valid, num_generations)
-    advantages, zero_var = finalize_advantages(raw, total, valid, num_generations)
-    return BatchAdvantages(valid, total, penalties, advantages, zero_var)
-
-
-def validate_run(plugin_set: PluginSet, grpo_args, engine_timeout_s: float | None = None,
-                 environment_factory: Any = None) -> None:
-    """Require a reward source, then let every plugin check the run (``rlvr_validate_run``).
-
-    A reward source is a reward plugin, or (as in TRL) an ``environment_factory`` whose
-    environment owns the reward through ``get_reward``; TRL checks the latter and raises
-    its own ``ValueError`` when the environment has none.
-    """
-    names = [reward.name for _, reward in plugin_set.reward_functions()]
-    if not names and not environment_factory:
-        raise PluginError(
-            "no reward function is enabled: enable at least one reward plugin (for example r1-accuracy), or pass "
-            "an environment_factory whose environment defines get_reward"
-        )
-    plugin_set.call_each("rlvr_validate_run", reward_names=names, grpo_args=grpo_args,
-                         engine_timeout_s=engine_timeout_s)
-
-
-def ratio_statistics(logps: torch.Tensor, old_logps: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Token-level importance ratios ``rho_t = exp(log pi(o_t) - log pi_old(o_t))`` over ``mask``.
-
-    Shapes: ``(B, T)`` each. Returns ``(5,)``: ``[sum rho, sum |log rho|, token count,
-    max rho, min rho]`` (max ``-inf`` and min ``+inf`` when no token is masked in), so that
-    the statistics of every process are combined with one gather: sum the first three,
-    max the fourth, min the fifth.
-    """
-    log_ratio = (logps - old_logps).float()[mask.bool()]
-    if log_ratio.numel() == 0:
-        return torch.tensor([0.0, 0.0, 0.0, -torch.inf, torch.inf], device=logps.device)
-    ratio = torch.exp(log_ratio)
-    count = torch.tensor(float(log_ratio.numel()), device=logps.device)
-    return torch.stack([ratio.sum(), log_ratio.abs().sum(), count, ratio.max(), ratio.min()])
-
-
-def check_vector(plugin: str, hook: str, value: Any, like: torch.Tensor, valid: torch.Tensor | None = None):
-    """A hook's ``(N,)`` result as a float tensor on ``like``'s device, or a clear error naming the plugin."""
-    if not isinstance(value, torch.Tensor):
-        raise PluginContractError(f"plugin {plugin!r}: {hook} returned {type(value).__name__}; expected a tensor")
-    if value.shape != like.shape:
-        raise PluginContractError(
-            f"plugin {plugin!r}: {hook} returned shape {tuple(value.shape)}; expected {tuple(like.shape)}"
-        )
-    value = value.to(device=like.device, dtype=like.dtype)
-    check = value if valid is None else value[valid]
-    if not torch.isfinite(check).all():
-        raise PluginContractError(f"plugin {plugin!r}: {hook} returned NaN or infinite values: {check.tolist()[:8]}")
-    return value
+        for name in self.plugin_set.implementers("rlvr_load_state_dict"):
+            if name in states:
+                self.plugin_set.call("rlvr_load_state_dict", only=[name], state=states[name])

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rlvr_plugins.testing import grpo_args, tiny_model, tiny_rows  # noqa: E402
 from datasets import Dataset  # noqa: E402
 
-from rlvr_plugins import Plugin, RewardFunction, hookimpl  # noqa: E402
+from rlvr_plugins import Plugin, RewardFunction, hookimpl
 from rlvr_plugins.manager import build_plugin_set, temporary_plugin  # noqa: E402
 from rlvr_plugins.rewards import Engines  # noqa: E402
 from rlvr_plugins.trainer import RLVRTrainer  # noqa: E402

@@ -9,7 +9,7 @@ import pytest
 import rlvr_dr_grpo.plugins
 from rlvr_plugins.errors import ConfigError, PluginConflictError
 from rlvr_plugins.manager import build_plugin_set
-from rlvr_plugins.run import grpo_kwargs, prepare
+from rlvr_plugins.train.run import grpo_kwargs, prepare
 
 
 def config(**trainer):

@@ -53,9 +53,9 @@ def test_refuses_a_run_that_also_enables_r1_accuracy():
     plugin_set = build_plugin_set({"judge-equivalence": {"model": "m"}, "r1-accuracy": {}})
     names = [r.name for _, r in plugin_set.reward_functions()]
     with pytest.raises(ConfigError, match="'judge-equivalence' and 'r1-accuracy' are both enabled"):
-        plugin_set.call_each("rlvr_validate_run", reward_names=names, grpo_args=None, engine_timeout_s=10.0)
+        plugin_set.call("rlvr_validate_run", reward_names=names, grpo_args=None, engine_timeout_s=10.0)
     alone = build_plugin_set({"judge-equivalence": {"model": "m"}, "r1-format": {}})
-    alone.call_each("rlvr_validate_run", reward_names=["judge-equivalence", "r1-format"], grpo_args=None,
+    alone.call("rlvr_validate_run", reward_names=["judge-equivalence", "r1-format"], grpo_args=None,
                     engine_timeout_s=10.0)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -25,9 +26,11 @@ def plugin(**options):
     return KimiCurriculum(KimiCurriculum.parse_options({"correctness_reward": "acc", **options}))
 
 
-def make_sampler(p, ds=None, ppb=3, repeat=2, seed=11):
+def make_sampler(p, ds=None, ppb=3, repeat=2, seed=11, ignore_data_skip=False):
+    grpo_args = SimpleNamespace(gradient_accumulation_steps=1, ignore_data_skip=ignore_data_skip)
     return p.rlvr_train_sampler(dataset=ds if ds is not None else dataset(), num_generations=G,
-                                prompts_per_batch=ppb, repeat_count=repeat, shuffle=True, seed=seed)
+                                prompts_per_batch=ppb, repeat_count=repeat, shuffle=True, seed=seed,
+                                grpo_args=grpo_args)
 
 
 def feed(p, ids, correct_of):
@@ -201,9 +204,8 @@ def test_resume_with_ignore_data_skip_starts_at_the_first_untrained_chunk():
     list(run_pipeline(p1, make_sampler(p1), 3, lambda i, j: j == 0))
     saved = p1.rlvr_state_dict()
     p2 = plugin(schedule="none")
-    p2._ignore_data_skip = True
     p2.rlvr_load_state_dict(state=saved)
-    first = list(itertools.islice(iter(make_sampler(p2)), 3 * G))
+    first = list(itertools.islice(iter(make_sampler(p2, ignore_data_skip=True)), 3 * G))
     assert first[::G] == saved["pending"]["3"]
 
 
@@ -262,7 +264,7 @@ def test_options_are_checked(options, message):
 def test_start_up_checks_name_the_plugin_and_the_option():
     with pytest.raises(ConfigError, match=r"correctness_reward='acc' is not a reward of this run. "
                                           r"Available rewards: \['r1-format'\]"):
-        plugin().rlvr_validate_run(reward_names=["r1-format"], grpo_args=None)
+        plugin().rlvr_validate_run(reward_names=["r1-format"])
     with pytest.raises(ConfigError, match="trainer.remove_unused_columns=true would drop it"):
         plugin().rlvr_adjust_grpo_config(grpo_kwargs={}, trainer_section={"remove_unused_columns": True})
     with pytest.raises(PluginContractError, match="a batch needs 3 distinct prompts"):

@@ -50,7 +50,7 @@ def build(tmp_path, *, rows=8, seed=7, callbacks=(), curriculum=None, **trainer)
     from rlvr_plugins.demo.task import split_train_eval
     from rlvr_plugins.demo.tokenizer import build_char_tokenizer
     from rlvr_plugins.rewards import Engines
-    from rlvr_plugins.run import prepare
+    from rlvr_plugins.train.run import prepare
     from rlvr_plugins.trainer import RLVRTrainer
 
     plugins = {"kimi-cur-test-correct": {}, "kimi-cur-test-recorder": {},

@@ -60,7 +60,7 @@ def test_missing_correctness_reward_names_plugin_option_and_available_rewards():
 
 def test_missing_correctness_reward_stops_the_run_at_start_up():
     from rlvr_plugins.errors import ConfigError
-    from rlvr_plugins.run import prepare
+    from rlvr_plugins.train.run import prepare
 
     config = {"plugins": {"r1-format": {}, "kimi-length": {"correctness_reward": "accuracy"}},
               "trainer": {"report_to": "none"}, "output_dir": "/tmp/kimi-start-up"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlvr_plugins.data import render
+from rlvr_plugins.train.data import render
 from rlvr_plugins.demo.task import split_train_eval
 from rlvr_plugins.errors import ConfigError, PluginOptionError
 from rlvr_plugins.manager import build_plugin_set
@@ -129,11 +129,10 @@ def test_bad_options_name_the_plugin(options, message):
 
 
 def check_run(tmp_path, plugin_set, **trainer):
-    from rlvr_plugins.run import build_grpo_config
-    from rlvr_plugins.trainer import validate_run
+    from rlvr_plugins.train.run import build_grpo_config
 
     args = build_grpo_config({"output_dir": str(tmp_path), "report_to": "none", "use_cpu": True, **trainer})
-    validate_run(plugin_set, args)
+    plugin_set.validate_run(args)
 
 
 def test_budget_options_are_checked_against_the_trainer_section(tmp_path):
@@ -156,7 +155,7 @@ def test_budget_options_are_checked_against_the_trainer_section(tmp_path):
 def test_a_budget_without_room_for_the_answer_fails_when_the_trainer_asks_for_the_rollout(tmp_path, tokenizer):
     from rlvr_qwen_thinking.budget import ThinkingBudgetRollout
 
-    from rlvr_plugins.run import build_grpo_config
+    from rlvr_plugins.train.run import build_grpo_config
 
     def args(n):
         return build_grpo_config({"output_dir": str(tmp_path), "report_to": "none", "use_cpu": True,

@@ -42,10 +42,10 @@ def test_two_grpo_steps_with_a_budget_inject_the_stop_text_and_keep_it_out_of_th
         tmp_path, tokenizer, tiny_model):
     from datasets import Dataset
 
-    from rlvr_plugins.data import render
+    from rlvr_plugins.train.data import render
     from rlvr_plugins.demo.task import split_train_eval
     from rlvr_plugins.rewards import Engines
-    from rlvr_plugins.run import prepare
+    from rlvr_plugins.train.run import prepare
     from rlvr_plugins.trainer import RLVRTrainer
 
     Observer.seen = []

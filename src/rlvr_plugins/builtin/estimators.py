@@ -17,6 +17,7 @@ class GRPOEstimator(Plugin):
     """``A_i = (r_i - mean(r)) / (std(r) + eps)`` within each prompt group. Biased (std division)."""
 
     name = "grpo"
+    trl_scale_rewards = "group"
     description = "GRPO group z-score advantage (r - mean) / (std + eps); the default estimator"
 
     @dataclass
@@ -43,6 +44,7 @@ class BatchStdEstimator(Plugin):
     """``A_i = (r_i - mean_group(r)) / (std_batch(r) + eps)``: one scale per batch."""
 
     name = "batch-std"
+    trl_scale_rewards = "batch"
     description = "group mean baseline, scaled by the batch standard deviation"
 
     @dataclass
@@ -58,6 +60,7 @@ class MeanBaselineEstimator(Plugin):
     """``A_i = r_i - mean_group(r)``: the group mean baseline, no std (TRL's ``scale_rewards="none"``)."""
 
     name = "mean-baseline"
+    trl_scale_rewards = "none"
     description = "group mean baseline r - mean, no std division (TRL scale_rewards='none')"
 
     @hookimpl
@@ -84,3 +87,10 @@ class NormalizeThenSumEstimator(Plugin):
     def rlvr_compute_advantages(self, rewards_per_func, reward_weights, num_generations, valid):
         return advantages.normalize_then_sum_advantages(rewards_per_func, reward_weights, valid, num_generations,
                                                         eps=self.options.eps)
+
+
+#: TRL's ``scale_rewards`` value -> the built-in estimator that computes TRL's advantages for it.
+TRL_SCALE_ESTIMATORS: dict[str, str] = {
+    cls.trl_scale_rewards: cls.name for cls in (GRPOEstimator, BatchStdEstimator, MeanBaselineEstimator)
+    if cls.trl_scale_rewards is not None
+}

@@ -12,7 +12,7 @@ class RepeatSamplerPlugin(Plugin):
     name = "repeat-sampler"
     description = "TRL's RepeatSampler: uniform shuffled prompts; the default sampler"
 
-    @hookimpl(trylast=True)
+    @hookimpl
     def rlvr_train_sampler(self, dataset, num_generations, prompts_per_batch, repeat_count, shuffle, seed):
         from trl.trainer.utils import RepeatSampler  # lazily: listing plugins must not import TRL
 

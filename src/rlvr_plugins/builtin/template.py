@@ -18,7 +18,7 @@ class PlainTemplate(Plugin):
     class Options:
         system_prompt: str | None = None
 
-    @hookimpl(trylast=True)
+    @hookimpl
     def rlvr_render_prompt(self, example):
         prompt = example["prompt"]
         if self.options.system_prompt is None:

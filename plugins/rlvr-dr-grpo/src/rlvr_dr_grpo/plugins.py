@@ -56,6 +56,7 @@ class DrGRPO(Plugin):
     """``A_i = r_i - mean(r)`` per prompt group and TRL's constant-normalised ``dr_grpo`` loss."""
 
     name = "dr-grpo"
+    trl_scale_rewards = "none"
     description = "Dr. GRPO: advantage r - group mean (no std division), loss divided by a constant (TRL dr_grpo)"
 
     @hookimpl

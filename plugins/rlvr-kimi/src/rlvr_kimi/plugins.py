@@ -144,8 +144,6 @@ class KimiCurriculum(Plugin):
         self.sampler: CurriculumSampler | None = None
         self._loaded: dict | None = None
         self._position: dict[int, int] = {}
-        self._gradient_accumulation_steps = 1
-        self._ignore_data_skip = False
 
     @property
     def curriculum_on(self) -> bool:
@@ -158,17 +156,15 @@ class KimiCurriculum(Plugin):
                               "trainer.remove_unused_columns=true would drop it; remove that setting")
 
     @hookimpl
-    def rlvr_validate_run(self, reward_names, grpo_args):
+    def rlvr_validate_run(self, reward_names):
         if self.options.correctness_reward not in reward_names:
             raise ConfigError(self._missing_reward(reward_names))
-        self._gradient_accumulation_steps = int(getattr(grpo_args, "gradient_accumulation_steps", 1) or 1)
-        self._ignore_data_skip = bool(getattr(grpo_args, "ignore_data_skip", False))
 
     def _missing_reward(self, reward_names) -> str:
         return missing_reward_message(self.name, self.options.correctness_reward, reward_names)
 
     @hookimpl
-    def rlvr_train_sampler(self, dataset, num_generations, prompts_per_batch, repeat_count, shuffle, seed):
+    def rlvr_train_sampler(self, dataset, num_generations, prompts_per_batch, repeat_count, shuffle, seed, grpo_args):
         o = self.options
         n = len(dataset)
         difficulties = None
@@ -204,8 +200,8 @@ class KimiCurriculum(Plugin):
             self.sampler = CurriculumSampler(
                 num_prompts=n, difficulties=difficulties, state=self.state, rules=rules,
                 num_generations=num_generations, prompts_per_batch=prompts_per_batch, repeat_count=repeat_count,
-                seed=seed, gradient_accumulation_steps=self._gradient_accumulation_steps,
-                ignore_data_skip=self._ignore_data_skip)
+                seed=seed, gradient_accumulation_steps=int(getattr(grpo_args, "gradient_accumulation_steps", 1) or 1),
+                ignore_data_skip=bool(getattr(grpo_args, "ignore_data_skip", False)))
         except ValueError as exc:
             raise PluginContractError(f"plugin {self.name!r}: {exc}") from exc
         return self.sampler

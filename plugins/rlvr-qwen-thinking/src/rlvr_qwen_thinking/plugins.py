@@ -11,6 +11,7 @@ from rlvr_plugins.errors import ConfigError
 from .budget import EARLY_STOP_TEXT, THINK_END, ThinkingBudgetRollout, single_token_id
 from .compliance import ModeComplianceScorer
 from .modes import explicit_flag, fused_no_think, render_prompt, with_no_think_flag
+from .sft import sft_examples
 
 COMPLIANCE_REWARD = "qwen-mode-compliance"
 
@@ -44,6 +45,13 @@ class QwenThinkingPlugin(Plugin):
         if flag is None and fused_no_think(seed, index, self.options.no_think_share):
             return render_prompt(with_no_think_flag(prompt), tokenizer, thinking=False)
         return render_prompt(prompt, tokenizer, thinking=flag is not False)
+
+    @hookimpl
+    def rlvr_sft_examples(self, rows, completion_column, seed):
+        try:
+            return sft_examples(rows, column=completion_column, no_think_share=self.options.no_think_share, seed=seed)
+        except ValueError as exc:
+            raise ConfigError(f"sft with qwen-thinking fusion: {exc}", source="sft") from exc
 
     @hookimpl
     def rlvr_reward_functions(self, register):

@@ -50,3 +50,34 @@ def build_fusion_sft(rows: Iterable[Mapping[str, Any]], *, no_think_share: float
         flagged = prompt if flag is False else with_no_think_flag(prompt)
         out.append({"prompt": flagged, **rest, "completion": EMPTY_THINK_BLOCK + answer, "thinking": False})
     return out
+
+
+def sft_examples(rows: list[dict[str, Any]], *, column: str, no_think_share: float, seed: int
+                 ) -> list[dict[str, Any]] | None:
+    """The SFT rows for the plugin's template (the ``rlvr_sft_examples`` hook), or ``None`` when they need no change.
+
+    With ``no_think_share > 0`` the rows are mixed by :func:`build_fusion_sft` (target in
+    ``column``). Then a row the template renders in non-thinking mode (its prompt already
+    ends with Qwen3's empty think block) loses that block from the start of its target, so
+    the target does not repeat it.
+
+    >>> sft_examples([{"prompt": "2+2=", "solution": "<think>4</think><answer>4</answer>"}], column="solution",
+    ...              no_think_share=1.0, seed=0)
+    [{'prompt': '2+2= /no_think', 'thinking': False, 'solution': '<answer>4</answer>'}]
+    >>> sft_examples([{"prompt": "2+2=", "solution": "<think>4</think>4"}], column="solution", no_think_share=0.0,
+    ...              seed=0) is None
+    True
+    """
+    changed = no_think_share > 0
+    if changed:
+        fused = build_fusion_sft(rows, no_think_share=no_think_share, seed=seed, think_column=column)
+        rows = [{**{k: v for k, v in r.items() if k != "completion"}, column: r["completion"]} for r in fused]
+    out = []
+    for i, row in enumerate(rows):
+        flag = explicit_flag(row["prompt"])
+        non_thinking = flag is False or (flag is None and fused_no_think(seed, i, no_think_share))
+        target = row.get(column)
+        if non_thinking and isinstance(target, str) and target.startswith(EMPTY_THINK_BLOCK):
+            row, changed = {**row, column: target[len(EMPTY_THINK_BLOCK):]}, True
+        out.append(row)
+    return out if changed else None

@@ -1,0 +1,61 @@
+"""``rlvr score``: score saved completions with the enabled plugins, print the table, write the rows."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, Mapping
+
+from .common import quiet_libraries
+from ..lab.score import describe_scoring, format_table, group_warning, score_rows
+
+
+def cmd_score(args) -> int:
+    """``rlvr score CONFIG COMPLETIONS``: every check first, then :func:`run_score`."""
+    from ..train.config import load_config_or_run
+    from ..manager import check_plugins_config
+    from ..outputs import check_output_file
+    from ..lab.score import LATE_STEP, load_completions
+
+    config = load_config_or_run(args.config, args.overrides, need_data=False)
+    check_plugins_config(config.get("plugins"))
+    rows, lines = load_completions(args.completions)
+    if args.output:
+        check_output_file(args.output, "--output")
+    quiet_libraries()
+    run_score(config, rows, args.output, LATE_STEP if args.step is None else args.step, args.completions, lines)
+    return 0
+
+
+def run_score(config: Mapping[str, Any], rows: list[dict[str, Any]], output: str | None,
+              step: int, where: str = "completions", lines: list[int] | None = None) -> list[dict[str, Any]]:
+    """Score ``rows`` (:func:`load_completions`, read from ``where``, at ``lines``), print the table,
+    write ``output`` whole (or not at all).
+
+    The plugins and the run are validated as ``rlvr train --check`` does
+    (:func:`rlvr_plugins.train.run.validate_scoring`), and every plugin checks the rows
+    (``rlvr_check_dataset``, split ``"completions"``), before anything is scored."""
+    from ..train.data import check_rows
+    from ..train.modeling import load_tokenizer
+    from ..outputs import write_atomic
+    from ..rewards import Engines
+    from ..train.run import engine_options, validate_scoring
+
+    plugin_set = validate_scoring(config)
+    check_rows(plugin_set, rows, "completions", where, lines)
+    tokenizer = load_tokenizer(config)
+    print(describe_scoring(plugin_set))
+    warning = group_warning(rows)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
+    engines = Engines(**engine_options(config))
+    try:
+        scored = score_rows(rows, plugin_set, engines, tokenizer, step=step)
+    finally:
+        engines.close()
+    if output:
+        write_atomic(output, (json.dumps(r) + "\n" for r in scored), what="--output")
+    print(format_table(scored))
+    if output:
+        print(f"wrote {len(scored)} rows to {output}")
+    return scored

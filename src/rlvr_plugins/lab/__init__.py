@@ -1,0 +1,1 @@
+"""The lab: scoring saved completions, the estimator audit, comparisons, metrics, data hygiene."""

@@ -1,0 +1,138 @@
+"""``rlvr score``: score saved rollouts with the enabled plugins, without training.
+
+Input rows: ``prompt``, ``completion``, ``answer`` (or whatever the reward plugins read),
+optional ``group`` (rows with the same group are one prompt's completions). Output: one
+row per input row with each reward and each length penalty under its name, the weighted
+total ``reward``, and the ``advantage`` the enabled estimator gives within the group.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+from ..train.data import DataError, read_jsonl_numbered
+from ..errors import columns_text
+
+if TYPE_CHECKING:
+    from ..manager import PluginSet
+    from ..rewards import Engines
+
+LATE_STEP = 10**9
+
+
+def group_rows(rows: list[dict[str, Any]]) -> list[list[int]]:
+    """Row indices grouped by ``group`` (first-seen order); a row without a group is its own group."""
+    groups: OrderedDict[Any, list[int]] = OrderedDict()
+    for i, row in enumerate(rows):
+        key = ("group", json.dumps(row["group"], sort_keys=True)) if "group" in row else ("row", i)
+        groups.setdefault(key, []).append(i)
+    return list(groups.values())
+
+
+def describe_scoring(plugin_set: PluginSet) -> str:
+    """One line: the rewards with their weights, the length penalties and the estimator ``rlvr score`` uses."""
+    from ..manager import implemented_hooks
+
+    rewards = ", ".join(f"{r.name} x{r.weight:g}" for _, r in plugin_set.reward_functions()) or "none"
+    penalties = [p.name for p in plugin_set.enabled if "rlvr_length_penalty" in implemented_hooks(type(p.instance))]
+    return (f"scoring with rewards {rewards}; length penalties {', '.join(penalties) or 'none'}; "
+            f"advantages by the estimator {plugin_set.winner('rlvr_compute_advantages')!r}, within each group")
+
+
+def group_warning(rows: list[dict[str, Any]]) -> str | None:
+    """A loud warning when rows have no ``group``: each such row is its own group, whose advantage is 0."""
+    lone = sum("group" not in row for row in rows)
+    if lone == 0 or len(rows) < 2:
+        return None
+    which = "no row has a" if lone == len(rows) else f"{lone} of {len(rows)} rows have no"
+    return (f"WARNING: {which} 'group' column, so each such row is its own group of one and its advantage is "
+            "0 (there is nothing to compare it with); give the completions of one prompt the same 'group' value")
+
+
+def load_completions(path: str) -> tuple[list[dict[str, Any]], list[int]]:
+    """The rows of a completions file, each with a ``prompt`` and a text ``completion``, and the
+    file line of each; errors name ``file:line``. Light: ``rlvr score`` calls it before importing torch."""
+    rows, lines = [], []
+    for lineno, row in read_jsonl_numbered(path):
+        for column in ("prompt", "completion"):
+            if column not in row:
+                raise DataError(f"{path}:{lineno}: no {column!r} column; columns present: {columns_text(row)}")
+        if not isinstance(row["completion"], (str, list)):
+            raise DataError(f"{path}:{lineno}: 'completion' must be text, got {type(row['completion']).__name__}")
+        rows.append(row)
+        lines.append(lineno)
+    return rows, lines
+
+
+def score_rows(rows: list[dict[str, Any]], plugin_set: PluginSet, engines: Engines, tokenizer,
+               step: int = LATE_STEP) -> list[dict[str, Any]]:
+    """Every reward, penalty, total and advantage for ``rows``, exactly as training would compute them."""
+    import torch
+
+    from ..rewards import score_items
+
+    rewards = plugin_set.reward_functions()
+    names = [r.name for _, r in rewards]
+    weights = torch.tensor([float(r.weight) for _, r in rewards])
+    examples = [{k: v for k, v in row.items() if k not in ("prompt", "completion", "group")} for row in rows]
+    items = score_items([r["prompt"] for r in rows], [r["completion"] for r in rows], examples)
+    lengths = torch.tensor([len(tokenizer(item["completion"], add_special_tokens=False)["input_ids"])
+                            for item in items])
+    values = torch.full((len(rows), len(rewards)), float("nan"))
+    failed = torch.zeros((len(rows), len(rewards)), dtype=torch.bool)
+    for k, (_, reward) in enumerate(rewards):
+        result = engines.score(reward, items)
+        values[:, k] = torch.tensor(result.values, dtype=torch.float32)
+        failed[:, k] = torch.tensor(result.failed)
+    out: list[dict[str, Any]] = []
+    for i, row in enumerate(rows):
+        out.append({"row": i, **({"group": row["group"]} if "group" in row else {}),
+                    **{name: _num(values[i, k].item()) for k, name in enumerate(names)}})
+    for members in group_rows(rows):
+        idx = torch.tensor(members)
+        _score_group(out, idx, values[idx], failed[idx], lengths[idx], names, weights, plugin_set, step)
+    return out
+
+
+def _score_group(out, idx, values, failed, lengths, names, weights, plugin_set, step) -> None:
+    from ..advantages import batch_advantages
+
+    result = batch_advantages(plugin_set, values, weights, failed, lengths, len(idx), step, names)
+    for plugin, penalty in result.penalties:
+        for j, i in enumerate(idx.tolist()):
+            out[i][plugin] = _num(penalty[j].item())
+    for j, i in enumerate(idx.tolist()):
+        out[i]["reward"] = _num(result.total[j].item())
+        out[i]["advantage"] = _num(result.advantages[j].item())
+        out[i]["scored"] = bool(result.valid[j])
+
+
+def _num(x: float) -> float | None:
+    return None if math.isnan(x) else round(x, 6)
+
+
+def format_table(rows: list[dict[str, Any]], limit: int = 30) -> str:
+    columns = [c for c in rows[0] if c != "scored"] if rows else []
+    lines = ["  ".join(f"{c[:14]:>14}" for c in columns)]
+    for row in rows[:limit]:
+        lines.append("  ".join(f"{_cell(row.get(c)):>14}" for c in columns))
+    if len(rows) > limit:
+        lines.append(f"... {len(rows) - limit} more rows")
+    means = {c: [row[c] for row in rows if isinstance(row.get(c), (int, float)) and not isinstance(row.get(c), bool)]
+             for c in columns if c not in ("row", "group")}
+    lines.append("mean: " + ", ".join(f"{c} {sum(v) / len(v):.4f}" for c, v in means.items() if v))
+    unscored = sum(not row["scored"] for row in rows)
+    if unscored:
+        lines.append(f"{unscored} row(s) could not be scored (advantage 0)")
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)[:14]

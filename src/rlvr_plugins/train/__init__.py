@@ -1,0 +1,1 @@
+"""The `rlvr train` pipeline: config, data, model, SFT, evaluation, the run folder."""

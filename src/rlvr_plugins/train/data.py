@@ -1,0 +1,363 @@
+"""Train and eval splits: a built-in synthetic task, a local JSONL file, or a hub dataset.
+
+After loading, ``data.columns`` renames the source's columns to the canonical ones
+(``prompt``, ``answer``, and anything a plugin reads, e.g. ``difficulty``), the enabled
+template plugin renders each prompt (``rlvr_render_prompt``), and a column
+``rlvr_index`` records each row's position.
+
+``data.answer_format`` (or ``data.<split>.answer_format``) normalises the canonical
+``answer`` column after the renaming: ``gsm8k`` (``… #### 1,234`` → ``1234``), ``boxed``
+(a MATH-style solution → the content of its last ``\\boxed{…}``), ``olympiadbench`` (a
+list of LaTeX answers → the first, without ``$``) or ``plain`` (the value as text;
+``27.0`` → ``27``, ``025`` → ``25``). See :func:`normalise_answer`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from .config import ANSWER_FORMATS, lone_surrogate, resolve_path
+from ..errors import ConfigError, PluginValidationError, RLVRError, columns_text, shown, why_not_a_file
+
+SYNTHETIC_TASKS = ("arithmetic",)
+MAX_NAMED_ROWS = 5
+
+logger = logging.getLogger(__name__)
+
+
+class DataError(RLVRError):
+    """A data source that cannot be used: the message names the file, line or column."""
+
+
+def read_jsonl(path: str) -> list[dict[str, Any]]:
+    """Rows of a JSONL file; errors name the file and the line."""
+    return [row for _, row in read_jsonl_numbered(path)]
+
+
+MAX_LINE_MB_ENV = "RLVR_MAX_LINE_MB"
+DEFAULT_MAX_LINE_MB = 16
+
+
+def max_line_bytes() -> int:
+    """The longest JSONL line read: ``$RLVR_MAX_LINE_MB`` MiB (default 16)."""
+    raw = os.environ.get(MAX_LINE_MB_ENV, "")
+    try:
+        megabytes = float(raw) if raw.strip() else DEFAULT_MAX_LINE_MB
+    except ValueError:
+        raise DataError(f"{MAX_LINE_MB_ENV}={shown(raw)} must be a number of MiB") from None
+    if not megabytes > 0:
+        raise DataError(f"{MAX_LINE_MB_ENV}={shown(raw)} must be a number of MiB > 0")
+    return int(megabytes * 1024 * 1024)
+
+
+def read_jsonl_numbered(path: str, max_bytes: int | None = None) -> list[tuple[int, dict[str, Any]]]:
+    """``(line number, row)`` for every non-blank line of a JSONL file; errors name the file and the line.
+
+    A line longer than ``max_bytes`` (default :func:`max_line_bytes`) is refused without being
+    read whole; so is text that is not UTF-8, or a JSON string with a lone surrogate
+    (``"\\ud800"``: not text any tokenizer can encode).
+    """
+    limit = max_line_bytes() if max_bytes is None else max_bytes
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"data file {shown(path, 300)} {why_not_a_file(p)}")
+    rows = []
+    try:
+        fh = p.open("rb")
+    except OSError as exc:
+        raise DataError(f"data file {shown(path, 300)} cannot be read: {exc.strerror}") from exc
+    with fh:
+        lineno = 0
+        while line := fh.readline(limit + 1):
+            lineno += 1
+            if len(line) > limit and not line.endswith(b"\n"):
+                raise DataError(f"{path}:{lineno}: line longer than the limit of {limit} bytes; set "
+                                f"{MAX_LINE_MB_ENV} (MiB, default {DEFAULT_MAX_LINE_MB}) to allow longer lines")
+            if line.strip():
+                rows.append((lineno, _parse_line(line, path, lineno)))
+    if not rows:
+        raise DataError(f"data file {shown(path, 300)} is empty")
+    return rows
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _parse_line(line: bytes, path: str, lineno: int) -> dict[str, Any]:
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}:{lineno}: not valid UTF-8 (byte 0x{line[exc.start]:02x} at column "
+                        f"{exc.start + 1}); save the file as UTF-8") from exc
+    try:
+        row = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}:{lineno}: malformed JSON ({exc.msg} at column {exc.colno})") from exc
+    except RecursionError as exc:
+        raise DataError(f"{path}:{lineno}: JSON nested too deeply") from exc
+    if not isinstance(row, dict):
+        raise DataError(f"{path}:{lineno}: each line must be a JSON object, got {type(row).__name__}")
+    if _SURROGATE_ESCAPE.search(line):
+        try:
+            column = lone_surrogate(row)
+        except RecursionError as exc:
+            raise DataError(f"{path}:{lineno}: JSON nested too deeply") from exc
+        if column is not None:
+            raise DataError(f"{path}:{lineno}: column {shown(column)} has a lone surrogate escape (\\ud800-"
+                            "\\udfff without its pair), which is not Unicode text")
+    return row
+
+
+def _synthetic(split: str, spec: Mapping[str, Any], other: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    from ..demo.task import split_train_eval
+
+    task = spec["task"]
+    if task not in SYNTHETIC_TASKS:
+        raise ConfigError(f"data.{split}.task {shown(task)} is unknown; built-in synthetic tasks: "
+                          f"{list(SYNTHETIC_TASKS)}")
+    same_stream = other is not None and other.get("source") == "synthetic" and other.get("task") == task
+    sizes = {split: int(spec.get("size", 1000)), "other": int(other.get("size", 0)) if same_stream else 0}
+    seed = int(spec.get("seed", 0))
+    options = dict(spec.get("options") or {})
+    if split == "train":
+        return split_train_eval(sizes["train"], sizes["other"], seed, **options)[0]
+    return split_train_eval(sizes["other"], sizes["eval"], seed, **options)[1]
+
+
+def _hub(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    import datasets
+
+    ds = datasets.load_dataset(spec["name"], spec.get("config"), split=spec.get("split", "train"))
+    return [dict(row) for row in ds]
+
+
+def load_rows(config: Mapping[str, Any], split: str, plugin_set=None) -> list[dict[str, Any]] | None:
+    """The rows of ``data.<split>`` with canonical column names, or None if the split is absent.
+
+    With ``plugin_set`` (a command that scores the split), every plugin checks the rows
+    (:func:`check_rows`) before they are returned."""
+    data = config["data"]
+    spec = data.get(split)
+    if spec is None:
+        return None
+    source = spec["source"]
+    where = f"data.{split}"
+    lines = None
+    if source == "synthetic":
+        other = data.get("eval" if split == "train" else "train")
+        rows = _synthetic(split, spec, other)
+    elif source == "jsonl":
+        where = resolve_path(config, spec["path"])
+        numbered = read_jsonl_numbered(where)
+        lines = [n for n, _ in numbered]
+        rows = [row for _, row in numbered]
+    else:
+        rows = _hub(spec)
+        where = f"hub dataset {spec['name']}"
+    if spec.get("limit") is not None:
+        rows = rows[: int(spec["limit"])]
+    rows = rename_columns(rows, data.get("columns") or {}, where, lines)
+    answer_format = spec.get("answer_format", data.get("answer_format"))
+    if answer_format is not None:
+        rows = normalise_answers(rows, answer_format, where, lines)
+    if plugin_set is not None:
+        check_rows(plugin_set, rows, split, where, lines)
+    return rows
+
+
+def check_rows(plugin_set, rows: list[dict[str, Any]], split: str, where: str,
+               lines: list[int] | None = None) -> None:
+    """Call ``rlvr_check_dataset`` once for ``rows`` and log one warning per plugin and problem
+    (:func:`dataset_warnings`)."""
+    for plugin, problems in plugin_set.call("rlvr_check_dataset", rows=rows, split=split):
+        for message in dataset_warnings(plugin, problems, len(rows), where, lines):
+            logger.warning("%s", message)
+
+
+def dataset_warnings(plugin: str, problems: Any, n_rows: int, where: str,
+                     lines: list[int] | None = None) -> list[str]:
+    """One line per distinct problem that ``plugin`` reported: how many rows, the problem, the
+    first :data:`MAX_NAMED_ROWS` rows (``row i (line n)``) and how many more.
+
+    >>> dataset_warnings("p", [(4, "bad"), (0, "bad"), (2, "odd")], 5, "d.jsonl", [1, 2, 3, 5, 6])
+    ['p: d.jsonl: 2 rows: bad: row 0 (line 1), row 4 (line 6)', 'p: d.jsonl: 1 row: odd: row 2 (line 3)']
+    """
+    grouped: dict[str, list[int]] = {}
+    for pair in problems or []:
+        if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], int)
+                and 0 <= pair[0] < n_rows and isinstance(pair[1], str)):
+            raise PluginValidationError(f"plugin {plugin!r}: rlvr_check_dataset returned {shown(pair)}; it returns "
+                                        f"(row index in 0..{n_rows - 1}, problem text) pairs")
+        grouped.setdefault(pair[1], []).append(pair[0])
+    out = []
+    for problem, indices in grouped.items():
+        indices = sorted(set(indices))
+        named = ", ".join(f"row {i}{_line(lines, i)}" for i in indices[:MAX_NAMED_ROWS])
+        more = f" and {len(indices) - MAX_NAMED_ROWS} more" if len(indices) > MAX_NAMED_ROWS else ""
+        out.append(f"{plugin}: {where}: {len(indices)} row{'s' if len(indices) != 1 else ''}: {problem}: "
+                   f"{named}{more}")
+    return out
+
+
+def rename_columns(rows: list[dict[str, Any]], columns: Mapping[str, str], where: str,
+                   lines: list[int] | None = None) -> list[dict[str, Any]]:
+    """Apply ``{canonical: source_column}``; every row must end up with a ``prompt``.
+
+    ``lines``: the file line of each row (JSONL), named in errors next to the row index.
+    """
+    out = []
+    for i, row in enumerate(rows):
+        missing = [src for src in columns.values() if src not in row]
+        if missing:
+            raise DataError(
+                f"{where}: row {i}{_line(lines, i)} has no column {shown(missing[0])} (data.columns maps to it); "
+                f"columns present: {columns_text(row)}"
+            )
+        new = dict(row)
+        for canonical, src in columns.items():
+            new[canonical] = row[src]
+        if "prompt" not in new:
+            raise DataError(
+                f"{where}: row {i}{_line(lines, i)} has no 'prompt' column; map one with data.columns "
+                f"(e.g. columns: {{prompt: question}}); columns present: {columns_text(row)}"
+            )
+        out.append(new)
+    return out
+
+
+def render(rows: list[dict[str, Any]], plugin_set, tokenizer, seed: int) -> list[dict[str, Any]]:
+    """Render every prompt with the template plugin and number the rows (``rlvr_index``)."""
+    out = []
+    for i, row in enumerate(rows):
+        prompt = plugin_set.one("rlvr_render_prompt", example=row, index=i, seed=seed, tokenizer=tokenizer)
+        out.append({**row, "raw_prompt": row["prompt"], "prompt": prompt, "rlvr_index": i})
+    return out
+
+
+def _line(lines: list[int] | None, i: int) -> str:
+    return f" (line {lines[i]})" if lines is not None and i < len(lines) else ""
+
+
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_GSM8K_FINAL = re.compile(r"####\s*(?:\\\$?\s*|\$\s*)?(-?[\d,]*\.?\d+)")
+_INTEGER = re.compile(r"[-+]?\d+")
+_DECIMAL = re.compile(r"[-+]?\d*\.\d+|[-+]?\d+\.\d*")
+
+
+def last_boxed_content(text: str) -> str | None:
+    r"""Content of the last ``\boxed{…}`` (or ``\fbox{…}``) in ``text``, braces balanced; None if none is closed.
+
+    >>> last_boxed_content(r"so $x=\boxed{\frac{1}{2}}$ cm")
+    '\\frac{1}{2}'
+    """
+    starts = [m.end() for m in _BOXED.finditer(text)]
+    if not starts:
+        return None
+    depth, i = 1, starts[-1]
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            i += 2
+            continue
+        depth += ch == "{"
+        depth -= ch == "}"
+        if depth == 0:
+            return text[starts[-1]: i].strip()
+        i += 1
+    return None
+
+
+def plain_answer(value: Any) -> str:
+    """A reference answer as text: numbers without a spurious ``.0`` or leading zeros, other text stripped.
+
+    Numbers are rewritten as digit strings, exactly: a 10,000-digit integer stays itself, and
+    ``3.14159265358979323846`` keeps its digits (no ``float`` rounding, no ``inf``).
+
+    >>> [plain_answer(27.0), plain_answer("025"), plain_answer(" 1.50 "), plain_answer("x+1"), plain_answer("-0.0")]
+    ['27', '25', '1.5', 'x+1', '0']
+    """
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    text = str(value).strip()
+    if _INTEGER.fullmatch(text) or _DECIMAL.fullmatch(text):
+        return _plain_number(text)
+    return text
+
+
+def _plain_number(text: str) -> str:
+    """A decimal numeral without sign ``+``, leading zeros, trailing fraction zeros or a bare point,
+    exactly (digit strings, no ``int``/``float``: any number of digits, no rounding)."""
+    sign = "-" if text.startswith("-") else ""
+    whole, _, fraction = text.lstrip("+-").partition(".")
+    whole, fraction = whole.lstrip("0") or "0", fraction.rstrip("0")
+    if whole == "0" and not fraction:
+        sign = ""
+    return f"{sign}{whole}.{fraction}" if fraction else f"{sign}{whole}"
+
+
+def normalise_answer(value: Any, answer_format: str) -> str | None:
+    r"""The final answer in a reference, by format; None when the format's marker is missing.
+
+    * ``gsm8k``: the number after the last ``####``, thousands commas removed (``"… #### 1,234"`` → ``"1234"``).
+    * ``boxed``: the content of the last ``\boxed{…}`` of a MATH-style solution.
+    * ``olympiadbench``: the first element of a list of answers, ``$`` removed
+      (``["$\frac{1}{2}$"]`` → ``"\frac{1}{2}"``); a string is taken as a one-element list.
+    * ``plain``: :func:`plain_answer`.
+
+    >>> normalise_answer("She pays 2 * 600 = <<2*600=1200>>1,200.\n#### 1,200", "gsm8k")
+    '1200'
+    """
+    if answer_format == "gsm8k":
+        found = _GSM8K_FINAL.findall(str(value))
+        return found[-1].replace(",", "") if found else None
+    if answer_format == "boxed":
+        return last_boxed_content(str(value))
+    if answer_format == "olympiadbench":
+        items = value if isinstance(value, list) else [value]
+        if not items or items[0] is None or not str(items[0]).replace("$", "").strip():
+            return None
+        return str(items[0]).replace("$", "").strip()
+    if answer_format == "plain":
+        return plain_answer(value) if value is not None else None
+    raise ConfigError(f"data.answer_format {shown(answer_format)} is unknown; supported: {list(ANSWER_FORMATS)}")
+
+
+_EXPECTED = {
+    "gsm8k": "a worked solution ending in '#### N'",
+    "boxed": "a solution with a closed \\boxed{...}",
+    "olympiadbench": "a non-empty list of answers",
+    "plain": "an answer",
+}
+
+
+def normalise_answers(rows: list[dict[str, Any]], answer_format: str, where: str,
+                      lines: list[int] | None = None) -> list[dict[str, Any]]:
+    """Every row's ``answer`` normalised (:func:`normalise_answer`); the original is kept in ``raw_answer``.
+
+    A row without an ``answer`` column, or whose answer lacks the format's marker, is a
+    :class:`DataError` naming the file and line (JSONL) or the row.
+    """
+    if answer_format not in ANSWER_FORMATS:
+        raise ConfigError(f"data.answer_format {shown(answer_format)} is unknown; supported: {list(ANSWER_FORMATS)}")
+    out = []
+    for i, row in enumerate(rows):
+        at = f"{where}:{lines[i]}" if lines is not None and i < len(lines) else f"{where}: row {i}"
+        if "answer" not in row:
+            raise DataError(f"{at}: no 'answer' column to normalise (data.answer_format {answer_format}); map one "
+                            f"with data.columns (e.g. columns: {{answer: solution}}); "
+                            f"columns present: {columns_text(row)}")
+        answer = normalise_answer(row["answer"], answer_format)
+        if answer is None:
+            tail = str(row["answer"])
+            tail = tail if len(tail) <= 80 else "…" + tail[-80:]
+            raise DataError(f"{at}: answer_format {answer_format} expects {_EXPECTED[answer_format]} in the "
+                            f"'answer' column, got {tail!r}")
+        out.append({**row, "answer": answer, "raw_answer": row["answer"]})
+    return out

@@ -1,0 +1,63 @@
+"""Held-out evaluation: greedy completions scored by the same reward plugins as training."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from ..demo.evaluate import generate_greedy
+from ..errors import ConfigError
+from ..rewards import Engines, score_items
+
+
+def prompt_texts(rows: list[Mapping[str, Any]], tokenizer) -> list[str]:
+    """Rendered prompts as text: chat messages go through the tokenizer's chat template."""
+    out = []
+    for row in rows:
+        prompt = row["prompt"]
+        if isinstance(prompt, list):
+            prompt = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+        out.append(prompt)
+    return out
+
+
+def evaluate(model, tokenizer, rows: list[dict[str, Any]], rewards, engines: Engines,
+             options: Mapping[str, Any], max_new_tokens: int) -> dict[str, Any]:
+    """Greedy-decode ``rows`` and score them with every reward; ``accuracy`` uses ``eval.reward``.
+
+    :param rewards: ``[(plugin, RewardFunction)]`` from the plugin set.
+    :returns: ``{"accuracy", "n", "rewards": {name: mean}, "no_score": count, "samples": [...]}``.
+    """
+    names = [r.name for _, r in rewards]
+    target = options.get("reward", names[0] if names else None)
+    if target not in names:
+        raise ConfigError(f"eval.reward {target!r} is not a registered reward; registered: {names}")
+    threshold = float(options.get("threshold", 1.0))
+    completions = generate_greedy(model, tokenizer, prompt_texts(rows, tokenizer),
+                                  max_new_tokens=int(options.get("max_new_tokens", max_new_tokens)),
+                                  batch_size=int(options.get("batch_size", 64)))
+    examples = [{k: v for k, v in row.items() if k != "prompt"} for row in rows]
+    items = score_items([r["prompt"] for r in rows], completions, examples)
+    means, values = {}, {}
+    for _, reward in rewards:
+        result = engines.score(reward, items)
+        values[reward.name] = result.values
+        scored = [v for v in result.values if not math.isnan(v)]
+        means[reward.name] = sum(scored) / len(scored) if scored else float("nan")
+    correct = [v >= threshold for v in values[target]]
+    samples = [{"prompt": rows[i]["prompt"], "completion": completions[i], "answer": rows[i].get("answer"),
+                **{n: values[n][i] for n in names}} for i in range(min(5, len(rows)))]
+    return {
+        "accuracy": sum(correct) / len(correct) if correct else 0.0,
+        "n": len(rows),
+        "reward": target,
+        "rewards": means,
+        "no_score": sum(math.isnan(v) for v in values[target]),
+        "samples": samples,
+    }
+
+
+def metric_row(result: Mapping[str, Any]) -> dict[str, float]:
+    """An evaluation as ``metrics.jsonl`` values: ``eval/accuracy``, ``eval/rewards/<name>``, ``eval/no_score``."""
+    return {"eval/accuracy": result["accuracy"], **{f"eval/rewards/{k}": v for k, v in result["rewards"].items()},
+            "eval/no_score": result["no_score"]}

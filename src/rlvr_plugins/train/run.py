@@ -1,0 +1,452 @@
+"""``rlvr train``: config → plugins → model and data → [SFT cold start] → [eval] → GRPO → [eval] → summary.
+
+Everything that can be checked is checked before a model is loaded: the config, the
+plugin set, the GRPOConfig the plugins adjust.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+
+from . import config as cfg
+from ..engine import EngineOptions
+from ..errors import ConfigError
+from ..manager import PluginSet, build_plugin_set
+from .modeling import cpu_defaults, has_accelerator, vllm_cpu_problem
+from ..checkpoints import writing
+from .runfolder import FINAL_DIR, SUMMARY_FILE, RunStart, check_still_free, clear_run, continue_in, exclusive, output_dir, \
+    plan_run
+
+logger = logging.getLogger(__name__)
+
+TRAINER_OWNED = {
+    "output_dir": "set output_dir at the top level of the config, not in trainer:",
+    "reward_weights": "set each reward's weight in its plugin's options (e.g. plugins: {r1-format: {weight: 0.5}})",
+    "multi_objective_aggregation": "advantages come from the estimator plugin (grpo, rloo, batch-std, dr-grpo, ...); "
+                                   "enable normalize-then-sum for TRL's 'normalize_then_sum'",
+}
+
+RUN_DEFAULTS = {"report_to": "none", "logging_steps": 1, "save_strategy": "steps", "save_steps": 100}
+
+
+def grpo_kwargs(config: Mapping[str, Any], plugin_set: PluginSet) -> dict[str, Any]:
+    """The GRPOConfig arguments: run defaults, the user's ``trainer:`` section, then the plugins' adjustments."""
+    trainer = dict(config.get("trainer") or {})
+    kwargs = {**RUN_DEFAULTS, **trainer, "output_dir": str(output_dir(config))}
+    kwargs.setdefault("seed", config.get("seed", 42))
+    cpu_defaults(kwargs)
+    for name, value in trainer.items():
+        if name in TRAINER_OWNED:
+            raise ConfigError(f"trainer.{name}: {TRAINER_OWNED[name]}")
+    adjust_grpo_config(plugin_set, kwargs, trainer)
+    _check_scale_rewards(trainer, plugin_set)
+    return kwargs
+
+
+def adjust_grpo_config(plugin_set: PluginSet, kwargs: dict[str, Any], trainer: Mapping[str, Any]) -> None:
+    """Let each plugin adjust ``kwargs`` (:meth:`PluginSet.adjust_grpo_config`)."""
+    plugin_set.adjust_grpo_config(kwargs, trainer)
+
+
+def _check_scale_rewards(trainer: Mapping[str, Any], plugin_set: PluginSet) -> None:
+    """``trainer.scale_rewards`` is TRL's estimator switch; here the estimator plugin decides."""
+    if "scale_rewards" not in trainer:
+        return
+    estimator = plugin_set.winner("rlvr_compute_advantages")
+    value = trainer["scale_rewards"]
+    value = "none" if value is False else "group" if value is True else value
+    if type(plugin_set.get(estimator)).trl_scale_rewards != value:
+        raise ConfigError(
+            f"trainer.scale_rewards={trainer['scale_rewards']!r} would have no effect: advantages come from the "
+            f"estimator plugin {estimator!r}. Choose the estimator instead: grpo (group std), batch-std (batch std), "
+            "mean-baseline, dr-grpo or rloo (no std); remove trainer.scale_rewards"
+        )
+
+
+def build_grpo_config(kwargs: dict[str, Any]):
+    from trl import GRPOConfig
+
+    try:
+        return GRPOConfig(**kwargs)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"trainer: {exc}") from exc
+
+
+def engine_options(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The config's ``engine:`` section as :class:`~rlvr_plugins.engine.EngineOptions` fields
+    (``Engines(**engine_options(config))``)."""
+    return dataclasses.asdict(EngineOptions.from_config(config.get("engine")))
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalSchedule:
+    """``eval.every_steps``: measure held-out accuracy during GRPO every so many optimiser steps (``None``: only
+    before and after GRPO)."""
+
+    every_steps: int | None = None
+
+    @classmethod
+    def from_section(cls, section: Mapping[str, Any] | None) -> EvalSchedule:
+        value = (section or {}).get("every_steps")
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ConfigError(f"eval.every_steps must be a whole number of steps >= 1 (or absent), got {value!r}")
+        return cls(value)
+
+
+@dataclasses.dataclass
+class Prepared:
+    """What a run needs, checked: the plugins and the GRPOConfig (no model loaded yet)."""
+
+    config: dict[str, Any]
+    plugin_set: PluginSet
+    grpo_args: Any
+
+
+def prepare(config: dict[str, Any], plugin_set: PluginSet | None = None) -> Prepared:
+    """Build (or take) the plugin set, the GRPOConfig, and run every check of ``rlvr train --check``."""
+    plugin_set = plugin_set or build_plugin_set(config.get("plugins"))
+    args = build_grpo_config(grpo_kwargs(config, plugin_set))
+    plugin_set.adjusted_args = args  # the trainer built with these arguments does not adjust them again
+    plugin_set.validate_run(args, EngineOptions.from_config(config.get("engine")).deadline_s)
+    problem = args.use_vllm and vllm_cpu_problem(config, "trainer.use_vllm", has_accelerator())
+    if problem:
+        raise ConfigError(problem)
+    names = [r.name for _, r in plugin_set.reward_functions()]
+    eval_reward = (config.get("eval") or {}).get("reward")
+    if eval_reward is not None and eval_reward not in names:
+        raise ConfigError(f"eval.reward {eval_reward!r} is not a registered reward; registered: {names}")
+    EvalSchedule.from_section(config.get("eval"))
+    return Prepared(config, plugin_set, args)
+
+
+def validate_scoring(config: Mapping[str, Any], plugin_set: PluginSet | None = None) -> PluginSet:
+    """The validation of ``rlvr train --check`` (plugins, GRPOConfig, every plugin's
+    ``rlvr_validate_run``) for a command that scores completions, so that a reward whose time
+    budget does not fit the engine's deadline is refused here as it is in training."""
+    return prepare(dict(config), plugin_set).plugin_set
+
+
+def probe_reward_examples(prepared: Prepared) -> None:
+    """``--check``: score each reward's own example once (:func:`rlvr_plugins.rewards.probe_rewards`)."""
+    from ..rewards import Engines, probe_rewards
+
+    engines = Engines(**engine_options(prepared.config))
+    try:
+        probe_rewards(prepared.plugin_set.reward_functions(), engines)
+    finally:
+        engines.close()
+
+
+def write_run_header(out: Path, prepared: Prepared) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    plugins = {
+        "plugins": prepared.plugin_set.describe(),
+        "rewards": [{"plugin": p, "name": r.name, "weight": r.weight, "isolated": r.isolated}
+                    for p, r in prepared.plugin_set.reward_functions()],
+        "versions": _versions(),
+    }
+    (out / "plugins.json").write_text(json.dumps(plugins, indent=2), encoding="utf-8")  # first: it marks a run folder
+    (out / "config.yaml").write_text(cfg.run_config_text(prepared.config), encoding="utf-8")
+
+
+def _versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {}
+    for dist in ("rlvr-plugins", "trl", "transformers", "torch", "accelerate", "math-verify", "pluggy"):
+        try:
+            out[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            out[dist] = "not installed"
+    return out
+
+
+def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: bool = False,
+          start: RunStart | None = None) -> dict[str, Any]:
+    """Run the whole pipeline; return the summary (also written to ``summary.json``).
+
+    ``resume`` (True for the newest complete checkpoint, or a checkpoint folder) skips the
+    SFT cold start and the first evaluation, and restarts GRPO from the checkpoint with the
+    policy saved in ``policy-init`` as its reference; a checkpoint already at ``max_steps``
+    trains nothing more: only ``final/``, the eval after and the summary are made, where
+    missing. ``overwrite`` removes an earlier run from ``output_dir`` first (after every
+    check passed). ``start``: the :func:`~rlvr_plugins.train.runfolder.plan_run` already made
+    for these arguments.
+    """
+    start = start or plan_run(config, resume, overwrite)
+    if start.finished and _complete(start.out):
+        print(f"the run in {start.out} is already complete (step {start.step}, {SUMMARY_FILE} written): nothing "
+              "to do", flush=True)
+        return json.loads((start.out / SUMMARY_FILE).read_text(encoding="utf-8"))
+    prepared = prepare(config)  # every config and launch check before the folder is made
+    with exclusive(start.out):
+        check_still_free(start)  # again, now that no other run can write there
+        return _train(config, start, prepared)
+
+
+def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[str, Any]:
+    import torch
+    from datasets import Dataset
+    from transformers import set_seed
+    from . import data, modeling
+    from .evaluation import evaluate, metric_row
+    from ..rewards import Engines, probe_rewards
+    from .runlog import GracefulStop, MetricsWriter, PeriodicEval, SeedAtTrainBegin, compact_console
+    from .runfolder import truncate_metrics
+    from ..trainer import RLVRTrainer
+
+    started = time.perf_counter()
+    out = start.out
+    checkpoint = str(start.checkpoint) if start.checkpoint else None
+    dist = _distributed_state()
+    if dist.is_main_process:
+        if start.overwrite and (removed := clear_run(out)):
+            print(f"--overwrite: removed the earlier run from {out} ({len(removed)} entries)", flush=True)
+        with writing(out, out, remove_partial=False):
+            if checkpoint:
+                continue_in(out, start)
+                truncate_metrics(out / "metrics.jsonl", start.step)
+            write_run_header(out, prepared)
+    dist.wait_for_everyone()
+    seed = int(prepared.grpo_args.seed)
+    set_seed(seed)
+    tokenizer = modeling.load_tokenizer(config)
+    checking = prepared.plugin_set if dist.is_main_process else None
+    raw_train = data.load_rows(config, "train", checking)
+    train_rows = data.render(raw_train, prepared.plugin_set, tokenizer, seed)
+    eval_rows = data.load_rows(config, "eval", checking)
+    eval_rows = data.render(eval_rows, prepared.plugin_set, tokenizer, seed) if eval_rows else None
+    sft_section = config.get("sft")
+    if sft_section:
+        from .sft import sft_examples
+
+        sft_rows, train_rows = _split_for_sft(train_rows, sft_section)
+        sft_rows, _ = sft_examples(prepared.plugin_set, raw_train[:len(sft_rows)],
+                                   sft_section.get("completion_column", "solution"), seed, tokenizer, sft_rows)
+    engines = Engines(**engine_options(config))
+    rewards = prepared.plugin_set.reward_functions()
+    probe_rewards(rewards, engines)
+    summary: dict[str, Any] = {"output_dir": str(out), "plugins": prepared.plugin_set.names, "stages": {}}
+    max_new = int(prepared.grpo_args.max_completion_length)
+
+    metrics = MetricsWriter(out / "metrics.jsonl")
+
+    def measure(tag: str, model, engine=None):
+        if not eval_rows:
+            return None
+        t = time.perf_counter()
+        with modeling.full_weights(model, engine):
+            result = evaluate(model, tokenizer, eval_rows, rewards, engines, config.get("eval") or {}, max_new)
+        result["seconds"] = round(time.perf_counter() - t, 1)
+        if dist.is_main_process:
+            print(f"[eval {tag}] accuracy {100 * result['accuracy']:.1f}% on {result['n']} held-out problems "
+                  f"({result['reward']}); rewards {_fmt(result['rewards'])}", flush=True)
+        return result
+
+    def run_eval(tag: str, model, step: int, engine=None):
+        result = measure(tag, model, engine)
+        if result is not None:
+            summary[f"eval_{tag}"] = result
+            if dist.is_main_process:
+                metrics.write(step, metric_row(result))
+
+    policy_dir = out / "policy-init"
+    if checkpoint:
+        summary["resumed_from"] = checkpoint
+        summary.update(_carried_over(start.run_folder))
+    if checkpoint and policy_dir.is_dir():
+        policy = str(policy_dir)
+    else:
+        model = modeling.load_model(config, tokenizer, seed)
+        if sft_section:
+            from .sft import end_stage, last_logged_loss, run_sft, save_trained
+
+            t = time.perf_counter()
+            sft_trainer = run_sft(model, tokenizer, sft_rows, sft_section, out / "sft", seed, max_new)
+            summary["stages"]["sft_seconds"] = round(time.perf_counter() - t, 1)
+            summary["sft_examples"] = len(sft_rows)
+            summary["sft_final_loss"] = last_logged_loss(sft_trainer.state.log_history)
+            with writing(policy_dir, out):
+                save_trained(sft_trainer, policy_dir)
+            run_eval("before", sft_trainer.model, 0, sft_trainer.model_wrapped)
+            end_stage(sft_trainer, prepared.grpo_args)
+            del sft_trainer, model
+            policy = str(policy_dir)
+        else:
+            run_eval("before", model, 0)
+            if "tiny" in config["model"]:
+                if dist.is_main_process:
+                    with writing(policy_dir, out):
+                        _policy_path(model, tokenizer, policy_dir)
+                dist.wait_for_everyone()
+                policy = str(policy_dir)
+            else:
+                policy = model
+    stop = GracefulStop()
+    callbacks = [metrics, stop, SeedAtTrainBegin()]
+    every = EvalSchedule.from_section(config.get("eval")).every_steps
+    if every and eval_rows:  # the trainer's wrapped model: under ZeRO-3 its weights are gathered for generation
+        callbacks.append(PeriodicEval(
+            every, lambda step, _: measure(f"step {step}", trainer.model, trainer.model_wrapped), metrics.write))
+    t = time.perf_counter()
+    trainer = RLVRTrainer(
+        plugin_set=prepared.plugin_set,
+        engines=engines,
+        model=policy,
+        args=prepared.grpo_args,
+        train_dataset=Dataset.from_list(train_rows),
+        processing_class=tokenizer,
+        peft_config=modeling.lora_config(config),
+        callbacks=callbacks,
+        correctness_reward=(config.get("eval") or {}).get("reward"),
+        correct_threshold=float((config.get("eval") or {}).get("threshold", 1.0)),
+    )
+    compact_console(trainer, show_bar=not prepared.grpo_args.disable_tqdm)
+    if start.finished:
+        trainer._load_from_checkpoint(checkpoint)
+        summary["grpo_steps"] = start.step
+        print(f"{checkpoint} is at the last step ({start.step}): no training left; finishing the run", flush=True)
+    else:
+        with stop.installed():
+            trainer.train(resume_from_checkpoint=checkpoint)
+        summary["stages"]["grpo_seconds"] = round(time.perf_counter() - t, 1)
+        summary["grpo_steps"] = trainer.state.global_step
+    if stop.signal_name:
+        summary["stopped_by"] = stop.signal_name
+        if dist.is_main_process:
+            print(f"stopped by {stop.signal_name} at step {trainer.state.global_step}; checkpoint written. "
+                  f"Continue with: rlvr train CONFIG --resume", flush=True)
+    else:
+        if not (start.finished and (out / FINAL_DIR).is_dir()):
+            save_final(trainer, out, dist)
+        run_eval("after", trainer.model, summary["grpo_steps"], trainer.model_wrapped)
+    if "eval_before" in summary and "eval_after" in summary:
+        summary["accuracy_gain_points"] = round(
+            100 * (summary["eval_after"]["accuracy"] - summary["eval_before"]["accuracy"]), 1)
+    summary["reward_engine"] = engines.stats()
+    summary["reward_failures"] = engines.failures()
+    engines.close()
+    summary["seconds"] = round(time.perf_counter() - started, 1)
+    summary["threads"] = torch.get_num_threads()
+    if dist.is_main_process:
+        with writing(out / SUMMARY_FILE, out, remove_partial=False):
+            _write_atomic(out / SUMMARY_FILE, json.dumps(summary, indent=2, default=str))
+        _print_summary(summary)
+        _write_curves(out)
+    return summary
+
+
+def _complete(out: Path) -> bool:
+    """The run in ``out`` ended normally: ``final/`` and a ``summary.json`` without ``stopped_by``."""
+    path = out / SUMMARY_FILE
+    if not (out / FINAL_DIR).is_dir() or not path.is_file():
+        return False
+    try:
+        return "stopped_by" not in json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return False
+
+
+def _carried_over(run_folder: Path) -> dict[str, Any]:
+    """What a resumed run keeps from the summary of the run it continues (written when that run was stopped)."""
+    path = run_folder / SUMMARY_FILE
+    try:
+        earlier = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except ValueError:
+        return {}
+    return {k: earlier[k] for k in ("eval_before", "sft_examples") if k in earlier}
+
+
+def save_final(trainer, out: Path, dist) -> None:
+    """``final/``, atomically: saved as ``final.partial/`` then renamed, so a ``final/`` is always whole."""
+    partial, final = out / (FINAL_DIR + ".partial"), out / FINAL_DIR
+    if dist.is_main_process:
+        shutil.rmtree(partial, ignore_errors=True)
+    with writing(partial, out):
+        trainer.save_model(str(partial))
+    if dist.is_main_process:
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(partial, final)
+    dist.wait_for_everyone()
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _write_curves(out: Path) -> None:
+    from .curves import draw_curves
+
+    path = draw_curves(out)
+    print(f"learning curves: {path}" if path else "learning curves not drawn (matplotlib is not installed: "
+          "pip install rlvr-plugins[plots])", flush=True)
+
+
+def _policy_path(model, tokenizer, folder: Path) -> str:
+    """Save a policy built or fine-tuned in this run, so TRL loads it (and its reference copy for ``beta > 0``) by path."""
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def _distributed_state():
+    """accelerate's process state: under ``accelerate launch`` / ``torchrun`` only the main process writes files."""
+    from accelerate import PartialState
+
+    return PartialState()
+
+
+def _split_for_sft(rows: list[dict[str, Any]], section: Mapping[str, Any]):
+    """The first ``sft.examples`` rows go to SFT, the rest to RL (disjoint)."""
+    n = int(section.get("examples", len(rows) // 2))
+    if not 0 < n < len(rows):
+        raise ConfigError(f"sft.examples={n} must leave rows for RL: the train split has {len(rows)} rows")
+    return rows[:n], [{**r, "rlvr_index": i} for i, r in enumerate(rows[n:])]
+
+
+def _fmt(values: Mapping[str, float]) -> str:
+    return ", ".join(f"{k} {v:.3f}" for k, v in values.items())
+
+
+def _print_summary(summary: Mapping[str, Any]) -> None:
+    print("=" * 60)
+    print(f"run folder: {summary['output_dir']}")
+    for tag in ("before", "after"):
+        if f"eval_{tag}" in summary:
+            e = summary[f"eval_{tag}"]
+            label = "after SFT (before GRPO)" if tag == "before" else "after GRPO"
+            print(f"held-out accuracy {label:>24}: {100 * e['accuracy']:5.1f}%  (n={e['n']})")
+    if "accuracy_gain_points" in summary:
+        print(f"gain from GRPO: {summary['accuracy_gain_points']:+.1f} points")
+    print(f"time: {summary['seconds']:.0f}s  stages: {summary['stages']}")
+    print(failure_line(summary.get("reward_failures") or {}))
+    print("=" * 60, flush=True)
+
+
+def failure_line(failures: Mapping[str, Mapping[str, int]]) -> str:
+    """The summary's line on rewards that raised, timed out or returned no usable value.
+
+    >>> failure_line({"r1-accuracy": {"items": 512, "failed": 3}, "r1-format": {"items": 512, "failed": 0}})
+    'reward failures (no score, masked): r1-accuracy 3 of 512 items, r1-format 0 of 512 items'
+    """
+    if not failures:
+        return "reward failures: none scored"
+    return "reward failures (no score, masked): " + ", ".join(
+        f"{name} {c['failed']} of {c['items']} items" for name, c in failures.items())
+
+
+def configure_threads() -> None:
+    import torch
+
+    n = int(os.environ.get("RLVR_THREADS", "0")) or min(torch.get_num_threads(), os.cpu_count() or 1)
+    torch.set_num_threads(n)
