@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlvr_plugins.config import validate
 from rlvr_plugins.engine import EngineOptions, RewardEngine
 from rlvr_plugins.errors import ConfigError
 from rlvr_plugins.rewards import Engines
-from rlvr_plugins.run import engine_options
+from rlvr_plugins.train.config import validate
+from rlvr_plugins.train.run import engine_options
 
 RUN_DEFAULTS = {"num_workers": 2, "timeout_s": 10.0, "max_consecutive_failures": 64, "nonfinite": "error",
                 "on_error": "mask", "in_process": False, "memory_limit_mb": 4096, "max_abs_value": 1e6}
@@ -80,8 +80,9 @@ def test_the_config_section_uses_its_own_names_and_the_same_rules():
     assert EngineOptions.config_keys() == {"workers", "timeout_s", "max_consecutive_failures", "nonfinite",
                                            "on_error", "in_process", "memory_limit_mb", "max_abs_reward"}
     assert EngineOptions.config_problems({"workers": 0, "max_abs_reward": "big", "timeout_s": 1}) == [
-        ("workers", "must be an integer >= 1, got 0"), ("max_abs_reward", "must be a number > 0, or null for no bound, "
-                                                                          "got 'big'")]
+        ("workers", "must be an integer >= 1, got 0"),
+        ("max_abs_reward", "must be a number > 0, or null for no bound, got 'big'"),
+    ]
 
 
 def test_config_errors_name_the_file_and_line(tmp_path):
@@ -97,7 +98,7 @@ def test_config_errors_name_the_file_and_line(tmp_path):
 def test_the_configuration_docs_state_the_same_defaults():
     text = (Path(__file__).parents[1] / "docs" / "configuration.md").read_text()
     section = text.split("## `engine`", 1)[1].split("\n## ", 1)[0]
-    documented = dict(re.findall(r"^\| `(\w+)` \| `([^`]+)` \|", section, flags=re.M))
+    documented = dict(re.findall(r"^\| `(\w+)` \| `([^`]+)` \|", section, flags=re.MULTILINE))
     names = {"workers": "num_workers", "max_abs_reward": "max_abs_value"}
     defaults = {names.get(key, key): yaml.safe_load(value) for key, value in documented.items()}
     defaults["max_abs_value"] = float(defaults["max_abs_value"])  # YAML 1.1 reads 1e6 as a string

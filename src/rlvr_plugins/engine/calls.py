@@ -11,7 +11,8 @@ import asyncio
 import inspect
 import os
 import threading
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from .values import BAD, ERROR, Outcome, convert, describe, with_traceback
 

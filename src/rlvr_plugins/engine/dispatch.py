@@ -12,12 +12,22 @@ import math
 import pickle
 import select
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .calls import gather, invoke, is_async_callable, run_coroutine, settled
-from .pool import STARTUP_TIMEOUT_S, Pool, WorkerState, Worker, exit_text, parent_path
+from .pool import STARTUP_TIMEOUT_S, Pool, Worker, WorkerState, exit_text, parent_path
 from .tally import Tally
-from .values import ERROR, IN_PROCESS_HINT, OUTCOMES, RewardContractError, ScoreResult, convert, describe, with_traceback
+from .values import (
+    ERROR,
+    IN_PROCESS_HINT,
+    OUTCOMES,
+    RewardContractError,
+    ScoreResult,
+    convert,
+    describe,
+    with_traceback,
+)
 from .worker import MESSAGES, Message
 
 _BATCH_SIZE = 32
@@ -87,7 +97,9 @@ class Dispatch:
         ``_BATCH_MAX_BYTES`` together unless one item alone is bigger (it goes alone), so
         that an item that breaks the worker (memory) takes no neighbour with it. An item over
         ``_MAX_ITEM_BYTES`` fails here without being sent. None when every item taken failed so."""
-        batch, blobs, size = [], [], 0
+        batch: list[int] = []
+        blobs: list[tuple[int, bytes]] = []
+        size = 0
         while worker.queue and len(batch) < _BATCH_SIZE:
             index = worker.queue[0]
             blob = self.blobs.pop(index, None) or self._pickle(index)
@@ -143,9 +155,9 @@ class Dispatch:
             self._drain(by_fd[fd])
         now = time.monotonic()
         for worker in self.workers:
-            if worker.deadline is not None and now >= worker.deadline and self._drain(worker, check=True):
-                if worker.deadline is not None and now >= worker.deadline:
-                    self._expired(worker)
+            # still overdue once the results that arrived meanwhile are handled (and the worker is alive)
+            if _overdue(worker, now) and self._drain(worker, check=True) and _overdue(worker, now):
+                self._expired(worker)
 
     def _drain(self, worker: Worker, check: bool = False) -> bool:
         """Handle the messages waiting from the worker; False if it died."""
@@ -205,7 +217,7 @@ class Dispatch:
 
     def _died(self, worker: Worker) -> None:
         if worker.busy:
-            self._replace(worker, exit_text)
+            self._replace(worker)
         elif worker.state is WorkerState.STARTING:
             self._abort(self.pool.start_failed(worker, None))
         else:
@@ -214,7 +226,7 @@ class Dispatch:
             if state is WorkerState.LOADING:
                 self._abort(self._load_error(exit_text(status)))
 
-    def _replace(self, worker: Worker, describe_exit: Callable[[int | None], str] | None = None,
+    def _replace(self, worker: Worker, describe_exit: Callable[[int | None], str] = exit_text,
                  timeout: bool = False) -> int | None:
         """Fail the worker's current item (if any), requeue the rest, recycle the worker."""
         current = worker.batches[0].popleft() if worker.busy else None
@@ -223,6 +235,10 @@ class Dispatch:
         if current is not None:
             self.tally.lost(current, describe_exit(status), timeout=timeout)
         return status
+
+
+def _overdue(worker: Worker, now: float) -> bool:
+    return worker.deadline is not None and now >= worker.deadline
 
 
 def score_in_process(tally: Tally, fn: Callable[..., Any]) -> ScoreResult:

@@ -7,7 +7,8 @@ config's ``engine:`` section (where two options have other names, :data:`CONFIG_
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Literal, Mapping, get_args
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, get_args
 
 from ..errors import shown
 

@@ -120,7 +120,7 @@ class Worker:
     def __init__(self, memory_limit_mb: int | None) -> None:
         self.memory_limit_mb = memory_limit_mb
         self.proc: subprocess.Popen | None = None
-        self.conn: Connection | None = None
+        self._conn: Connection | None = None
         self.state = WorkerState.STARTING
         self.deadline: float | None = None
         self.loaded: dict[str, str] = {}
@@ -148,7 +148,7 @@ class Worker:
             )
         finally:
             child_conn.close()
-        self.conn = parent_conn
+        self._conn = parent_conn
         self.state = WorkerState.STARTING
         self.deadline = time.monotonic() + STARTUP_TIMEOUT_S
         self.loaded = {}
@@ -168,11 +168,19 @@ class Worker:
             proc.kill()
         except OSError:
             pass
-        self.conn.close()
+        if self._conn is not None:
+            self._conn.close()
         try:
             return proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             return None
+
+    @property
+    def conn(self) -> Connection:
+        """The socket to the running process."""
+        if self._conn is None:
+            raise RuntimeError("the reward worker process was never started")
+        return self._conn
 
     def ready(self) -> None:
         self.state, self.deadline = WorkerState.READY, None

@@ -8,7 +8,8 @@ import os
 import pickle
 import threading
 import weakref
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from .dispatch import Dispatch, score_in_process
 from .options import EngineOptions
@@ -92,5 +93,5 @@ class RewardEngine:
     def __enter__(self) -> RewardEngine:
         return self
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()

@@ -5,12 +5,24 @@ from __future__ import annotations
 import collections
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from .options import EngineOptions
-from .values import (ERROR, NONE, OK, TRACEBACK_SEP, VALID_VALUES, Outcome, RewardContractError, RewardFunctionError,
-                     RewardPluginFailing, ScoreResult, safe)
+from .values import (
+    ERROR,
+    NONE,
+    OK,
+    TRACEBACK_SEP,
+    VALID_VALUES,
+    Outcome,
+    RewardContractError,
+    RewardFunctionError,
+    RewardPluginFailing,
+    ScoreResult,
+    safe,
+)
 
 logger = logging.getLogger("rlvr_plugins.engine")
 traceback_logger = logging.getLogger("rlvr_plugins.engine.traceback")
@@ -54,7 +66,8 @@ class Tally:
                  items: list[Mapping[str, Any]]) -> None:
         self.options, self.counters, self.name, self.items = options, counters, name, items
         n = len(items)
-        self.values, self.failed, self.errors = [math.nan] * n, [False] * n, [None] * n
+        self.values, self.failed = [math.nan] * n, [False] * n
+        self.errors: list[str | None] = [None] * n
         self.logs: list[list[tuple]] | None = None
         self.remaining = n
         self.abort: BaseException | None = None

@@ -114,7 +114,7 @@ def convert(value: Any) -> tuple[Outcome, Any]:
         try:
             return OK, float(plain)
         except OverflowError:
-            return OK, math.inf if plain > 0 else -math.inf
+            return OK, -math.inf if plain < 0 else math.inf
         except BaseException:
             pass
     return BAD, _describe_value(value)

@@ -14,8 +14,9 @@ import signal
 import sys
 import traceback
 import warnings
+from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import Any, Callable
+from typing import Any
 
 from .calls import call
 from .values import ERROR, Outcome, describe
