@@ -34,11 +34,11 @@ def _load_demo():
     """Import rlvr_plugins.demo; fall back to loading its files directly if the package is mid-construction."""
     sys.path.insert(0, str(ROOT / "src"))
     try:
-        return {name: importlib.import_module(f"rlvr_plugins.demo.{name}") for name in ("tokenizer", "task", "model", "evaluate")}
+        return {name: importlib.import_module(f"rlvr_plugins.demo.{name}") for name in ("tokenizer", "task", "model")}
     except Exception as exc:  # pragma: no cover - only while the rest of the package is broken
         print(f"[warn] importing rlvr_plugins failed ({exc!r}); loading demo modules by path", file=sys.stderr)
         mods = {}
-        for name in ("tokenizer", "task", "model", "evaluate"):
+        for name in ("tokenizer", "task", "model"):
             spec = importlib.util.spec_from_file_location(f"_demo_{name}", ROOT / "src/rlvr_plugins/demo" / f"{name}.py")
             mod = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)
@@ -144,7 +144,10 @@ def main(argv=None):
 
     def evaluate(tag):
         t = time.perf_counter()
-        outs = demo["evaluate"].generate_greedy(model, tok, prompts, max_new_tokens=max_completion, batch_size=args.eval_batch)
+        from rlvr_plugins.train.sampling import SamplingOptions, sample
+
+        greedy = SamplingOptions(temperature=0.0, max_new_tokens=max_completion, batch_size=args.eval_batch)
+        outs = [s[0].text for s in sample(prompts, greedy, model=model, tokenizer=tok, desc=None)]
         correct = [task.extract_answer(o) == r["answer"] for o, r in zip(outs, eval_rows)]
         fmt = [task.is_well_formed(o, args.cot) for o in outs]
         by_d = {}

@@ -119,15 +119,16 @@ class HeldOutEval:
 
     def evaluate(self, step: int) -> dict[str, Any]:
         from rlvr_plugins.train.evaluation import evaluate
+        from rlvr_plugins.train.sections import EvalSection
 
         t = time.perf_counter()
         rewards = self.trainer.plugin_set.reward_functions()
         max_new = int(self.trainer.args.max_completion_length)
-        options = {"reward": "r1-accuracy", "batch_size": 256}
+        options = EvalSection(reward="r1-accuracy", batch_size=256).in_train(max_new)
         by_level = {}
         for level, rows in sorted(self.levels.items()):
             result = evaluate(self.trainer.model, self.trainer.processing_class, rows, rewards,
-                              self.trainer.engines, options, max_new)
+                              self.trainer.engines, options)
             by_level[level] = result["accuracy"]
         n = sum(len(rows) for rows in self.levels.values())
         accuracy = sum(by_level[level] * len(rows) for level, rows in self.levels.items()) / n

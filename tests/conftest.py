@@ -1,21 +1,12 @@
-"""Shared fixtures. Helpers live in ``rlvr_plugins.testing`` (importable from every test folder)."""
+"""Fixtures of this repository's tests. The shared ones (``tokenizer``, ``tiny_trainer``, ``reward_plugin``,
+``rlvr_cli``) come from the pytest plugin ``rlvr_plugins.testing.pytest_plugin``; helpers live in
+``rlvr_plugins.testing``."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-@pytest.fixture
-def tokenizer():
-    from rlvr_plugins.testing import char_tokenizer
-
-    return char_tokenizer()
+collect_ignore = ["multiproc"]  # scripts that torch.distributed.run launches, read sys.argv when imported
 
 
 @pytest.fixture

@@ -250,28 +250,14 @@ def first_char_is_digit(*, prompt, completion, example):
     return float(completion[:1].isdigit())
 
 
-def reward_plugin(name: str, fn, example):
-    from rlvr_plugins import Plugin, RewardFunction, hookimpl
-
-    class Rewarding(Plugin):
-        @hookimpl
-        def rlvr_reward_functions(self, register):
-            register(RewardFunction(name, fn, isolated=False, example=example))
-
-    Rewarding.name = name
-    return Rewarding
-
-
-def test_check_refuses_a_reward_that_fails_on_its_own_example(capsys):
-    from rlvr_plugins.manager import temporary_plugin
-
+def test_check_refuses_a_reward_that_fails_on_its_own_example(reward_plugin, rlvr_cli):
     example = {"prompt": "1+1=", "completion": "2", "example": {"answer": "2"}}
-    with temporary_plugin(reward_plugin("broken", raises_on_anything, example)), \
-            temporary_plugin(reward_plugin("fine", first_char_is_digit, example)):
-        assert cli.main(["train", str(SMOKE), "--check", "--set", "plugins.fine={}"]) == 0
-        capsys.readouterr()
-        assert cli.main(["train", str(SMOKE), "--check", "--set", "plugins.broken={}"]) == 2
-    err = capsys.readouterr().err
+    reward_plugin("broken", raises_on_anything, isolated=False, example=example)
+    reward_plugin("fine", first_char_is_digit, isolated=False, example=example)
+    assert rlvr_cli("train", SMOKE, "--check", "--set", "plugins.fine={}").exit_code == 0
+    result = rlvr_cli("train", SMOKE, "--check", "--set", "plugins.broken={}")
+    assert result.exit_code == 2
+    err = result.err
     assert ("rlvr: error: reward 'broken' (plugin 'broken') fails on its own example: KeyError: 'solution'. It would "
             "fail on every row: fix the plugin or disable it (--disable NAME)\n") in err
 

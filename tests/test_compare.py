@@ -6,7 +6,6 @@ off the rows, not captured from the code.
 
 from __future__ import annotations
 
-import doctest
 import json
 import os
 import subprocess
@@ -17,7 +16,6 @@ import pytest
 import yaml
 
 from rlvr_plugins import cli
-from rlvr_plugins.lab import compare as compare_module
 from rlvr_plugins.train import curves
 from rlvr_plugins.lab.compare import summarize
 from rlvr_plugins.train.curves import TRAIN_ACCURACY, load_run, smooth
@@ -210,10 +208,6 @@ def test_smooth_and_summarize_by_hand():
     assert (low["best"], low["best_step"], low["final"]) == (0.1, 2, 0.2)
     with pytest.raises(ValueError):
         smooth([(1, 1.0)], 0)
-
-
-def test_doctests_of_the_module():
-    assert doctest.testmod(compare_module).failed == 0
 
 
 def test_rows_of_one_step_are_merged_and_nulls_dropped(runs):

@@ -105,7 +105,7 @@ def test_commands_report_before_the_first_generation_or_score(tmp_path, caplog, 
 
     path = write_config(tmp_path, ROWS)
     if command == "score":
-        monkeypatch.setattr("rlvr_plugins.lab.score.score_rows", stop)
+        monkeypatch.setattr("rlvr_plugins.cli.score_cmd.score_rows", stop)
         completions = tmp_path / "completions.jsonl"
         completions.write_text("\n".join(json.dumps({**r, "completion": "<answer>1</answer>"}) for r in ROWS) + "\n")
         args, where, line = ["score", str(path), str(completions)], completions, 2

@@ -6,13 +6,14 @@ with the code (``rlvr_plugins.hookspecs``, ``manager``, ``config``).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
 from pathlib import Path
 
 import pytest
 
-from rlvr_plugins.train import config
+from rlvr_plugins.train import config, sections, validate
 from rlvr_plugins import hookspecs, manager
 
 REPO = Path(__file__).resolve().parents[1]
@@ -144,10 +145,14 @@ def test_every_top_level_config_key_is_documented(key):
         f"docs/configuration.md has no '## ... `{key}` ...' section")
 
 
+def _keys(*classes: type) -> set[str]:
+    return {f.name for cls in classes for f in dataclasses.fields(cls)}
+
+
 @pytest.mark.parametrize("section,keys", [
-    ("model", config.MODEL_KEYS), ("model.lora", config.LORA_KEYS), ("eval", config.EVAL_KEYS),
-    ("engine", config.ENGINE_KEYS), ("data", config.DATA_KEYS), ("sft", config.SFT_EXTRA),
-    ("data sources", set().union(*config.SOURCES.values(), config.SPLIT_COMMON, config.SOURCES)),
+    ("model", _keys(sections.ModelSection)), ("model.lora", _keys(sections.LoraSection)),
+    ("eval", _keys(sections.EvalSection)), ("engine", validate.ENGINE_KEYS), ("data", _keys(sections.DataSection)),
+    ("sft", _keys(sections.SFTExtra)), ("data sources", _keys(*sections.SOURCES.values()) | set(sections.SOURCES)),
 ])
 def test_every_section_key_is_documented(section, keys):
     text = CONFIGURATION_MD.read_text(encoding="utf-8")

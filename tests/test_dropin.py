@@ -15,7 +15,7 @@ from compat.stand_ins import (TRAINERS, CPUConfig, chat_tokenizer, conversationa
 from transformers import TrainerState
 
 import dropin_fixtures as fx
-from rlvr_plugins import Plugin, RewardFunction, hookimpl
+from rlvr_plugins import RewardFunction
 from rlvr_plugins.advantages import mean_baseline_advantages, normalize_then_sum_advantages
 from rlvr_plugins.train.config import validate
 from rlvr_plugins.engine import RewardEngine, RewardFunctionError
@@ -23,7 +23,7 @@ from rlvr_plugins.errors import ConfigError, PluginContractError, PluginError
 from rlvr_plugins.manager import build_plugin_set, temporary_plugin
 from rlvr_plugins.rewards import Engines, TRLReward
 from rlvr_plugins.train.run import engine_options
-from rlvr_plugins.testing import grpo_args
+from rlvr_plugins.testing import grpo_args, reward_plugin_class
 from rlvr_plugins.trainer import RLVRTrainer, with_trl_estimator
 
 
@@ -51,12 +51,7 @@ def test_without_args_the_trainer_builds_trls_default_config(tmp_path, monkeypat
     assert trainer.args.learning_rate == CPUConfig("x").learning_rate
 
 
-class DigitShare(Plugin):
-    name = "digit-share"
-
-    @hookimpl
-    def rlvr_reward_functions(self, register):
-        register(RewardFunction("digit-share", fx.completion_kind, isolated=False))
+DigitShare = reward_plugin_class("digit-share", fx.completion_kind, isolated=False)
 
 
 # -- 2. errors are the built-in exceptions a TRL user catches ---------------------------------------------------

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlvr_plugins import Plugin, RewardFunction, cli, hookimpl
+from rlvr_plugins import cli
 from rlvr_plugins.lab import metrics
 from rlvr_plugins.train.config import load_config
 from rlvr_plugins.train.data import DataError, load_rows, normalise_answer, plain_answer
 from rlvr_plugins.errors import ConfigError
 from rlvr_plugins.manager import temporary_plugin
-from rlvr_plugins.testing import TINY, shared_data
+from rlvr_plugins.testing import TINY, reward_plugin_class, shared_data
 
 DATA = shared_data()
 needs_data = pytest.mark.skipif(DATA is None, reason="../shared/data is absent (set RLVR_SHARED_DATA)")
@@ -268,22 +268,25 @@ def test_eval_section_values_are_checked_with_the_config(tmp_path):
 
 @needs_data
 def test_few_shot_and_cot_prompts(tmp_path):
-    from rlvr_plugins.cli.eval_cmd import COT_INSTRUCTION, build_prompts
+    from rlvr_plugins.cli.eval_cmd import build_prompts
+    from rlvr_plugins.train.sections import EvalSection
+
+    COT_INSTRUCTION = EvalSection().cot_instruction
 
     gsm = DATA / "gsm8k"
     config = _config(tmp_path, {"train": {"source": "jsonl", "path": str(gsm / "train.jsonl"), "limit": 10},
                                 "eval": {"source": "jsonl", "path": str(gsm / "test.jsonl"), "limit": 2},
                                 "columns": {"prompt": "question"}, "answer_format": "gsm8k"})
     rows = load_rows(config, "eval")
-    _, prompted = build_prompts(rows, {"mode": "few-shot", "shots": 2}, config, "eval")
+    _, prompted = build_prompts(rows, EvalSection(mode="few-shot", shots=2), config, "eval")
     train = load_rows(config, "train")
     expected = (f"Question: {train[0]['prompt']}\nAnswer: {train[0]['raw_answer']}\n\n"
                 f"Question: {train[1]['prompt']}\nAnswer: {train[1]['raw_answer']}\n\n"
                 f"Question: {rows[1]['prompt']}\nAnswer:")
     assert prompted[1]["prompt"] == expected and "#### 72" in expected
-    kept, prompted = build_prompts(train, {"mode": "few-shot", "shots": 3}, config, "train")
+    kept, prompted = build_prompts(train, EvalSection(mode="few-shot", shots=3), config, "train")
     assert len(kept) == 7 and kept[0] is train[3]  # the shots are not evaluated
-    _, prompted = build_prompts(rows, {"mode": "cot"}, config, "eval")
+    _, prompted = build_prompts(rows, EvalSection(mode="cot"), config, "eval")
     assert prompted[0]["prompt"] == rows[0]["prompt"] + COT_INSTRUCTION
     assert "\\boxed{}" in COT_INSTRUCTION
 
@@ -315,12 +318,7 @@ class EvenLength:
         return float(len(completion) % 2 == 0)
 
 
-class EvenPlugin(Plugin):
-    name = "even-length"
-
-    @hookimpl
-    def rlvr_reward_functions(self, register):
-        register(RewardFunction("even-length", EvenLength(), isolated=False))
+EvenPlugin = reward_plugin_class("even-length", EvenLength(), isolated=False)
 
 
 @pytest.mark.slow
@@ -392,8 +390,8 @@ def test_extract_final_answer_is_linear_on_a_megabyte_of_adversarial_input():
     texts = adversarial_texts(1_000_000)
     texts["openers_then_a_block"] = "<answer>" * 100_000 + "</answer><answer> 7 </answer>"
     out = time_each(metrics.extract_final_answer, texts, limit_s=2.0)
-    assert {name: result for name, (result, _) in out.items() if result is not None} == {
-        "openers_then_a_block": "7", "answer_blocks": "7", "closed_boxes": "7"}
+    # r1-accuracy's rule: several <answer> tags make the answer ambiguous (None), the last box decides
+    assert {name: result for name, (result, _) in out.items() if result is not None} == {"closed_boxes": "7"}
 
 
 def test_answer_key_is_linear_and_keys_huge_numbers_as_text():

@@ -261,12 +261,20 @@ class Seen(Plugin):
     """Records what every training batch handed to ``rlvr_on_rewards``."""
 
     name = "fault-suite-observer"
-    batches: list[dict] = []
+
+    def __init__(self, options=None):
+        super().__init__(options)
+        self.batches: list[dict] = []
 
     @hookimpl
     def rlvr_on_rewards(self, example_indices, rewards, advantages, valid):
-        Seen.batches.append({"indices": list(example_indices), "rewards": rewards.tolist(),
+        self.batches.append({"indices": list(example_indices), "rewards": rewards.tolist(),
                              "advantages": advantages.tolist(), "valid": valid.tolist()})
+
+
+def seen_batches(trainer) -> list[dict]:
+    """What the trainer's ``Seen`` instance recorded."""
+    return trainer.plugin_set.get(Seen.name).batches
 
 
 def trainer_with(tmp_path, rewards, *extra, engine=None, **trainer_overrides):
@@ -283,7 +291,6 @@ def trainer_with(tmp_path, rewards, *extra, engine=None, **trainer_overrides):
             for reward_name, fn in rewards.items():
                 register(RewardFunction(reward_name, fn))
 
-    Seen.batches = []
     plugins = (FaultRewards, Seen, *extra)
     with contextlib.ExitStack() as stack:
         for cls in plugins:
@@ -314,7 +321,7 @@ def assert_masked(batch, masked_rows):
 def test_10_a_raising_plugin_is_masked_and_counted_then_an_error_after_k_in_a_row(tmp_path, one_torch_thread, r1):
     trainer = trainer_with(tmp_path, {"flaky": fr.raise_on_odd_rows})
     trainer.train()
-    (batch,) = Seen.batches
+    (batch,) = seen_batches(trainer)
     assert_masked(batch, lambda index: index % 2 == 1)
     odd = sum(index % 2 for index in batch["indices"])
     (logged,) = step_logs(trainer)
@@ -366,7 +373,7 @@ def test_11_a_hook_returning_none_a_string_or_the_wrong_length_is_an_error(tmp_p
     with pytest.raises(PluginContractError) as info:
         trainer.train()
     assert f"plugin {plugin.name!r}" in str(info.value) and expected in str(info.value)
-    assert Seen.batches == []
+    assert seen_batches(trainer) == []
 
 
 @pytest.mark.parametrize("value", ["0.5", {"score": 1.0}, [1.0] * 2, b"1"], ids=["str", "dict", "list", "bytes"])
@@ -395,7 +402,7 @@ def test_12_nan_inf_or_huge_is_an_error_or_masked_and_counted_by_option(r1, valu
 def test_12_masked_nonfinite_rewards_never_reach_the_advantages(tmp_path, one_torch_thread):
     trainer = trainer_with(tmp_path, {"nonfinite": fr.nonfinite_on_odd_rows}, engine={"nonfinite": "mask"})
     trainer.train()
-    (batch,) = Seen.batches
+    (batch,) = seen_batches(trainer)
     assert_masked(batch, lambda index: index % 2 == 1)
     (logged,) = step_logs(trainer)
     odd = sum(index % 2 for index in batch["indices"])
@@ -410,7 +417,7 @@ def test_13_all_0_all_1_or_all_035_groups_get_advantage_exactly_0_and_are_counte
     trainer = trainer_with(tmp_path, {"constant-per-prompt": fr.zero_one_or_035_by_row},
                            per_device_train_batch_size=12, shuffle_dataset=False)
     trainer.train()
-    (batch,) = Seen.batches
+    (batch,) = seen_batches(trainer)
     groups = [batch["rewards"][i:i + 4] for i in range(0, 12, 4)]
     assert sorted(group[0] for group in groups) == pytest.approx([0.0, 0.35, 1.0])
     assert all(len(set(group)) == 1 for group in groups)
@@ -438,7 +445,7 @@ def test_14_an_all_wrong_group_differing_only_by_length_penalty_is_not_blown_up(
     original = trainer._log_lengths
     trainer._log_lengths = lambda m, r, lengths, n: (seen_lengths.append(lengths.clone()), original(m, r, lengths, n))
     trainer.train()
-    (batch,) = Seen.batches
+    (batch,) = seen_batches(trainer)
     (lengths,) = seen_lengths
     penalty = (-0.01 * lengths.float()).view(-1, 4)
     expected = (penalty - penalty.mean(1, keepdim=True)).reshape(-1)
@@ -459,7 +466,7 @@ def test_15_rows_undecided_by_every_reward_get_advantage_0(tmp_path, one_torch_t
     trainer = trainer_with(tmp_path, rewards)
     with caplog.at_level(logging.WARNING, logger="rlvr_plugins.trainer"):
         trainer.train()
-    (batch,) = Seen.batches
+    (batch,) = seen_batches(trainer)
     assert_masked(batch, lambda index: index % 2 == 1)
     (logged,) = step_logs(trainer)
     odd = sum(index % 2 for index in batch["indices"])
@@ -474,8 +481,8 @@ def test_15_a_batch_undecided_by_every_reward_gets_advantage_0_and_one_warning(t
     trainer = trainer_with(tmp_path, {"undecided": fr.always_none}, max_steps=2)
     with caplog.at_level(logging.WARNING, logger="rlvr_plugins.trainer"):
         trainer.train()
-    assert len(Seen.batches) == 2
-    for batch in Seen.batches:
+    assert len(seen_batches(trainer)) == 2
+    for batch in seen_batches(trainer):
         assert batch["valid"] == [False] * 8 and batch["advantages"] == [0.0] * 8
     logged = step_logs(trainer)
     assert [h["rlvr/frac_no_score"] for h in logged] == [1.0, 1.0]

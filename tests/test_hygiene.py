@@ -4,6 +4,7 @@ hygiene-only and hygiene-then-difficulty runs of the command."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -12,8 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlvr_plugins import Plugin, RewardFunction, cli, hookimpl
-from rlvr_plugins.train import config
+from rlvr_plugins import cli
 from rlvr_plugins.cli import filter_cmd
 from rlvr_plugins.train.sampling import Sample
 from rlvr_plugins.train.config import load_config
@@ -21,7 +21,7 @@ from rlvr_plugins.errors import ConfigError
 from rlvr_plugins.lab.hygiene import (EvalIndex, final_answer, multiple_choice_rule, ngrams, normalise_words, screen,
                                   true_false_rule)
 from rlvr_plugins.manager import temporary_plugin
-from rlvr_plugins.testing import shared_data
+from rlvr_plugins.testing import reward_plugin_class, shared_data
 
 DATA = shared_data()
 needs_data = pytest.mark.skipif(DATA is None, reason="../shared/data is absent (set RLVR_SHARED_DATA)")
@@ -326,7 +326,10 @@ def test_difficulty_off_without_hygiene_is_an_error(tmp_path):
 
 def test_the_hygiene_keys_are_documented():
     text = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
-    keys = config.HYGIENE_KEYS | config.DECONTAMINATE_KEYS | config.EVAL_SET_KEYS | {"difficulty", "hygiene"}
+    from rlvr_plugins.train import sections
+
+    keys = {f.name for cls in (sections.HygieneSection, sections.DecontaminateSection, sections.EvalSetSection)
+            for f in dataclasses.fields(cls)} | {"difficulty", "hygiene"}
     assert not sorted(k for k in keys if f"`{k}" not in text)
     assert "data-hygiene.md" in text
 
@@ -402,12 +405,7 @@ class Solved:
         return float(example["kind"] == "clean" and completion == "ok")
 
 
-class SolvedPlugin(Plugin):
-    name = "solved-toy"
-
-    @hookimpl
-    def rlvr_reward_functions(self, register):
-        register(RewardFunction("solved", Solved(), isolated=False))
+SolvedPlugin = reward_plugin_class("solved-toy", Solved(), reward_name="solved", isolated=False)
 
 
 def test_hygiene_runs_before_the_difficulty_sampling(tmp_path, monkeypatch):

@@ -8,25 +8,22 @@ import math
 import pytest
 import torch
 
-from rlvr_plugins import Plugin, RewardFunction, hookimpl
 from rlvr_plugins.advantages import finalize_advantages, grpo_advantages, shaping_advantages
 from rlvr_plugins.builtin.loss import contradictions, loss_settings
 from rlvr_plugins.errors import ConfigError
-from rlvr_plugins.manager import build_plugin_set, temporary_plugin
+from rlvr_plugins.manager import build_plugin_set
 from rlvr_plugins.train.run import grpo_kwargs
-from rlvr_plugins.testing import tiny_trainer
 
 
 def ends_in_digit(*, prompt, completion, example):
     return 1.0 if completion.strip()[-1:].isdigit() else 0.0
 
 
-class EndsInDigit(Plugin):
-    name = "ends-in-digit"
-
-    @hookimpl
-    def rlvr_reward_functions(self, register):
-        register(RewardFunction("ends_in_digit", ends_in_digit, isolated=False))
+@pytest.fixture
+def trainer_ending_in_digit(tiny_trainer, reward_plugin):
+    """``tiny_trainer`` with the plugin ``ends-in-digit`` (reward ``ends_in_digit``) registered and enabled first."""
+    reward_plugin("ends-in-digit", ends_in_digit, reward_name="ends_in_digit", isolated=False)
+    return lambda plugins=None, **trainer: tiny_trainer({"ends-in-digit": {}, **(plugins or {})}, **trainer)
 
 
 # -- configuration -----------------------------------------------------------------------
@@ -116,11 +113,9 @@ def _expected(inputs, logps, clip, normalization, beta, max_len):
 @pytest.mark.parametrize("normalization", ["per-response", "constant", "token-mean"])
 @pytest.mark.parametrize("clip", [True, False])
 @pytest.mark.parametrize("beta", [0.0, 0.1])
-def test_loss_equals_the_formula(tmp_path, tokenizer, clip, normalization, beta):
-    with temporary_plugin(EndsInDigit):
-        trainer = tiny_trainer(tmp_path, {"ends-in-digit": {},
-                                          "policy-loss": {"clip": clip, "length_normalization": normalization}},
-                               tokenizer, max_completion_length=6)
+def test_loss_equals_the_formula(tokenizer, trainer_ending_in_digit, clip, normalization, beta):
+    trainer = trainer_ending_in_digit({"policy-loss": {"clip": clip, "length_normalization": normalization}},
+                                      max_completion_length=6)
     trainer.beta = beta
     trainer.model.eval()
     inputs, logps = _batch(trainer, tokenizer)
@@ -136,12 +131,10 @@ def test_loss_equals_the_formula(tmp_path, tokenizer, clip, normalization, beta)
     assert trainer._metrics["eval"]["rlvr/ratio/min"][-1] == pytest.approx(math.exp(shift.min()), rel=1e-4)
 
 
-def test_unclipped_gradient_is_the_plain_policy_gradient(tmp_path, tokenizer):
+def test_unclipped_gradient_is_the_plain_policy_gradient(tokenizer, trainer_ending_in_digit):
     """With clip off, d loss / d logp_t = -rho_t A / |o| (per-response), also where clipping would cut it."""
-    with temporary_plugin(EndsInDigit):
-        trainer = tiny_trainer(tmp_path, {"ends-in-digit": {},
-                                          "policy-loss": {"clip": False, "length_normalization": "per-response"}},
-                               tokenizer, max_completion_length=6)
+    trainer = trainer_ending_in_digit({"policy-loss": {"clip": False, "length_normalization": "per-response"}},
+                                      max_completion_length=6)
     inputs, logps = _batch(trainer, tokenizer)
     logps = logps.clone().requires_grad_(True)
     trainer._get_per_token_logps_and_entropies = lambda *a, **k: (logps, torch.zeros_like(logps), None)
@@ -153,10 +146,8 @@ def test_unclipped_gradient_is_the_plain_policy_gradient(tmp_path, tokenizer):
     assert torch.allclose(logps.grad, expected, atol=1e-6)
 
 
-def test_off_policy_inner_steps_log_a_drifting_ratio(tmp_path, tokenizer):
-    with temporary_plugin(EndsInDigit):
-        trainer = tiny_trainer(tmp_path, {"ends-in-digit": {}}, tokenizer, num_iterations=4, max_steps=8,
-                               learning_rate=3e-2)
+def test_off_policy_inner_steps_log_a_drifting_ratio(trainer_ending_in_digit):
+    trainer = trainer_ending_in_digit(num_iterations=4, max_steps=8, learning_rate=3e-2)
     trainer.train()
     drift = [h["rlvr/ratio/abs_log_mean"] for h in trainer.state.log_history if "rlvr/ratio/abs_log_mean" in h]
     assert len(drift) == 8
@@ -188,9 +179,8 @@ def test_shaping_advantages_leave_out_invalid_completions():
 
 # -- metrics ---------------------------------------------------------------------------------
 
-def test_response_length_is_logged_for_correct_and_wrong_completions(tmp_path, tokenizer):
-    with temporary_plugin(EndsInDigit):
-        trainer = tiny_trainer(tmp_path, {"ends-in-digit": {}}, tokenizer, max_steps=3)
+def test_response_length_is_logged_for_correct_and_wrong_completions(trainer_ending_in_digit):
+    trainer = trainer_ending_in_digit(max_steps=3)
     seen = []
     original = trainer._log_lengths
 

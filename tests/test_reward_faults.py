@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from rlvr_plugins.testing import grpo_args, tiny_model, tiny_rows
+from rlvr_plugins.testing import grpo_args, reward_plugin_class, tiny_model, tiny_rows
 from datasets import Dataset
-from rlvr_plugins import Plugin, RewardFunction, hookimpl
+from rlvr_plugins import Plugin, hookimpl
 from rlvr_plugins.engine import RewardContractError, RewardPluginFailing
 from rlvr_plugins.manager import build_plugin_set, temporary_plugin
 from rlvr_plugins.rewards import Engines
@@ -18,28 +18,20 @@ from rlvr_plugins.trainer import RLVRTrainer
 from fault_rewards import always_raises, hang_on_odd_rows, returns_nan, returns_text
 
 
-def reward_plugin(fn):
-    class Reward(Plugin):
-        name = f"fault-{fn.__name__}"
-
-        @hookimpl
-        def rlvr_reward_functions(self, register):
-            register(RewardFunction(fn.__name__, fn))
-
-    return Reward
-
-
 class Observer(Plugin):
     name = "observer"
-    seen: list = []
+
+    def __init__(self, options=None):
+        super().__init__(options)
+        self.seen: list = []
 
     @hookimpl
     def rlvr_on_rewards(self, example_indices, rewards, advantages, valid):
-        Observer.seen.append((list(example_indices), rewards.clone(), advantages.clone(), valid.clone()))
+        self.seen.append((list(example_indices), rewards.clone(), advantages.clone(), valid.clone()))
 
 
 def trainer_for(tmp_path, tokenizer, fn, **engine):
-    plugin = reward_plugin(fn)
+    plugin = reward_plugin_class(f"fault-{fn.__name__}", fn, reward_name=fn.__name__)
     with temporary_plugin(plugin), temporary_plugin(Observer):
         ps = build_plugin_set({plugin.name: {}, "observer": {}})
     engines = Engines(num_workers=2, timeout_s=engine.pop("timeout_s", 2.0), **engine)
@@ -49,18 +41,18 @@ def trainer_for(tmp_path, tokenizer, fn, **engine):
 
 @pytest.mark.slow
 def test_hanging_reward_is_killed_masked_and_counted(tmp_path, tokenizer):
-    Observer.seen = []
     trainer = trainer_for(tmp_path, tokenizer, hang_on_odd_rows, timeout_s=1.0)
     started = time.perf_counter()
     trainer.train()
     assert time.perf_counter() - started < 120
-    for indices, rewards, adv, valid in Observer.seen:
+    seen = trainer.plugin_set.get("observer").seen
+    for indices, rewards, adv, valid in seen:
         for i, idx in enumerate(indices):
             assert bool(valid[i]) == (idx % 2 == 0)
             if idx % 2:
                 assert math.isnan(rewards[i]) and adv[i] == 0
     failed = [h["rlvr/failed/hang_on_odd_rows"] for h in trainer.state.log_history if "rlvr/failed/hang_on_odd_rows" in h]
-    odd = [sum(idx % 2 for idx in s[0]) for s in Observer.seen]
+    odd = [sum(idx % 2 for idx in s[0]) for s in seen]
     assert failed == odd and sum(odd) > 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 
 import pytest
@@ -10,47 +11,50 @@ import torch
 from datasets import Dataset
 from trl import GRPOTrainer
 
-from rlvr_plugins.testing import grpo_args, tiny_model, tiny_rows
-from rlvr_plugins import Plugin, RewardFunction, hookimpl
-from rlvr_plugins.advantages import grpo_advantages
+from rlvr_plugins.testing import digit_share, grpo_args, tiny_model, tiny_rows
+from rlvr_plugins import Plugin, hookimpl
 from rlvr_plugins.errors import PluginContractError, PluginError
 from rlvr_plugins.manager import build_plugin_set, temporary_plugin
 from rlvr_plugins.rewards import Engines
 from rlvr_plugins.trainer import RLVRTrainer
 
 
-def digit_share(*, prompt, completion, example):
-    return sum(c.isdigit() for c in completion) / max(1, len(completion))
-
-
 def digit_share_reward(completions, **kwargs):
     return [digit_share(prompt=None, completion=c, example=None) for c in completions]
 
 
-class DigitReward(Plugin):
-    name = "digit-reward"
-
-    @hookimpl
-    def rlvr_reward_functions(self, register):
-        register(RewardFunction("digit_share_reward", digit_share, isolated=False))
+@pytest.fixture
+def digit_reward(reward_plugin):
+    """The plugin ``digit-reward``: the reward ``digit_share_reward``, in-process."""
+    return reward_plugin("digit-reward", digit_share, reward_name="digit_share_reward", isolated=False)
 
 
 class Recorder(Plugin):
     """Records what the trainer hands to the hooks; adds a length penalty of -0.01 per token."""
 
     name = "recorder"
-    calls: list = []
+
+    def __init__(self, options=None):
+        super().__init__(options)
+        self.calls: list = []
 
     @hookimpl
     def rlvr_length_penalty(self, completion_lengths, num_generations, step):
-        Recorder.calls.append(("penalty", completion_lengths.clone(), num_generations, step))
+        self.calls.append(("penalty", completion_lengths.clone(), num_generations, step))
         return -0.01 * completion_lengths.float()
 
     @hookimpl
     def rlvr_on_rewards(self, example_indices, rewards, advantages, valid, rewards_per_func, log_metric):
-        Recorder.calls.append(("rewards", list(example_indices), rewards.clone(), advantages.clone(),
-                               rewards_per_func.clone()))
+        self.calls.append(("rewards", list(example_indices), rewards.clone(), advantages.clone(),
+                           rewards_per_func.clone()))
         log_metric("recorder/seen", float(len(example_indices)))
+
+
+@pytest.fixture
+def recorder():
+    """The plugin ``recorder`` registered for the test; ``calls(trainer)`` is what its instance recorded."""
+    with temporary_plugin(Recorder):
+        yield lambda trainer: trainer.plugin_set.get("recorder").calls
 
 
 def make_trainer(tmp_path, plugins, tokenizer, model=None, **overrides):
@@ -65,7 +69,7 @@ def losses(trainer):
 
 
 @pytest.mark.parametrize("beta", [0.0, 0.1])
-def test_defaults_give_the_same_loss_as_plain_trl_at_every_step(tmp_path, tokenizer, beta):
+def test_defaults_give_the_same_loss_as_plain_trl_at_every_step(tmp_path, tokenizer, beta, digit_reward):
     overrides = dict(max_steps=3, beta=beta)
     model_dir = str(tmp_path / "init")  # a path, so that TRL can build the reference model for beta > 0
     tiny_model(tokenizer).save_pretrained(model_dir)
@@ -73,8 +77,7 @@ def test_defaults_give_the_same_loss_as_plain_trl_at_every_step(tmp_path, tokeni
                         args=grpo_args(tmp_path / "plain", **overrides),
                         train_dataset=Dataset.from_list(tiny_rows()), processing_class=tokenizer)
     plain.train()
-    with temporary_plugin(DigitReward):
-        ours = make_trainer(tmp_path / "ours", {"digit-reward": {}}, tokenizer, model=model_dir, **overrides)
+    ours = make_trainer(tmp_path / "ours", {"digit-reward": {}}, tokenizer, model=model_dir, **overrides)
     ours.train()
     assert len(losses(plain)) == 3
     assert losses(ours) == pytest.approx(losses(plain), rel=1e-6, abs=1e-8)
@@ -84,14 +87,12 @@ def test_defaults_give_the_same_loss_as_plain_trl_at_every_step(tmp_path, tokeni
             [h[key] for h in plain.state.log_history if key in h])
 
 
-def test_hooks_receive_gathered_batch_and_shape_the_advantages(tmp_path, tokenizer):
-    Recorder.calls = []
-    with temporary_plugin(DigitReward), temporary_plugin(Recorder):
-        trainer = make_trainer(tmp_path, {"digit-reward": {}, "recorder": {}, "rloo": {}}, tokenizer, max_steps=2)
+def test_hooks_receive_gathered_batch_and_shape_the_advantages(tmp_path, tokenizer, digit_reward, recorder):
+    trainer = make_trainer(tmp_path, {"digit-reward": {}, "recorder": {}, "rloo": {}}, tokenizer, max_steps=2)
     before = [p.detach().clone() for p in trainer.model.parameters()]
     trainer.train()
-    penalties = [c for c in Recorder.calls if c[0] == "penalty"]
-    observed = [c for c in Recorder.calls if c[0] == "rewards"]
+    penalties = [c for c in recorder(trainer) if c[0] == "penalty"]
+    observed = [c for c in recorder(trainer) if c[0] == "rewards"]
     assert len(penalties) == 2 and len(observed) == 2
     _, lengths, G, step = penalties[0]
     assert G == 4 and step == 0 and lengths.shape == (8,) and 1 <= lengths.min() and lengths.max() <= 8
@@ -125,46 +126,37 @@ class FixedSampler(Plugin):
                 for i in chunk for _ in range(num_generations)][: 2 * 2 * num_generations * repeat_count]
 
 
-def test_sampler_plugin_decides_the_prompt_order(tmp_path, tokenizer):
-    Recorder.calls = []
-    with temporary_plugin(DigitReward), temporary_plugin(Recorder), temporary_plugin(FixedSampler):
+def test_sampler_plugin_decides_the_prompt_order(tmp_path, tokenizer, digit_reward, recorder):
+    with temporary_plugin(FixedSampler):
         trainer = make_trainer(tmp_path, {"digit-reward": {}, "recorder": {}, "fixed-sampler": {}}, tokenizer,
                                max_steps=2)
     trainer.train()
-    seen = [c[1] for c in Recorder.calls if c[0] == "rewards"]
+    seen = [c[1] for c in recorder(trainer) if c[0] == "rewards"]
     assert seen == [[5] * 4 + [3] * 4, [9] * 4 + [1] * 4]
 
 
-class Flaky(Plugin):
-    """A reward that cannot score completions of rows with an even index."""
-
-    name = "flaky"
-
-    @hookimpl
-    def rlvr_reward_functions(self, register):
-        register(RewardFunction("flaky", flaky_score, isolated=False))
-
-
 def flaky_score(*, prompt, completion, example):
+    """A reward that cannot score completions of rows with an even index."""
     if example["rlvr_index"] % 2 == 0:
         raise RuntimeError("scorer crashed")
     return float(len(completion) % 3)
 
 
-def test_unscorable_completions_get_zero_advantage_and_are_counted(tmp_path, tokenizer):
-    Recorder.calls = []
-    with temporary_plugin(Flaky), temporary_plugin(Recorder):
-        trainer = make_trainer(tmp_path, {"flaky": {}, "recorder": {}}, tokenizer, max_steps=2)
+def test_unscorable_completions_get_zero_advantage_and_are_counted(tmp_path, tokenizer, reward_plugin, recorder):
+    reward_plugin("flaky", flaky_score, isolated=False)
+    trainer = make_trainer(tmp_path, {"flaky": {}, "recorder": {}}, tokenizer, max_steps=2)
     trainer.train()
-    for _, indices, rewards, adv, _ in [c for c in Recorder.calls if c[0] == "rewards"]:
+    batches = [c for c in recorder(trainer) if c[0] == "rewards"]
+    for _, indices, rewards, adv, _ in batches:
         for i, idx in enumerate(indices):
             if idx % 2 == 0:
                 assert adv[i] == 0 and math.isnan(rewards[i])
-    no_score = [h["rlvr/frac_no_score"] for h in trainer.state.log_history if "rlvr/frac_no_score" in h]
-    assert no_score and all(0 <= x <= 1 for x in no_score)
-    failed = sum(h["rlvr/failed/flaky"] for h in trainer.state.log_history if "rlvr/failed/flaky" in h)
-    evens = sum(idx % 2 == 0 for c in Recorder.calls if c[0] == "rewards" for idx in c[1])
-    assert failed == evens
+    evens = [sum(idx % 2 == 0 for idx in indices) for _, indices, *_ in batches]
+    assert len(evens) == 2 and 0 < sum(evens) < 16  # both kinds of row were drawn
+    logged = trainer.state.log_history
+    # per step: the share of the 8 completions without a score, and the number that failed
+    assert [h["rlvr/frac_no_score"] for h in logged if "rlvr/frac_no_score" in h] == [n / 8 for n in evens]
+    assert [h["rlvr/failed/flaky"] for h in logged if "rlvr/failed/flaky" in h] == evens
 
 
 class BadEstimator(Plugin):
@@ -175,8 +167,8 @@ class BadEstimator(Plugin):
         return rewards[:-1]
 
 
-def test_estimator_returning_wrong_shape_is_a_clear_error(tmp_path, tokenizer):
-    with temporary_plugin(DigitReward), temporary_plugin(BadEstimator):
+def test_estimator_returning_wrong_shape_is_a_clear_error(tmp_path, tokenizer, digit_reward):
+    with temporary_plugin(BadEstimator):
         trainer = make_trainer(tmp_path, {"digit-reward": {}, "bad-estimator": {}}, tokenizer)
     with pytest.raises(PluginContractError, match=r"plugin 'bad-estimator': rlvr_compute_advantages returned "
                                                   r"shape \(7,\); expected \(8,\)"):
@@ -188,20 +180,23 @@ def test_no_reward_plugin_is_an_error(tmp_path, tokenizer):
         make_trainer(tmp_path, {}, tokenizer)
 
 
-def test_default_grpo_estimator_matches_formula_on_logged_batch(tmp_path, tokenizer):
-    Recorder.calls = []
-    with temporary_plugin(DigitReward), temporary_plugin(Recorder):
-        trainer = make_trainer(tmp_path, {"digit-reward": {}, "recorder": {}}, tokenizer, max_steps=1)
+def test_default_grpo_estimator_matches_formula_on_logged_batch(tmp_path, tokenizer, digit_reward, recorder):
+    trainer = make_trainer(tmp_path, {"digit-reward": {}, "recorder": {}}, tokenizer, max_steps=1)
     trainer.train()
-    _, _, rewards, adv, per_func = [c for c in Recorder.calls if c[0] == "rewards"][0]
-    _, lengths, _, _ = [c for c in Recorder.calls if c[0] == "penalty"][0]
-    valid = torch.ones_like(rewards, dtype=torch.bool)
-    # z-score of the outcome reward; the recorder's length penalty added centred, not std-scaled (rule 14)
-    penalty = (-0.01 * lengths.float()).view(-1, 4)
-    expected = grpo_advantages(per_func[:, 0], valid, 4) + (penalty - penalty.mean(1, keepdim=True)).reshape(-1)
-    g = rewards.view(-1, 4)
-    expected[(g.max(1).values == g.min(1).values).repeat_interleave(4)] = 0
-    assert torch.allclose(adv, expected, atol=1e-6)
+    _, _, rewards, adv, per_func = [c for c in recorder(trainer) if c[0] == "rewards"][0]
+    _, lengths, _, _ = [c for c in recorder(trainer) if c[0] == "penalty"][0]
+    # by hand, group by group: the z-score of the outcome reward, (r - mean) / (sample std + 1e-4), plus the
+    # recorder's length penalty centred on its group mean, not std-scaled (rule 14); 0 where the total is constant
+    expected = []
+    for start in range(0, 8, 4):
+        outcome = per_func[start:start + 4, 0].tolist()
+        penalty = [-0.01 * n for n in lengths[start:start + 4].tolist()]
+        total = rewards[start:start + 4].tolist()
+        mean, std, penalty_mean = statistics.mean(outcome), statistics.stdev(outcome), statistics.mean(penalty)
+        expected += ([0.0] * 4 if max(total) == min(total) else
+                     [(r - mean) / (std + 1e-4) + p - penalty_mean for r, p in zip(outcome, penalty)])
+    assert adv.tolist() == pytest.approx(expected, rel=1e-5, abs=1e-6)
+    assert any(a != 0 for a in expected)
 
 
 class ConstantRollout(Plugin):
@@ -220,14 +215,13 @@ class ConstantRollout(Plugin):
         return rollout
 
 
-def test_rollout_plugin_replaces_generation(tmp_path, tokenizer):
-    Recorder.calls = []
-    with temporary_plugin(DigitReward), temporary_plugin(Recorder), temporary_plugin(ConstantRollout):
+def test_rollout_plugin_replaces_generation(tmp_path, tokenizer, digit_reward, recorder):
+    with temporary_plugin(ConstantRollout):
         trainer = make_trainer(tmp_path, {"digit-reward": {}, "recorder": {}, "constant-rollout": {}}, tokenizer,
                                max_steps=1)
     trainer.train()
-    _, _, rewards, adv, per_func = [c for c in Recorder.calls if c[0] == "rewards"][0]
-    lengths = [c[1] for c in Recorder.calls if c[0] == "penalty"][0]
+    _, _, rewards, adv, per_func = [c for c in recorder(trainer) if c[0] == "rewards"][0]
+    lengths = [c[1] for c in recorder(trainer) if c[0] == "penalty"][0]
     assert per_func[:, 0].tolist() == [1.0] * 8  # "12": all digits
     assert lengths.tolist() == [3] * 8  # "1", "2" and the (injected) EOS: all completion tokens count
     assert adv.abs().sum() == 0  # identical completions: zero-variance groups
@@ -241,14 +235,13 @@ class AbstainingRollout(Plugin):
         return None
 
 
-def test_two_rollout_plugins_conflict_unless_one_abstains(tmp_path, tokenizer):
+def test_two_rollout_plugins_conflict_unless_one_abstains(tmp_path, tokenizer, digit_reward):
     from rlvr_plugins.errors import PluginConflictError
 
     class OtherRollout(ConstantRollout):
         name = "other-rollout"
 
-    with temporary_plugin(DigitReward), temporary_plugin(ConstantRollout), temporary_plugin(OtherRollout), \
-            temporary_plugin(AbstainingRollout):
+    with temporary_plugin(ConstantRollout), temporary_plugin(OtherRollout), temporary_plugin(AbstainingRollout):
         with pytest.raises(PluginConflictError, match="constant-rollout.*other-rollout.*rlvr_rollout_func"):
             make_trainer(tmp_path, {"digit-reward": {}, "constant-rollout": {}, "other-rollout": {}}, tokenizer)
         trainer = make_trainer(tmp_path, {"digit-reward": {}, "constant-rollout": {}, "abstaining-rollout": {}},
@@ -256,14 +249,13 @@ def test_two_rollout_plugins_conflict_unless_one_abstains(tmp_path, tokenizer):
     assert trainer.rollout_func is not None
 
 
-def test_log_completions_shows_the_plugin_advantages(tmp_path, tokenizer):
+def test_log_completions_shows_the_plugin_advantages(tmp_path, tokenizer, digit_reward):
     """trainer.log_completions: TRL's completions table (completions/completions_<step>.parquet) holds the
     advantages the estimator plugin computed, here mean-baseline: A_i = r_i - mean of the prompt's group."""
     import pandas as pd
 
-    with temporary_plugin(DigitReward):
-        trainer = make_trainer(tmp_path, {"digit-reward": {}, "mean-baseline": {}}, tokenizer, max_steps=1,
-                               log_completions=True)
+    trainer = make_trainer(tmp_path, {"digit-reward": {}, "mean-baseline": {}}, tokenizer, max_steps=1,
+                           log_completions=True)
     trainer.train()
     [path] = sorted((Path(trainer.args.output_dir) / "completions").glob("completions_*.parquet"))
     table = pd.read_parquet(path)

@@ -60,6 +60,8 @@ def write_errno(exc: BaseException) -> int | None:
     """
     if isinstance(exc, OSError):
         return exc.errno if exc.errno in _WRITE_ERRNOS else None
+    if isinstance(exc.__cause__, OSError):  # outputs.write_atomic's OutputError names the file; the cause has the errno
+        return write_errno(exc.__cause__)
     text = str(exc)
     found = re.search(r"os error (\d+)\)", text)
     if found:

@@ -21,6 +21,13 @@ class OutputError(RLVRError):
     """An output file that cannot be written: the message names it and says why."""
 
 
+def is_main_process() -> bool:
+    """Whether this process writes the shared files: rank 0 of ``accelerate launch`` / ``torchrun`` /
+    the DeepSpeed launcher (which all set ``RANK``), or a single process. Read from the environment,
+    so it holds before any process group exists and imports nothing."""
+    return os.environ.get("RANK", "0") == "0"
+
+
 def check_output_file(path: str | Path, what: str = "output file") -> Path:
     """Fail now, naming ``path``, if a file cannot be created or replaced there."""
     p = Path(path)

@@ -5,11 +5,10 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
-import types
-import typing
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Literal, Mapping
 
+from . import fields
 from .errors import PluginOptionError, shown
 
 
@@ -102,17 +101,18 @@ class RewardFunction:
 
 def describe_options(options_cls: type) -> list[str]:
     """``["weight (float, default 1.0)", ...]`` for error messages and ``rlvr plugins``."""
-    hints = typing.get_type_hints(options_cls)
+    annotations = fields.hints(options_cls)
     out = []
     for f in dataclasses.fields(options_cls):
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else "required")
-        out.append(f"{f.name} ({_type_name(hints[f.name])}, default {default!r})")
+        default = fields.default_of(f)
+        shown_default = "required" if default is dataclasses.MISSING else default
+        out.append(f"{f.name} ({fields.type_name(annotations[f.name])}, default {shown_default!r})")
     return out
 
 
 def parse_options(plugin: str, options_cls: type, raw: Mapping[str, Any]) -> Any:
-    """Validate ``raw`` against the dataclass ``options_cls`` and instantiate it.
+    """Validate ``raw`` against the dataclass ``options_cls`` (its type hints, ``Annotated`` rules included,
+    checked by :mod:`rlvr_plugins.fields`) and instantiate it.
 
     Every problem (unknown key, wrong type, missing required option) is reported in one
     :class:`PluginOptionError`, with the valid options listed.
@@ -120,83 +120,23 @@ def parse_options(plugin: str, options_cls: type, raw: Mapping[str, Any]) -> Any
     if not isinstance(raw, Mapping):
         raise PluginOptionError(plugin, [f"options must be a mapping, got {type(raw).__name__} {shown(raw)}"],
                                 describe_options(options_cls))
-    hints = typing.get_type_hints(options_cls)
-    fields = {f.name: f for f in dataclasses.fields(options_cls)}
-    problems, values = [], {}
-    for key, value in raw.items():
-        if key not in fields:
-            close = difflib.get_close_matches(str(key), fields, n=1)
+    annotations = fields.hints(options_cls)
+    values, found = fields.check_fields(annotations, raw, fields.required_fields(options_cls))
+    problems = []
+    for p in found:
+        if p.kind == "unknown":
+            close = difflib.get_close_matches(p.key, annotations, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            problems.append(f"unknown option {shown(key)}{hint}")
-            continue
-        ok, converted = _check_type(value, hints[key])
-        if not ok:
-            finite = "" if not isinstance(value, (int, float)) or _finite_float(value) else " (finite)"
-            problems.append(f"option {key!r} must be {_type_name(hints[key])}{finite}, got {shown(value)}")
+            problems.append(f"unknown option {shown(p.key)}{hint}")
+        elif p.kind == "missing":
+            problems.append(f"option {p.key!r} is required")
         else:
-            values[key] = converted
-    for name, f in fields.items():
-        if name not in raw and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            problems.append(f"option {name!r} is required")
+            finite = " (finite)" if p.finite or (p.kind == "rule" and fields._non_finite(p.value)) else ""
+            problems.append(f"option {p.key!r} must be {fields.type_name(annotations[p.key])}{finite}, "
+                            f"got {shown(p.value)}")
     if problems:
         raise PluginOptionError(plugin, problems, describe_options(options_cls))
     try:
         return options_cls(**values)
     except (TypeError, ValueError) as exc:
         raise PluginOptionError(plugin, [str(exc)], describe_options(options_cls)) from exc
-
-
-def _finite_float(value: int | float) -> bool:
-    try:
-        return math.isfinite(float(value))
-    except OverflowError:
-        return False
-
-
-def _check_type(value: Any, tp: Any) -> tuple[bool, Any]:
-    origin = typing.get_origin(tp)
-    if tp is Any:
-        return True, value
-    if origin in (typing.Union, types.UnionType):
-        for arm in typing.get_args(tp):
-            ok, converted = _check_type(value, arm)
-            if ok:
-                return True, converted
-        return False, value
-    if tp is type(None):
-        return value is None, value
-    if origin is Literal:
-        return value in typing.get_args(tp), value
-    if tp is bool:
-        return isinstance(value, bool), value
-    if tp is int:
-        return isinstance(value, int) and not isinstance(value, bool), value
-    if tp is float:  # finite: .nan, .inf and ints past the float range are never an option's value
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and _finite_float(value)
-        return ok, float(value) if ok else value
-    if tp is str:
-        return isinstance(value, str), value
-    if origin in (list, tuple) or tp in (list, tuple):
-        if not isinstance(value, (list, tuple)):
-            return False, value
-        args = typing.get_args(tp)
-        if args and args[-1] is not Ellipsis and origin is list:
-            checked = [_check_type(v, args[0]) for v in value]
-            return all(ok for ok, _ in checked), [v for _, v in checked]
-        return True, list(value) if origin is list else tuple(value)
-    if origin is dict or tp is dict:
-        return isinstance(value, Mapping), dict(value) if isinstance(value, Mapping) else value
-    return isinstance(value, tp) if isinstance(tp, type) else True, value
-
-
-def _type_name(tp: Any) -> str:
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in typing.get_args(tp))
-    if tp is type(None):
-        return "null"
-    if origin is not None:
-        return str(tp).replace("typing.", "")
-    return getattr(tp, "__name__", str(tp))

@@ -11,18 +11,11 @@ from typing import Any, Mapping, Sequence
 from .engine import LOG_CALLBACKS, EngineOptions, RewardEngine, ScoreResult
 from .errors import PluginError
 from .plugin import RewardFunction
+from .text import message_text
 
 TRL_CONTROL_KWARGS = frozenset({"trainer_state", "log_extra", "log_metric", "environments", "completion_ids"})
 REWARD_EXTRAS = ("completion_ids", "trainer_state", "log_metric", "log_extra", "environment")
 """What TRL offers a reward function beyond prompts, completions and columns, per completion (opt-in by keyword)."""
-
-def completion_text(completion: Any) -> str:
-    """TRL passes a string, or for chat data a list of messages: return the assistant's text."""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, list):
-        return "".join(str(m.get("content", "")) for m in completion if isinstance(m, Mapping))
-    return str(completion)
 
 
 def score_items(prompts: Sequence[Any], completions: Sequence[Any], examples: Sequence[Mapping[str, Any]],
@@ -33,9 +26,63 @@ def score_items(prompts: Sequence[Any], completions: Sequence[Any], examples: Se
     """
     as_given = completion_format == "messages"
     return [
-        {"prompt": p, "completion": c if as_given else completion_text(c), "example": dict(e)}
+        {"prompt": p, "completion": c if as_given else message_text(c, sep=""), "example": dict(e)}
         for p, c, e in zip(prompts, completions, examples, strict=True)
     ]
+
+
+ITEM_COLUMNS = ("prompt", "completion")
+"""A row's columns that are the item itself: every other column is the reward's ``example``."""
+
+
+def example_of(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row's ``example``, what a reward function sees of the dataset: every column but :data:`ITEM_COLUMNS`.
+
+    >>> example_of({"prompt": "2+2?", "completion": "4", "answer": "4", "level": 1})
+    {'answer': '4', 'level': 1}
+    """
+    return {k: v for k, v in row.items() if k not in ITEM_COLUMNS}
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoreTable:
+    """Every reward's raw value for every completion.
+
+    :param values: ``(N, K)`` float64 tensor: completion ``i``, reward ``names[k]``; NaN where the
+        reward does not apply (``None``) or could not score (see ``failed``).
+    :param failed: ``(N, K)`` bool tensor: the engine could not score (timeout, exception, bad value).
+    :param names: the ``K`` reward names, in the plugin set's order.
+    """
+
+    values: Any
+    failed: Any
+    names: list[str]
+
+    def column(self, name: str) -> list[float]:
+        """Reward ``name``'s ``N`` values as Python floats (NaN where none)."""
+        return self.values[:, self.names.index(name)].tolist()
+
+
+def score_all(rewards: Sequence[tuple[str, RewardFunction]], engines: Engines, prompts: Sequence[Any],
+              completions: Sequence[Any], rows: Sequence[Mapping[str, Any]]) -> ScoreTable:
+    """Score ``N`` completions with every reward of ``rewards`` (``[(plugin, RewardFunction)]``, ``K`` of them).
+
+    Completion ``i`` answers ``prompts[i]``; its ``example`` is :func:`example_of` ``(rows[i])``. Each
+    reward sees the completion as its ``completion_format`` asks (text, or TRL's messages). One
+    :meth:`Engines.score` call per reward, counted in :meth:`Engines.failures`.
+    """
+    import torch
+
+    examples = [example_of(row) for row in rows]
+    n, names = len(completions), [reward.name for _, reward in rewards]
+    values = torch.full((n, len(rewards)), math.nan, dtype=torch.float64)
+    failed = torch.zeros((n, len(rewards)), dtype=torch.bool)
+    for k, (_, reward) in enumerate(rewards):
+        items = score_items(list(prompts), list(completions), examples, reward.completion_format)
+        result = engines.score(reward, items)
+        values[:, k] = torch.tensor(result.values, dtype=torch.float64)
+        failed[:, k] = torch.tensor(result.failed, dtype=torch.bool)
+    return ScoreTable(values, failed, names)
 
 
 def reward_extras(fn: Any, isolated: bool = False) -> tuple[str, ...]:
@@ -227,4 +274,4 @@ class TRLReward:
             return [math.nan] * len(prompts)
         replay_logs(result, log_metric, log_extra)
         self.last_failed = list(result.failed)
-        return [v if not f else math.nan for v, f in zip(result.values, result.failed, strict=True)]
+        return list(result.values)  # NaN where failed: the engine leaves failed items unscored

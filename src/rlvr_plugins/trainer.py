@@ -34,6 +34,7 @@ from .builtin.estimators import TRL_SCALE_ESTIMATORS
 from .engine import RewardPluginFailing
 from .errors import PluginConflictError, PluginError
 from .manager import PluginSet, build_plugin_set
+from .outputs import write_atomic
 from .rewards import Engines, TRLReward
 from .checkpoints import PLUGIN_STATE_FILE, folder_bytes, last_complete_checkpoint, writing
 
@@ -410,10 +411,7 @@ class RLVRTrainer(GRPOTrainer):
                 super()._save_checkpoint(model, trial)
                 state = {name: s for name, s in self.plugin_set.call("rlvr_state_dict") if s is not None}
                 if self.args.should_save:
-                    tmp = folder / (PLUGIN_STATE_FILE + ".tmp")
-                    with open(tmp, "w", encoding="utf-8") as fh:
-                        json.dump(state, fh)
-                    os.replace(tmp, folder / PLUGIN_STATE_FILE)
+                    write_atomic(folder / PLUGIN_STATE_FILE, [json.dumps(state)], what="plugin state")
         finally:
             self.args.save_total_limit = limit
         if self.args.should_save:

@@ -258,18 +258,6 @@ def test_engine_deadline_kills_the_worker_and_leaves_no_process(mode):
     assert not any(os.path.exists(p) for p in left)
 
 
-def test_docstring_examples():
-    import doctest
-
-    import rlvr_code.calls
-    import rlvr_code.cases
-    import rlvr_code.plugins
-
-    for module in (rlvr_code.calls, rlvr_code.cases, rlvr_code.plugins):
-        result = doctest.testmod(module)
-        assert result.attempted > 0 and result.failed == 0, module.__name__
-
-
 def test_a_sandbox_budget_over_the_engine_deadline_is_refused_at_start_up():
     from rlvr_plugins.errors import ConfigError
     from rlvr_code.plugins import CodeTestsPlugin

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import doctest
-
 import pytest
 
-import rlvr_dr_grpo.plugins
 from rlvr_plugins.errors import ConfigError, PluginConflictError
 from rlvr_plugins.manager import build_plugin_set
 from rlvr_plugins.train.run import grpo_kwargs, prepare
@@ -77,6 +74,3 @@ def test_takes_no_options():
     with pytest.raises(Exception, match="unknown option 'eps'"):
         build_plugin_set({"dr-grpo": {"eps": 1e-4}})
 
-
-def test_doctests():
-    assert doctest.testmod(rlvr_dr_grpo.plugins).failed == 0

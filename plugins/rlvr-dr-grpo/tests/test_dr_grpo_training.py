@@ -4,35 +4,27 @@ from __future__ import annotations
 
 import pytest
 
-from rlvr_plugins import Plugin, RewardFunction, hookimpl
+from rlvr_plugins import Plugin, hookimpl
 from rlvr_plugins.manager import temporary_plugin
-
-
-def digit_share(*, prompt, completion, example):
-    return sum(c.isdigit() for c in completion) / max(1, len(completion))
-
-
-class DigitReward(Plugin):
-    name = "dr-grpo-test-digits"
-
-    @hookimpl
-    def rlvr_reward_functions(self, register):
-        register(RewardFunction("digit_share", digit_share, isolated=False))
+from rlvr_plugins.testing import digit_share
 
 
 class Observer(Plugin):
     """Records the completion lengths and what ``rlvr_on_rewards`` sees; changes nothing."""
 
     name = "dr-grpo-test-observer"
-    seen: list = []
+
+    def __init__(self, options=None):
+        super().__init__(options)
+        self.seen: list = []
 
     @hookimpl
     def rlvr_length_penalty(self, completion_lengths, step):
-        Observer.seen.append(("lengths", step, completion_lengths.tolist()))
+        self.seen.append(("lengths", step, completion_lengths.tolist()))
 
     @hookimpl
     def rlvr_on_rewards(self, rewards, advantages, valid, num_generations, step):
-        Observer.seen.append(("rewards", step, rewards.tolist(), advantages.tolist(), valid.tolist(), num_generations))
+        self.seen.append(("rewards", step, rewards.tolist(), advantages.tolist(), valid.tolist(), num_generations))
 
 
 def centred(rewards, G):
@@ -46,17 +38,18 @@ def centred(rewards, G):
 
 
 @pytest.mark.slow
-def test_two_steps_use_dr_grpo_loss_and_mean_baseline_advantages(tiny_trainer):
-    Observer.seen = []
-    with temporary_plugin(DigitReward), temporary_plugin(Observer):
+def test_two_steps_use_dr_grpo_loss_and_mean_baseline_advantages(tiny_trainer, reward_plugin):
+    reward_plugin("dr-grpo-test-digits", digit_share, reward_name="digit_share", isolated=False)
+    with temporary_plugin(Observer):
         trainer = tiny_trainer({"dr-grpo-test-digits": {}, "dr-grpo-test-observer": {}, "dr-grpo": {}},
                                max_completion_length=16)
     assert trainer.args.loss_type == "dr_grpo" and trainer.loss_type == "dr_grpo"
     assert trainer.args.scale_rewards == "none"
     trainer.train()
+    seen = trainer.plugin_set.get(Observer.name).seen
 
-    lengths = [c for c in Observer.seen if c[0] == "lengths"]
-    observed = [c for c in Observer.seen if c[0] == "rewards"]
+    lengths = [c for c in seen if c[0] == "lengths"]
+    observed = [c for c in seen if c[0] == "rewards"]
     assert [c[1] for c in observed] == [0, 1]
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     assert len(losses) == 2

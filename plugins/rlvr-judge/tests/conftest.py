@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import socket
 import threading
@@ -12,9 +11,6 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 EQUIVALENT_PAIRS = {("0.5 metres", "50 cm"), ("one half", "\\frac{1}{2}"), ("five", "5 apples")}
 

@@ -118,11 +118,3 @@ def test_difficulty_errors_name_column_row_and_value(values, kwargs, message):
         difficulties_from_column(values, column="level", **kwargs)
     assert message in str(info.value)
 
-
-def test_docstring_examples():
-    import doctest
-
-    import rlvr_kimi.curriculum
-
-    result = doctest.testmod(rlvr_kimi.curriculum)
-    assert result.attempted >= 8 and result.failed == 0

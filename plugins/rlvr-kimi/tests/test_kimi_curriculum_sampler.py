@@ -10,7 +10,7 @@ import torch
 from datasets import Dataset
 
 from rlvr_kimi.plugins import KimiCurriculum
-from rlvr_kimi.sampler import CurriculumSampler, CurriculumState, DrawRules
+from rlvr_kimi.sampler import CurriculumSampler, CurriculumState
 from rlvr_plugins.errors import ConfigError, PluginContractError, PluginError, PluginOptionError
 
 G = 2
@@ -108,7 +108,7 @@ def test_draws_follow_one_minus_success_with_the_floor():
     state = CurriculumState.fresh(n)
     state.successes[:] = [50, 50, 0, 0, 0, 0]
     state.attempts[:] = [50, 50, 50, 50, 0, 0]
-    rules = DrawRules(schedule="none", floor=0.05, prior_success=0.5, prior_strength=0.0)
+    rules = KimiCurriculum.Options(schedule="none", floor=0.05, prior_success=0.5, prior_strength=0.0)
     sampler = CurriculumSampler(num_prompts=n, difficulties=None, state=state, rules=rules, num_generations=G,
                                 prompts_per_batch=1, repeat_count=1, seed=3)
     draws = 4000
@@ -269,3 +269,12 @@ def test_start_up_checks_name_the_plugin_and_the_option():
         plugin().rlvr_adjust_grpo_config(grpo_kwargs={}, trainer_section={"remove_unused_columns": True})
     with pytest.raises(PluginContractError, match="a batch needs 3 distinct prompts"):
         make_sampler(plugin(schedule="none"), dataset(n=2), ppb=3)
+
+
+def test_kimi_sampler_reads_the_plugins_options():
+    from rlvr_kimi.plugins import KimiCurriculum
+    from rlvr_kimi.sampler import schedule_kwargs
+
+    options = KimiCurriculum.Options(schedule="step", start_quantile=0.5, full_at_step=10, num_stages=2)
+    assert schedule_kwargs(options) == {"schedule": "step", "start_quantile": 0.5, "full_at_step": 10,
+                                        "num_stages": 2}

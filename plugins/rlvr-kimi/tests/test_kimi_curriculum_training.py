@@ -6,49 +6,39 @@ import json
 
 import pytest
 
-from rlvr_plugins import Plugin, RewardFunction, hookimpl
+from rlvr_plugins import Plugin, hookimpl
 from rlvr_plugins.manager import temporary_plugin
+from rlvr_plugins.testing import char_tokenizer, reward_plugin_class, tiny_model, tiny_rows
 
-TINY = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
-        "num_key_value_heads": 2, "head_dim": 16}
 TRAINER = {"per_device_train_batch_size": 8, "num_generations": 4, "max_completion_length": 8,
            "learning_rate": 1e-3, "use_cpu": True, "disable_tqdm": True, "beta": 0.0, "report_to": "none"}
 
 
 def has_digit(*, prompt, completion, example):
+    """Correct = the completion contains a digit: depends on the sampled text, so groups are mixed."""
     return 1.0 if any(c.isdigit() for c in completion) else 0.0
 
 
-class ToyCorrectness(Plugin):
-    """Correct = the completion contains a digit: depends on the sampled text, so groups are mixed."""
-
-    name = "kimi-cur-test-correct"
-
-    @hookimpl
-    def rlvr_reward_functions(self, register):
-        register(RewardFunction("kimi-cur-test-correct", has_digit, isolated=False))
-
-
 class Recorder(Plugin):
-    """Records the prompt ids of every scored batch, and how far the sampler has drawn at that moment."""
+    """Records the prompt ids of every scored batch, and how far the sampler (``curriculum``) has drawn then."""
 
     name = "kimi-cur-test-recorder"
-    seen: list = []
-    curriculum = None
+
+    def __init__(self, options=None):
+        super().__init__(options)
+        self.seen: list = []
+        self.curriculum = None
 
     @hookimpl
     def rlvr_on_rewards(self, example_indices, num_generations, step):
-        state = Recorder.curriculum.state
-        Recorder.seen.append({"step": step, "ids": example_indices[::num_generations],
+        state = self.curriculum.state
+        self.seen.append({"step": step, "ids": example_indices[::num_generations],
                               "chunk": state.observed, "drawn": state.drawn})
 
 
 def build(tmp_path, *, rows=8, seed=7, callbacks=(), curriculum=None, **trainer):
     from datasets import Dataset
 
-    from rlvr_plugins.demo.model import build_tiny_model
-    from rlvr_plugins.demo.task import split_train_eval
-    from rlvr_plugins.demo.tokenizer import build_char_tokenizer
     from rlvr_plugins.rewards import Engines
     from rlvr_plugins.train.run import prepare
     from rlvr_plugins.trainer import RLVRTrainer
@@ -58,17 +48,20 @@ def build(tmp_path, *, rows=8, seed=7, callbacks=(), curriculum=None, **trainer)
                                    "start_quantile": 0.5, **(curriculum or {})}}
     config = {"output_dir": str(tmp_path / "run"), "seed": seed, "plugins": plugins,
               "trainer": {**TRAINER, "save_strategy": "no", **trainer}}
-    with temporary_plugin(ToyCorrectness), temporary_plugin(Recorder):
+    with temporary_plugin(reward_plugin_class("kimi-cur-test-correct", has_digit, isolated=False)), \
+            temporary_plugin(Recorder):
         prepared = prepare(config)
-    tokenizer = build_char_tokenizer()
-    data, _ = split_train_eval(rows, 0, 0, max_digits=2)
-    data = [{**row, "rlvr_index": i} for i, row in enumerate(data)]
+    tokenizer = char_tokenizer()
     trainer = RLVRTrainer(plugin_set=prepared.plugin_set, engines=Engines(in_process=True),
-                          model=build_tiny_model(tokenizer, seed=0, **TINY), args=prepared.grpo_args,
-                          train_dataset=Dataset.from_list(data), processing_class=tokenizer,
+                          model=tiny_model(tokenizer), args=prepared.grpo_args,
+                          train_dataset=Dataset.from_list(tiny_rows(rows)), processing_class=tokenizer,
                           callbacks=list(callbacks))
-    Recorder.curriculum = prepared.plugin_set.get("kimi-curriculum")
+    recorder(trainer).curriculum = trainer.plugin_set.get("kimi-curriculum")
     return trainer
+
+
+def recorder(trainer) -> Recorder:
+    return trainer.plugin_set.get(Recorder.name)
 
 
 def stop_after(step):
@@ -93,34 +86,31 @@ def test_resumed_run_draws_exactly_the_uninterrupted_sequence(tmp_path):
     """
     settings = {"max_steps": 6, "save_strategy": "steps", "save_steps": 3, "seed": 1,
                 "curriculum": {"prior_strength": 0.0}}
-    Recorder.seen = []
     a = build(tmp_path / "a", **settings)
     a.train()
-    seen_a, state_a = Recorder.seen, Recorder.curriculum.state
+    seen_a, state_a = recorder(a).seen, recorder(a).curriculum.state
 
-    Recorder.seen = []
     b = build(tmp_path / "b", callbacks=[stop_after(3)], **settings)
     b.train()
-    assert b.state.global_step == 3 and [r["step"] for r in Recorder.seen] == [0, 1, 2]
+    assert b.state.global_step == 3 and [r["step"] for r in recorder(b).seen] == [0, 1, 2]
     saved = json.loads((tmp_path / "b" / "run" / "checkpoint-3" / "rlvr_plugin_state.json").read_text())
     # the dataloader had already drawn chunk 3 when checkpoint-3 was written: it is saved, not redrawn
     assert saved["kimi-curriculum"]["observed"] == 3 and list(saved["kimi-curriculum"]["pending"]) == ["3"]
-    first_b = Recorder.seen
+    first_b = recorder(b).seen
 
-    Recorder.seen = []
     resumed = build(tmp_path / "b", **settings)
     resumed.train(resume_from_checkpoint=str(tmp_path / "b" / "run" / "checkpoint-3"))
-    seen_b = first_b + Recorder.seen
+    seen_b = first_b + recorder(resumed).seen
 
     assert [r["step"] for r in seen_a] == [0, 1, 2, 3, 4, 5]
     assert [r["step"] for r in seen_b] == [0, 1, 2, 3, 4, 5]
     assert [r["ids"] for r in seen_b] == [r["ids"] for r in seen_a]
     assert [r["chunk"] for r in seen_a] == [0, 1, 2, 3, 4, 5]
-    state_b = Recorder.curriculum.state
+    state_b = recorder(resumed).curriculum.state
     # not vacuous: chunk 3, drawn afresh from the statistics at checkpoint-3, would differ from the saved one
     from rlvr_kimi.sampler import CurriculumState
 
-    sampler = Recorder.curriculum.sampler
+    sampler = recorder(resumed).curriculum.sampler
     sampler.state = CurriculumState.from_dict(saved["kimi-curriculum"], 8)
     assert sampler.draw(3) != saved["kimi-curriculum"]["pending"]["3"]
     assert state_b.to_dict() == state_a.to_dict()

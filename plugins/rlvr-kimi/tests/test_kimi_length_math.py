@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import doctest
-
 import pytest
 import torch
 
-import rlvr_kimi.length
 from rlvr_kimi import is_correct, kimi_length_reward
 
 
@@ -93,6 +90,3 @@ def test_is_correct_treats_nan_as_not_correct():
     assert is_correct(values, 1.0).tolist() == [True, False, False, True, False]
     assert is_correct(values, 0.0).tolist() == [True, True, False, True, True]
 
-
-def test_doctests():
-    assert doctest.testmod(rlvr_kimi.length).failed == 0

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from rlvr_plugins import Plugin, RewardFunction, hookimpl
+from rlvr_plugins import Plugin, hookimpl
 from rlvr_plugins.manager import temporary_plugin
 
 WEIGHT = 0.5
@@ -16,28 +16,23 @@ def has_digit(*, prompt, completion, example):
     return 1.0 if any(c.isdigit() for c in completion) else 0.0
 
 
-class ToyCorrectness(Plugin):
-    name = "kimi-test-correct"
-
-    @hookimpl
-    def rlvr_reward_functions(self, register):
-        register(RewardFunction("kimi-test-correct", has_digit, isolated=False))
-
-
 class Observer(Plugin):
     """Records the completion lengths and what ``rlvr_on_rewards`` sees; contributes nothing."""
 
     name = "kimi-test-observer"
-    seen: list = []
+
+    def __init__(self, options=None):
+        super().__init__(options)
+        self.seen: list = []
 
     @hookimpl
     def rlvr_length_penalty(self, completion_lengths, step):
-        Observer.seen.append(("lengths", step, completion_lengths.tolist()))
+        self.seen.append(("lengths", step, completion_lengths.tolist()))
 
     @hookimpl
     def rlvr_on_rewards(self, rewards, rewards_per_func, reward_names, valid, num_generations, step):
-        Observer.seen.append(("rewards", step, rewards.tolist(), rewards_per_func.tolist(), list(reward_names),
-                              valid.tolist(), num_generations))
+        self.seen.append(("rewards", step, rewards.tolist(), rewards_per_func.tolist(), list(reward_names),
+                          valid.tolist(), num_generations))
 
 
 def length_reward(lengths, correct, G):
@@ -52,16 +47,17 @@ def length_reward(lengths, correct, G):
 
 
 @pytest.mark.slow
-def test_length_reward_is_added_after_warmup_and_logged(tiny_trainer):
-    Observer.seen = []
+def test_length_reward_is_added_after_warmup_and_logged(tiny_trainer, reward_plugin):
+    reward_plugin("kimi-test-correct", has_digit, isolated=False)
     plugins = {"kimi-test-correct": {}, "kimi-test-observer": {},
                "kimi-length": {"weight": WEIGHT, "warmup_steps": 1, "correctness_reward": "kimi-test-correct"}}
-    with temporary_plugin(ToyCorrectness), temporary_plugin(Observer):
+    with temporary_plugin(Observer):
         trainer = tiny_trainer(plugins, max_completion_length=16)
     trainer.train()
+    seen = trainer.plugin_set.get(Observer.name).seen
 
-    lengths = [c for c in Observer.seen if c[0] == "lengths"]
-    observed = [c for c in Observer.seen if c[0] == "rewards"]
+    lengths = [c for c in seen if c[0] == "lengths"]
+    observed = [c for c in seen if c[0] == "rewards"]
     assert [c[1] for c in lengths] == [0, 1] and [c[1] for c in observed] == [0, 1]
     expected_means = []
     for (_, step, lens), (_, _, total, per_func, names, valid, G) in zip(lengths, observed, strict=True):

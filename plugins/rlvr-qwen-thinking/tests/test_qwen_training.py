@@ -13,28 +13,30 @@ STOP_TOKENS = 110  # EARLY_STOP_TEXT in the demo tokenizer
 BUDGET = 3
 
 
-def record(*, prompt, completion, example):
-    Observer.seen.append(("completion", prompt, completion, example["thinking_budget_hit"], example["rlvr_index"]))
-    return float(len(completion) % 2)
-
-
 class Observer(Plugin):
     """A reward that records what it scores, and the lengths and reward names the trainer reports."""
 
     name = "qwen-test-observer"
-    seen: list = []
+
+    def __init__(self, options=None):
+        super().__init__(options)
+        self.seen: list = []
+
+    def record(self, *, prompt, completion, example):
+        self.seen.append(("completion", prompt, completion, example["thinking_budget_hit"], example["rlvr_index"]))
+        return float(len(completion) % 2)
 
     @hookimpl
     def rlvr_reward_functions(self, register):
-        register(RewardFunction("qwen-test-record", record, isolated=False))
+        register(RewardFunction("qwen-test-record", self.record, isolated=False))
 
     @hookimpl
     def rlvr_length_penalty(self, completion_lengths, step):
-        Observer.seen.append(("lengths", step, completion_lengths.tolist()))
+        self.seen.append(("lengths", step, completion_lengths.tolist()))
 
     @hookimpl
     def rlvr_on_rewards(self, reward_names, rewards_per_func, step):
-        Observer.seen.append(("rewards", step, list(reward_names), rewards_per_func.tolist()))
+        self.seen.append(("rewards", step, list(reward_names), rewards_per_func.tolist()))
 
 
 @pytest.mark.slow
@@ -48,7 +50,6 @@ def test_two_grpo_steps_with_a_budget_inject_the_stop_text_and_keep_it_out_of_th
     from rlvr_plugins.train.run import prepare
     from rlvr_plugins.trainer import RLVRTrainer
 
-    Observer.seen = []
     max_len = BUDGET + STOP_TOKENS + 5
     config = {"output_dir": str(tmp_path / "run"), "seed": 7,
               "plugins": {"qwen-thinking": {"no_think_share": 0.5, "compliance_weight": 1.0,
@@ -66,8 +67,9 @@ def test_two_grpo_steps_with_a_budget_inject_the_stop_text_and_keep_it_out_of_th
                               processing_class=tokenizer)
         trainer.train()
     assert trainer.state.global_step == 2
+    seen = trainer.plugin_set.get(Observer.name).seen
 
-    completions = [c for c in Observer.seen if c[0] == "completion"]
+    completions = [c for c in seen if c[0] == "completion"]
     assert len(completions) == 16
     # TRL hands the rollout each prompt once per generation: G = 4 completions per prompt, in a row
     indices = [c[4] for c in completions]
@@ -82,7 +84,7 @@ def test_two_grpo_steps_with_a_budget_inject_the_stop_text_and_keep_it_out_of_th
     assert sum(c[3] for c in completions) >= 1
 
     # TRL counts only the policy's tokens (env_mask = 1): each cut completion has 110 tokens fewer
-    lengths = [c for c in Observer.seen if c[0] == "lengths"]
+    lengths = [c for c in seen if c[0] == "lengths"]
     logged = [h["completions/mean_length"] for h in trainer.state.log_history if "completions/mean_length" in h]
     for step, (_, _, full) in enumerate(lengths):
         hits = [c[3] for c in completions[8 * step:8 * step + 8]]
@@ -92,5 +94,5 @@ def test_two_grpo_steps_with_a_budget_inject_the_stop_text_and_keep_it_out_of_th
     ratio = [h["qwen_thinking/budget_hit_ratio"] for h in trainer.state.log_history
              if "qwen_thinking/budget_hit_ratio" in h]
     assert ratio == [pytest.approx(sum(c[3] for c in completions[8 * s:8 * s + 8]) / 8) for s in range(2)]
-    names = [c[2] for c in Observer.seen if c[0] == "rewards"][0]
+    names = [c[2] for c in seen if c[0] == "rewards"][0]
     assert names == ["qwen-mode-compliance", "qwen-test-record"]

@@ -10,6 +10,7 @@ from typing import Sequence
 
 from .. import __version__
 from ..errors import RLVRError, bounded
+from ..train.validate import run_config
 from .common import quiet_libraries
 
 
@@ -147,7 +148,7 @@ def cmd_plugins(args) -> int:
         config = load_config(args.config)
     quiet_libraries()
     if config is not None:
-        enabled = set(build_plugin_set(config.get("plugins")).names)
+        enabled = set(build_plugin_set(run_config(config).plugins).names)
     rows = list_plugins(enabled)
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -179,7 +180,7 @@ def cmd_train(args) -> int:
         start = None
     else:
         start = plan_run(config, args.resume, args.overwrite)
-    check_plugins_config(config.get("plugins"))
+    check_plugins_config(run_config(config).plugins)
     quiet_libraries()
     from ..train.run import configure_threads, prepare, probe_reward_examples, train
 
@@ -208,7 +209,7 @@ def _command_config(args, need_model: bool = True, check=None):
     config = load(args.config, args.overrides, need_model=need_model, need_files=True)
     if check is not None:
         check(config)
-    check_plugins_config(config.get("plugins"))
+    check_plugins_config(run_config(config).plugins)
     quiet_libraries()
     from ..train.run import configure_threads
 

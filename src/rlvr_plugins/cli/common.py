@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 from ..errors import ConfigError, RLVRError
 from ..manager import PluginSet, build_plugin_set
 from ..plugin import RewardFunction
+from ..train.validate import run_config
 
 
 def quiet_libraries() -> None:
@@ -58,7 +59,8 @@ def setup(config: dict[str, Any], section: str, need_rewards: bool = True) -> Co
     """Resolve the plugins and the run folder; write ``<section>_config.yaml`` and
     ``<section>_plugins.json`` there (prefixed, so a command run in a training run's folder
     does not overwrite that run's ``config.yaml`` and ``plugins.json``)."""
-    plugin_set = build_plugin_set(config.get("plugins"))
+    sections = run_config(config)
+    plugin_set = build_plugin_set(sections.plugins)
     if need_rewards:
         from ..train.run import validate_scoring
 
@@ -70,23 +72,18 @@ def setup(config: dict[str, Any], section: str, need_rewards: bool = True) -> Co
                                   "none; enable one (e.g. plugins: {r1-accuracy: {}})", source="plugins") from None
             raise
     rewards = plugin_set.reward_functions()
-    out = Path(config.get("output_dir", f"runs/{section}")).expanduser()  # as rlvr train and transformers read it
-    write_header(out, section, config, plugin_set, rewards)
-    return Context(config, plugin_set, rewards, out, int(config.get("seed", 42)))
+    out = Path(sections.output_dir or f"runs/{section}").expanduser()  # as rlvr train and transformers read it
+    write_header(out, section, config, plugin_set)
+    return Context(config, plugin_set, rewards, out, sections.seed)
 
 
-def write_header(out: Path, section: str, config: Mapping[str, Any], plugin_set: PluginSet,
-                 rewards: list[tuple[str, RewardFunction]]) -> None:
+def write_header(out: Path, section: str, config: Mapping[str, Any], plugin_set: PluginSet) -> None:
     from ..train.config import dump_public
-    from ..train.run import _versions
+    from ..train.runfolder import run_header
 
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{section}_config.yaml").write_text(dump_public(config), encoding="utf-8")
-    write_json(out / f"{section}_plugins.json", {
-        "plugins": plugin_set.describe(),
-        "rewards": [{"plugin": p, "name": r.name, "weight": r.weight, "isolated": r.isolated} for p, r in rewards],
-        "versions": _versions(),
-    })
+    write_json(out / f"{section}_plugins.json", run_header(plugin_set))
 
 
 def target_reward(ctx: Context, section: str, name: str | None) -> str:
@@ -148,15 +145,10 @@ def sample_rows(config: Mapping[str, Any], ctx: Context, rows: list[dict[str, An
 def score(ctx: Context, engines, prompts: Sequence[str], completions: Sequence[str],
           rows: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
     """Every reward's raw value per completion (NaN where it did not apply or could not score)."""
-    from ..rewards import score_items
+    from ..rewards import score_all
 
-    examples = [{k: v for k, v in row.items() if k != "prompt"} for row in rows]
-    items = score_items(list(prompts), list(completions), examples)
-    values = {}
-    for _, reward in ctx.rewards:
-        result = engines.score(reward, items)
-        values[reward.name] = [math.nan if f else v for v, f in zip(result.values, result.failed, strict=True)]
-    return values
+    table = score_all(ctx.rewards, engines, prompts, completions, rows)
+    return {name: table.column(name) for name in table.names}
 
 
 def reaches(value: float, threshold: float) -> bool:
@@ -221,7 +213,7 @@ def split_rows(config: Mapping[str, Any], section: str, split: str | None, defau
     from ..train.data import load_rows
 
     name = split or default
-    if name == "eval" and config["data"].get("eval") is None:
+    if name == "eval" and run_config(config).data.eval is None:
         name = "train" if split is None else name
     rows = load_rows(config, name, plugin_set)
     if rows is None:

@@ -19,15 +19,14 @@ from typing import Any, Mapping
 
 from ..errors import ConfigError
 from .common import engines_for, reaches, sample_rows, score, setup, source_row, split_rows, write_json, write_jsonl
-from ..train.sampling import SamplingOptions, require_backend
+from ..train.sampling import require_backend
+from ..train.validate import run_config
 
 EXAMPLES = """examples:
   rlvr distill configs/r1_cold_start.yaml              # R1's cold-start traces from a teacher (GPU, vLLM)
   rlvr distill configs/cpu/r1.yaml --set distill.n=4 --set output_dir=runs/distill
 """
 
-DEFAULTS = {"n": 4, "temperature": 0.6, "top_p": 0.95, "max_new_tokens": 2048, "batch_size": 16,
-            "backend": "transformers"}
 
 
 def accepted(values: Mapping[str, float], thresholds: Mapping[str, float]) -> bool:
@@ -42,18 +41,18 @@ def accepted(values: Mapping[str, float], thresholds: Mapping[str, float]) -> bo
 def run_distill(config: dict[str, Any]) -> dict[str, Any]:
     """Sample, filter and write the SFT set; return the report (also ``distill_report.json``)."""
 
-    section = dict(config.get("distill") or {})
-    options = SamplingOptions.from_section(section, DEFAULTS)
+    section = run_config(config).distill
+    options = section.sampling()
     require_backend(options.backend, "distill", config)
     started = time.perf_counter()
     ctx = setup(config, "distill")
-    thresholds = dict(section.get("thresholds") or {name: 1.0 for name in ctx.reward_names})
+    thresholds = dict(section.thresholds or {name: 1.0 for name in ctx.reward_names})
     unknown = [name for name in thresholds if name not in ctx.reward_names]
     if unknown:
         raise ConfigError(f"distill.thresholds names reward(s) {unknown} that no enabled plugin registers; "
                           f"registered: {ctx.reward_names}", source="distill")
-    max_per_prompt = int(section.get("max_per_prompt", 1))
-    split, rows = split_rows(config, "distill", section.get("split"), "train", ctx.plugin_set)
+    max_per_prompt = section.max_per_prompt
+    split, rows = split_rows(config, "distill", section.split, "train", ctx.plugin_set)
     tokenizer, model, texts, samples = sample_rows(config, ctx, rows, options, desc="distill")
     n = options.n
     flat = [s for per in samples for s in per]
@@ -80,11 +79,11 @@ def run_distill(config: dict[str, Any]) -> dict[str, Any]:
                 out_rows.append({**source_row(row), "completion": flat[j].text, "teacher_prompt": texts[i],
                                  "completion_length": flat[j].length, **trace_values})
         prompts_with_trace += kept_here > 0
-    output = ctx.out / section.get("output", "distill.jsonl")
+    output = ctx.out / section.output
     write_jsonl(output, out_rows)
     report = {
         "split": split,
-        "teacher": config["model"].get("name_or_path", "tiny"),
+        "teacher": run_config(config).model.name_or_path or "tiny",
         "n": n,
         "temperature": options.temperature,
         "thresholds": thresholds,

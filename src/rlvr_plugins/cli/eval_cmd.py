@@ -21,29 +21,25 @@ from typing import Any, Mapping
 
 from ..lab import metrics
 from ..errors import ConfigError
+from ..text import message_text
 from .common import engines_for, reaches, sample_rows, score, setup, split_rows, target_reward, with_suffix, write_json, write_jsonl, write_text
-from ..train.sampling import SamplingOptions, require_backend
+from ..train.sampling import require_backend
+from ..train.sections import EvalSection
+from ..train.validate import run_config
 
 EXAMPLES = """examples:
   rlvr eval runs/demo                                  # the demo run's final/ model, with its own config
   rlvr eval configs/cpu/r1.yaml --set eval.n=4 --set eval.mode=few-shot
 """
 
-COT_INSTRUCTION = "\nPlease reason step by step, and put your final answer within \\boxed{}."
 SHOT_TEMPLATE = "Question: {question}\nAnswer: {solution}\n\n"
 QUESTION_TEMPLATE = "Question: {question}\nAnswer:"
-DEFAULTS = {"n": 1, "temperature": 0.0, "top_p": 1.0, "max_new_tokens": 512, "batch_size": 16,
-            "backend": "transformers"}
 
 
-def eval_options(section: Mapping[str, Any], config: Mapping[str, Any]) -> SamplingOptions:
-    defaults = dict(DEFAULTS)
-    trainer = config.get("trainer") or {}
-    if "max_completion_length" in trainer:
-        defaults["max_new_tokens"] = int(trainer["max_completion_length"])
-    if int(section.get("n", 1)) > 1 and "temperature" not in section:
-        defaults["temperature"] = 0.6
-    return SamplingOptions.from_section(section, defaults)
+def eval_section(config: Mapping[str, Any]) -> EvalSection:
+    """The ``eval`` section with ``rlvr eval``'s defaults (see :class:`~rlvr_plugins.train.sections.EvalSection`)."""
+    sections = run_config(config)
+    return sections.eval.in_command(sections.max_completion_length)
 
 
 def default_ks(n: int) -> list[int]:
@@ -61,23 +57,16 @@ def few_shot_prompt(question: str, shots: list[tuple[str, str]]) -> str:
     return head + QUESTION_TEMPLATE.format(question=question)
 
 
-def _text(prompt: Any) -> str:
-    if isinstance(prompt, str):
-        return prompt
-    return "\n".join(str(m.get("content", "")) for m in prompt if m.get("role") == "user")
-
-
-def build_prompts(rows: list[dict[str, Any]], section: Mapping[str, Any], config: Mapping[str, Any],
+def build_prompts(rows: list[dict[str, Any]], section: EvalSection, config: Mapping[str, Any],
                   split: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(rows to evaluate, the same rows with the prompt of eval.mode)`` before the template plugin."""
-    mode = section.get("mode", "zero-shot")
+    mode = section.mode
     if mode == "zero-shot":
         return rows, [dict(r) for r in rows]
     if mode == "cot":
-        instruction = section.get("cot_instruction", COT_INSTRUCTION)
-        return rows, [{**r, "prompt": with_suffix(r["prompt"], instruction)} for r in rows]
-    k = int(section.get("shots", 4))
-    column = section.get("shot_column", "solution")
+        return rows, [{**r, "prompt": with_suffix(r["prompt"], section.cot_instruction)} for r in rows]
+    k = section.shots
+    column = section.shot_column
     _, train = split_rows(config, "eval", "train", "train")
     if split == "train":
         rows = rows[k:]
@@ -87,37 +76,37 @@ def build_prompts(rows: list[dict[str, Any]], section: Mapping[str, Any], config
         if solution is None:
             raise ConfigError(f"eval.shot_column {column!r}: train row {i} has no such column (nor 'raw_answer'); "
                               f"columns present: {sorted(r)}", source="eval")
-        shots.append((_text(r["prompt"]), str(solution).strip()))
+        shots.append((message_text(r["prompt"], roles=("user",)), str(solution).strip()))
     if len(shots) < k:
         raise ConfigError(f"eval.shots={k} but the train split has {len(train)} rows", source="eval")
-    return rows, [{**r, "prompt": few_shot_prompt(_text(r["prompt"]), shots)} for r in rows]
+    return rows, [{**r, "prompt": few_shot_prompt(message_text(r["prompt"], roles=("user",)), shots)} for r in rows]
 
 
 def run_eval(config: dict[str, Any]) -> dict[str, Any]:
     """Evaluate ``model`` on ``data.<eval.split>``; return the report (also written to ``eval.json``)."""
 
-    section = dict(config.get("eval") or {})
-    options = eval_options(section, config)
+    section = eval_section(config)
+    options = section.sampling()
     require_backend(options.backend, "eval", config)
-    ks = [int(k) for k in section.get("k", default_ks(options.n))]
+    ks = list(section.k or default_ks(options.n))
     if any(k > options.n for k in ks):
         raise ConfigError(f"eval.k={ks} asks for more samples than eval.n={options.n}", source="eval")
     started = time.perf_counter()
     ctx = setup(config, "eval")
-    target = target_reward(ctx, "eval", section.get("reward"))
-    threshold = float(section.get("threshold", 1.0))
-    format_reward = section.get("format_reward")  # explicit: the core does not guess a reward from its name
+    target = target_reward(ctx, "eval", section.reward)
+    threshold = section.threshold
+    format_reward = section.format_reward  # explicit: the core does not guess a reward from its name
     if format_reward is not None and format_reward not in ctx.reward_names:
         raise ConfigError(f"eval.format_reward {format_reward!r} is not a registered reward; registered: "
                           f"{ctx.reward_names}", source="eval")
-    split, rows = split_rows(config, "eval", section.get("split"), "eval", ctx.plugin_set)
+    split, rows = split_rows(config, "eval", section.split, "eval", ctx.plugin_set)
     try:
-        columns = metrics.breakdown_columns(rows, section.get("breakdown"))
+        columns = metrics.breakdown_columns(rows, section.breakdown)
     except KeyError as exc:
         raise ConfigError(f"eval.breakdown: {exc.args[0]}", source="eval") from exc
     rows, prompted = build_prompts(rows, section, config, split)
     tokenizer, model, texts, samples = sample_rows(config, ctx, prompted, options,
-                                                   desc=f"eval {section.get('mode', 'zero-shot')}")
+                                                   desc=f"eval {section.mode}")
     flat_rows = [row for row in rows for _ in range(options.n)]
     flat_prompts = [t for t in texts for _ in range(options.n)]
     flat = [s for per in samples for s in per]
@@ -140,9 +129,9 @@ def run_eval(config: dict[str, Any]) -> dict[str, Any]:
                                 "length": flat[j].length, "answer": row.get("answer"), "extracted": answers[s],
                                 "correct": correct[s], **{n: values[n][j] for n in ctx.reward_names}})
     report = {
-        "model": config["model"].get("name_or_path", "tiny"),
+        "model": run_config(config).model.name_or_path or "tiny",
         "split": split,
-        "mode": section.get("mode", "zero-shot"),
+        "mode": section.mode,
         "backend": options.backend,
         "n": options.n,
         "temperature": options.temperature,

@@ -34,15 +34,14 @@ from ..train.config import resolve_path
 from ..errors import ConfigError
 from .common import engines_for, reaches, render_texts, sample_rows, score, setup, source_row, split_rows, target_reward, with_suffix, write_json, write_jsonl, write_text
 from ..train.sampling import SamplingOptions, require_backend, sample
+from ..train.sections import EvalSetSection, HygieneSection
+from ..train.validate import run_config
 
 EXAMPLES = """examples:
   rlvr filter configs/cpu/r1.yaml --set filter.n=8 --set output_dir=runs/filtered
   rlvr filter configs/cpu/r1.yaml --set filter.difficulty=false --set filter.hygiene={}   # hygiene only, no model
 """
 
-NO_COT_INSTRUCTION = "\nAnswer with the final answer only, without any explanation."
-DEFAULTS = {"n": 8, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 1024, "batch_size": 16,
-            "backend": "transformers"}
 
 
 def in_band(passes: int, n: int, min_pass_rate: float | None, max_pass_rate: float | None) -> bool:
@@ -61,7 +60,7 @@ def in_band(passes: int, n: int, min_pass_rate: float | None, max_pass_rate: flo
 
 def check_config(config: Mapping[str, Any]) -> None:
     """What ``rlvr filter`` needs beyond a valid config, checked before anything heavy is imported."""
-    if (config.get("filter") or {}).get("difficulty", True) and config.get("model") is None:
+    if run_config(config).filter.difficulty and run_config(config).model is None:
         raise ConfigError("filter.difficulty samples every prompt with the model, but the config has no model "
                           "section: give model.name_or_path (or model.tiny), or set filter.difficulty: false "
                           "for hygiene only", source="filter")
@@ -71,19 +70,20 @@ def run_filter(config: dict[str, Any]) -> dict[str, Any]:
     """Filter the split; return the report (also written to ``filter_report.json`` and ``.md``)."""
 
     check_config(config)
-    section = dict(config.get("filter") or {})
-    difficulty = section.get("difficulty", True)
-    options = SamplingOptions.from_section(section, DEFAULTS)
+    sections = run_config(config)
+    section = sections.filter
+    difficulty = section.difficulty
+    options = section.sampling()
     if difficulty:
         require_backend(options.backend, "filter", config)
     started = time.perf_counter()
     ctx = setup(config, "filter", need_rewards=difficulty)
-    split, rows = split_rows(config, "filter", section.get("split"), "train",
+    split, rows = split_rows(config, "filter", section.split, "train",
                              ctx.plugin_set if difficulty else None)
     drops: dict[int, dict[str, Any]] = {}
     report: dict[str, Any] = {"split": split}
-    if section.get("hygiene") is not None:
-        report["hygiene"], hygiene_drops = run_hygiene(config, section["hygiene"], rows)
+    if sections.hygiene is not None:
+        report["hygiene"], hygiene_drops = run_hygiene(config, sections.hygiene, rows)
         drops.update(hygiene_drops)
     candidates = [i for i in range(len(rows)) if i not in drops]
     extra: dict[int, dict[str, Any]] = {}
@@ -94,7 +94,7 @@ def run_filter(config: dict[str, Any]) -> dict[str, Any]:
     else:
         report["difficulty"] = "skipped (filter.difficulty: false)"
     kept = [i for i in candidates if i not in drops]
-    output = ctx.out / section.get("output", "filtered.jsonl")
+    output = ctx.out / section.output
     dropped_output = ctx.out / "dropped.jsonl"
     write_jsonl(output, [{**source_row(rows[i]), **extra.get(i, {})} for i in kept])
     write_jsonl(dropped_output, [{**source_row(rows[i]), "drop": drops[i]} for i in sorted(drops)])
@@ -113,18 +113,18 @@ def run_filter(config: dict[str, Any]) -> dict[str, Any]:
 PROMPT_COLUMNS = ("prompt", "question", "problem")
 
 
-def run_hygiene(config: Mapping[str, Any], spec: Mapping[str, Any], rows: list[dict[str, Any]]):
+def run_hygiene(config: Mapping[str, Any], spec: HygieneSection, rows: list[dict[str, Any]]):
     """The ``filter.hygiene`` stage: ``(report part, {index: drop record})`` (see :func:`hygiene.screen`)."""
     started = time.perf_counter()
-    decontaminate = spec.get("decontaminate")
+    decontaminate = spec.decontaminate
     index, threshold, eval_sets, part = None, 0.0, {}, {}
     if decontaminate is not None:
-        eval_sets = load_eval_sets(config, decontaminate["eval_sets"])
-        threshold = float(decontaminate.get("threshold", 0.0))
+        eval_sets = load_eval_sets(config, decontaminate.eval_sets)
+        threshold = decontaminate.threshold
         index = hygiene.EvalIndex({name: s["prompts"] for name, s in eval_sets.items()},
-                                  n=int(decontaminate.get("n", 13)), short_n=decontaminate.get("short_n"))
-    records, overlaps = hygiene.screen(rows, multiple_choice=spec.get("drop_multiple_choice", True),
-                             true_false=spec.get("drop_true_false", True), index=index, threshold=threshold)
+                                  n=decontaminate.n, short_n=decontaminate.short_n)
+    records, overlaps = hygiene.screen(rows, multiple_choice=spec.drop_multiple_choice,
+                             true_false=spec.drop_true_false, index=index, threshold=threshold)
     for record in records:
         if record is not None and record["reason"] == hygiene.CONTAMINATED:
             record["eval_prompt"] = hygiene.excerpt(eval_sets[record["eval_set"]]["prompts"][record["eval_row"]])
@@ -141,9 +141,9 @@ def run_hygiene(config: Mapping[str, Any], spec: Mapping[str, Any], rows: list[d
             "not_measured_too_short": sum(o is not None and o.grams == 0 for o in overlaps),
             "kept_with_overlap": sum(o is not None and 0 < o.overlap <= threshold for o in overlaps),
         }
-    summary = hygiene.summarise(rows, records, int(spec.get("examples", 3)))
-    report = {"drop_multiple_choice": spec.get("drop_multiple_choice", True),
-              "drop_true_false": spec.get("drop_true_false", True), **summary, **part,
+    summary = hygiene.summarise(rows, records, spec.examples)
+    report = {"drop_multiple_choice": spec.drop_multiple_choice,
+              "drop_true_false": spec.drop_true_false, **summary, **part,
               "seconds": round(time.perf_counter() - started, 2)}
     return report, {i: {"stage": "hygiene", **r} for i, r in enumerate(records) if r is not None}
 
@@ -163,16 +163,16 @@ def load_eval_sets(config: Mapping[str, Any], specs: list) -> dict[str, dict[str
             rows = load_rows(config, "eval") or []
             out["data.eval"] = {"source": "data.eval", "column": "prompt", "prompts": [r["prompt"] for r in rows]}
             continue
-        spec = spec if isinstance(spec, Mapping) else {"path": spec}
-        path = resolve_path(config, spec["path"])
+        spec = spec if isinstance(spec, EvalSetSection) else EvalSetSection(path=spec)
+        path = resolve_path(config, spec.path)
         rows = read_jsonl(path)
-        column = spec.get("column") or next((c for c in PROMPT_COLUMNS if c in rows[0]), None)
+        column = spec.column or next((c for c in PROMPT_COLUMNS if c in rows[0]), None)
         missing = next((i for i, r in enumerate(rows) if column not in r), None)
         if missing is not None:
-            raise DataError(f"eval set {spec['path']!r}: row {missing} has no {column or 'prompt'!r} column; "
+            raise DataError(f"eval set {spec.path!r}: row {missing} has no {column or 'prompt'!r} column; "
                             f"columns present: {sorted(rows[missing])}; set column: in "
                             f"filter.hygiene.decontaminate.eval_sets")
-        out[spec.get("name", spec["path"])] = {"source": path, "column": column, "prompts": [r[column] for r in rows]}
+        out[spec.name or spec.path] = {"source": path, "column": column, "prompts": [r[column] for r in rows]}
     return out
 
 
@@ -226,9 +226,9 @@ def _difficulty(config, ctx, section, options, rows, candidates):
 
     Returns ``(report part, {index: drop record}, {index: pass_rate and passes columns})``.
     """
-    target = target_reward(ctx, "filter", section.get("reward"))
-    threshold = float(section.get("threshold", 1.0))
-    low, high = section.get("min_pass_rate"), section.get("max_pass_rate")
+    target = target_reward(ctx, "filter", section.reward)
+    threshold = section.threshold
+    low, high = section.min_pass_rate, section.max_pass_rate
     sampled = [rows[i] for i in candidates]
     n = options.n
     passes: list[int] = []
@@ -241,7 +241,7 @@ def _difficulty(config, ctx, section, options, rows, candidates):
                            [s.text for per in samples for s in per], [r for r in sampled for _ in range(n)])[target]
             passes = [sum(reaches(v, threshold) for v in values[j * n:(j + 1) * n]) for j in range(len(sampled))]
             banded = [j for j in range(len(sampled)) if in_band(passes[j], n, low, high)]
-            if section.get("drop_solved_without_cot", False) and banded:
+            if section.drop_solved_without_cot and banded:
                 solved_direct = _solved_without_cot(ctx, engines, section, options, config, tokenizer, model,
                                                     [sampled[j] for j in banded], target, threshold, banded)
         finally:
@@ -258,7 +258,7 @@ def _difficulty(config, ctx, section, options, rows, candidates):
             extra[i] = columns
     reasons = Counter(d["reason"] for d in drops.values())
     stage = {
-        "model": config["model"].get("name_or_path", "tiny"),
+        "model": run_config(config).model.name_or_path or "tiny",
         "reward": target,
         "threshold": threshold,
         "n": n,
@@ -277,10 +277,10 @@ def _difficulty(config, ctx, section, options, rows, candidates):
 def _solved_without_cot(ctx, engines, section, options, config, tokenizer, model, rows, target, threshold,
                         indices) -> set[int]:
     """Indices (into the split) whose greedy answer without chain of thought is already correct."""
-    instruction = section.get("no_cot_instruction", NO_COT_INSTRUCTION)
+    instruction = section.no_cot_instruction
     direct = [{**r, "prompt": with_suffix(r["prompt"], instruction)} for r in rows]
     texts = render_texts(direct, ctx, tokenizer, ctx.seed)
-    greedy = SamplingOptions(n=1, temperature=0.0, max_new_tokens=int(section.get("no_cot_max_new_tokens", 32)),
+    greedy = SamplingOptions(n=1, temperature=0.0, max_new_tokens=section.no_cot_max_new_tokens,
                              batch_size=options.batch_size, backend=options.backend, vllm_options=options.vllm_options)
     answers = sample(texts, greedy, model=model, tokenizer=tokenizer, config=config, seed=ctx.seed, desc="no-CoT check")
     values = score(ctx, engines, texts, [per[0].text for per in answers], rows)[target]

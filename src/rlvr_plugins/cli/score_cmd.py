@@ -12,13 +12,13 @@ from ..lab.score import describe_scoring, format_table, group_warning, score_row
 
 def cmd_score(args) -> int:
     """``rlvr score CONFIG COMPLETIONS``: every check first, then :func:`run_score`."""
-    from ..train.config import load_config_or_run
+    from ..train.config import load_config_or_run, run_config
     from ..manager import check_plugins_config
     from ..outputs import check_output_file
     from ..lab.score import LATE_STEP, load_completions
 
     config = load_config_or_run(args.config, args.overrides, need_data=False)
-    check_plugins_config(config.get("plugins"))
+    check_plugins_config(run_config(config).plugins)
     rows, lines = load_completions(args.completions)
     if args.output:
         check_output_file(args.output, "--output")

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .common import Context, load_policy, setup, write_json
+from ..train.validate import run_config
 
 EXAMPLES = """examples:
   rlvr sft configs/homework/sft.yaml                   # the shared SFT start of the homework configs
@@ -33,7 +34,7 @@ def sft_rows(ctx: Context, rows: list[dict[str, Any]], column: str, tokenizer) -
 
 def check_config(config: dict[str, Any]) -> None:
     """What ``rlvr sft`` needs beyond a valid config, checked before anything heavy is imported."""
-    if not config.get("sft"):
+    if run_config(config).sft is None:
         raise ConfigError("rlvr sft needs an sft: section (any trl.SFTConfig field, plus completion_column and "
                           "examples)", source="sft")
 
@@ -45,24 +46,25 @@ def run_sft_command(config: dict[str, Any]) -> dict[str, Any]:
     from ..train.sft import run_sft, save_trained
 
     check_config(config)
-    section = config["sft"]
+    sections = run_config(config)
+    section = sections.sft
     started = time.perf_counter()
     ctx = setup(config, "sft", need_rewards=False)
-    column = section.get("completion_column", "solution")
+    column = section.completion_column
     rows = load_rows(config, "train")
-    if section.get("examples") is not None:
-        rows = rows[: int(section["examples"])]
+    if section.examples is not None:
+        rows = rows[: section.examples]
     missing = [i for i, r in enumerate(rows) if column not in r]
     if missing:
         raise ConfigError(f"sft.completion_column {column!r}: train row {missing[0]} has no such column; "
                           f"columns present: {sorted(rows[missing[0]])}", source="sft")
     tokenizer = load_tokenizer(config)
     rows, info = sft_rows(ctx, rows, column, tokenizer)
-    max_completion = (config.get("trainer") or {}).get("max_completion_length")
+    max_completion = sections.max_completion_length
     if max_completion is None:
         max_completion = max(len(tokenizer(str(r[column]), add_special_tokens=False)["input_ids"]) for r in rows) + 1
     model = load_policy(config, tokenizer, ctx.seed)
-    trainer = run_sft(model, tokenizer, rows, {**section, "completion_column": column}, ctx.out / "sft", ctx.seed,
+    trainer = run_sft(model, tokenizer, rows, section, ctx.out / "sft", ctx.seed,
                       int(max_completion))
     folder = ctx.out / "model"
     save_trained(trainer, folder)

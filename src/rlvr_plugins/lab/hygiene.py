@@ -21,6 +21,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..text import last_boxed, message_text
+
 MULTIPLE_CHOICE = "multiple_choice"
 TRUE_FALSE = "true_false"
 CONTAMINATED = "contaminated"
@@ -29,15 +31,6 @@ _WRAPPER_OR_BRACE = re.compile(r"\\(?:text|textbf|mathrm|mathbf|textit|mbox|fbox
 _LATEX_COMMAND = re.compile(r"\\[a-zA-Z]+")
 _NOT_WORD = re.compile(r"[\W_]+")
 _GSM8K_MARK = "####"
-
-
-def prompt_text(prompt: Any) -> str:
-    """The text of a prompt: a string as it is; a chat prompt's message contents joined by newlines."""
-    if isinstance(prompt, str):
-        return prompt
-    if isinstance(prompt, (list, tuple)):
-        return "\n".join(str(m.get("content") or "") if isinstance(m, Mapping) else str(m) for m in prompt)
-    return "" if prompt is None else str(prompt)
 
 
 def final_answer(answer: Any) -> str | None:
@@ -51,8 +44,6 @@ def final_answer(answer: Any) -> str | None:
     >>> [final_answer(r"so \boxed{\text{Yes}}."), final_answer("2+2=4\n#### 4"), final_answer(["$(C)$"])]
     ['Yes', '4', '(C)']
     """
-    from ..train.data import last_boxed_content
-
     if answer is None:
         return None
     if isinstance(answer, (list, tuple)):
@@ -60,7 +51,7 @@ def final_answer(answer: Any) -> str | None:
             return None
         answer = answer[0]
     text = str(answer)
-    boxed = last_boxed_content(text)
+    boxed = last_boxed(text)
     if boxed is not None:
         text = boxed
     elif _GSM8K_MARK in text:
@@ -170,7 +161,7 @@ def multiple_choice_rule(prompt: Any, answer: Any = None) -> Verdict | None:
     >>> multiple_choice_rule("Point\nA. 5 units from the origin. How far is it?") is None
     True
     """
-    text = prompt_text(prompt)
+    text = message_text(prompt)
     category = MULTIPLE_CHOICE
     found = _first_phrase(category, text, (("which_of_the_following", _WHICH_OF_THE_FOLLOWING),
                                            ("answer_choices", _CHOICE_WORDS)))
@@ -236,7 +227,7 @@ def true_false_rule(prompt: Any, answer: Any = None) -> Verdict | None:
     final = final_answer(answer)
     if final is not None and final.lower() in TRUTH_VALUES:
         return Verdict(TRUE_FALSE, "answer_is_truth_value", final)
-    return _first_phrase(TRUE_FALSE, prompt_text(prompt), (("true_or_false_phrase", _TRUE_OR_FALSE),
+    return _first_phrase(TRUE_FALSE, message_text(prompt), (("true_or_false_phrase", _TRUE_OR_FALSE),
                                                            ("is_it_true_that", _IS_IT_TRUE),
                                                            ("yes_or_no_phrase", _YES_OR_NO)))
 
@@ -248,7 +239,7 @@ def normalise_words(text: Any) -> list[str]:
     >>> normalise_words(r"Janet’s ducks lay $\frac{16}{2}$ eggs,  per DAY!")
     ['janet', 's', 'ducks', 'lay', '16', '2', 'eggs', 'per', 'day']
     """
-    text = _LATEX_COMMAND.sub(" ", prompt_text(text)).lower()
+    text = _LATEX_COMMAND.sub(" ", message_text(text)).lower()
     return _NOT_WORD.sub(" ", text).split()
 
 
@@ -368,7 +359,7 @@ def excerpt(text: Any, limit: int = 200) -> str:
     >>> excerpt("a\\n b   c", 4)
     'a b…'
     """
-    flat = " ".join(prompt_text(text).split())
+    flat = " ".join(message_text(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..text import final_answer
+
 BREAKDOWN_COLUMNS = ("subject", "level", "difficulty", "type", "subfield", "answer_type")
 
 
@@ -206,45 +208,14 @@ def breakdown_columns(rows: Sequence[Mapping[str, Any]], requested: Sequence[str
     return out
 
 
-_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
-_ANSWER_TAG = re.compile(r"<(/?)answer>", re.IGNORECASE)
-_GSM8K = re.compile(r"####\s*(?:\$\s*)?(-?[\d,]*\.?\d+)")
-
-
-def _last_answer_block(text: str) -> str | None:
-    """Content of the last ``<answer>…</answer>`` block, blocks taken left to right (an opener
-    pairs with the first closer after it), in one pass over the tags; None when there is none."""
-    last, opened_at = None, None
-    for tag in _ANSWER_TAG.finditer(text):
-        if opened_at is None and not tag.group(1):
-            opened_at = tag.end()
-        elif opened_at is not None and tag.group(1):
-            last, opened_at = text[opened_at: tag.start()], None
-    return last
-
-
 def extract_final_answer(completion: str) -> str | None:
-    r"""The final answer of a completion, for voting: read after the last ``</think>`` (if
-    any), the last ``<answer>…</answer>`` block, else the last ``\boxed{…}``, else the number
-    after the last ``####``; ``None`` when there is none.
+    r"""The final answer of a completion, for voting: :func:`rlvr_plugins.text.final_answer`, the
+    rule of rlvr-r1's accuracy reward (no template opened ``<think>``, GSM8K fallback on).
 
     >>> extract_final_answer(r"<think>so 3</think> The answer is $\boxed{\frac{1}{2}}$.")
     '\\frac{1}{2}'
     """
-    from ..train.data import last_boxed_content
-
-    close = None
-    for close in _THINK_CLOSE.finditer(completion):
-        pass
-    rest = completion[close.end():] if close is not None else completion
-    block = _last_answer_block(rest)
-    if block is not None and block.strip():
-        return block.strip()
-    boxed = last_boxed_content(rest)
-    if boxed:
-        return boxed
-    numbers = _GSM8K.findall(rest)
-    return numbers[-1].replace(",", "") if numbers else None
+    return final_answer(completion)
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -72,21 +72,17 @@ def score_rows(rows: list[dict[str, Any]], plugin_set: PluginSet, engines: Engin
     """Every reward, penalty, total and advantage for ``rows``, exactly as training would compute them."""
     import torch
 
-    from ..rewards import score_items
+    from ..rewards import score_all
+    from ..text import message_text
 
     rewards = plugin_set.reward_functions()
     names = [r.name for _, r in rewards]
     weights = torch.tensor([float(r.weight) for _, r in rewards])
-    examples = [{k: v for k, v in row.items() if k not in ("prompt", "completion", "group")} for row in rows]
-    items = score_items([r["prompt"] for r in rows], [r["completion"] for r in rows], examples)
-    lengths = torch.tensor([len(tokenizer(item["completion"], add_special_tokens=False)["input_ids"])
-                            for item in items])
-    values = torch.full((len(rows), len(rewards)), float("nan"))
-    failed = torch.zeros((len(rows), len(rewards)), dtype=torch.bool)
-    for k, (_, reward) in enumerate(rewards):
-        result = engines.score(reward, items)
-        values[:, k] = torch.tensor(result.values, dtype=torch.float32)
-        failed[:, k] = torch.tensor(result.failed)
+    completions = [r["completion"] for r in rows]
+    lengths = torch.tensor([len(tokenizer(message_text(c, sep=""), add_special_tokens=False)["input_ids"])
+                            for c in completions])
+    table = score_all(rewards, engines, [r["prompt"] for r in rows], completions, rows)
+    values, failed = table.values.to(torch.float32), table.failed
     out: list[dict[str, Any]] = []
     for i, row in enumerate(rows):
         out.append({"row": i, **({"group": row["group"]} if "group" in row else {}),

@@ -1,7 +1,9 @@
 """Helpers for testing rlvr plugins in-process: a tiny model, rows of the demo task, a GRPOConfig.
 
 Nothing here downloads anything: the model is a seeded tiny Qwen3 built from a config and
-the tokenizer is the demo's character-level one.
+the tokenizer is the demo's character-level one. The fixtures built on these helpers
+(``tokenizer``, ``tiny_trainer``, ``reward_plugin``, ``rlvr_cli``) come with the pytest plugin,
+:mod:`rlvr_plugins.testing.pytest_plugin`, which pytest loads wherever rlvr-plugins is installed.
 
 >>> from rlvr_plugins.testing import tiny_rows
 >>> tiny_rows(2)[0]["rlvr_index"]
@@ -11,11 +13,13 @@ the tokenizer is the demo's character-level one.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 TINY = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
         "num_key_value_heads": 2, "head_dim": 16}
+"""The tiny Qwen3's sizes: two layers of width 32, about 20k parameters with the char vocabulary."""
 
 
 def shared_data() -> Path | None:
@@ -27,12 +31,21 @@ def shared_data() -> Path | None:
 
 
 def char_tokenizer():
+    """The demo's character-level tokenizer (a ``PreTrainedTokenizerFast``, one token per character,
+    with a chat template), built locally.
+
+    >>> tok = char_tokenizer()
+    >>> tok.decode(tok("12+3", add_special_tokens=False)["input_ids"])
+    '12+3'
+    """
     from ..demo.tokenizer import build_char_tokenizer
 
     return build_char_tokenizer()
 
 
 def tiny_model(tokenizer, seed: int = 0, **overrides: Any):
+    """A freshly initialised tiny Qwen3 causal LM (sizes :data:`TINY`, then ``overrides``, e.g.
+    ``max_position_embeddings``) for ``tokenizer``'s vocabulary; the same weights for the same ``seed``."""
     from ..demo.model import build_tiny_model
 
     return build_tiny_model(tokenizer, seed=seed, **{**TINY, **overrides})
@@ -45,6 +58,30 @@ def digit_share(*, prompt, completion, example) -> float:
     0.5
     """
     return sum(c.isdigit() for c in completion) / max(1, len(completion))
+
+
+def reward_plugin_class(name: str, fn: Callable[..., Any], *, reward_name: str | None = None, **reward: Any):
+    """A :class:`~rlvr_plugins.Plugin` subclass named ``name`` whose ``rlvr_reward_functions`` registers
+    one :class:`~rlvr_plugins.RewardFunction`: ``fn`` under ``reward_name`` (default ``name``), with
+    ``reward``'s fields (``weight``, ``isolated``, ...). Make it discoverable with
+    ``rlvr_plugins.manager.temporary_plugin``, or use the ``reward_plugin`` fixture.
+
+    >>> from rlvr_plugins.manager import build_plugin_set, temporary_plugin
+    >>> with temporary_plugin(reward_plugin_class("digits", digit_share, weight=0.5)):
+    ...     [(owner, reward)] = build_plugin_set({"digits": {}}).reward_functions()
+    >>> owner, reward.name, reward.weight, reward.fn is digit_share
+    ('digits', 'digits', 0.5, True)
+    """
+    from .. import Plugin, RewardFunction, hookimpl
+
+    class RewardPlugin(Plugin):
+        @hookimpl
+        def rlvr_reward_functions(self, register):
+            register(RewardFunction(reward_name or name, fn, **reward))
+
+    RewardPlugin.name = name
+    RewardPlugin.__qualname__ = RewardPlugin.__name__ = f"RewardPlugin[{name}]"
+    return RewardPlugin
 
 
 def tiny_rows(n: int = 16, seed: int = 0) -> list[dict[str, Any]]:
@@ -71,6 +108,7 @@ def grpo_args(tmp_path, **overrides: Any):
 
 TINY_TRAINER = {"per_device_train_batch_size": 8, "num_generations": 4, "max_completion_length": 8, "max_steps": 2,
                 "learning_rate": 1e-3, "save_strategy": "no", "use_cpu": True, "disable_tqdm": True, "beta": 0.0}
+"""The ``trainer:`` section of :func:`tiny_trainer`: 2 steps of 8 completions in groups of 4, 8 new tokens."""
 
 
 def tiny_trainer(tmp_path, plugins: dict, tokenizer=None, **trainer_overrides: Any):
@@ -201,13 +239,14 @@ def sft_policy(folder: str | Path, problems: int = 300, epochs: int = 2) -> Path
     from ..demo.task import split_train_eval
     from ..manager import build_plugin_set
     from ..train.sft import run_sft, save_trained
+    from ..train.validate import SFTSection
 
     folder = Path(folder)
     tokenizer = char_tokenizer()
     rows, _ = split_train_eval(problems, 0, 0, max_digits=1)
     rendered = [r for plugins in SFT_TEMPLATES for r in data.render(rows, build_plugin_set(plugins), tokenizer, 0)]
-    section = {"per_device_train_batch_size": 16, "learning_rate": 1e-2, "lr_scheduler_type": "constant",
-               "num_train_epochs": epochs, "use_cpu": True, "disable_tqdm": True, "logging_steps": 1000}
+    section = SFTSection(trl={"per_device_train_batch_size": 16, "learning_rate": 1e-2, "lr_scheduler_type": "constant",
+                              "num_train_epochs": epochs, "use_cpu": True, "disable_tqdm": True, "logging_steps": 1000})
     trainer = run_sft(tiny_model(tokenizer, max_position_embeddings=1024), tokenizer, rendered, section,
                       folder / "sft", seed=0, max_completion_length=16)
     save_trained(trainer, folder / "model")

@@ -8,13 +8,13 @@ Plots need matplotlib (``pip install rlvr-plugins[plots]``); without it nothing 
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..errors import RLVRError
+from ..errors import RLVRError, RunFolderError
+from .runfolder import read_json
 
 PLOTS_HINT = "pip install rlvr-plugins[plots]"
 DEFAULT_EMA = 0.6
@@ -29,10 +29,6 @@ HELD_OUT_ACCURACY = "eval/accuracy"
 """Held-out accuracy measured during GRPO every ``eval.every_steps`` (step 0: before GRPO)."""
 
 Point = tuple[int, float]
-
-
-class RunFolderError(RLVRError):
-    """A folder given to ``rlvr compare`` is not a readable run folder."""
 
 
 @dataclass(frozen=True)
@@ -108,8 +104,8 @@ def load_run(path: str | Path, label: str | None = None) -> Run:
     rows = read_rows(metrics)
     if not rows:
         raise RunFolderError(f"{folder}: metrics.jsonl has no numeric metric in any row")
-    summary = _read_json(folder / "summary.json")
-    plugins_file = _read_json(folder / "plugins.json") or {}
+    summary = read_json(folder / "summary.json")
+    plugins_file = read_json(folder / "plugins.json") or {}
     config = _read_yaml(folder / "config.yaml")
     run = Run(folder, label or folder.resolve().name, rows, summary, config)
     run.plugins, run.estimator = plugin_labels(plugins_file, config)
@@ -139,20 +135,6 @@ def read_rows(path: Path) -> dict[int, dict[str, float]]:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise RunFolderError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
-    except UnicodeDecodeError as exc:
-        raise RunFolderError(f"{path}: not valid UTF-8 (byte {exc.start}); the file is corrupt") from exc
-    if not isinstance(value, dict):
-        raise RunFolderError(f"{path}: expected a JSON object")
-    return value
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

@@ -21,8 +21,10 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from .config import ANSWER_FORMATS, lone_surrogate, resolve_path
+from .config import ANSWER_FORMATS, lone_surrogate, resolve_path, run_config
+from .sections import HubSplit, JsonlSplit, SplitSection, SyntheticSplit, given
 from ..errors import ConfigError, PluginValidationError, RLVRError, columns_text, shown, why_not_a_file
+from ..text import gsm8k_final, last_boxed
 
 SYNTHETIC_TASKS = ("arithmetic",)
 MAX_NAMED_ROWS = 5
@@ -113,26 +115,26 @@ def _parse_line(line: bytes, path: str, lineno: int) -> dict[str, Any]:
     return row
 
 
-def _synthetic(split: str, spec: Mapping[str, Any], other: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+def _synthetic(split: str, spec: SyntheticSplit, other: SplitSection | None) -> list[dict[str, Any]]:
     from ..demo.task import split_train_eval
 
-    task = spec["task"]
+    task = spec.task
     if task not in SYNTHETIC_TASKS:
         raise ConfigError(f"data.{split}.task {shown(task)} is unknown; built-in synthetic tasks: "
                           f"{list(SYNTHETIC_TASKS)}")
-    same_stream = other is not None and other.get("source") == "synthetic" and other.get("task") == task
-    sizes = {split: int(spec.get("size", 1000)), "other": int(other.get("size", 0)) if same_stream else 0}
-    seed = int(spec.get("seed", 0))
-    options = dict(spec.get("options") or {})
+    same_stream = isinstance(other, SyntheticSplit) and other.task == task
+    sizes = {split: spec.size, "other": other.size if same_stream else 0}
+    seed = spec.seed
+    options = dict(spec.options or {})
     if split == "train":
         return split_train_eval(sizes["train"], sizes["other"], seed, **options)[0]
     return split_train_eval(sizes["other"], sizes["eval"], seed, **options)[1]
 
 
-def _hub(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _hub(spec: HubSplit) -> list[dict[str, Any]]:
     import datasets
 
-    ds = datasets.load_dataset(spec["name"], spec.get("config"), split=spec.get("split", "train"))
+    ds = datasets.load_dataset(spec.name, spec.config, split=spec.split)
     return [dict(row) for row in ds]
 
 
@@ -141,28 +143,26 @@ def load_rows(config: Mapping[str, Any], split: str, plugin_set=None) -> list[di
 
     With ``plugin_set`` (a command that scores the split), every plugin checks the rows
     (:func:`check_rows`) before they are returned."""
-    data = config["data"]
-    spec = data.get(split)
+    data = run_config(config).data
+    spec = getattr(data, split)
     if spec is None:
         return None
-    source = spec["source"]
     where = f"data.{split}"
     lines = None
-    if source == "synthetic":
-        other = data.get("eval" if split == "train" else "train")
-        rows = _synthetic(split, spec, other)
-    elif source == "jsonl":
-        where = resolve_path(config, spec["path"])
+    if isinstance(spec, SyntheticSplit):
+        rows = _synthetic(split, spec, getattr(data, "eval" if split == "train" else "train"))
+    elif isinstance(spec, JsonlSplit):
+        where = resolve_path(config, spec.path)
         numbered = read_jsonl_numbered(where)
         lines = [n for n, _ in numbered]
         rows = [row for _, row in numbered]
     else:
         rows = _hub(spec)
-        where = f"hub dataset {spec['name']}"
-    if spec.get("limit") is not None:
-        rows = rows[: int(spec["limit"])]
-    rows = rename_columns(rows, data.get("columns") or {}, where, lines)
-    answer_format = spec.get("answer_format", data.get("answer_format"))
+        where = f"hub dataset {spec.name}"
+    if spec.limit is not None:
+        rows = rows[: spec.limit]
+    rows = rename_columns(rows, data.columns, where, lines)
+    answer_format = spec.answer_format if given(spec, "answer_format") else data.answer_format
     if answer_format is not None:
         rows = normalise_answers(rows, answer_format, where, lines)
     if plugin_set is not None:
@@ -243,33 +243,8 @@ def _line(lines: list[int] | None, i: int) -> str:
     return f" (line {lines[i]})" if lines is not None and i < len(lines) else ""
 
 
-_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_GSM8K_FINAL = re.compile(r"####\s*(?:\\\$?\s*|\$\s*)?(-?[\d,]*\.?\d+)")
 _INTEGER = re.compile(r"[-+]?\d+")
 _DECIMAL = re.compile(r"[-+]?\d*\.\d+|[-+]?\d+\.\d*")
-
-
-def last_boxed_content(text: str) -> str | None:
-    r"""Content of the last ``\boxed{…}`` (or ``\fbox{…}``) in ``text``, braces balanced; None if none is closed.
-
-    >>> last_boxed_content(r"so $x=\boxed{\frac{1}{2}}$ cm")
-    '\\frac{1}{2}'
-    """
-    starts = [m.end() for m in _BOXED.finditer(text)]
-    if not starts:
-        return None
-    depth, i = 1, starts[-1]
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\":
-            i += 2
-            continue
-        depth += ch == "{"
-        depth -= ch == "}"
-        if depth == 0:
-            return text[starts[-1]: i].strip()
-        i += 1
-    return None
 
 
 def plain_answer(value: Any) -> str:
@@ -315,10 +290,10 @@ def normalise_answer(value: Any, answer_format: str) -> str | None:
     '1200'
     """
     if answer_format == "gsm8k":
-        found = _GSM8K_FINAL.findall(str(value))
-        return found[-1].replace(",", "") if found else None
+        return gsm8k_final(str(value))
     if answer_format == "boxed":
-        return last_boxed_content(str(value))
+        boxed = last_boxed(str(value))
+        return None if boxed is None else boxed.strip()
     if answer_format == "olympiadbench":
         items = value if isinstance(value, list) else [value]
         if not items or items[0] is None or not str(items[0]).replace("$", "").strip():

@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from ..demo.evaluate import generate_greedy
 from ..errors import ConfigError
-from ..rewards import Engines, score_items
+from ..rewards import Engines, score_all
+from .sampling import sample
+from .sections import EvalSection, SamplingOptions
 
 
 def prompt_texts(rows: list[Mapping[str, Any]], tokenizer) -> list[str]:
@@ -22,28 +23,27 @@ def prompt_texts(rows: list[Mapping[str, Any]], tokenizer) -> list[str]:
 
 
 def evaluate(model, tokenizer, rows: list[dict[str, Any]], rewards, engines: Engines,
-             options: Mapping[str, Any], max_new_tokens: int) -> dict[str, Any]:
+             section: EvalSection) -> dict[str, Any]:
     """Greedy-decode ``rows`` and score them with every reward; ``accuracy`` uses ``eval.reward``.
 
     :param rewards: ``[(plugin, RewardFunction)]`` from the plugin set.
+    :param section: the ``eval`` section with ``rlvr train``'s values (:meth:`EvalSection.in_train`).
     :returns: ``{"accuracy", "n", "rewards": {name: mean}, "no_score": count, "samples": [...]}``.
     """
     names = [r.name for _, r in rewards]
-    target = options.get("reward", names[0] if names else None)
+    target = section.reward or (names[0] if names else None)
     if target not in names:
         raise ConfigError(f"eval.reward {target!r} is not a registered reward; registered: {names}")
-    threshold = float(options.get("threshold", 1.0))
-    completions = generate_greedy(model, tokenizer, prompt_texts(rows, tokenizer),
-                                  max_new_tokens=int(options.get("max_new_tokens", max_new_tokens)),
-                                  batch_size=int(options.get("batch_size", 64)))
-    examples = [{k: v for k, v in row.items() if k != "prompt"} for row in rows]
-    items = score_items([r["prompt"] for r in rows], completions, examples)
+    threshold = section.threshold
+    greedy = SamplingOptions(temperature=0.0, max_new_tokens=section.max_new_tokens, batch_size=section.batch_size)
+    completions = [s[0].text for s in sample(prompt_texts(rows, tokenizer), greedy, model=model, tokenizer=tokenizer,
+                                             desc=None)]
+    table = score_all(rewards, engines, [r["prompt"] for r in rows], completions, rows)
     means, values = {}, {}
-    for _, reward in rewards:
-        result = engines.score(reward, items)
-        values[reward.name] = result.values
-        scored = [v for v in result.values if not math.isnan(v)]
-        means[reward.name] = sum(scored) / len(scored) if scored else float("nan")
+    for name in names:
+        values[name] = table.column(name)
+        scored = [v for v in values[name] if not math.isnan(v)]
+        means[name] = sum(scored) / len(scored) if scored else float("nan")
     correct = [v >= threshold for v in values[target]]
     samples = [{"prompt": rows[i]["prompt"], "completion": completions[i], "answer": rows[i].get("answer"),
                 **{n: values[n][i] for n in names}} for i in range(min(5, len(rows)))]

@@ -10,7 +10,7 @@ from typing import Any, Iterator, Mapping
 
 import torch
 
-from .config import resolve_path
+from .config import resolve_path, run_config
 from ..errors import ConfigError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
@@ -69,13 +69,13 @@ VLLM_CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
 def head_dim(config: Mapping[str, Any]) -> int | None:
     """The policy's attention head size, read without loading it: ``model.tiny``, or the
     ``config.json`` of a local ``model.name_or_path`` folder (None for a hub id)."""
-    model = config.get("model") or {}
-    if "tiny" in model:
+    model = run_config(config).model
+    if model is not None and model.tiny is not None:
         from ..demo.model import DEFAULT_MODEL_CONFIG
 
-        values = {**DEFAULT_MODEL_CONFIG, **dict(model["tiny"] or {})}
-    elif "name_or_path" in model:
-        path = Path(resolve_path(config, model["name_or_path"])) / "config.json"
+        values = {**DEFAULT_MODEL_CONFIG, **model.tiny}
+    elif model is not None and model.name_or_path is not None:
+        path = Path(resolve_path(config, model.name_or_path)) / "config.json"
         if not path.is_file():
             return None
         values = json.loads(path.read_text(encoding="utf-8"))
@@ -128,12 +128,11 @@ def load_tokenizer(config: Mapping[str, Any]):
 
     from ..demo.tokenizer import build_char_tokenizer
 
-    model = config["model"]
-    name = model.get("tokenizer", "char" if "tiny" in model else model.get("name_or_path"))
+    model = run_config(config).model
+    name = model.tokenizer or ("char" if model.tiny is not None else model.name_or_path)
     if name == "char":
         return build_char_tokenizer()
-    tokenizer = AutoTokenizer.from_pretrained(resolve_path(config, name),
-                                              trust_remote_code=model.get("trust_remote_code", False))
+    tokenizer = AutoTokenizer.from_pretrained(resolve_path(config, name), trust_remote_code=model.trust_remote_code)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
@@ -145,19 +144,19 @@ def load_model(config: Mapping[str, Any], tokenizer, seed: int):
 
     from ..demo.model import build_tiny_model
 
-    model = config["model"]
-    if "tiny" in model:
-        return build_tiny_model(tokenizer, seed=seed, **dict(model["tiny"] or {}))
+    model = run_config(config).model
+    if model.tiny is not None:
+        return build_tiny_model(tokenizer, seed=seed, **model.tiny)
     return AutoModelForCausalLM.from_pretrained(
-        resolve_path(config, model["name_or_path"]),
-        dtype=DTYPES[model.get("dtype", "auto")],
-        trust_remote_code=model.get("trust_remote_code", False),
+        resolve_path(config, model.name_or_path),
+        dtype=DTYPES[model.dtype],
+        trust_remote_code=model.trust_remote_code,
     )
 
 
 def lora_config(config: Mapping[str, Any]):
     """A ``peft.LoraConfig`` from ``model.lora`` (TRL wraps the model), or None."""
-    lora = config["model"].get("lora")
+    lora = run_config(config).model.lora
     if lora is None:
         return None
     try:
@@ -165,9 +164,9 @@ def lora_config(config: Mapping[str, Any]):
     except ImportError as exc:
         raise ConfigError("model.lora needs peft: pip install 'rlvr-plugins[peft]' or pip install peft") from exc
     return LoraConfig(
-        r=int(lora.get("r", 16)),
-        lora_alpha=int(lora.get("alpha", 32)),
-        lora_dropout=float(lora.get("dropout", 0.05)),
-        target_modules=lora.get("target_modules", "all-linear"),
+        r=lora.r,
+        lora_alpha=int(lora.alpha),
+        lora_dropout=float(lora.dropout),
+        target_modules=lora.target_modules,
         task_type="CAUSAL_LM",
     )

@@ -17,13 +17,14 @@ from typing import Any, Mapping
 
 
 from . import config as cfg
-from ..engine import EngineOptions
 from ..errors import ConfigError
 from ..manager import PluginSet, build_plugin_set
 from .modeling import cpu_defaults, has_accelerator, vllm_cpu_problem
+from .validate import SFTSection, run_config
 from ..checkpoints import writing
+from ..outputs import is_main_process, write_atomic
 from .runfolder import FINAL_DIR, SUMMARY_FILE, RunStart, check_still_free, clear_run, continue_in, exclusive, output_dir, \
-    plan_run
+    plan_run, read_json, run_header
 
 logger = logging.getLogger(__name__)
 
@@ -39,9 +40,9 @@ RUN_DEFAULTS = {"report_to": "none", "logging_steps": 1, "save_strategy": "steps
 
 def grpo_kwargs(config: Mapping[str, Any], plugin_set: PluginSet) -> dict[str, Any]:
     """The GRPOConfig arguments: run defaults, the user's ``trainer:`` section, then the plugins' adjustments."""
-    trainer = dict(config.get("trainer") or {})
+    trainer = dict(run_config(config).trainer)
     kwargs = {**RUN_DEFAULTS, **trainer, "output_dir": str(output_dir(config))}
-    kwargs.setdefault("seed", config.get("seed", 42))
+    kwargs.setdefault("seed", run_config(config).seed)
     cpu_defaults(kwargs)
     for name, value in trainer.items():
         if name in TRAINER_OWNED:
@@ -83,22 +84,7 @@ def build_grpo_config(kwargs: dict[str, Any]):
 def engine_options(config: Mapping[str, Any]) -> dict[str, Any]:
     """The config's ``engine:`` section as :class:`~rlvr_plugins.engine.EngineOptions` fields
     (``Engines(**engine_options(config))``)."""
-    return dataclasses.asdict(EngineOptions.from_config(config.get("engine")))
-
-
-@dataclasses.dataclass(frozen=True)
-class EvalSchedule:
-    """``eval.every_steps``: measure held-out accuracy during GRPO every so many optimiser steps (``None``: only
-    before and after GRPO)."""
-
-    every_steps: int | None = None
-
-    @classmethod
-    def from_section(cls, section: Mapping[str, Any] | None) -> EvalSchedule:
-        value = (section or {}).get("every_steps")
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise ConfigError(f"eval.every_steps must be a whole number of steps >= 1 (or absent), got {value!r}")
-        return cls(value)
+    return dataclasses.asdict(run_config(config).engine)
 
 
 @dataclasses.dataclass
@@ -112,18 +98,17 @@ class Prepared:
 
 def prepare(config: dict[str, Any], plugin_set: PluginSet | None = None) -> Prepared:
     """Build (or take) the plugin set, the GRPOConfig, and run every check of ``rlvr train --check``."""
-    plugin_set = plugin_set or build_plugin_set(config.get("plugins"))
+    plugin_set = plugin_set or build_plugin_set(run_config(config).plugins)
     args = build_grpo_config(grpo_kwargs(config, plugin_set))
     plugin_set.adjusted_args = args  # the trainer built with these arguments does not adjust them again
-    plugin_set.validate_run(args, EngineOptions.from_config(config.get("engine")).deadline_s)
+    plugin_set.validate_run(args, run_config(config).engine.deadline_s)
     problem = args.use_vllm and vllm_cpu_problem(config, "trainer.use_vllm", has_accelerator())
     if problem:
         raise ConfigError(problem)
     names = [r.name for _, r in plugin_set.reward_functions()]
-    eval_reward = (config.get("eval") or {}).get("reward")
+    eval_reward = run_config(config).eval.reward
     if eval_reward is not None and eval_reward not in names:
         raise ConfigError(f"eval.reward {eval_reward!r} is not a registered reward; registered: {names}")
-    EvalSchedule.from_section(config.get("eval"))
     return Prepared(config, plugin_set, args)
 
 
@@ -147,26 +132,9 @@ def probe_reward_examples(prepared: Prepared) -> None:
 
 def write_run_header(out: Path, prepared: Prepared) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    plugins = {
-        "plugins": prepared.plugin_set.describe(),
-        "rewards": [{"plugin": p, "name": r.name, "weight": r.weight, "isolated": r.isolated}
-                    for p, r in prepared.plugin_set.reward_functions()],
-        "versions": _versions(),
-    }
+    plugins = run_header(prepared.plugin_set)
     (out / "plugins.json").write_text(json.dumps(plugins, indent=2), encoding="utf-8")  # first: it marks a run folder
     (out / "config.yaml").write_text(cfg.run_config_text(prepared.config), encoding="utf-8")
-
-
-def _versions() -> dict[str, str]:
-    import importlib.metadata as md
-
-    out = {}
-    for dist in ("rlvr-plugins", "trl", "transformers", "torch", "accelerate", "math-verify", "pluggy"):
-        try:
-            out[dist] = md.version(dist)
-        except md.PackageNotFoundError:
-            out[dist] = "not installed"
-    return out
 
 
 def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: bool = False,
@@ -185,7 +153,7 @@ def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: b
     if start.finished and _complete(start.out):
         print(f"the run in {start.out} is already complete (step {start.step}, {SUMMARY_FILE} written): nothing "
               "to do", flush=True)
-        return json.loads((start.out / SUMMARY_FILE).read_text(encoding="utf-8"))
+        return read_json(start.out / SUMMARY_FILE)
     prepared = prepare(config)  # every config and launch check before the folder is made
     with exclusive(start.out):
         check_still_free(start)  # again, now that no other run can write there
@@ -207,7 +175,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     out = start.out
     checkpoint = str(start.checkpoint) if start.checkpoint else None
     dist = _distributed_state()
-    if dist.is_main_process:
+    if is_main_process():
         if start.overwrite and (removed := clear_run(out)):
             print(f"--overwrite: removed the earlier run from {out} ({len(removed)} entries)", flush=True)
         with writing(out, out, remove_partial=False):
@@ -219,23 +187,25 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     seed = int(prepared.grpo_args.seed)
     set_seed(seed)
     tokenizer = modeling.load_tokenizer(config)
-    checking = prepared.plugin_set if dist.is_main_process else None
+    checking = prepared.plugin_set if is_main_process() else None
     raw_train = data.load_rows(config, "train", checking)
     train_rows = data.render(raw_train, prepared.plugin_set, tokenizer, seed)
     eval_rows = data.load_rows(config, "eval", checking)
     eval_rows = data.render(eval_rows, prepared.plugin_set, tokenizer, seed) if eval_rows else None
-    sft_section = config.get("sft")
+    sections = run_config(config)
+    sft_section = sections.sft
     if sft_section:
         from .sft import sft_examples
 
         sft_rows, train_rows = _split_for_sft(train_rows, sft_section)
         sft_rows, _ = sft_examples(prepared.plugin_set, raw_train[:len(sft_rows)],
-                                   sft_section.get("completion_column", "solution"), seed, tokenizer, sft_rows)
+                                   sft_section.completion_column, seed, tokenizer, sft_rows)
     engines = Engines(**engine_options(config))
     rewards = prepared.plugin_set.reward_functions()
     probe_rewards(rewards, engines)
     summary: dict[str, Any] = {"output_dir": str(out), "plugins": prepared.plugin_set.names, "stages": {}}
     max_new = int(prepared.grpo_args.max_completion_length)
+    eval_section = sections.eval.in_train(max_new)
 
     metrics = MetricsWriter(out / "metrics.jsonl")
 
@@ -244,9 +214,9 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
             return None
         t = time.perf_counter()
         with modeling.full_weights(model, engine):
-            result = evaluate(model, tokenizer, eval_rows, rewards, engines, config.get("eval") or {}, max_new)
+            result = evaluate(model, tokenizer, eval_rows, rewards, engines, eval_section)
         result["seconds"] = round(time.perf_counter() - t, 1)
-        if dist.is_main_process:
+        if is_main_process():
             print(f"[eval {tag}] accuracy {100 * result['accuracy']:.1f}% on {result['n']} held-out problems "
                   f"({result['reward']}); rewards {_fmt(result['rewards'])}", flush=True)
         return result
@@ -255,7 +225,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
         result = measure(tag, model, engine)
         if result is not None:
             summary[f"eval_{tag}"] = result
-            if dist.is_main_process:
+            if is_main_process():
                 metrics.write(step, metric_row(result))
 
     policy_dir = out / "policy-init"
@@ -282,8 +252,8 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
             policy = str(policy_dir)
         else:
             run_eval("before", model, 0)
-            if "tiny" in config["model"]:
-                if dist.is_main_process:
+            if sections.model.tiny is not None:
+                if is_main_process():
                     with writing(policy_dir, out):
                         _policy_path(model, tokenizer, policy_dir)
                 dist.wait_for_everyone()
@@ -292,7 +262,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
                 policy = model
     stop = GracefulStop()
     callbacks = [metrics, stop, SeedAtTrainBegin()]
-    every = EvalSchedule.from_section(config.get("eval")).every_steps
+    every = sections.eval.every_steps
     if every and eval_rows:  # the trainer's wrapped model: under ZeRO-3 its weights are gathered for generation
         callbacks.append(PeriodicEval(
             every, lambda step, _: measure(f"step {step}", trainer.model, trainer.model_wrapped), metrics.write))
@@ -306,8 +276,8 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
         processing_class=tokenizer,
         peft_config=modeling.lora_config(config),
         callbacks=callbacks,
-        correctness_reward=(config.get("eval") or {}).get("reward"),
-        correct_threshold=float((config.get("eval") or {}).get("threshold", 1.0)),
+        correctness_reward=sections.eval.reward,
+        correct_threshold=sections.eval.threshold,
     )
     compact_console(trainer, show_bar=not prepared.grpo_args.disable_tqdm)
     if start.finished:
@@ -321,7 +291,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
         summary["grpo_steps"] = trainer.state.global_step
     if stop.signal_name:
         summary["stopped_by"] = stop.signal_name
-        if dist.is_main_process:
+        if is_main_process():
             print(f"stopped by {stop.signal_name} at step {trainer.state.global_step}; checkpoint written. "
                   f"Continue with: rlvr train CONFIG --resume", flush=True)
     else:
@@ -336,9 +306,9 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     engines.close()
     summary["seconds"] = round(time.perf_counter() - started, 1)
     summary["threads"] = torch.get_num_threads()
-    if dist.is_main_process:
+    if is_main_process():
         with writing(out / SUMMARY_FILE, out, remove_partial=False):
-            _write_atomic(out / SUMMARY_FILE, json.dumps(summary, indent=2, default=str))
+            write_atomic(out / SUMMARY_FILE, [json.dumps(summary, indent=2, default=str)], what="summary")
         _print_summary(summary)
         _write_curves(out)
     return summary
@@ -368,20 +338,14 @@ def _carried_over(run_folder: Path) -> dict[str, Any]:
 def save_final(trainer, out: Path, dist) -> None:
     """``final/``, atomically: saved as ``final.partial/`` then renamed, so a ``final/`` is always whole."""
     partial, final = out / (FINAL_DIR + ".partial"), out / FINAL_DIR
-    if dist.is_main_process:
+    if is_main_process():
         shutil.rmtree(partial, ignore_errors=True)
     with writing(partial, out):
         trainer.save_model(str(partial))
-    if dist.is_main_process:
+    if is_main_process():
         shutil.rmtree(final, ignore_errors=True)
         os.replace(partial, final)
     dist.wait_for_everyone()
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _write_curves(out: Path) -> None:
@@ -406,9 +370,9 @@ def _distributed_state():
     return PartialState()
 
 
-def _split_for_sft(rows: list[dict[str, Any]], section: Mapping[str, Any]):
-    """The first ``sft.examples`` rows go to SFT, the rest to RL (disjoint)."""
-    n = int(section.get("examples", len(rows) // 2))
+def _split_for_sft(rows: list[dict[str, Any]], section: SFTSection):
+    """The first ``sft.examples`` rows go to SFT, the rest to RL (disjoint); half of them if not given."""
+    n = len(rows) // 2 if section.examples is None else section.examples
     if not 0 < n < len(rows):
         raise ConfigError(f"sft.examples={n} must leave rows for RL: the train split has {len(rows)} rows")
     return rows[:n], [{**r, "rlvr_index": i} for i, r in enumerate(rows[n:])]

@@ -38,6 +38,8 @@ from ..checkpoints import (
     last_complete_checkpoint,
 )
 from ..errors import RunFolderError
+from ..outputs import is_main_process, write_atomic
+from .validate import run_config
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +92,7 @@ class RunStart:
 def output_dir(config: Mapping[str, Any]) -> Path:
     """The run folder, ``~`` expanded as transformers expands it (else its checkpoints would land in
     ``$HOME/...`` and the rest of the run in ``./~/...``)."""
-    return Path(os.path.expanduser(str(config.get("output_dir") or DEFAULT_OUTPUT_DIR)))
+    return Path(os.path.expanduser(str(run_config(config).output_dir or DEFAULT_OUTPUT_DIR)))
 
 
 def plan_run(config: Mapping[str, Any], resume: str | bool | None = None, overwrite: bool = False) -> RunStart:
@@ -116,7 +118,7 @@ def check_resume_target(out: Path, checkpoint: Path, step: int) -> None:
     checkpoint; another folder holds no run and no file of the user's that the run would overwrite."""
     run_folder = checkpoint.parent
     if not _same_folder(run_folder, out):
-        entries = run_entries(out) if _main_process() else []  # the others would see the main's first writes
+        entries = run_entries(out) if is_main_process() else []  # the others would see the main's first writes
         if entries:
             raise RunFolderError(
                 f"--resume {checkpoint}: output_dir {out} holds another run ({_listing(entries)}); resume into the "
@@ -142,7 +144,7 @@ def check_still_free(start: RunStart) -> None:
 def check_no_run(out: Path) -> None:
     """A fresh run (no --resume, no --overwrite) needs a folder that holds no run (checked by the main process:
     the others would see its header)."""
-    entries = run_entries(out) if _main_process() else []
+    entries = run_entries(out) if is_main_process() else []
     if entries:
         raise RunFolderError(
             f"output_dir {out} already holds a run ({_listing(entries)}): continue it with --resume, start it "
@@ -152,17 +154,12 @@ def check_no_run(out: Path) -> None:
 def check_no_user_files(out: Path) -> None:
     """The run would write its ``config.yaml`` (and TRL its model card, ``README.md``) into ``out``: a
     file of that name there with no run beside it is the user's own, and is never overwritten."""
-    names = sorted(os.listdir(out)) if _main_process() and out.is_dir() and not run_entries(out) else []
+    names = sorted(os.listdir(out)) if is_main_process() and out.is_dir() and not run_entries(out) else []
     mine = [name for name in names if name in RUN_EXTRAS]
     if mine:
         raise RunFolderError(
             f"output_dir {out} holds {_listing(mine)} of your own (no run beside it), which the run would overwrite "
             "with its resolved config and TRL's model card; move it, or choose another output_dir")
-
-
-def _main_process() -> bool:
-    """Rank 0 of ``accelerate launch`` / ``torchrun`` (which set ``RANK``), or a single process."""
-    return os.environ.get("RANK", "0") == "0"
 
 
 @contextlib.contextmanager
@@ -173,7 +170,7 @@ def exclusive(out: Path) -> Iterator[None]:
     """
     import fcntl
 
-    if not _main_process():
+    if not is_main_process():
         yield
         return
     out.mkdir(parents=True, exist_ok=True)
@@ -339,6 +336,49 @@ def _listing(names: list[str], shown: int = 6) -> str:
     return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
+VERSIONED = ("rlvr-plugins", "trl", "transformers", "torch", "accelerate", "math-verify", "pluggy")
+
+
+def versions() -> dict[str, str]:
+    """The installed version of each distribution of :data:`VERSIONED` (``"not installed"`` when absent)."""
+    import importlib.metadata as md
+
+    out = {}
+    for dist in VERSIONED:
+        try:
+            out[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            out[dist] = "not installed"
+    return out
+
+
+def run_header(plugin_set) -> dict[str, Any]:
+    """What a run's ``plugins.json`` (and a command's ``<section>_plugins.json``) holds: the resolved
+    plugins (``PluginSet.describe()``), every reward with its plugin, weight and isolation, and :func:`versions`."""
+    return {
+        "plugins": plugin_set.describe(),
+        "rewards": [{"plugin": p, "name": r.name, "weight": r.weight, "isolated": r.isolated}
+                    for p, r in plugin_set.reward_functions()],
+        "versions": versions(),
+    }
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``; None when there is no such file; :class:`RunFolderError` naming
+    the file when it is not valid UTF-8 JSON or not an object."""
+    if not path.is_file():
+        return None
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise RunFolderError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+    except UnicodeDecodeError as exc:
+        raise RunFolderError(f"{path}: not valid UTF-8 (byte {exc.start}); the file is corrupt") from exc
+    if not isinstance(value, dict):
+        raise RunFolderError(f"{path}: expected a JSON object")
+    return value
+
+
 def _same_folder(a: Path, b: Path) -> bool:
     return a.resolve() == b.resolve()
 
@@ -351,9 +391,7 @@ def truncate_metrics(path: str | Path, last_step: int) -> None:
         return
     kept = [line for line in path.read_text(encoding="utf-8").splitlines()
             if (row := _row(line)) is not None and row.get("step", 0) <= last_step]
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, (line + "\n" for line in kept), what="metrics file")
 
 
 def _row(line: str) -> dict | None:

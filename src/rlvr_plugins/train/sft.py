@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..errors import ConfigError
+from .validate import SFTSection
 
 SFT_DEFAULTS = {
     "report_to": "none",
@@ -39,7 +40,7 @@ def sft_examples(plugin_set, rows: list[dict[str, Any]], column: str, seed: int,
     return render(examples, plugin_set, tokenizer, seed), plugin
 
 
-def run_sft(model, tokenizer, rows: list[dict[str, Any]], section: Mapping[str, Any], output_dir: Path,
+def run_sft(model, tokenizer, rows: list[dict[str, Any]], section: SFTSection, output_dir: Path,
             seed: int, max_completion_length: int):
     """Fine-tune ``model`` on ``{"prompt", "completion": row[completion_column]}``; return the ``SFTTrainer``.
 
@@ -49,18 +50,17 @@ def run_sft(model, tokenizer, rows: list[dict[str, Any]], section: Mapping[str, 
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    column = section.get("completion_column", "solution")
+    column = section.completion_column
     missing = [i for i, r in enumerate(rows) if column not in r]
     if missing:
         raise ConfigError(f"sft.completion_column {column!r}: train row {missing[0]} has no such column; "
                           f"columns present: {sorted(rows[missing[0]])}")
-    options = {k: v for k, v in section.items() if k not in ("completion_column", "examples")}
+    options = section.trl
     from .modeling import cpu_defaults
 
     kwargs = cpu_defaults({**SFT_DEFAULTS, "seed": seed, "data_seed": seed, **options, "output_dir": str(output_dir)})
     if "max_length" not in kwargs:
-        longest_prompt = max(len(tokenizer(r["prompt"])["input_ids"]) for r in rows if isinstance(r["prompt"], str))
-        kwargs["max_length"] = longest_prompt + max_completion_length
+        kwargs["max_length"] = longest_prompt(rows, tokenizer) + max_completion_length
     try:
         args = SFTConfig(**kwargs)
     except (TypeError, ValueError) as exc:
@@ -72,6 +72,14 @@ def run_sft(model, tokenizer, rows: list[dict[str, Any]], section: Mapping[str, 
     compact_console(trainer, show_bar=not args.disable_tqdm)
     trainer.train()
     return trainer
+
+
+def longest_prompt(rows: list[Mapping[str, Any]], tokenizer) -> int:
+    """The most tokens any row's prompt takes (0 for no rows): a chat prompt counted after the
+    tokenizer's chat template (:func:`rlvr_plugins.train.evaluation.prompt_texts`), as SFT sees it."""
+    from .evaluation import prompt_texts
+
+    return max((len(tokenizer(text)["input_ids"]) for text in prompt_texts(rows, tokenizer)), default=0)
 
 
 def last_logged_loss(log_history: list[dict[str, Any]]) -> float | None:

@@ -6,23 +6,24 @@ per TRL version into :mod:`rlvr_plugins.train._trl_fields` (``python -m rlvr_plu
 rewrites it) and read from there; when the installed TRL is another version, they are
 computed from TRL itself (slow, but right). A test checks the table against the installed TRL.
 
-A type is written as alternatives separated by `` | ``, each one of ``bool``, ``int``,
-``float`` (an int is accepted too), ``str``, ``dict``, ``None``, ``False``, ``any`` or
-``list[T]``: e.g. ``"int | None"``, ``"str | list[str]"``. Enums that TRL also accepts as
-their string value are ``str``; a type that cannot be written in YAML is ``any``.
+The table holds real annotations of what YAML can give (``int | None``, ``str | list[str]``,
+``Literal[False]``, ``Any``), checked by :mod:`rlvr_plugins.fields`, the checker of plugin options
+and config sections. Enums that TRL also accepts as their string value are ``str``; a type that
+cannot be written in YAML is ``Any``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import importlib.metadata as md
-import math
+import operator
 import sys
 import types
 import typing
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 TABLE_MODULE = Path(__file__).with_name("_trl_fields.py")
 CLASSES = {"trainer": "GRPOConfig", "sft": "SFTConfig"}
@@ -78,8 +79,8 @@ def _alternatives(tp: Any) -> list[str]:
     return ["any"]
 
 
-def compute(class_name: str) -> dict[str, str]:
-    """``{field: type text}`` of a TRL config class, from TRL itself (imports torch)."""
+def compute(class_name: str) -> dict[str, Any]:
+    """``{field: annotation}`` of a TRL config class, from TRL itself (imports torch)."""
     import trl
 
     cls = getattr(trl, class_name)
@@ -88,7 +89,7 @@ def compute(class_name: str) -> dict[str, str]:
     for name, extra in ACCEPTED_TOO.items():
         if name in out and out[name] != "any":
             out[name] = _join([*_split(out[name]), extra])
-    return out
+    return {name: annotation(text) for name, text in out.items()}
 
 
 def trl_version() -> str | None:
@@ -98,8 +99,8 @@ def trl_version() -> str | None:
         return None
 
 
-def field_types(section: str) -> dict[str, str]:
-    """The field types of ``trainer`` (GRPOConfig) or ``sft`` (SFTConfig) for the installed TRL."""
+def field_types(section: str) -> dict[str, Any]:
+    """The field annotations of ``trainer`` (GRPOConfig) or ``sft`` (SFTConfig) for the installed TRL."""
     from . import _trl_fields
 
     if _trl_fields.TRL_VERSION == trl_version():
@@ -118,49 +119,30 @@ def _split(text: str) -> list[str]:
     return parts + [text[start:].strip()]
 
 
-def matches(value: Any, text: str) -> bool:
-    """Whether a YAML value is of the type ``text``.
+_NAMES = {"bool": bool, "int": int, "float": float, "str": str, "dict": dict, "None": type(None), "any": Any,
+          "False": Literal[False]}
 
-    >>> [matches(v, "int | None") for v in (3, None, True, 3.0, "3")]
-    [True, True, False, False, False]
-    >>> matches([1, 2.5], "list[float]"), matches(["a", 1], "list[str]")
-    (True, False)
-    >>> [matches(v, "float") for v in (float("nan"), float("inf"))]  # YAML .nan / .inf: never a setting
-    [False, False]
+
+def annotation(text: str) -> Any:
+    """The annotation of a :func:`type_text`.
+
+    >>> annotation("str | list[str] | None") == (str | list[str] | None), annotation("str | False")
+    (True, typing.Union[str, typing.Literal[False]])
     """
-    for alt in _split(text):
-        if alt == "any" or (alt == "None" and value is None) or (alt == "False" and value is False):
-            return True
-        if alt == "bool" and isinstance(value, bool):
-            return True
-        if isinstance(value, bool):
-            continue
-        if alt == "int" and isinstance(value, int):
-            return True
-        if alt == "float" and isinstance(value, (int, float)) and math.isfinite(value):
-            return True
-        if (alt == "str" and isinstance(value, str)) or (alt == "dict" and isinstance(value, Mapping)):
-            return True
-        if alt.startswith("list[") and isinstance(value, (list, tuple)):
-            if all(matches(v, alt[5:-1]) for v in value):
-                return True
-    return False
+    arms = [list[annotation(a[5:-1])] if a.startswith("list[") else _NAMES[a] for a in _split(text)]
+    return functools.reduce(operator.or_, arms) if len(arms) > 1 else arms[0]
 
 
-def type_problems(section: str, values: Mapping[str, Any], types_: Mapping[str, str], where) -> list[str]:
-    """One problem per field of ``values`` whose value is not of its declared type.
+def source(tp: Any) -> str:
+    """An annotation as Python source, for the generated table.
 
-    ``where(key)`` gives the location prefix of ``section.key`` (e.g. ``"run.yaml:12: "``).
+    >>> source(annotation("str | False | None")), source(annotation("list[any]"))
+    ('str | Literal[False] | None', 'list[Any]')
     """
-    from ..errors import shown
+    from ..fields import type_text as text
 
-    problems = []
-    for key, value in values.items():
-        if key in types_ and not matches(value, types_[key]):
-            finite = " (finite)" if isinstance(value, float) and not math.isfinite(value) else ""
-            problems.append(f"{where(f'{section}.{key}')}{section}.{key} must be {types_[key]}{finite}, got "
-                            f"{shown(value)} ({type(value).__name__})")
-    return problems
+    return " | ".join("Literal[False]" if a == "False" else "Any" if a == "any"
+                      else a.replace("[any]", "[Any]") for a in _split(text(tp)))
 
 
 def render_table() -> str:
@@ -170,11 +152,12 @@ def render_table() -> str:
     first, second = fields.values()
     shared = {k: v for k, v in first.items() if second.get(k) == v}
 
-    def entries(table: Mapping[str, str]) -> list[str]:
-        return [f"    {name!r}: {text!r}," for name, text in sorted(table.items())]
+    def entries(table: Mapping[str, Any]) -> list[str]:
+        return [f"    {name!r}: {source(tp)}," for name, tp in sorted(table.items())]
 
     lines = ['"""Generated by ``python -m rlvr_plugins.train.trl_fields``: TRL config field types (see trl_fields)."""',
-             "", f"TRL_VERSION = {trl_version()!r}", "", "SHARED = {", *entries(shared), "}", "", "FIELDS = {"]
+             "", "from typing import Any, Literal", "", f"TRL_VERSION = {trl_version()!r}", "",
+             "SHARED = {", *entries(shared), "}", "", "FIELDS = {"]
     for section, table in fields.items():
         lines += [f"    {section!r}: {{", "        **SHARED,"]
         lines += ["    " + e for e in entries({k: v for k, v in table.items() if k not in shared})]

@@ -13,13 +13,13 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from rlvr_plugins.text import answer_part
+
 __all__ = ["TestCase", "AssertTests", "extract_program", "fenced_blocks", "load_cases", "load_assert_tests",
            "normalise_output", "outputs_match", "program_names", "unimported_modules", "PYTHON_TAGS"]
 
 PYTHON_TAGS = ("python", "python3", "py")
 
-_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
-_THINK_CLOSE = re.compile(r"</think>", re.IGNORECASE)
 _FENCE_LINE = re.compile(r"^[ \t]*```[ \t]*([^\s`]*)([^\n]*)(\n?)", re.MULTILINE)
 _CLOSER_REST = re.compile(r"[ \t]*")
 
@@ -43,20 +43,6 @@ class AssertTests:
     code: str
     names: tuple[str, ...]
     modules: tuple[str, ...] = ()
-
-
-def answer_part(completion: str, *, think_opened: bool = False) -> str:
-    """The text after the last ``</think>`` (tags case-insensitive).
-
-    Without ``</think>``: the whole completion if no thinking was opened, else ``""`` (the
-    completion is still thinking). A ``<think>`` re-opened after the last ``</think>`` ends it.
-    """
-    closes = list(_THINK_CLOSE.finditer(completion))
-    if not closes:
-        return "" if think_opened or _THINK_OPEN.search(completion) else completion
-    rest = completion[closes[-1].end():]
-    reopened = _THINK_OPEN.search(rest)
-    return rest[: reopened.start()] if reopened else rest
 
 
 def fenced_blocks(text: str):

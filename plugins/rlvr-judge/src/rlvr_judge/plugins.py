@@ -14,6 +14,7 @@ from rlvr_r1.plugins import reference_check
 
 from rlvr_plugins import Plugin, RewardFunction, hookimpl
 from rlvr_plugins.errors import ConfigError
+from rlvr_plugins.text import message_text
 
 from .cache import VerdictCache, make_key
 from .judges import (
@@ -37,15 +38,6 @@ def verdict_cache(path: str | None) -> VerdictCache:
     if path not in _CACHES:
         _CACHES[path] = VerdictCache(path)
     return _CACHES[path]
-
-
-def question_text(prompt: Any) -> str:
-    """The prompt as text: a string as is; chat messages → their user turns, one a line."""
-    if isinstance(prompt, str):
-        return prompt
-    if isinstance(prompt, list):
-        return "\n".join(str(m.get("content", "")) for m in prompt if isinstance(m, dict) and m.get("role") == "user")
-    return str(prompt)
 
 
 @dataclass(frozen=True)
@@ -115,8 +107,8 @@ class JudgeScorer:
             if self.question_column not in example:
                 raise ValueError(f"question_column {self.question_column!r} is not a column of this row; "
                                  f"columns: {sorted(example)}")
-            return question_text(example[self.question_column])
-        return question_text(prompt)
+            return message_text(example[self.question_column], roles=("user",))
+        return message_text(prompt, roles=("user",))
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         for name, value in state.items():

@@ -50,17 +50,14 @@ from rlvr_r1.answers import (
     is_sprayed,
     parse_reference,
     reference_answer,
-    split_completion,
     time_budget,
 )
+from rlvr_plugins.text import BOXED, answer_block, answer_part
 
 RULES_BUDGET_S = 2.0
 
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
 _WORD = re.compile(r"[^\W\d_]{2,}")
-_ANSWER_OPEN = re.compile(r"<answer>", re.IGNORECASE)
-_ANSWER_CLOSE = re.compile(r"</answer>", re.IGNORECASE)
-_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
 MATH_WORDS = frozenset({
     "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
     "log", "ln", "lg", "exp", "pi", "oo", "inf", "infty", "mod", "gcd", "lcm", "max", "min", "det",
@@ -98,14 +95,8 @@ def _sprayed(completion: str, answer: str, reference: str, think_opened: bool) -
     complete ``<answer>…</answer>`` block gives the answer."""
     if is_sprayed(answer, reference):
         return True
-    _, rest = split_completion(completion, think_opened=think_opened)
-    return not _has_answer_block(rest) and len(_BOX.findall(rest)) > 1
-
-
-def _has_answer_block(text: str) -> bool:
-    """Whether an ``<answer>`` is followed by an ``</answer>`` (two searches, linear)."""
-    opener = _ANSWER_OPEN.search(text)
-    return opener is not None and _ANSWER_CLOSE.search(text, opener.end()) is not None
+    rest = answer_part(completion, think_opened=think_opened)
+    return not answer_block(rest)[0] and len(BOXED.findall(rest)) > 1
 
 
 def rule_verdict(completion: str, reference: str, *, think_opened: bool = False,

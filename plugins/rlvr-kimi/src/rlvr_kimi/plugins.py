@@ -16,7 +16,7 @@ from rlvr_plugins.errors import ConfigError, PluginContractError, PluginError
 
 from .curriculum import SCHEDULES, difficulties_from_column, group_outcomes
 from .length import is_correct, kimi_length_reward
-from .sampler import CurriculumSampler, CurriculumState, DrawRules
+from .sampler import CurriculumSampler, CurriculumState
 
 logger = logging.getLogger(__name__)
 
@@ -193,12 +193,9 @@ class KimiCurriculum(Plugin):
             self._loaded = None
         elif self.state is None or self.state.num_prompts != n:
             self.state = CurriculumState.fresh(n)
-        rules = DrawRules(schedule=o.schedule, start_quantile=o.start_quantile, full_at_step=o.full_at_step,
-                          num_stages=o.num_stages, floor=o.floor, prior_success=o.prior_success,
-                          prior_strength=o.prior_strength, skip_zero_variance_steps=o.skip_zero_variance_steps)
         try:
             self.sampler = CurriculumSampler(
-                num_prompts=n, difficulties=difficulties, state=self.state, rules=rules,
+                num_prompts=n, difficulties=difficulties, state=self.state, rules=o,
                 num_generations=num_generations, prompts_per_batch=prompts_per_batch, repeat_count=repeat_count,
                 seed=seed, gradient_accumulation_steps=int(getattr(grpo_args, "gradient_accumulation_steps", 1) or 1),
                 ignore_data_skip=bool(getattr(grpo_args, "ignore_data_skip", False)))

@@ -12,32 +12,23 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import torch
 from torch.utils.data import Sampler
 
 from .curriculum import admitted, admitted_difficulty, sampling_weights, success_histogram, success_rates
 
+if TYPE_CHECKING:
+    from .plugins import KimiCurriculum
+
 STATE_VERSION = 1
 
 
-@dataclass(frozen=True)
-class DrawRules:
-    """How a chunk is drawn (the plugin's options that matter to the sampler)."""
-
-    schedule: str = "linear"
-    start_quantile: float = 0.25
-    full_at_step: int = 100
-    num_stages: int = 4
-    floor: float = 0.05
-    prior_success: float = 0.5
-    prior_strength: float = 2.0
-    skip_zero_variance_steps: int = 0
-
-    def schedule_kwargs(self) -> dict[str, Any]:
-        return {"schedule": self.schedule, "start_quantile": self.start_quantile,
-                "full_at_step": self.full_at_step, "num_stages": self.num_stages}
+def schedule_kwargs(rules: KimiCurriculum.Options) -> dict[str, Any]:
+    """The options of :func:`~rlvr_kimi.curriculum.admitted` among the plugin's options."""
+    return {"schedule": rules.schedule, "start_quantile": rules.start_quantile,
+            "full_at_step": rules.full_at_step, "num_stages": rules.num_stages}
 
 
 @dataclass
@@ -114,6 +105,7 @@ class CurriculumSampler(Sampler[int]):
     ``RepeatSampler``, so ``num_train_epochs`` means the same number of steps.
 
     :param difficulties: ``(n,)`` float, or None when the curriculum is off.
+    :param rules: the plugin's options (schedule, floor, priors, zero-variance skipping).
     :param state: the shared :class:`CurriculumState` (the plugin updates it from rewards).
     :param gradient_accumulation_steps: to place chunk ``c`` at optimizer step
         ``t(c) = c * repeat_count // gradient_accumulation_steps`` on the schedule.
@@ -122,8 +114,8 @@ class CurriculumSampler(Sampler[int]):
     """
 
     def __init__(self, *, num_prompts: int, difficulties: torch.Tensor | None, state: CurriculumState,
-                 rules: DrawRules, num_generations: int, prompts_per_batch: int, repeat_count: int, seed: int,
-                 gradient_accumulation_steps: int = 1, ignore_data_skip: bool = False):
+                 rules: KimiCurriculum.Options, num_generations: int, prompts_per_batch: int, repeat_count: int,
+                 seed: int, gradient_accumulation_steps: int = 1, ignore_data_skip: bool = False):
         if num_prompts < prompts_per_batch:
             raise ValueError(f"the train set has {num_prompts} prompts; a batch needs {prompts_per_batch} distinct "
                              "prompts (generation_batch_size / num_generations)")
@@ -195,7 +187,7 @@ class CurriculumSampler(Sampler[int]):
         if self.difficulties is None or self.rules.schedule == "none":
             return torch.arange(self.num_prompts)
         return admitted(self.difficulties, self.chunk_step(c), min_count=self.prompts_per_batch,
-                        **self.rules.schedule_kwargs())
+                        **schedule_kwargs(self.rules))
 
     def draw(self, c: int) -> list[int]:
         """Draw chunk ``c`` from the current statistics: a pure function of ``(seed, c, state)``.
@@ -264,7 +256,7 @@ class CurriculumSampler(Sampler[int]):
         if self.difficulties is not None and r.schedule != "none":
             out["admitted_difficulty"] = admitted_difficulty(self.difficulties, self.chunk_step(k),
                                                              min_count=self.prompts_per_batch,
-                                                             **r.schedule_kwargs())
+                                                             **schedule_kwargs(r))
         if r.skip_zero_variance_steps > 0:
             out["blocked_prompts"] = float(sum(b > state.drawn for b in state.blocked_until))
         out.update({f"success_hist/{name}": share for name, share in success_histogram(rates).items()})

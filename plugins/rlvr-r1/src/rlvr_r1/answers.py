@@ -23,6 +23,8 @@ from functools import lru_cache
 from itertools import islice
 from typing import Callable, Sequence
 
+from rlvr_plugins.text import BOXED, answer_block, gsm8k_final, last_boxed, matching_brace, split_think
+
 __all__ = [
     "split_completion",
     "extract_answer",
@@ -58,14 +60,9 @@ MAX_ANSWER_CHARS = 1000
 MAX_NUMBER_DIGITS = 100_000
 CHECK_BUDGET_S = 3.0
 
-_THINK_OPEN = re.compile(re.escape("<think>"), re.IGNORECASE)
-_THINK_CLOSE = re.compile(re.escape("</think>"), re.IGNORECASE)
-_ANSWER_OPEN = re.compile(re.escape("<answer>"), re.IGNORECASE)
-_ANSWER_CLOSE = re.compile(re.escape("</answer>"), re.IGNORECASE)
-
-_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_BRACE_TOKEN = re.compile(r"\\.|[{}]", re.DOTALL)
-_GSM8K_NUMBER = re.compile(r"\s*(?:\\\$?\s*|\$\s*)?(-?\d[\d,]*(?:\.\d+)?|-?\.\d+)")
+_BOX = BOXED
+split_completion = split_think
+"""Split a completion into (thinking part, answer part): :func:`rlvr_plugins.text.split_think`."""
 
 _THOUSANDS = re.compile(r"(?<![\d.])\d{1,3}(?:(?:,|\{,\}|\\,)\d{3})+(?![\d])")
 _THOUSANDS_SEP = re.compile(r",|\{,\}|\\,")
@@ -84,90 +81,11 @@ _LIST = re.compile(
 )
 
 
-def _last_match(pattern: re.Pattern[str], text: str, pos: int = 0) -> re.Match[str] | None:
-    last = None
-    for last in pattern.finditer(text, pos):
-        pass
-    return last
-
-
-def split_completion(completion: str, *, think_opened: bool = False) -> tuple[str | None, str]:
-    """Split a completion into (thinking part, part after the thinking).
-
-    Tags are matched case-insensitively. The thinking part ends at the LAST ``</think>``; it starts
-    after the first ``<think>`` if that comes before, else at the start of the completion (the
-    ``think_opened`` template, or a stray closer). Without any ``</think>``: if thinking was opened
-    (``think_opened`` or a ``<think>`` tag) the whole remainder is unfinished thinking and the
-    answer part is ``""``; otherwise there is no thinking (``None``) and the whole completion is
-    the answer part. A ``<think>`` re-opened after the last ``</think>`` ends the answer part.
-    """
-    close = _last_match(_THINK_CLOSE, completion)
-    opener = None if think_opened else _THINK_OPEN.search(completion)
-    if close is None:
-        if think_opened:
-            return completion, ""
-        if opener is None:
-            return None, completion
-        return completion[opener.end():], ""
-    start = opener.end() if opener is not None and opener.start() < close.start() else 0
-    rest = completion[close.end():]
-    reopened = _THINK_OPEN.search(rest)
-    if reopened is not None:
-        rest = rest[: reopened.start()]
-    return completion[start: close.start()], rest
-
-
-def _matching_brace(text: str, open_pos: int) -> int | None:
-    depth = 0
-    for token in _BRACE_TOKEN.finditer(text, open_pos):
-        if token.group() == "{":
-            depth += 1
-        elif token.group() == "}":
-            depth -= 1
-            if depth == 0:
-                return token.start()
-    return None
-
-
-def last_boxed(text: str) -> str | None:
-    r"""Content of the last ``\boxed{…}`` / ``\fbox{…}`` in ``text`` (balanced braces, ``\{ \}``
-    escapes ignored), or None when there is none or the last one is never closed."""
-    box = _last_match(_BOX, text)
-    if box is None:
-        return None
-    close = _matching_brace(text, box.end() - 1)
-    if close is None:
-        return None
-    return text[box.end(): close]
-
-
 def _count_boxes(text: str, limit: int = 2) -> int:
     return sum(1 for _ in islice(_BOX.finditer(text), limit))
 
 
-def _gsm8k_fallback(text: str) -> str | None:
-    """The number after the last ``####`` (thousands commas removed)."""
-    at = text.rfind("####")
-    if at < 0:
-        return None
-    number = _GSM8K_NUMBER.match(text, at + 4)
-    return number.group(1).replace(",", "") if number else None
-
-
-FALLBACKS: dict[str, Callable[[str], str | None]] = {"gsm8k": _gsm8k_fallback}
-
-
-def _answer_block(rest: str) -> tuple[bool, str | None]:
-    """(whether an answer block decides the answer, its stripped content or None)."""
-    opener = _ANSWER_OPEN.search(rest)
-    if opener is None:
-        return False, None
-    close = _ANSWER_CLOSE.search(rest, opener.end())
-    if close is None:
-        return False, None
-    if _ANSWER_OPEN.search(rest, opener.end()) or _ANSWER_CLOSE.search(rest, close.end()):
-        return True, None
-    return True, rest[opener.end(): close.start()].strip() or None
+FALLBACKS: dict[str, Callable[[str], str | None]] = {"gsm8k": gsm8k_final}
 
 
 def _locate_answer(
@@ -177,7 +95,7 @@ def _locate_answer(
     if fallback is not None and fallback not in FALLBACKS:
         raise ValueError(f"unknown fallback {fallback!r}; choose from {sorted(FALLBACKS)} or None")
     _, rest = split_completion(completion, think_opened=think_opened)
-    decided, block = _answer_block(rest)
+    decided, block = answer_block(rest)
     if decided:
         return block, block or ""
     boxed = last_boxed(rest)
@@ -213,7 +131,7 @@ def _unbox(text: str) -> str:
     r"""``X`` when ``text`` is nothing but one ``\boxed{X}`` (optionally inside ``$…$``)."""
     core = text.strip().strip("$").strip()
     box = _BOX.match(core)
-    if box is None or _matching_brace(core, box.end() - 1) != len(core) - 1:
+    if box is None or matching_brace(core, box.end() - 1) != len(core) - 1:
         return text
     return core[box.end(): -1]
 
@@ -294,7 +212,7 @@ def reference_answer(reference: str) -> str:
     removed); MATH solution (contains ``\boxed{…}``) → the content of its last box; otherwise the
     stripped string itself."""
     if "####" in reference:
-        number = _gsm8k_fallback(reference)
+        number = gsm8k_final(reference)
         if number is not None:
             return number
     boxed = last_boxed(reference)

@@ -8,6 +8,7 @@ from typing import Any, Literal, Mapping, Sequence
 
 from rlvr_plugins import Plugin, RewardFunction, hookimpl
 from rlvr_plugins.errors import ConfigError
+from rlvr_plugins.text import message_text
 
 from .answers import (
     CHECK_BUDGET_S,
@@ -184,8 +185,6 @@ class R1ZeroTemplate(Plugin):
 
     @hookimpl
     def rlvr_render_prompt(self, example):
-        prompt = example["prompt"]
-        if not isinstance(prompt, str):
-            prompt = "\n".join(m.get("content", "") for m in prompt if m.get("role") == "user")
+        prompt = message_text(example["prompt"], roles=("user",))
         text = R1_ZERO_TEMPLATE.format(prompt=prompt)
         return text + " <think>" if self.options.open_think else text
