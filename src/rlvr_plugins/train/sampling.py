@@ -45,7 +45,7 @@ def sample(prompts: list[str], options: SamplingOptions, *, model=None, tokenize
     ``temperature == 0`` is greedy decoding, which draws no random number: the global seed is then
     left alone, so a greedy evaluation in the middle of a run does not change what the run draws next.
     The transformers backend needs ``model`` and ``tokenizer`` (left-padded for the call, the model
-    in eval mode, both put back after); the vLLM backend loads ``config["model"]`` itself.
+    in eval mode, both put back after); the vLLM backend loads the config's model section itself.
     ``desc``: the progress bar's label (None: no bar).
     """
     if options.backend == "vllm":
