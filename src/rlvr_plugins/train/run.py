@@ -20,7 +20,7 @@ from . import config as cfg
 from ..errors import ConfigError
 from ..manager import PluginSet, build_plugin_set
 from .modeling import cpu_defaults, has_accelerator, vllm_cpu_problem
-from .validate import SFTSection, run_config
+from .validate import SFTSection, model_section, run_config
 from ..checkpoints import writing
 from ..outputs import is_main_process, write_atomic
 from .runfolder import FINAL_DIR, SUMMARY_FILE, RunStart, check_still_free, clear_run, continue_in, exclusive, output_dir, \
@@ -153,7 +153,7 @@ def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: b
     if start.finished and _complete(start.out):
         print(f"the run in {start.out} is already complete (step {start.step}, {SUMMARY_FILE} written): nothing "
               "to do", flush=True)
-        return read_json(start.out / SUMMARY_FILE)
+        return read_json(start.out / SUMMARY_FILE) or {}
     prepared = prepare(config)  # every config and launch check before the folder is made
     with exclusive(start.out):
         check_still_free(start)  # again, now that no other run can write there
@@ -189,6 +189,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     tokenizer = modeling.load_tokenizer(config)
     checking = prepared.plugin_set if is_main_process() else None
     raw_train = data.load_rows(config, "train", checking)
+    assert raw_train is not None, "load_config requires data.train for rlvr train"
     train_rows = data.render(raw_train, prepared.plugin_set, tokenizer, seed)
     eval_rows = data.load_rows(config, "eval", checking)
     eval_rows = data.render(eval_rows, prepared.plugin_set, tokenizer, seed) if eval_rows else None
@@ -252,7 +253,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
             policy = str(policy_dir)
         else:
             run_eval("before", model, 0)
-            if sections.model.tiny is not None:
+            if model_section(config).tiny is not None:
                 if is_main_process():
                     with writing(policy_dir, out):
                         _policy_path(model, tokenizer, policy_dir)
@@ -281,7 +282,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     )
     compact_console(trainer, show_bar=not prepared.grpo_args.disable_tqdm)
     if start.finished:
-        trainer._load_from_checkpoint(checkpoint)
+        trainer._load_from_checkpoint(str(start.checkpoint))
         summary["grpo_steps"] = start.step
         print(f"{checkpoint} is at the last step ({start.step}): no training left; finishing the run", flush=True)
     else:

@@ -98,6 +98,15 @@ def run_config(config: Mapping[str, Any]) -> RunConfig:
     return validate(config, need_data=False, need_model=False)
 
 
+def model_section(config: Mapping[str, Any]) -> s.ModelSection:
+    """The config's ``model`` section; one line naming what is missing when the config has none."""
+    model = run_config(config).model
+    if model is None:
+        raise ConfigError("the config has no model section; give model: {name_or_path: <hub id or folder>} or "
+                          "model: {tiny: {}}")
+    return model
+
+
 def parsed_once(config: Mapping[str, Any], sections: RunConfig) -> tuple[RunConfig, dict[str, Any]]:
     """What :func:`load_config` keeps in ``config["_sections"]``: the sections and the values they came from."""
     return sections, copy.deepcopy(_public(config))
