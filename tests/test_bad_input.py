@@ -340,7 +340,7 @@ def test_an_item_too_big_for_the_worker_fails_alone():
 
 
 def test_an_item_over_the_engine_cap_fails_alone_without_being_sent(monkeypatch):
-    import rlvr_plugins.engine as engine_module
+    import rlvr_plugins.engine.dispatch as engine_module
 
     monkeypatch.setattr(engine_module, "_MAX_ITEM_BYTES", 10_000)
     items = [{"prompt": "p", "completion": "x" * (20_000 if i in (1, 4) else i + 1), "example": {}} for i in range(5)]

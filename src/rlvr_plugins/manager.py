@@ -18,7 +18,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Collection, Iterator, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterator, Mapping, Sequence, cast
 
 import pluggy
 
@@ -75,6 +75,7 @@ class PluginEntry:
 
 
 def _import_target(name: str, target: str | type, distribution: str) -> type[Plugin]:
+    cls: Any
     if isinstance(target, type):
         cls = target
     else:
@@ -268,7 +269,7 @@ class PluginSet:
         return [p.name for p in self.enabled]
 
     def get(self, name: str) -> Plugin:
-        return self.pm.get_plugin(name)
+        return cast(Plugin, self.pm.get_plugin(name))
 
     def implementers(self, hook: str) -> list[str]:
         """The enabled plugins that implement ``hook``, in the config's order."""
@@ -488,7 +489,7 @@ def _short(value: Any, limit: int = 200) -> str:
 def _options_dict(opts: Any) -> dict[str, Any]:
     import dataclasses
 
-    return dataclasses.asdict(opts) if dataclasses.is_dataclass(opts) else {}
+    return dataclasses.asdict(opts) if dataclasses.is_dataclass(opts) and not isinstance(opts, type) else {}
 
 
 def check_plugins_config(plugins_config: Mapping[str, Any] | None,

@@ -8,7 +8,7 @@ import math
 import types
 from typing import Any, Mapping, Sequence
 
-from .engine import LOG_CALLBACKS, RewardEngine, ScoreResult
+from .engine import LOG_CALLBACKS, EngineOptions, RewardEngine, ScoreResult
 from .errors import PluginError
 from .plugin import RewardFunction
 from .text import message_text
@@ -16,13 +16,6 @@ from .text import message_text
 TRL_CONTROL_KWARGS = frozenset({"trainer_state", "log_extra", "log_metric", "environments", "completion_ids"})
 REWARD_EXTRAS = ("completion_ids", "trainer_state", "log_metric", "log_extra", "environment")
 """What TRL offers a reward function beyond prompts, completions and columns, per completion (opt-in by keyword)."""
-
-MAX_ABS_REWARD = 1e6
-"""The largest reward magnitude a run accepts (``RewardEngine(max_abs_value=...)``; an option overrides it).
-
-Rewards are O(1) by design. A larger value is a plugin bug (``RewardContractError``, or a failed
-item with ``nonfinite="mask"``), like NaN: ``1e30`` is finite, but it would dominate the group mean,
-and its square overflows the float32 group statistics (std ``inf``)."""
 
 
 def score_items(prompts: Sequence[Any], completions: Sequence[Any], examples: Sequence[Mapping[str, Any]],
@@ -154,18 +147,27 @@ def replay_logs(result: ScoreResult, log_metric: Any, log_extra: Any) -> None:
 
 
 class Engines:
-    """The isolated engine (worker processes, deadline) and the in-process one, built lazily."""
+    """The isolated engine (worker processes, deadline) and the in-process one, built lazily.
 
-    def __init__(self, **options: Any):
-        self.options = options
+    Their options are :class:`EngineOptions` (a run's defaults), replaced by ``options`` and then by
+    keywords; :attr:`options` holds what was given, :meth:`settings` the resolved options.
+    """
+
+    def __init__(self, options: EngineOptions | None = None, **keywords: Any):
+        self.options: dict[str, Any] = {**(dataclasses.asdict(options) if options is not None else {}), **keywords}
+        self.settings()  # a bad option fails here, not at the first score
         self._isolated: RewardEngine | None = None
         self._local: RewardEngine | None = None
         self._closed_stats: dict[str, Any] = {}
         self._per_reward: dict[str, list[int]] = {}
 
+    def settings(self) -> EngineOptions:
+        """The options the engines are built with (``options`` may be changed before the first score)."""
+        return EngineOptions(**self.options)
+
     def isolates(self, reward: RewardFunction) -> bool:
         """True when ``reward`` is scored in worker processes."""
-        return reward.isolated and not self.options.get("in_process", False)
+        return reward.isolated and not self.settings().in_process
 
     def for_reward(self, reward: RewardFunction) -> RewardEngine:
         if self.isolates(reward):
@@ -177,7 +179,7 @@ class Engines:
         return self._local
 
     def _engine(self, in_process: bool) -> RewardEngine:
-        return RewardEngine(**{"max_abs_value": MAX_ABS_REWARD, **self.options, "in_process": in_process})
+        return RewardEngine(self.settings(), in_process=in_process)
 
     def score(self, reward: RewardFunction, items: list[dict[str, Any]], counted: bool = True) -> ScoreResult:
         """Score ``items`` with ``reward``; ``counted=False`` (the start-up probe) leaves :meth:`failures` alone."""

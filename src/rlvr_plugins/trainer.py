@@ -31,7 +31,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from .advantages import BatchAdvantages, batch_advantages, ratio_statistics
 from .builtin.estimators import TRL_SCALE_ESTIMATORS
-from .engine import RewardEngine, RewardPluginFailing
+from .engine import RewardPluginFailing
 from .errors import PluginConflictError, PluginError
 from .manager import PluginSet, build_plugin_set
 from .outputs import write_atomic
@@ -181,7 +181,7 @@ class RLVRTrainer(GRPOTrainer):
         self.plugin_set = plugin_set
         self.engines = engines if engines is not None else Engines(**{"on_error": "raise", **(engine_options or {})})
         registered = plugin_set.reward_functions()
-        plugin_set.validate_run(args, engine_timeout(self.engines.options),
+        plugin_set.validate_run(args, self.engines.settings().deadline_s,
                      environment_factory=kwargs.get("environment_factory"))
         self.rlvr_rewards = [TRLReward(reward, owner, self.engines) for owner, reward in registered]
         weights = [float(r.weight) for _, r in registered]
@@ -465,10 +465,3 @@ class RLVRTrainer(GRPOTrainer):
         for name in self.plugin_set.implementers("rlvr_load_state_dict"):
             if name in states:
                 self.plugin_set.call("rlvr_load_state_dict", only=[name], state=states[name])
-
-
-def engine_timeout(options: dict[str, Any]) -> float | None:
-    """The per-completion deadline of engines built with ``options`` (None in-process: no deadline)."""
-    if options.get("in_process", False):
-        return None
-    return float(options.get("timeout_s", RewardEngine.DEFAULT_TIMEOUT_S))

@@ -122,8 +122,7 @@ def _synthetic(split: str, spec: SyntheticSplit, other: SplitSection | None) -> 
     if task not in SYNTHETIC_TASKS:
         raise ConfigError(f"data.{split}.task {shown(task)} is unknown; built-in synthetic tasks: "
                           f"{list(SYNTHETIC_TASKS)}")
-    same_stream = isinstance(other, SyntheticSplit) and other.task == task
-    sizes = {split: spec.size, "other": other.size if same_stream else 0}
+    sizes = {split: spec.size, "other": other.size if isinstance(other, SyntheticSplit) and other.task == task else 0}
     seed = spec.seed
     options = dict(spec.options or {})
     if split == "train":
@@ -145,7 +144,7 @@ def load_rows(config: Mapping[str, Any], split: str, plugin_set=None) -> list[di
     (:func:`check_rows`) before they are returned."""
     data = run_config(config).data
     spec = getattr(data, split)
-    if spec is None:
+    if data is None or spec is None:
         return None
     where = f"data.{split}"
     lines = None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ..errors import ConfigError
 from ..rewards import Engines, score_all
@@ -11,7 +11,7 @@ from .sampling import sample
 from .sections import EvalSection, SamplingOptions
 
 
-def prompt_texts(rows: list[Mapping[str, Any]], tokenizer) -> list[str]:
+def prompt_texts(rows: Sequence[Mapping[str, Any]], tokenizer) -> list[str]:
     """Rendered prompts as text: chat messages go through the tokenizer's chat template."""
     out = []
     for row in rows:

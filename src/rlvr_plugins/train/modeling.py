@@ -6,11 +6,15 @@ import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, cast, Iterator, Mapping
 
 import torch
 
 from .config import resolve_path, run_config
+from .validate import model_section
+
+if TYPE_CHECKING:
+    from .sections import LoraSection
 from ..errors import ConfigError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
@@ -128,7 +132,7 @@ def load_tokenizer(config: Mapping[str, Any]):
 
     from ..demo.tokenizer import build_char_tokenizer
 
-    model = run_config(config).model
+    model = model_section(config)
     name = model.tokenizer or ("char" if model.tiny is not None else model.name_or_path)
     if name == "char":
         return build_char_tokenizer()
@@ -144,7 +148,7 @@ def load_model(config: Mapping[str, Any], tokenizer, seed: int):
 
     from ..demo.model import build_tiny_model
 
-    model = run_config(config).model
+    model = model_section(config)
     if model.tiny is not None:
         return build_tiny_model(tokenizer, seed=seed, **model.tiny)
     return AutoModelForCausalLM.from_pretrained(
@@ -156,7 +160,7 @@ def load_model(config: Mapping[str, Any], tokenizer, seed: int):
 
 def lora_config(config: Mapping[str, Any]):
     """A ``peft.LoraConfig`` from ``model.lora`` (TRL wraps the model), or None."""
-    lora = run_config(config).model.lora
+    lora = cast("LoraSection | None", model_section(config).lora)  # built from model.lora by sections.build
     if lora is None:
         return None
     try:

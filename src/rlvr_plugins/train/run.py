@@ -20,8 +20,7 @@ from . import config as cfg
 from ..errors import ConfigError
 from ..manager import PluginSet, build_plugin_set
 from .modeling import cpu_defaults, has_accelerator, vllm_cpu_problem
-from .validate import SFTSection, run_config
-from ..rewards import MAX_ABS_REWARD
+from .validate import SFTSection, model_section, run_config
 from ..checkpoints import writing
 from ..outputs import is_main_process, write_atomic
 from .runfolder import FINAL_DIR, SUMMARY_FILE, RunStart, check_more_steps, check_still_free, clear_run, continue_in, \
@@ -35,8 +34,6 @@ TRAINER_OWNED = {
     "multi_objective_aggregation": "advantages come from the estimator plugin (grpo, rloo, batch-std, dr-grpo, ...); "
                                    "enable normalize-then-sum for TRL's 'normalize_then_sum'",
 }
-
-DEFAULT_WORKER_MEMORY_MB = 4096  # address space per reward worker: caps runaway sympy, fits a worker that imports torch
 
 RUN_DEFAULTS = {"report_to": "none", "logging_steps": 1, "save_strategy": "steps", "save_steps": 100}
 
@@ -85,17 +82,9 @@ def build_grpo_config(kwargs: dict[str, Any]):
 
 
 def engine_options(config: Mapping[str, Any]) -> dict[str, Any]:
-    e = run_config(config).engine
-    return {
-        "num_workers": int(e.get("workers", 2)),
-        "timeout_s": float(e.get("timeout_s", 10.0)),
-        "max_consecutive_failures": int(e.get("max_consecutive_failures", 64)),
-        "nonfinite": e.get("nonfinite", "error"),
-        "in_process": bool(e.get("in_process", False)),
-        "memory_limit_mb": e.get("memory_limit_mb", DEFAULT_WORKER_MEMORY_MB),
-        "max_abs_value": float(e.get("max_abs_reward", MAX_ABS_REWARD)),
-        "on_error": e.get("on_error", "mask"),
-    }
+    """The config's ``engine:`` section as :class:`~rlvr_plugins.engine.EngineOptions` fields
+    (``Engines(**engine_options(config))``)."""
+    return dataclasses.asdict(run_config(config).engine)
 
 
 @dataclasses.dataclass
@@ -109,12 +98,10 @@ class Prepared:
 
 def prepare(config: dict[str, Any], plugin_set: PluginSet | None = None) -> Prepared:
     """Build (or take) the plugin set, the GRPOConfig, and run every check of ``rlvr train --check``."""
-    from ..trainer import engine_timeout
-
     plugin_set = plugin_set or build_plugin_set(run_config(config).plugins)
     args = build_grpo_config(grpo_kwargs(config, plugin_set))
     plugin_set.adjusted_args = args  # the trainer built with these arguments does not adjust them again
-    plugin_set.validate_run(args, engine_timeout(engine_options(config)))
+    plugin_set.validate_run(args, run_config(config).engine.deadline_s)
     problem = args.use_vllm and vllm_cpu_problem(config, "trainer.use_vllm", has_accelerator())
     if problem:
         raise ConfigError(problem)
@@ -174,7 +161,7 @@ def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: b
     if start.finished and _complete(start.out):
         print(f"the run in {start.out} is already complete (step {start.step}, {SUMMARY_FILE} written): nothing "
               "to do", flush=True)
-        return read_json(start.out / SUMMARY_FILE)
+        return read_json(start.out / SUMMARY_FILE) or {}
     prepared = prepare(config)  # every config and launch check before the folder is made
     check_prepared_start(start, prepared)
     with exclusive(start.out):
@@ -211,6 +198,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     tokenizer = modeling.load_tokenizer(config)
     checking = prepared.plugin_set if is_main_process() else None
     raw_train = data.load_rows(config, "train", checking)
+    assert raw_train is not None, "load_config requires data.train for rlvr train"
     train_rows = data.render(raw_train, prepared.plugin_set, tokenizer, seed)
     eval_rows = data.load_rows(config, "eval", checking)
     eval_rows = data.render(eval_rows, prepared.plugin_set, tokenizer, seed) if eval_rows else None
@@ -274,7 +262,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
             policy = str(policy_dir)
         else:
             run_eval("before", model, 0)
-            if sections.model.tiny is not None:
+            if model_section(config).tiny is not None:
                 if is_main_process():
                     with writing(policy_dir, out):
                         _policy_path(model, tokenizer, policy_dir)
@@ -303,7 +291,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     )
     compact_console(trainer, show_bar=not prepared.grpo_args.disable_tqdm)
     if start.finished:
-        trainer._load_from_checkpoint(checkpoint)
+        trainer._load_from_checkpoint(str(start.checkpoint))
         summary["grpo_steps"] = start.step
         print(f"{checkpoint} is at the last step ({start.step}): no training left; finishing the run", flush=True)
     else:

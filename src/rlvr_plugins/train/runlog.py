@@ -93,9 +93,9 @@ class CompactProgress(ProgressCallback):
         if self.show_bar:
             super().on_evaluate(args, state, control, **kwargs)
 
-    def on_predict(self, args, state, control, **kwargs):
+    def on_predict(self, args, state, control, metrics=None, **kwargs):
         if self.show_bar:
-            super().on_predict(args, state, control, **kwargs)
+            super().on_predict(args, state, control, metrics=metrics, **kwargs)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:

@@ -53,7 +53,7 @@ def sample(prompts: list[str], options: SamplingOptions, *, model=None, tokenize
     return _sample_transformers(prompts, options, model, tokenizer, seed, desc)
 
 
-def _sample_transformers(prompts, options: SamplingOptions, model, tokenizer, seed: int, desc: str):
+def _sample_transformers(prompts, options: SamplingOptions, model, tokenizer, seed: int, desc: str | None):
     import torch
     from tqdm.auto import tqdm
 
@@ -106,13 +106,14 @@ def _length(ids: list[int], eos: int | None, pad: int | None) -> int:
 
 
 def _sample_vllm(prompts, options: SamplingOptions, config, seed: int):
-    from .config import resolve_path, run_config
+    from .config import resolve_path
+    from .validate import model_section
 
     try:
         import vllm
     except ImportError as exc:
         raise ConfigError(VLLM_MISSING.format(section="backend")) from exc
-    model = run_config(config).model
+    model = model_section(config)
     if model.name_or_path is None:
         raise ConfigError("backend 'vllm' needs model.name_or_path (a hub id or a saved model folder), not model.tiny")
     path = resolve_path(config, model.name_or_path)
@@ -135,9 +136,10 @@ def vllm_tokenizer(config: Mapping[str, Any]) -> str:
     import tempfile
     from pathlib import Path
 
-    from .config import resolve_path, run_config
+    from .config import resolve_path
+    from .validate import model_section
 
-    model = run_config(config).model
+    model = model_section(config)
     name = model.tokenizer or model.name_or_path
     if name != "char":
         return resolve_path(config, name)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from ..errors import ConfigError
 from .validate import SFTSection
@@ -74,7 +74,7 @@ def run_sft(model, tokenizer, rows: list[dict[str, Any]], section: SFTSection, o
     return trainer
 
 
-def longest_prompt(rows: list[Mapping[str, Any]], tokenizer) -> int:
+def longest_prompt(rows: Sequence[Mapping[str, Any]], tokenizer) -> int:
     """The most tokens any row's prompt takes (0 for no rows): a chat prompt counted after the
     tokenizer's chat template (:func:`rlvr_plugins.train.evaluation.prompt_texts`), as SFT sees it."""
     from .evaluation import prompt_texts

@@ -129,7 +129,8 @@ def annotation(text: str) -> Any:
     >>> annotation("str | list[str] | None") == (str | list[str] | None), annotation("str | False")
     (True, typing.Union[str, typing.Literal[False]])
     """
-    arms = [list[annotation(a[5:-1])] if a.startswith("list[") else _NAMES[a] for a in _split(text)]
+    arms = [list[annotation(a[5:-1])] if a.startswith("list[") else _NAMES[a]  # type: ignore[misc]
+            for a in _split(text)]
     return functools.reduce(operator.or_, arms) if len(arms) > 1 else arms[0]
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import fields
+from ..engine import EngineOptions
 from ..errors import ConfigError, shown
 from . import sections as s
 from .sections import ANSWER_FORMATS  # noqa: F401  (re-exported)
@@ -33,8 +34,7 @@ TOP_LEVEL = {
     "seed": "the run's seed (also GRPOConfig.seed unless trainer.seed is set)",
 }
 
-ENGINE_KEYS = {"workers", "timeout_s", "max_consecutive_failures", "nonfinite", "in_process", "memory_limit_mb",
-               "max_abs_reward", "on_error"}
+ENGINE_KEYS = EngineOptions.config_keys()
 DEFAULT_SEED = 42
 """The run's seed when the config gives none."""
 
@@ -60,7 +60,7 @@ class RunConfig:
     filter: s.FilterSection
     distill: s.DistillSection
     hygiene: s.HygieneSection | None
-    engine: dict
+    engine: EngineOptions
     output_dir: str | None = None
     seed: int = DEFAULT_SEED
 
@@ -96,6 +96,15 @@ def run_config(config: Mapping[str, Any]) -> RunConfig:
     if isinstance(parsed, tuple) and parsed[1] == _public(config):
         return parsed[0]
     return validate(config, need_data=False, need_model=False)
+
+
+def model_section(config: Mapping[str, Any]) -> s.ModelSection:
+    """The config's ``model`` section; one line naming what is missing when the config has none."""
+    model = run_config(config).model
+    if model is None:
+        raise ConfigError("the config has no model section; give model: {name_or_path: <hub id or folder>} or "
+                          "model: {tiny: {}}")
+    return model
 
 
 def parsed_once(config: Mapping[str, Any], sections: RunConfig) -> tuple[RunConfig, dict[str, Any]]:
@@ -154,13 +163,13 @@ def _build(config: Mapping[str, Any], need_data: bool, need_model: bool) -> tupl
             lambda path: None if Path(resolve_path(config, path)).is_file()
             else why_unreadable(resolve_path(config, path)))
         problems += more
-    engine = config.get("engine") or {}
     problems += _check_keys("engine", config.get("engine", {}), ENGINE_KEYS)
-    problems += _check_engine(engine)
+    engine, more = _engine_section(config.get("engine") or {}, where)
+    problems += more
     built = RunConfig(model=model, data=data, plugins=dict(plugins) if isinstance(plugins, Mapping) else {},
                       trainer=trainer, sft=sft, eval=commands["eval"], filter=commands["filter"],
                       distill=commands["distill"], hygiene=hygiene,
-                      engine=dict(engine) if isinstance(engine, Mapping) else {},
+                      engine=engine,
                       output_dir=config.get("output_dir"), seed=seed if isinstance(seed, int) else DEFAULT_SEED)
     return built, problems
 
@@ -201,28 +210,14 @@ def _check_keys(section: str, value: Any, allowed: set[str]) -> list[str]:
     return [s.unknown(f"key in {section}", k, allowed) for k in value if k not in allowed]
 
 
-def _check_engine(engine: Any) -> list[str]:
+def _engine_section(engine: Any, where: s.Where) -> tuple[EngineOptions, list[str]]:
+    """``engine``: :class:`~rlvr_plugins.engine.EngineOptions` under the config's key names, by its rules."""
     if not isinstance(engine, Mapping):
-        return []
-    problems = []
-    rules = {
-        "workers": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer >= 1"),
-        "timeout_s": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0, "a number > 0"),
-        "max_consecutive_failures": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-                                     "an integer >= 1"),
-        "nonfinite": (lambda v: v in ("error", "mask"), "'error' or 'mask'"),
-        "on_error": (lambda v: v in ("mask", "raise"), ("'mask' (a reward that raises fails that item) or 'raise' "
-                                                        "(it stops the run)")),
-        "in_process": (lambda v: isinstance(v, bool), "true or false"),
-        "memory_limit_mb": (lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 256),
-                            "an integer >= 256 (MiB of address space per worker) or null for no limit"),
-        "max_abs_reward": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0,
-                           "a number > 0"),
-    }
-    for key, (ok, what) in rules.items():
-        if key in engine and not ok(engine[key]):
-            problems.append(f"engine.{key} must be {what}, got {shown(engine[key])}")
-    return problems
+        return EngineOptions(), []
+    problems = [f"{where(f'engine.{key}')}engine.{key} {problem}"
+                for key, problem in EngineOptions.config_problems(engine)]
+    known = {k: v for k, v in engine.items() if k in ENGINE_KEYS}
+    return (EngineOptions() if problems else EngineOptions.from_config(known)), problems
 
 
 def section_defaults() -> dict[str, dict[str, Any]]:

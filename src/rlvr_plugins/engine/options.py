@@ -1,0 +1,110 @@
+"""Every option of the reward engine: its default, and the rule its value must satisfy, stated once.
+
+Used by :class:`~rlvr_plugins.engine.RewardEngine`, by :class:`~rlvr_plugins.rewards.Engines` and by the
+config's ``engine:`` section (where two options have other names, :data:`CONFIG_NAMES`). Values are
+checked by :mod:`rlvr_plugins.fields`, the checker of plugin options and of the config's sections.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from .. import fields
+from ..errors import shown
+from ..fields import Rule, at_least
+
+MAX_ABS_REWARD = 1e6
+"""The largest reward magnitude a run accepts (``max_abs_value``; the config calls it ``max_abs_reward``).
+
+Rewards are O(1) by design. A larger value is a plugin bug (``RewardContractError``, or a failed
+item with ``nonfinite="mask"``), like NaN: ``1e30`` is finite, but it would dominate the group mean,
+and its square overflows the float32 group statistics (std ``inf``)."""
+
+CONFIG_NAMES = {"num_workers": "workers", "max_abs_value": "max_abs_reward"}
+"""The options that have another name in the config's ``engine:`` section."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineOptions:
+    """The reward engine's options, with the defaults of a run (``rlvr train``, :class:`~rlvr_plugins.rewards.Engines`).
+
+    A bare ``RewardEngine(**keywords)`` starts from :meth:`bare` instead: no memory limit and no magnitude
+    bound unless given. Every value is checked on construction: a :class:`ValueError` names each bad option
+    and what it must be.
+    """
+
+    num_workers: Annotated[int, at_least(1)] = 2
+    """Worker processes for isolated rewards."""
+    timeout_s: Annotated[float, Rule(lambda v: v > 0, "a number > 0")] = 10.0
+    """Hard deadline per item, in seconds: past it the worker is killed and the item fails."""
+    max_consecutive_failures: Annotated[int, at_least(1)] = 64
+    """Failures in a row of one reward that stop the call (``RewardPluginFailing``)."""
+    nonfinite: Annotated[Literal["error", "mask"], Rule(lambda v: True, "'error' or 'mask'")] = "error"
+    """``"error"``: NaN, infinities and values over ``max_abs_value`` are contract errors; ``"mask"``: failed items."""
+    on_error: Annotated[Literal["mask", "raise"], Rule(lambda v: True, (
+        "'mask' (a reward that raises fails that item) or 'raise' (it stops the run)"))] = "mask"
+    """``"mask"``: an exception fails its item; ``"raise"``: the first one stops the call."""
+    in_process: Annotated[bool, Rule(lambda v: True, "true or false")] = False
+    """Score in the calling process: no workers, no deadline, no isolation."""
+    memory_limit_mb: Annotated[int | None, Rule(lambda v: v is None or v >= 1, (
+        "an integer >= 1 (MiB of address space per worker) or null for no limit"))] = 4096
+    """Address space (``RLIMIT_AS``) of each worker, in MiB: caps runaway sympy, fits a worker that imports
+    torch on CPU (~700). ``None``: no limit."""
+    max_abs_value: Annotated[float | None, Rule(lambda v: v is None or v > 0, (
+        "a number > 0, or null for no bound"))] = MAX_ABS_REWARD
+    """The largest reward magnitude accepted (:data:`MAX_ABS_REWARD`); ``None``: no bound."""
+
+    def __post_init__(self) -> None:
+        values, problems = fields.check_fields(_hints(), vars(self))
+        if problems:
+            raise ValueError("invalid reward engine options: " + "; ".join(
+                f"{p.key} must be {p.what}, got {shown(p.value)}" for p in problems))
+        for name, value in values.items():  # an int given for a float option becomes a float
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def bare(cls, **options: Any) -> EngineOptions:
+        """The options of ``RewardEngine(**options)``: the engine as a mechanism, without a run's limits
+        (``memory_limit_mb`` and ``max_abs_value`` are ``None`` unless given)."""
+        return cls(**{"memory_limit_mb": None, "max_abs_value": None, **options})
+
+    @property
+    def deadline_s(self) -> float | None:
+        """The hard deadline per item, or ``None`` in-process (no deadline): what ``rlvr_validate_run`` receives
+        as ``engine_timeout_s``."""
+        return None if self.in_process else self.timeout_s
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any] | None) -> EngineOptions:
+        """The options of a config's ``engine:`` section (keys named as in :data:`CONFIG_NAMES`)."""
+        section = section or {}
+        return cls(**{name: section[key] for name, key in _config_keys().items() if key in section})
+
+    @staticmethod
+    def config_keys() -> set[str]:
+        """The keys of the config's ``engine:`` section."""
+        return set(_config_keys().values())
+
+    @staticmethod
+    def config_problems(section: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """``(key, problem)`` for each bad value of a config's ``engine:`` section (unknown keys are not checked)."""
+        keys = _config_keys()
+        values = {name: section[key] for name, key in keys.items() if key in section}
+        _, problems = fields.check_fields(_hints(), values)
+        return [(keys[p.key], f"must be {p.what}, got {shown(p.value)}") for p in problems]
+
+
+_HINTS: dict[str, Any] = {}
+
+
+def _hints() -> dict[str, Any]:
+    """The annotations of :class:`EngineOptions` with their rules (read once: ``get_type_hints`` is slow)."""
+    if not _HINTS:
+        _HINTS.update(fields.hints(EngineOptions))
+    return _HINTS
+
+
+def _config_keys() -> dict[str, str]:
+    return {f.name: CONFIG_NAMES.get(f.name, f.name) for f in dataclasses.fields(EngineOptions)}
