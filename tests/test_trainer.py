@@ -16,6 +16,7 @@ from rlvr_plugins import Plugin, hookimpl
 from rlvr_plugins.errors import PluginContractError, PluginError
 from rlvr_plugins.manager import build_plugin_set, temporary_plugin
 from rlvr_plugins.rewards import Engines
+from rlvr_plugins.checkpoints import checkpoint_bytes_estimate
 from rlvr_plugins.trainer import RLVRTrainer
 
 
@@ -294,3 +295,88 @@ def test_batch_and_length_metrics_by_hand():
         "rlvr/frac_no_score": [0.25], "rlvr/failed/a": [0.0], "rlvr/failed/b": [1.0], "penalties/p/mean": [0.2],
         "completions/mean_length_correct": [25.0], "completions/mean_length_wrong": [20.0],
         "rlvr/correct_rate": [2 / 3]}
+
+
+# -- the size of a checkpoint, for the disk-full message (no state_dict(), no collective) ---------------
+def stepped(optimizer_class, **options):
+    """A 3 → 2 linear layer (8 float32 elements: 32 bytes) and its optimizer after one step."""
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(3, 2)
+    optimizer = optimizer_class(layer.parameters(), lr=0.1, **options)
+    layer(torch.ones(1, 3)).sum().backward()
+    optimizer.step()
+    return layer, optimizer
+
+
+def test_checkpoint_estimate_of_plain_torch_optimizers():
+    layer, adam = stepped(torch.optim.Adam)
+    assert checkpoint_bytes_estimate(layer.parameters(), adam) == 8 * 4 + 8 * 2 * 4  # + exp_avg, exp_avg_sq
+    layer, sgd = stepped(torch.optim.SGD, momentum=0.9)
+    assert checkpoint_bytes_estimate(layer.parameters(), sgd) == 8 * 4 + 8 * 4  # + momentum_buffer
+    layer, plain = stepped(torch.optim.SGD)
+    assert checkpoint_bytes_estimate(layer.parameters(), plain) == 8 * 4  # no state
+    fresh = torch.optim.AdamW(layer.parameters())  # no step yet: the known per-parameter state, 2 float32
+    assert checkpoint_bytes_estimate(layer.parameters(), fresh) == 8 * 4 + 8 * 2 * 4
+    assert checkpoint_bytes_estimate(layer.parameters(), None) == 8 * 4
+    layer.weight.requires_grad_(False)  # PEFT: only the trainable parameters are saved, and have state
+    assert checkpoint_bytes_estimate(layer.parameters(), fresh, adapters_only=True) == 2 * 4 + 2 * 2 * 4
+    layer, sgd = stepped(torch.optim.SGD, momentum=0.9)  # FSDP1: each process holds 1/2 of the model
+    assert checkpoint_bytes_estimate(layer.parameters(), sgd, shards=2) == 2 * (8 * 4 + 8 * 4)
+
+
+class Wrapper:
+    """DeepSpeed's ZeRO optimizer (and accelerate's over it): the wrapped optimizer in ``.optimizer``, another
+    ``state_dict()`` layout (never called by the estimate)."""
+
+    def __init__(self, optimizer):
+        self.optimizer = optimizer
+
+    def state_dict(self):
+        raise AssertionError("the estimate calls no state_dict()")
+
+
+def zero3_placeholder(full: int, trainable: bool = True) -> torch.nn.Parameter:
+    """A parameter as ZeRO-3 leaves it on a rank: 0 elements here, the full count in ``ds_numel``."""
+    param = torch.nn.Parameter(torch.empty(0), requires_grad=trainable)
+    param.ds_numel = full
+    return param
+
+
+def test_checkpoint_estimate_under_zero3_reads_ds_numel_and_the_partitions_state():
+    params = [zero3_placeholder(100), zero3_placeholder(28), zero3_placeholder(16, trainable=False)]
+    partition = torch.nn.Parameter(torch.zeros(64))  # this rank's flat float32 partition of the 128 trainable
+    inner = torch.optim.AdamW([partition], lr=0.1)
+    partition.grad = torch.ones(64)
+    inner.step()
+    # every weight (144 elements) + Adam's 2 float32 per trainable element (128), read from the partition's state
+    assert checkpoint_bytes_estimate(params, Wrapper(Wrapper(inner))) == 144 * 4 + 128 * 2 * 4
+    fresh = Wrapper(Wrapper(torch.optim.AdamW([torch.nn.Parameter(torch.zeros(64))])))  # before the first step
+    assert checkpoint_bytes_estimate(params, fresh) == 144 * 4 + 128 * 2 * 4
+
+
+class Opaque:
+    """An optimizer the estimate cannot read: no torch-like state, a class it does not know."""
+
+    param_groups = ({"lr": 0.1},)
+
+
+class Broken:
+    @property
+    def state(self):
+        raise RuntimeError("gathering the state needs every rank")
+
+
+def test_checkpoint_estimate_that_cannot_be_made_is_skipped_with_one_warning(caplog):
+    layer = torch.nn.Linear(3, 2)
+    assert checkpoint_bytes_estimate(layer.parameters(), Wrapper(Opaque())) is None
+    warnings = []
+    for optimizer in (Wrapper(Opaque()), Broken()):
+        trainer = type("T", (), {})()  # the attributes RLVRTrainer._checkpoint_bytes reads
+        trainer.model, trainer.optimizer, trainer.is_fsdp_enabled = layer, optimizer, False
+        caplog.clear()
+        assert [RLVRTrainer._checkpoint_bytes(trainer) for _ in range(3)] == [None] * 3  # every save: no exception
+        assert len(caplog.records) == 1 and caplog.records[0].levelname == "WARNING"
+        warnings.append(caplog.messages[0])
+    assert warnings[0].startswith("the size of a checkpoint cannot be estimated (the optimizer Opaque has no state")
+    assert warnings[1].startswith("the size of a checkpoint cannot be estimated (RuntimeError: gathering the state "
+                                  "needs every rank)")

@@ -1,7 +1,8 @@
 """Checkpoints of a training run: which are complete, and write errors named in one line.
 
 Core, imports nothing heavy: the trainer glue (its checkpoint save) and the run folder
-(``--resume``) both use it. A checkpoint is complete when it holds
+(``--resume``) both use it. The size of a checkpoint not yet written is estimated from the
+model's parameters and the optimizer's state (:func:`checkpoint_bytes_estimate`). A checkpoint is complete when it holds
 :data:`PLUGIN_STATE_FILE`, the last file written into it. A write error (disk full,
 read-only) becomes one :class:`~rlvr_plugins.errors.RunFolderError` naming the target,
 the space needed and the space free (:func:`write_error`).
@@ -15,7 +16,7 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 from .errors import RunFolderError
 
@@ -116,3 +117,90 @@ def writing(target: Path, run_dir: Path, needed: int | None = None, remove_parti
         if remove_partial:
             shutil.rmtree(target, ignore_errors=True)
         raise error from exc
+
+
+# -- checkpoint size -------------------------------------------------------------------------------
+# Optimizer state per trainable parameter element, in float32 values, for an optimizer whose state is not
+# readable yet; by class name, so that DeepSpeed's and apex's fused classes need no import.
+ADAM_FAMILY = frozenset({"Adam", "AdamW", "NAdam", "RAdam", "Adamax", "FusedAdam", "DeepSpeedCPUAdam"})
+FLOAT32_BYTES = 4
+
+
+def innermost_optimizer(optimizer: Any, depth: int = 8) -> Any:
+    """The optimizer that holds the state: accelerate's ``AcceleratedOptimizer``, DeepSpeed's ZeRO
+    optimizers and similar wrappers keep the optimizer they wrap in ``.optimizer``."""
+    for _ in range(depth):
+        inner = getattr(optimizer, "optimizer", None)
+        if inner is None or inner is optimizer:
+            break
+        optimizer = inner
+    return optimizer
+
+
+def known_state_floats(optimizer: Any) -> int | None:
+    """Float32 state values per parameter element of a known optimizer class (None: not known).
+
+    Adam family (``exp_avg``, ``exp_avg_sq``; Adamax ``exp_inf``): 2; ``SGD``: 1 with momentum, else 0;
+    ``Adagrad``: 1 (``sum``); ``RMSprop``: 1 (``square_avg``) + 1 with momentum + 1 when centered.
+    """
+    name = type(optimizer).__name__
+    groups = getattr(optimizer, "param_groups", None) or []
+    if name in ADAM_FAMILY:
+        return 2
+    if name == "SGD":
+        return int(any(g.get("momentum", 0) for g in groups))
+    if name == "Adagrad":
+        return 1
+    if name == "RMSprop":
+        return 1 + int(any(g.get("momentum", 0) for g in groups)) + int(any(g.get("centered") for g in groups))
+    return None
+
+
+def state_bytes_per_element(optimizer: Any) -> float | None:
+    """Bytes of optimizer state per trainable parameter element, or None when they cannot be told.
+
+    Read from the innermost optimizer's ``state`` (parameter → its state tensors, as torch keeps it; no
+    ``state_dict()``; duck-typed, no torch import): the bytes of the state tensors shaped like their
+    parameter (``exp_avg``, ``momentum_buffer``; scalars such as Adam's ``step`` are left out) over the
+    elements of those parameters. Under DeepSpeed ZeRO these are this process's flat partitions: the ratio holds for the
+    whole model. With no state yet (before the first step), :func:`known_state_floats` × 4 bytes.
+    """
+    optimizer = innermost_optimizer(optimizer)
+    state = getattr(optimizer, "state", None)
+    elements, nbytes = 0, 0
+    if isinstance(state, Mapping):
+        for param, entry in state.items():
+            if not isinstance(entry, Mapping) or not hasattr(param, "numel"):
+                continue
+            elements += param.numel()
+            nbytes += sum(t.numel() * t.element_size() for t in entry.values()
+                          if hasattr(t, "element_size") and getattr(t, "shape", None) == param.shape)
+    if elements:
+        return nbytes / elements
+    floats = known_state_floats(optimizer)
+    return None if floats is None else floats * FLOAT32_BYTES
+
+
+def checkpoint_bytes_estimate(params: Iterable[Any], optimizer: Any = None, adapters_only: bool = False,
+                              shards: int = 1) -> int | None:
+    """About the bytes of one checkpoint: ``shards · (Σ_saved n_p b_p + s · Σ_trainable n_p)``.
+
+    ``n_p``: parameter ``p``'s element count, its ``ds_numel`` under DeepSpeed ZeRO-3 (whose partitioned
+    parameters hold 0 elements locally; FSDP2's DTensors report their full count too); ``b_p``: bytes per
+    element; saved: every parameter, or only the trainable ones with ``adapters_only`` (PEFT saves its
+    adapters); ``s``: optimizer state bytes per trainable element (:func:`state_bytes_per_element`; 0
+    without an optimizer); ``shards``: FSDP1's flat parameters hold 1/``shards`` of the model each.
+    None when the optimizer's state cannot be told. A checkpoint also holds the RNG and trainer state
+    (kilobytes); DeepSpeed keeps a float32 master copy besides 16-bit weights (not counted).
+    """
+    per_element = 0.0 if optimizer is None else state_bytes_per_element(optimizer)
+    if per_element is None:
+        return None
+    saved, trainable = 0, 0
+    for p in params:
+        n = int(getattr(p, "ds_numel", p.numel()))
+        if p.requires_grad:
+            trainable += n
+        if p.requires_grad or not adapters_only:
+            saved += n * p.element_size()
+    return round(shards * (saved + per_element * trainable))

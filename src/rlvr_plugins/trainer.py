@@ -36,7 +36,9 @@ from .errors import PluginConflictError, PluginError
 from .manager import PluginSet, build_plugin_set
 from .outputs import write_atomic
 from .rewards import Engines, TRLReward
-from .checkpoints import PLUGIN_STATE_FILE, folder_bytes, last_complete_checkpoint, writing
+from .checkpoints import (
+    PLUGIN_STATE_FILE, checkpoint_bytes_estimate, folder_bytes, innermost_optimizer, last_complete_checkpoint, writing,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -191,6 +193,7 @@ class RLVRTrainer(GRPOTrainer):
         args.reward_weights = weights or None
         self._rlvr_batch: dict[str, torch.Tensor] = {}
         self._warned_no_score = False
+        self._warned_checkpoint_bytes = False
         self._rlvr_capture_logps, self._rlvr_logps = False, None
         names = [r.name for _, r in registered]
         self.correctness_reward = correctness_reward or (names[0] if names else None)
@@ -397,9 +400,11 @@ class RLVRTrainer(GRPOTrainer):
 
         TRL deletes old checkpoints (``save_total_limit``) at the end of its own save, before
         the marker exists; here the rotation waits until the new checkpoint is complete, so
-        a kill at any moment leaves a complete checkpoint. A write error (disk full,
-        read-only) removes the half-written folder and stops the run with one message
-        naming it, the space needed and the space free; older checkpoints are untouched.
+        a kill at any moment leaves a complete checkpoint. The marker is written once every
+        process has written its files (its RNG state, its ZeRO shards). A write error (disk
+        full, read-only) removes the half-written folder and stops the run with one message
+        naming it, the space needed (:meth:`_checkpoint_bytes` for the first checkpoint) and
+        the space free; older checkpoints are untouched.
         """
         run_dir = self._get_output_dir(trial=trial)
         folder = Path(run_dir) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
@@ -409,6 +414,7 @@ class RLVRTrainer(GRPOTrainer):
         try:
             with writing(folder, Path(run_dir), needed, remove_partial=self.args.should_save):
                 super()._save_checkpoint(model, trial)
+                self.accelerator.wait_for_everyone()
                 state = {name: s for name, s in self.plugin_set.call("rlvr_state_dict") if s is not None}
                 if self.args.should_save:
                     write_atomic(folder / PLUGIN_STATE_FILE, [json.dumps(state)], what="plugin state")
@@ -418,13 +424,25 @@ class RLVRTrainer(GRPOTrainer):
             rotate_checkpoints(output_dir=run_dir, save_total_limit=limit,
                                best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
 
-    def _checkpoint_bytes(self) -> int:
-        """About what a checkpoint takes: the parameters and the optimizer's state tensors."""
-        tensors = list(self.model.parameters())
-        if self.optimizer is not None:
-            tensors += [t for s in self.optimizer.state_dict()["state"].values() for t in s.values()
-                        if isinstance(t, torch.Tensor)]
-        return sum(t.numel() * t.element_size() for t in tensors)
+    def _checkpoint_bytes(self) -> int | None:
+        """About what the first checkpoint takes (:func:`checkpoint_bytes_estimate`), from this process's
+        parameters and optimizer state: no collective call, no ``state_dict()``. None when it cannot be
+        estimated (the disk-full message then leaves the size out), with one warning for the run."""
+        try:
+            fsdp = getattr(self.accelerator.state, "fsdp_plugin", None) if self.is_fsdp_enabled else None
+            shards = self.accelerator.num_processes if getattr(fsdp, "fsdp_version", None) == 1 else 1
+            estimate = checkpoint_bytes_estimate(self.model.parameters(), self.optimizer,
+                                                 adapters_only=hasattr(self.model, "peft_config"), shards=shards)
+            problem = None if estimate is not None else (
+                f"the optimizer {type(innermost_optimizer(self.optimizer)).__name__} has no state it can read yet "
+                "and is not one whose state per parameter is known")
+        except Exception as exc:  # noqa: BLE001 - an estimate never stops a save
+            estimate, problem = None, f"{type(exc).__name__}: {exc}"
+        if problem and not getattr(self, "_warned_checkpoint_bytes", False):
+            logger.warning("the size of a checkpoint cannot be estimated (%s): a disk-full error at the first "
+                           "checkpoint will not say how much space it needs. This warning is not repeated.", problem)
+            self._warned_checkpoint_bytes = True
+        return estimate
 
     def train(self, resume_from_checkpoint=None, **kwargs):
         if resume_from_checkpoint is True:

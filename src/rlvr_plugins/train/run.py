@@ -23,8 +23,8 @@ from .modeling import cpu_defaults, has_accelerator, vllm_cpu_problem
 from .validate import SFTSection, model_section, run_config
 from ..checkpoints import writing
 from ..outputs import is_main_process, write_atomic
-from .runfolder import FINAL_DIR, SUMMARY_FILE, RunStart, check_still_free, clear_run, continue_in, exclusive, output_dir, \
-    plan_run, read_json, run_header
+from .runfolder import FINAL_DIR, SUMMARY_FILE, RunStart, check_more_steps, check_still_free, clear_run, continue_in, \
+    exclusive, output_dir, plan_run, read_json, run_header
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +112,14 @@ def prepare(config: dict[str, Any], plugin_set: PluginSet | None = None) -> Prep
     return Prepared(config, plugin_set, args)
 
 
+def check_prepared_start(start: RunStart | None, prepared: Prepared) -> None:
+    """A ``--resume`` that raises ``trainer.max_steps``, checked again on the ``GRPOConfig`` the plugins adjusted
+    (:func:`~rlvr_plugins.train.runfolder.plan_run` saw only the config; a plugin may set the schedule)."""
+    if start is not None and start.checkpoint is not None and start.raised_from:
+        args = prepared.grpo_args
+        check_more_steps(start.checkpoint, start.raised_from, args.max_steps, args.lr_scheduler_type, args.warmup_steps)
+
+
 def validate_scoring(config: Mapping[str, Any], plugin_set: PluginSet | None = None) -> PluginSet:
     """The validation of ``rlvr train --check`` (plugins, GRPOConfig, every plugin's
     ``rlvr_validate_run``) for a command that scores completions, so that a reward whose time
@@ -155,6 +163,7 @@ def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: b
               "to do", flush=True)
         return read_json(start.out / SUMMARY_FILE) or {}
     prepared = prepare(config)  # every config and launch check before the folder is made
+    check_prepared_start(start, prepared)
     with exclusive(start.out):
         check_still_free(start)  # again, now that no other run can write there
         return _train(config, start, prepared)

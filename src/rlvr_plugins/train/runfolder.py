@@ -6,8 +6,9 @@ Everything here is checked before a heavy library is imported or a model loaded
 * a fresh run needs an ``output_dir`` that is (or can be made) a writable folder holding
   no earlier run; ``--overwrite`` removes the earlier run's entries (only those);
 * ``--resume [CHECKPOINT]`` needs a complete checkpoint whose run was made with this
-  config (up to :data:`RESUME_MAY_DIFFER`), and an ``output_dir`` that is that run's
-  folder or holds no run;
+  config (up to :data:`RESUME_MAY_DIFFER`, and a larger ``trainer.max_steps`` under a
+  learning-rate schedule that does not depend on it: :func:`schedule_needs_max_steps`),
+  and an ``output_dir`` that is that run's folder or holds no run;
 * a checkpoint already at ``max_steps`` trains nothing more (:attr:`RunStart.finished`).
 
 Write errors while the run writes its folder (disk full, read-only) become one
@@ -65,6 +66,11 @@ RESUME_MAY_DIFFER = frozenset({
     "engine.workers",
 })
 
+# trainer.max_steps may grow on --resume only under these schedules: transformers builds the scheduler
+# again from the new max_steps and a checkpoint restores only its step count (schedule_needs_max_steps).
+SCHEDULES_WITHOUT_MAX_STEPS = ("constant", "constant_with_warmup", "inverse_sqrt")
+TRL_LR_SCHEDULER = "linear"  # GRPOConfig's default lr_scheduler_type
+
 _SHOWN = 60  # characters of a config value echoed in a message
 
 
@@ -74,7 +80,8 @@ class RunStart:
 
     ``checkpoint`` is the complete checkpoint to resume from (None: a fresh run), ``step``
     its global step; ``finished``: it is already at ``max_steps``, so only what is left
-    after training (``final/``, the eval after, ``summary.json``) is done.
+    after training (``final/``, the eval after, ``summary.json``) is done; ``raised_from``:
+    the run's ``trainer.max_steps`` when this config raises it (0: not raised).
     """
 
     out: Path
@@ -82,6 +89,7 @@ class RunStart:
     step: int = 0
     finished: bool = False
     overwrite: bool = False
+    raised_from: int = 0
 
     @property
     def run_folder(self) -> Path:
@@ -109,8 +117,8 @@ def plan_run(config: Mapping[str, Any], resume: str | bool | None = None, overwr
     checkpoint = find_checkpoint(out, resume)
     step, max_steps = checkpoint_progress(checkpoint)
     check_resume_target(out, checkpoint, step)
-    check_same_config(checkpoint, config)
-    return RunStart(out, checkpoint, step, finished=0 < max_steps <= step)
+    raised_from = check_same_config(checkpoint, config)
+    return RunStart(out, checkpoint, step, finished=not raised_from and 0 < max_steps <= step, raised_from=raised_from)
 
 
 def check_resume_target(out: Path, checkpoint: Path, step: int) -> None:
@@ -287,8 +295,10 @@ def checkpoint_progress(checkpoint: Path) -> tuple[int, int]:
         raise RunFolderError(f"--resume {checkpoint}: cannot read {TRAINER_STATE_FILE}: {exc}") from exc
 
 
-def check_same_config(checkpoint: Path, config: Mapping[str, Any]) -> None:
-    """The run that wrote ``checkpoint`` (its folder's ``config.yaml``) was made with ``config``."""
+def check_same_config(checkpoint: Path, config: Mapping[str, Any]) -> int:
+    """The run that wrote ``checkpoint`` (its folder's ``config.yaml``) was made with ``config``, up to
+    :data:`RESUME_MAY_DIFFER` and a larger ``trainer.max_steps`` (:func:`check_more_steps`). Returns the
+    run's ``trainer.max_steps`` when ``config`` raises it, else 0."""
     from .config import dump_public
 
     path = checkpoint.parent / CONFIG_FILE
@@ -299,6 +309,14 @@ def check_same_config(checkpoint: Path, config: Mapping[str, Any]) -> None:
                              f"continues it: {exc}") from exc
     now = yaml.safe_load(dump_public(config))
     differ = [key for key in config_differences(before, now) if key not in RESUME_MAY_DIFFER]
+    old, new = _get(before, "trainer.max_steps"), _get(now, "trainer.max_steps")
+    raised = "trainer.max_steps" in differ and all(type(n) is int for n in (old, new)) and 0 < old < new
+    if raised:
+        schedule = (_get(now, "trainer.lr_scheduler_type", TRL_LR_SCHEDULER), _get(now, "trainer.warmup_steps", 0))
+        if differ == ["trainer.max_steps"]:
+            check_more_steps(checkpoint, old, new, *schedule)
+        if schedule_needs_max_steps(*schedule) is None:
+            differ.remove("trainer.max_steps")
     if differ:
         shown = "; ".join(f"{key}: {_short(_get(before, key))} in the run, {_short(_get(now, key))} now"
                           for key in differ[:8])
@@ -306,6 +324,42 @@ def check_same_config(checkpoint: Path, config: Mapping[str, Any]) -> None:
         raise RunFolderError(
             f"--resume {checkpoint}: this config differs from the run's ({path}): {shown}{more}; resume with the "
             "run's config, or start a new run in another output_dir")
+    return old if raised else 0
+
+
+def schedule_needs_max_steps(lr_scheduler_type: str, warmup_steps: float) -> str | None:
+    """Why the learning rate at a step depends on ``trainer.max_steps`` under this schedule (None: it does not).
+
+    transformers builds the scheduler from ``max_steps`` (``get_scheduler(num_training_steps=max_steps)``)
+    and a checkpoint restores only its step count. ``linear``, ``cosine``, ``polynomial``, ``wsd``... lay
+    their decay over ``max_steps``: with a larger one, the learning rate at the resumed step ``s`` jumps
+    (``linear``: from ``lr·(T-s)/T`` to ``lr·(T'-s)/T'``). A ``warmup_steps`` below 1 is a share of
+    ``max_steps``. ``constant`` (no warmup), ``constant_with_warmup`` and ``inverse_sqrt`` with
+    ``warmup_steps`` 0 or a number of steps (>= 1) give every step the same rate whatever ``max_steps`` is.
+    """
+    name = str(getattr(lr_scheduler_type, "value", lr_scheduler_type))
+    if name not in SCHEDULES_WITHOUT_MAX_STEPS:
+        return f"lr_scheduler_type {name!r} lays its decay over max_steps"
+    if name != "constant" and 0 < float(warmup_steps) < 1:
+        return f"warmup_steps {warmup_steps} is a share of max_steps"
+    return None
+
+
+def check_more_steps(checkpoint: Path, before: int, now: int, lr_scheduler_type: str, warmup_steps: float) -> None:
+    """``--resume`` with ``trainer.max_steps`` raised from ``before`` to ``now``: refused, in one line saying
+    how to train longer, when the learning-rate schedule depends on ``max_steps`` (:func:`schedule_needs_max_steps`)."""
+    problem = schedule_needs_max_steps(lr_scheduler_type, warmup_steps)
+    if problem is None:
+        return
+    run = checkpoint.parent
+    final = run / FINAL_DIR
+    first = "" if final.is_dir() else "finish this run with its own config (--resume), then "
+    raise RunFolderError(
+        f"--resume {checkpoint}: trainer.max_steps {before} in the run, {now} now: {problem}, so the learning rate "
+        f"would jump at the resumed step; max_steps may grow only with lr_scheduler_type "
+        f"{', '.join(SCHEDULES_WITHOUT_MAX_STEPS[:-1])} or {SCHEDULES_WITHOUT_MAX_STEPS[-1]} and warmup_steps 0 or "
+        f">= 1. To train longer, {first}start a new "
+        f"run from its final model: model.name_or_path: {final}, in another output_dir")
 
 
 _MISSING = object()
@@ -321,10 +375,10 @@ def config_differences(a: Any, b: Any, prefix: str = "") -> list[str]:
     return [] if same else [prefix.rstrip(".")]
 
 
-def _get(tree: Any, key: str) -> Any:
+def _get(tree: Any, key: str, default: Any = _MISSING) -> Any:
     for part in key.split("."):
         tree = tree.get(part, _MISSING) if isinstance(tree, Mapping) else _MISSING
-    return tree
+    return default if tree is _MISSING else tree
 
 
 def _short(value: Any) -> str:
