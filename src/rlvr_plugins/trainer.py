@@ -22,7 +22,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from accelerate.utils import gather, gather_object
@@ -168,6 +168,11 @@ class RLVRTrainer(GRPOTrainer):
     from the plugins and must not be given).
     """
 
+    args: GRPOConfig
+    # GRPOConfig's Optional sizes, as GRPOTrainer resolves them in its __init__ (always set afterwards)
+    num_generations: int
+    num_generations_eval: int
+
     def __init__(self, model=None, *, plugin_set: PluginSet | None = None, args=None, engines: Engines | None = None,
                  engine_options: dict[str, Any] | None = None, correctness_reward: str | None = None,
                  correct_threshold: float = 1.0, **kwargs: Any):
@@ -183,7 +188,7 @@ class RLVRTrainer(GRPOTrainer):
         registered = plugin_set.reward_functions()
         plugin_set.validate_run(args, self.engines.settings().deadline_s,
                      environment_factory=kwargs.get("environment_factory"))
-        self.rlvr_rewards = [TRLReward(reward, owner, self.engines) for owner, reward in registered]
+        self.rlvr_rewards: list[Any] = [TRLReward(reward, owner, self.engines) for owner, reward in registered]
         weights = [float(r.weight) for _, r in registered]
         if args.reward_weights is not None and list(args.reward_weights) != weights:
             raise PluginError(
@@ -226,8 +231,8 @@ class RLVRTrainer(GRPOTrainer):
             "rlvr_train_sampler",
             dataset=dataset,
             num_generations=self.num_generations,
-            prompts_per_batch=self.args.generation_batch_size // self.num_generations,
-            repeat_count=self.num_iterations * self.args.steps_per_generation,
+            prompts_per_batch=cast(int, self.args.generation_batch_size) // self.num_generations,
+            repeat_count=self.num_iterations * cast(int, self.args.steps_per_generation),
             shuffle=self.shuffle_dataset,
             seed=self.args.seed,
             grpo_args=self.args,
@@ -287,12 +292,12 @@ class RLVRTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
-        mode = "train" if self.model.training else "eval"
+        mode = "train" if self.model is not None and self.model.training else "eval"
         num_generations = self.num_generations if mode == "train" else self.num_generations_eval
         advantages = self._plugin_advantages(mode, num_generations)
         start = self.accelerator.process_index * len(inputs)
         output["advantages"] = advantages[start:start + len(inputs)].to(output["advantages"].dtype)
-        logged = self._logs["advantages"]
+        logged: Any = self._logs["advantages"]  # a deque
         if len(logged) >= advantages.numel():
             for _ in range(advantages.numel()):
                 logged.pop()
@@ -431,6 +436,7 @@ class RLVRTrainer(GRPOTrainer):
         try:
             fsdp = getattr(self.accelerator.state, "fsdp_plugin", None) if self.is_fsdp_enabled else None
             shards = self.accelerator.num_processes if getattr(fsdp, "fsdp_version", None) == 1 else 1
+            assert self.model is not None
             estimate = checkpoint_bytes_estimate(self.model.parameters(), self.optimizer,
                                                  adapters_only=hasattr(self.model, "peft_config"), shards=shards)
             problem = None if estimate is not None else (
@@ -444,15 +450,16 @@ class RLVRTrainer(GRPOTrainer):
             self._warned_checkpoint_bytes = True
         return estimate
 
-    def train(self, resume_from_checkpoint=None, **kwargs):
+    def train(self, resume_from_checkpoint=None, trial=None, ignore_keys_for_eval=None, **kwargs):
         if resume_from_checkpoint is True:
-            resume_from_checkpoint = last_complete_checkpoint(self.args.output_dir)
+            resume_from_checkpoint = last_complete_checkpoint(str(self.args.output_dir))
             if resume_from_checkpoint is None:
                 raise PluginError(f"--resume: no complete checkpoint found in {self.args.output_dir}")
         if resume_from_checkpoint:
             self._load_plugin_state(resume_from_checkpoint)
         try:
-            return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+            return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial,
+                                 ignore_keys_for_eval=ignore_keys_for_eval, **kwargs)
         finally:
             self.engines.close()
 

@@ -270,7 +270,7 @@ def find_checkpoint(out: Path, resume: str | bool) -> Path:
         found = last_complete_checkpoint(out)
         if found is None:
             raise RunFolderError(f"--resume: no complete checkpoint in {out}; start the run over with --overwrite")
-        step = _checkpoint_step(Path(found).name)
+        step = _checkpoint_step(Path(found).name) or 0
         for name in sorted(n for n in os.listdir(out) if (_checkpoint_step(n) or 0) > step):
             logger.warning("%s is incomplete (interrupted while saving): resuming from %s", out / name, found)
         return Path(found)
