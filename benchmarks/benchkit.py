@@ -16,7 +16,8 @@ import statistics
 import threading
 import time
 from collections import defaultdict
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 
 def load_average() -> list[float]:
@@ -42,8 +43,14 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (pos - low)
 
 
-def bootstrap_ci(values: Sequence[float], *, statistic: Callable[[Sequence[float]], float] = statistics.median,
-                 confidence: float = 0.95, resamples: int = 4000, seed: int = 0) -> tuple[float, float]:
+def bootstrap_ci(
+    values: Sequence[float],
+    *,
+    statistic: Callable[[Sequence[float]], float] = statistics.median,
+    confidence: float = 0.95,
+    resamples: int = 4000,
+    seed: int = 0,
+) -> tuple[float, float]:
     """Percentile bootstrap interval of ``statistic(values)``: ``resamples`` draws of ``len(values)``
     values with replacement (``random.Random(seed)``, so the interval is reproducible), the
     statistic of each, and its ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles."""
@@ -69,8 +76,14 @@ class DifferentWork(Exception):
     """Two runs whose outputs differ: a ratio of their times would compare different work."""
 
 
-def check_identical_work(a: dict[str, list], b: dict[str, list], *, rel: float = 1e-5, abs_tol: float = 1e-7,
-                         names: tuple[str, str] = ("a", "b")) -> None:
+def check_identical_work(
+    a: dict[str, list],
+    b: dict[str, list],
+    *,
+    rel: float = 1e-5,
+    abs_tol: float = 1e-7,
+    names: tuple[str, str] = ("a", "b"),
+) -> None:
     """Raise :class:`DifferentWork` naming the first difference between two runs' records.
 
     Each record maps a kind (``completion_ids``, ``loss``, ...) to one entry per step;

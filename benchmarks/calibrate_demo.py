@@ -39,7 +39,9 @@ def _load_demo():
         print(f"[warn] importing rlvr_plugins failed ({exc!r}); loading demo modules by path", file=sys.stderr)
         mods = {}
         for name in ("tokenizer", "task", "model"):
-            spec = importlib.util.spec_from_file_location(f"_demo_{name}", ROOT / "src/rlvr_plugins/demo" / f"{name}.py")
+            spec = importlib.util.spec_from_file_location(
+                f"_demo_{name}", ROOT / "src/rlvr_plugins/demo" / f"{name}.py"
+            )
             mod = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)
             mods[name] = mod
@@ -115,11 +117,18 @@ def main(argv=None):
 
     # ---------------------------------------------------------------- build
     t0 = time.perf_counter()
-    task_opts = {"min_digits": args.min_digits, "max_digits": args.max_digits, "cot": args.cot, "pad_operands": bool(args.pad_operands)}
+    task_opts = {
+        "min_digits": args.min_digits,
+        "max_digits": args.max_digits,
+        "cot": args.cot,
+        "pad_operands": bool(args.pad_operands),
+    }
     if args.difficulty_weights:
         task_opts["difficulty_weights"] = [float(x) for x in args.difficulty_weights.split(",")]
     tok = demo["tokenizer"].build_char_tokenizer()
-    train_rows, eval_rows = task.split_train_eval(args.sft_examples + args.n_grpo_prompts, args.n_eval, args.seed, **task_opts)
+    train_rows, eval_rows = task.split_train_eval(
+        args.sft_examples + args.n_grpo_prompts, args.n_eval, args.seed, **task_opts
+    )
     sft_rows, grpo_rows = train_rows[: args.sft_examples], train_rows[args.sft_examples :]
     model = demo["model"].build_tiny_model(
         tok,
@@ -136,8 +145,11 @@ def main(argv=None):
     max_completion = args.max_completion_length or longest + 2  # + <eos> + one spare
     longest_prompt = max(len(tok(r["prompt"])["input_ids"]) for r in train_rows + eval_rows)
     timings["build"] = time.perf_counter() - t0
-    print(f"[build] {n_params / 1e6:.2f}M params, vocab {len(tok)}, longest solution {longest} tokens, "
-          f"max_completion_length {max_completion}, {timings['build']:.1f}s", flush=True)
+    print(
+        f"[build] {n_params / 1e6:.2f}M params, vocab {len(tok)}, longest solution {longest} tokens, "
+        f"max_completion_length {max_completion}, {timings['build']:.1f}s",
+        flush=True,
+    )
     print(f"[build] example: {eval_rows[0]['prompt']}{eval_rows[0]['solution']}", flush=True)
 
     prompts = [r["prompt"] for r in eval_rows]
@@ -183,6 +195,7 @@ def main(argv=None):
         dataloader_num_workers=0,
         disable_tqdm=True,
     )
+
     class SFTEval(TrainerCallback):
         def on_step_end(self, a, state, control, **kw):
             if args.sft_eval_every and state.global_step % args.sft_eval_every == 0:
@@ -204,6 +217,7 @@ def main(argv=None):
 
     # ---------------------------------------------------------------- GRPO
     if not args.skip_grpo:
+
         def accuracy_reward(completions, answer, **kwargs):
             return [1.0 if task.extract_answer(c) == a else 0.0 for c, a in zip(completions, answer)]
 
@@ -222,12 +236,15 @@ def main(argv=None):
             def on_log(self, a, state, control, logs=None, **kw):
                 if logs and "reward" in logs:
                     acc_key = "rewards/accuracy_reward/mean"
-                    print(f"  [grpo step {state.global_step:4d}] t={time.perf_counter() - self.t0:6.1f}s "
-                          f"acc_reward {logs.get(acc_key, float('nan')):.3f} "
-                          f"zero_std {logs.get('frac_reward_zero_std', float('nan')):.2f} "
-                          f"len {logs.get('completions/mean_length', float('nan')):.1f} "
-                          f"clip {logs.get('completions/clipped_ratio', float('nan')):.2f} "
-                          f"entropy {logs.get('entropy', float('nan')):.3f}", flush=True)
+                    print(
+                        f"  [grpo step {state.global_step:4d}] t={time.perf_counter() - self.t0:6.1f}s "
+                        f"acc_reward {logs.get(acc_key, float('nan')):.3f} "
+                        f"zero_std {logs.get('frac_reward_zero_std', float('nan')):.2f} "
+                        f"len {logs.get('completions/mean_length', float('nan')):.1f} "
+                        f"clip {logs.get('completions/clipped_ratio', float('nan')):.2f} "
+                        f"entropy {logs.get('entropy', float('nan')):.3f}",
+                        flush=True,
+                    )
 
             def on_step_end(self, a, state, control, **kw):
                 if args.eval_every and state.global_step % args.eval_every == 0 and state.global_step < args.grpo_steps:
@@ -264,14 +281,21 @@ def main(argv=None):
             log_completions=False,
         )
         grpo = GRPOTrainer(
-            model=model, reward_funcs=reward_funcs, args=grpo_cfg, train_dataset=grpo_ds, processing_class=tok,
+            model=model,
+            reward_funcs=reward_funcs,
+            args=grpo_cfg,
+            train_dataset=grpo_ds,
+            processing_class=tok,
             callbacks=[Progress()],
         )
         grpo.train()
         model = grpo.model
         timings["grpo"] = time.perf_counter() - t0
-        print(f"[grpo] {grpo.state.global_step} steps, {timings['grpo']:.1f}s "
-              f"({timings['grpo'] / max(1, grpo.state.global_step):.2f}s/step)", flush=True)
+        print(
+            f"[grpo] {grpo.state.global_step} steps, {timings['grpo']:.1f}s "
+            f"({timings['grpo'] / max(1, grpo.state.global_step):.2f}s/step)",
+            flush=True,
+        )
         results["grpo_acc"], timings["eval_grpo"], results["grpo_by_difficulty"] = evaluate("after GRPO")
         results["gain"] = results["grpo_acc"] - results["sft_acc"]
 
@@ -279,10 +303,14 @@ def main(argv=None):
     machine = machine_note(load_start, load_average())
     print(f"[load] {machine['load_average_start']} at start, {machine['load_average_end']} at end", flush=True)
     print("[timings] " + "  ".join(f"{k} {v:.1f}s" for k, v in timings.items()), flush=True)
-    print("[result] " + json.dumps({k: (round(v, 1) if isinstance(v, float) else v) for k, v in results.items()}), flush=True)
+    print(
+        "[result] " + json.dumps({k: (round(v, 1) if isinstance(v, float) else v) for k, v in results.items()}),
+        flush=True,
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "machine": machine, "timings": timings, "results": results},
-                                              indent=2))
+        Path(args.json).write_text(
+            json.dumps({"args": vars(args), "machine": machine, "timings": timings, "results": results}, indent=2)
+        )
     return results
 
 

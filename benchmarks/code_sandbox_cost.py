@@ -33,8 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import load_average, machine_note  # noqa: E402
 
 FENCE = "```"
-IMPORTS = ("import argparse, collections, dataclasses, datetime, decimal, fractions, functools, heapq, itertools, "
-           "json, pathlib, re, statistics, typing\n")
+IMPORTS = (
+    "import argparse, collections, dataclasses, datetime, decimal, fractions, functools, heapq, itertools, "
+    "json, pathlib, re, statistics, typing\n"
+)
 SANDBOX_FLAGS = ["-I", "-S", "-B"]  # how the sandbox starts the interpreter (rlvr_code.sandbox.run_python)
 PREAMBLE = {"trivial": "", "imports": IMPORTS, "cpu": "s = 0\nfor i in range(200000):\n    s += i\n"}
 
@@ -49,8 +51,9 @@ def items(kind: str, n: int, cases: int, distinct: bool) -> list[dict]:
     for j in range(n):
         k = j if distinct else 0
         tests = [{"input": f"{c}\n", "output": f"{c + k}\n"} for c in range(1, cases + 1)]
-        out.append({"prompt": "p", "completion": f"{FENCE}python\n{program(kind, k)}{FENCE}",
-                    "example": {"tests": tests}})
+        out.append(
+            {"prompt": "p", "completion": f"{FENCE}python\n{program(kind, k)}{FENCE}", "example": {"tests": tests}}
+        )
     return out
 
 
@@ -70,11 +73,21 @@ def measure(engine, scorer, kind: str, n: int, cases: int, distinct: bool, worke
     result = engine.score("code-tests", scorer, batch)
     wall = time.perf_counter() - start
     if list(result.values) != [1.0] * n:
-        raise SystemExit(f"{kind}, {cases} cases: not every program passed ({list(result.values)}); "
-                         "the figures would measure failures")
-    return {"kind": kind, "cases": cases, "workers": workers, "distinct": distinct, "programs": n,
-            "wall_s": round(wall, 3), "ms_per_program": round(1000 * wall / n, 2),
-            "ms_per_run": round(1000 * wall / (n * cases), 2), "programs_per_s": round(n / wall, 1)}
+        raise SystemExit(
+            f"{kind}, {cases} cases: not every program passed ({list(result.values)}); "
+            "the figures would measure failures"
+        )
+    return {
+        "kind": kind,
+        "cases": cases,
+        "workers": workers,
+        "distinct": distinct,
+        "programs": n,
+        "wall_s": round(wall, 3),
+        "ms_per_program": round(1000 * wall / n, 2),
+        "ms_per_run": round(1000 * wall / (n * cases), 2),
+        "programs_per_s": round(n / wall, 1),
+    }
 
 
 def split(kind: str, start_ms: list[float], bare_ms_: list[float], sandboxed_ms: list[float]) -> dict:
@@ -82,8 +95,13 @@ def split(kind: str, start_ms: list[float], bare_ms_: list[float], sandboxed_ms:
     set-up (with the engine's round trip), from medians of interleaved runs: a bare start, the
     bare program (start included) and the program through the engine and the sandbox."""
     start, whole, sandboxed = (statistics.median(x) for x in (start_ms, bare_ms_, sandboxed_ms))
-    return {"kind": kind, "sandboxed_ms": round(sandboxed, 2), "interpreter_start_ms": round(start, 2),
-            "program_ms": round(whole - start, 2), "sandbox_setup_ms": round(sandboxed - whole, 2)}
+    return {
+        "kind": kind,
+        "sandboxed_ms": round(sandboxed, 2),
+        "interpreter_start_ms": round(start, 2),
+        "program_ms": round(whole - start, 2),
+        "sandbox_setup_ms": round(sandboxed - whole, 2),
+    }
 
 
 def measure_split(engine, scorer, interpreter: str, kind: str, repeats: int) -> dict:
@@ -94,8 +112,11 @@ def measure_split(engine, scorer, interpreter: str, kind: str, repeats: int) -> 
         start_ms.append(bare_ms(interpreter, [*SANDBOX_FLAGS, "-c", "pass"], "", 1))
         bare.append(bare_ms(interpreter, [*SANDBOX_FLAGS, "-c", program(kind, 1000 + r)], "1\n", 1))
         item = items(kind, 1, 1, True)[0]
-        item = {**item, "completion": f"{FENCE}python\n{program(kind, 1000 + r)}{FENCE}",
-                "example": {"tests": [{"input": "1\n", "output": f"{1001 + r}\n"}]}}
+        item = {
+            **item,
+            "completion": f"{FENCE}python\n{program(kind, 1000 + r)}{FENCE}",
+            "example": {"tests": [{"input": "1\n", "output": f"{1001 + r}\n"}]},
+        }
         t = time.perf_counter()
         result = engine.score("code-tests", scorer, [item])
         sandboxed.append(1000 * (time.perf_counter() - t))
@@ -105,18 +126,27 @@ def measure_split(engine, scorer, interpreter: str, kind: str, repeats: int) -> 
 
 
 def markdown(rows: list[dict], parts: list[dict]) -> str:
-    lines = ["| program | cases | workers | programs | ms per program | ms per run | programs/s |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| program | cases | workers | programs | ms per program | ms per run | programs/s |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         same = "distinct" if r["distinct"] else "identical"
-        lines.append(f"| {r['kind']} | {r['cases']} | {r['workers']} | {same} | "
-                     f"{r['ms_per_program']} | {r['ms_per_run']} | {r['programs_per_s']} |")
-    lines += ["", "| program (1 worker, 1 case, interleaved rounds) | sandboxed run ms | interpreter start | program | "
-                  "sandbox set-up and engine round trip |",
-              "|---|---|---|---|---|"]
+        lines.append(
+            f"| {r['kind']} | {r['cases']} | {r['workers']} | {same} | "
+            f"{r['ms_per_program']} | {r['ms_per_run']} | {r['programs_per_s']} |"
+        )
+    lines += [
+        "",
+        "| program (1 worker, 1 case, interleaved rounds) | sandboxed run ms | interpreter start | program | "
+        "sandbox set-up and engine round trip |",
+        "|---|---|---|---|---|",
+    ]
     for p in parts:
-        lines.append(f"| {p['kind']} | {p['sandboxed_ms']} | {p['interpreter_start_ms']} | {p['program_ms']} | "
-                     f"{p['sandbox_setup_ms']} |")
+        lines.append(
+            f"| {p['kind']} | {p['sandboxed_ms']} | {p['interpreter_start_ms']} | {p['program_ms']} | "
+            f"{p['sandbox_setup_ms']} |"
+        )
     return "\n".join(lines)
 
 
@@ -155,8 +185,14 @@ def main(argv=None) -> dict:
                         rows.append(measure(engine, scorer, kind, n, cases, distinct, workers))
                         print(json.dumps(rows[-1]), flush=True)
     with_site = bare_ms(interpreter, ["-c", "pass"], "", repeats)
-    result = {"machine": machine_note(load_start, load_average()), "interpreter": interpreter, "isolation": isolation,
-              "bare_start_with_site_ms": round(with_site, 2), "rows": rows, "split": parts}
+    result = {
+        "machine": machine_note(load_start, load_average()),
+        "interpreter": interpreter,
+        "isolation": isolation,
+        "bare_start_with_site_ms": round(with_site, 2),
+        "rows": rows,
+        "split": parts,
+    }
     print(markdown(rows, parts))
     print(json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=2))
     if args.json:

@@ -42,27 +42,51 @@ def start(cell: dict, args) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": str(cell["threads"])}
     if args.jobs > 1:  # idle OpenMP threads yield instead of spinning on a shared box (numerics unchanged)
         env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    command = [*rlvr_command(), "train", args.config, "--overwrite", "--set", f"seed={cell['seed']}",
-               "--set", f"output_dir={folder}", *[part for s in args.set for part in ("--set", s)]]
+    command = [
+        *rlvr_command(),
+        "train",
+        args.config,
+        "--overwrite",
+        "--set",
+        f"seed={cell['seed']}",
+        "--set",
+        f"output_dir={folder}",
+        *[part for s in args.set for part in ("--set", s)],
+    ]
     log = open(Path(args.out) / f"{cell['name']}.log", "w")
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    return {**cell, "folder": folder, "process": process, "log": log, "t0": time.perf_counter(),
-            "load_start": load_average()}
+    return {
+        **cell,
+        "folder": folder,
+        "process": process,
+        "log": log,
+        "t0": time.perf_counter(),
+        "load_start": load_average(),
+    }
 
 
 def finish(run: dict, status: int, usage) -> dict:
     run["process"].returncode = status  # reaped by wait4 (for its rusage), not by Popen
     run["log"].close()
     cell = {k: run[k] for k in ("name", "seed", "threads")}
-    cell.update(wall_s=round(time.perf_counter() - run["t0"], 1), cpu_s=round(usage.ru_utime + usage.ru_stime, 1),
-                load_start=run["load_start"], load_end=load_average(), exit_status=status)
+    cell.update(
+        wall_s=round(time.perf_counter() - run["t0"], 1),
+        cpu_s=round(usage.ru_utime + usage.ru_stime, 1),
+        load_start=run["load_start"],
+        load_end=load_average(),
+        exit_status=status,
+    )
     summary_path = run["folder"] / "summary.json"
     if status == 0 and summary_path.is_file():
         summary = json.loads(summary_path.read_text())
         before, after = summary["eval_before"]["accuracy"], summary["eval_after"]["accuracy"]
-        cell.update(before=round(100 * before, 1), after=round(100 * after, 1),
-                    gain=round(100 * (after - before), 1), sft_loss=summary.get("sft_final_loss"),
-                    stages=summary.get("stages"))
+        cell.update(
+            before=round(100 * before, 1),
+            after=round(100 * after, 1),
+            gain=round(100 * (after - before), 1),
+            sft_loss=summary.get("sft_final_loss"),
+            stages=summary.get("stages"),
+        )
     return cell
 
 
@@ -92,20 +116,36 @@ def main(argv=None) -> int:
     print("\n| seed | threads | before | after | gain | SFT loss | CPU s | wall s |\n|---|---|---|---|---|---|---|---|")
     for c in cells:
         if "gain" not in c:
-            print(f"| {c['seed']} | {c['threads']} | failed (exit {c['exit_status']}, see {args.out}/{c['name']}.log) |")
+            print(
+                f"| {c['seed']} | {c['threads']} | failed (exit {c['exit_status']}, see {args.out}/{c['name']}.log) |"
+            )
             continue
         loss = "" if c["sft_loss"] is None else f"{c['sft_loss']:.3f}"
-        print(f"| {c['seed']} | {c['threads']} | {c['before']:.1f} % | {c['after']:.1f} % | {c['gain']:+.1f} | {loss} "
-              f"| {c['cpu_s']:.0f} | {c['wall_s']:.0f} |")
+        print(
+            f"| {c['seed']} | {c['threads']} | {c['before']:.1f} % | {c['after']:.1f} % | {c['gain']:+.1f} | {loss} "
+            f"| {c['cpu_s']:.0f} | {c['wall_s']:.0f} |"
+        )
     gains = [c["gain"] for c in cells if "gain" in c]
     held = sum(g >= TARGET_POINTS for g in gains)
     if gains:
-        print(f"\ngain: min {min(gains):+.1f}, median {statistics.median(gains):+.1f}, max {max(gains):+.1f} points; "
-              f"{held} of {len(cells)} cells >= +{TARGET_POINTS:.0f}")
+        print(
+            f"\ngain: min {min(gains):+.1f}, median {statistics.median(gains):+.1f}, max {max(gains):+.1f} points; "
+            f"{held} of {len(cells)} cells >= +{TARGET_POINTS:.0f}"
+        )
     if args.json:
-        Path(args.json).write_text(json.dumps({"config": args.config, "set": args.set, "jobs": args.jobs,
-                                               "machine": machine_note(load_start, load_average()),
-                                               "cells": cells}, indent=1) + "\n")
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "config": args.config,
+                    "set": args.set,
+                    "jobs": args.jobs,
+                    "machine": machine_note(load_start, load_average()),
+                    "cells": cells,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
     return 0 if gains and held == len(cells) else 1
 
 

@@ -39,8 +39,15 @@ from pathlib import Path
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchkit import (DifferentWork, Ledger, bootstrap_ci, check_identical_work, load_average,  # noqa: E402
-                      machine_note, paired_ratio)
+from benchkit import (
+    DifferentWork,
+    Ledger,
+    bootstrap_ci,
+    check_identical_work,
+    load_average,  # noqa: E402
+    machine_note,
+    paired_ratio,
+)
 
 GOAL_RATIO, GOAL_CI_BELOW, GOAL_SHARE = 1.02, 1.05, 0.015
 OURS, USER = "rlvr_plugins", "user reward"
@@ -168,8 +175,17 @@ QUICK_SIZE = dict(per_device_train_batch_size=8, num_generations=4, max_completi
 DEMO_SIZE = dict(per_device_train_batch_size=64, num_generations=8, max_completion_length=34)
 MODELS = {  # --model: the tiny model (hidden 64, 2 layers) or the CPU demo's (configs/demo.yaml, 1.06 M)
     "tiny": (dict(hidden_size=64, intermediate_size=256, num_hidden_layers=2, head_dim=32), SIZE),
-    "demo": (dict(hidden_size=128, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4,
-                  num_key_value_heads=4, head_dim=32), DEMO_SIZE),
+    "demo": (
+        dict(
+            hidden_size=128,
+            intermediate_size=512,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            head_dim=32,
+        ),
+        DEMO_SIZE,
+    ),
     "quick": (dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, head_dim=32), QUICK_SIZE),
 }
 
@@ -195,9 +211,11 @@ def build(kind: str, workdir: Path, model_dir: str, steps: int, size: dict):
     if kind == "trl":
         reward = module.digits_reward
         reward.__name__ = "digits"
-        trainer = GRPOTrainer(model=model_dir, reward_funcs=[reward], args=args, train_dataset=dataset,
-                              processing_class=tokenizer)
+        trainer = GRPOTrainer(
+            model=model_dir, reward_funcs=[reward], args=args, train_dataset=dataset, processing_class=tokenizer
+        )
     else:
+
         class Digits(Plugin):
             name = "bench-digits"
 
@@ -207,8 +225,14 @@ def build(kind: str, workdir: Path, model_dir: str, steps: int, size: dict):
 
         with temporary_plugin(Digits):
             plugin_set = build_plugin_set({"bench-digits": {}})
-        trainer = RLVRTrainer(plugin_set=plugin_set, engines=Engines(in_process=True), model=model_dir, args=args,
-                              train_dataset=dataset, processing_class=tokenizer)
+        trainer = RLVRTrainer(
+            plugin_set=plugin_set,
+            engines=Engines(in_process=True),
+            model=model_dir,
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+        )
     trainer.remove_callback(PrinterCallback)
     return trainer
 
@@ -260,15 +284,28 @@ def run(steps: int, warmup: int, model: str = "tiny", build_first: str = "trl") 
             records[kind]["loss"] = losses(steppers[kind].trainer)
         trl_ours = ours_total(ledger.totals(steppers["trl"].thread.ident))
         timed_to = ledger.totals(steppers["defaults"].thread.ident)
-    by_method = {k.split(":", 1)[1]: round(1000 * (v - timed_from.get(k, 0.0)) / steps, 4)
-                 for k, v in sorted(timed_to.items(), key=lambda kv: -kv[1]) if k and k.startswith(OURS + ":")}
-    return {"steppers": steppers, "records": records, "ours_cpu": ours_cpu, "trl_charged_to_ours": trl_ours,
-            "ours_ms_per_step_by_method": {k: v for k, v in by_method.items() if v > 0},
-            "torch_threads": torch.get_num_threads()}
+    by_method = {
+        k.split(":", 1)[1]: round(1000 * (v - timed_from.get(k, 0.0)) / steps, 4)
+        for k, v in sorted(timed_to.items(), key=lambda kv: -kv[1])
+        if k and k.startswith(OURS + ":")
+    }
+    return {
+        "steppers": steppers,
+        "records": records,
+        "ours_cpu": ours_cpu,
+        "trl_charged_to_ours": trl_ours,
+        "ours_ms_per_step_by_method": {k: v for k, v in by_method.items() if v > 0},
+        "torch_threads": torch.get_num_threads(),
+    }
 
 
-def summarise(cpu_ours: list[float], cpu_trl: list[float], wall_ours: list[float], wall_trl: list[float],
-              ours_share_cpu: list[float]) -> dict:
+def summarise(
+    cpu_ours: list[float],
+    cpu_trl: list[float],
+    wall_ours: list[float],
+    wall_trl: list[float],
+    ours_share_cpu: list[float],
+) -> dict:
     """Ratios with intervals and the goal check, from timed (post-warm-up) per-step series."""
     cpu = paired_ratio(cpu_ours, cpu_trl)
     wall = paired_ratio(wall_ours, wall_trl)
@@ -279,15 +316,23 @@ def summarise(cpu_ours: list[float], cpu_trl: list[float], wall_ours: list[float
         "wall_s_per_step_median": {"trl": statistics.median(wall_trl), "defaults": statistics.median(wall_ours)},
         "cpu_ratio_defaults_vs_trl": cpu,
         "wall_ratio_defaults_vs_trl": wall,
-        "framework_share_of_step_cpu": {"median": share, "max": max(shares),
-                                        "ms_per_step_median": 1000 * statistics.median(ours_share_cpu)},
-        "goal": {"cpu_ratio_at_most": GOAL_RATIO, "ci_upper_below": GOAL_CI_BELOW, "share_at_most": GOAL_SHARE,
-                 "met": cpu["median"] <= GOAL_RATIO and cpu["ci95"][1] < GOAL_CI_BELOW and share <= GOAL_SHARE},
+        "framework_share_of_step_cpu": {
+            "median": share,
+            "max": max(shares),
+            "ms_per_step_median": 1000 * statistics.median(ours_share_cpu),
+        },
+        "goal": {
+            "cpu_ratio_at_most": GOAL_RATIO,
+            "ci_upper_below": GOAL_CI_BELOW,
+            "share_at_most": GOAL_SHARE,
+            "met": cpu["median"] <= GOAL_RATIO and cpu["ci95"][1] < GOAL_CI_BELOW and share <= GOAL_SHARE,
+        },
     }
 
 
-def report(records: dict[str, dict[str, list]], series: dict[str, dict[str, list[float]]], warmup: int
-           ) -> tuple[int, dict]:
+def report(
+    records: dict[str, dict[str, list]], series: dict[str, dict[str, list[float]]], warmup: int
+) -> tuple[int, dict]:
     """``(0, figures)`` when both trainers did identical work, else ``(3, {"refused": why})``: no ratio.
 
     ``records``: per trainer (``trl``, ``defaults``), per kind, one entry per step;
@@ -309,13 +354,21 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=40, help="timed steps per trainer (after the warm-up)")
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--model", choices=["tiny", "demo"], default="tiny",
-                   help="tiny: hidden 64, 2 layers, 32 completions of 16 tokens per step; demo: the CPU demo's "
-                        "model (1.06 M) and step (64 completions of 34 tokens)")
+    p.add_argument(
+        "--model",
+        choices=["tiny", "demo"],
+        default="tiny",
+        help="tiny: hidden 64, 2 layers, 32 completions of 16 tokens per step; demo: the CPU demo's "
+        "model (1.06 M) and step (64 completions of 34 tokens)",
+    )
     p.add_argument("--quick", action="store_true", help="smaller model and batch, 4 timed steps (smoke test)")
-    p.add_argument("--repeats", type=int, default=1,
-                   help="fresh processes, build order alternating; the figures are then the runs' medians with an "
-                        "interval across runs (a run's own interval misses what differs between runs)")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="fresh processes, build order alternating; the figures are then the runs' medians with an "
+        "interval across runs (a run's own interval misses what differs between runs)",
+    )
     p.add_argument("--build-first", choices=["trl", "defaults"], default="trl", help=argparse.SUPPRESS)
     p.add_argument("--json")
     args = p.parse_args(argv)
@@ -329,11 +382,16 @@ def main(argv=None):
     started = time.perf_counter()
     raw = run(steps, warmup, "quick" if args.quick else args.model, args.build_first)
     result = {
-        "machine": {**machine_note(load_start, load_average()), "arch": platform.machine(),
-                    "torch_threads": raw["torch_threads"]},
+        "machine": {
+            **machine_note(load_start, load_average()),
+            "arch": platform.machine(),
+            "torch_threads": raw["torch_threads"],
+        },
         "command": " ".join(["python", "benchmarks/plugin_overhead.py", *(argv if argv is not None else sys.argv[1:])]),
-        "model": "quick" if args.quick else args.model, "built_first": args.build_first,
-        "steps_timed": steps, "warmup_steps": warmup,
+        "model": "quick" if args.quick else args.model,
+        "built_first": args.build_first,
+        "steps_timed": steps,
+        "warmup_steps": warmup,
         "seconds": round(time.perf_counter() - started, 1),
     }
     s = raw["steppers"]
@@ -361,11 +419,19 @@ def across_runs(runs: list[dict]) -> dict:
     shares = [r["framework_share_of_step_cpu"]["median"] for r in runs]
     low, high = bootstrap_ci(ratios)
     ratio, share = statistics.median(ratios), statistics.median(shares)
-    return {"runs": len(runs), "cpu_ratio_per_run": ratios, "framework_share_per_run": shares,
-            "cpu_ratio_defaults_vs_trl": {"median": ratio, "ci95_over_runs": [low, high]},
-            "framework_share_of_step_cpu": {"median": share},
-            "goal": {"cpu_ratio_at_most": GOAL_RATIO, "ci_upper_below": GOAL_CI_BELOW, "share_at_most": GOAL_SHARE,
-                     "met": ratio <= GOAL_RATIO and high < GOAL_CI_BELOW and share <= GOAL_SHARE}}
+    return {
+        "runs": len(runs),
+        "cpu_ratio_per_run": ratios,
+        "framework_share_per_run": shares,
+        "cpu_ratio_defaults_vs_trl": {"median": ratio, "ci95_over_runs": [low, high]},
+        "framework_share_of_step_cpu": {"median": share},
+        "goal": {
+            "cpu_ratio_at_most": GOAL_RATIO,
+            "ci_upper_below": GOAL_CI_BELOW,
+            "share_at_most": GOAL_SHARE,
+            "met": ratio <= GOAL_RATIO and high < GOAL_CI_BELOW and share <= GOAL_SHARE,
+        },
+    }
 
 
 def repeat_runs(args) -> int:
@@ -377,17 +443,38 @@ def repeat_runs(args) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.repeats):
             out = Path(tmp) / f"run{i}.json"
-            subprocess.run([sys.executable, __file__, "--steps", str(args.steps), "--warmup", str(args.warmup),
-                            "--model", args.model, "--build-first", ("trl", "defaults")[i % 2], "--json", str(out)],
-                           check=False, capture_output=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--steps",
+                    str(args.steps),
+                    "--warmup",
+                    str(args.warmup),
+                    "--model",
+                    args.model,
+                    "--build-first",
+                    ("trl", "defaults")[i % 2],
+                    "--json",
+                    str(out),
+                ],
+                check=False,
+                capture_output=True,
+            )
             if not out.exists():
                 raise SystemExit(f"run {i} wrote no result")
             runs.append(json.loads(out.read_text()))
-            print(f"run {i}: " + json.dumps({k: runs[-1].get(k) for k in ("built_first", "cpu_ratio_defaults_vs_trl",
-                                                                            "refused")}), flush=True)
-    result = {"machine": machine_note(load_start, load_average()),
-              "command": " ".join(["python", "benchmarks/plugin_overhead.py", *sys.argv[1:]]),
-              **across_runs(runs), "run_results": runs}
+            print(
+                f"run {i}: "
+                + json.dumps({k: runs[-1].get(k) for k in ("built_first", "cpu_ratio_defaults_vs_trl", "refused")}),
+                flush=True,
+            )
+    result = {
+        "machine": machine_note(load_start, load_average()),
+        "command": " ".join(["python", "benchmarks/plugin_overhead.py", *sys.argv[1:]]),
+        **across_runs(runs),
+        "run_results": runs,
+    }
     text = json.dumps({k: v for k, v in result.items() if k != "run_results"}, indent=2)
     print(text)
     if args.json:

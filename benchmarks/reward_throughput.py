@@ -101,8 +101,17 @@ def run_trl_fresh(args) -> tuple[float, list]:
     import subprocess
     import sys
 
-    cmd = [sys.executable, __file__, "--trl-once", "--prompts", str(args.prompts), "--per-prompt",
-           str(args.per_prompt), "--seed", str(args.seed)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--trl-once",
+        "--prompts",
+        str(args.prompts),
+        "--per-prompt",
+        str(args.per_prompt),
+        "--seed",
+        str(args.seed),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     result = json.loads(out.strip().splitlines()[-1])
     return result["seconds"], result["values"]
@@ -164,8 +173,11 @@ def main(argv=None):
     cold = statistics.median(starts)
     both = [(a, b) for a, b in zip(ours, theirs) if a is not None and b is not None]
     agree = sum(float(a) == float(b) for a, b in both)
-    disagreements = [(rows[i]["completion"], rows[i]["gold"], ours[i], theirs[i]) for i in range(len(rows))
-                     if ours[i] is not None and theirs[i] is not None and float(ours[i]) != float(theirs[i])]
+    disagreements = [
+        (rows[i]["completion"], rows[i]["gold"], ours[i], theirs[i])
+        for i in range(len(rows))
+        if ours[i] is not None and theirs[i] is not None and float(ours[i]) != float(theirs[i])
+    ]
     result = {
         "completions": len(rows),
         "workers": args.workers,
@@ -200,8 +212,10 @@ def speedup_refusal(completions: int, decided_by_both: int, identical: int) -> s
     completion: one timed out or they disagree, so they did different work), or ``None``."""
     if decided_by_both == identical == completions:
         return None
-    return (f"different work, no speed-up: {completions - decided_by_both} of {completions} completions undecided "
-            f"by one side, {decided_by_both - identical} verdicts differ")
+    return (
+        f"different work, no speed-up: {completions - decided_by_both} of {completions} completions undecided "
+        f"by one side, {decided_by_both - identical} verdicts differ"
+    )
 
 
 if __name__ == "__main__":

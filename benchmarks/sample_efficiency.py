@@ -41,13 +41,12 @@ import json
 import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
-
-import sys
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -59,10 +58,24 @@ RESULTS = ROOT / "benchmarks" / "results"
 DEMO = ROOT / "configs" / "demo.yaml"
 ARMS = ("uniform", "curriculum")
 MIX = {"min_digits": 1, "max_digits": 4, "difficulty_weights": [0.3, 0.3, 0.2, 0.2], "cot": "columns"}
-FULL = {"seeds": [0, 1, 2], "budget_steps": 120, "eval_every": 10, "eval_size": 200, "pool_size": 1000,
-        "sft_examples": 9600, "target": 0.34}
-QUICK = {"seeds": [0, 1], "budget_steps": 4, "eval_every": 2, "eval_size": 24, "pool_size": 64,
-         "sft_examples": 320, "target": 0.34}
+FULL = {
+    "seeds": [0, 1, 2],
+    "budget_steps": 120,
+    "eval_every": 10,
+    "eval_size": 200,
+    "pool_size": 1000,
+    "sft_examples": 9600,
+    "target": 0.34,
+}
+QUICK = {
+    "seeds": [0, 1],
+    "budget_steps": 4,
+    "eval_every": 2,
+    "eval_size": 24,
+    "pool_size": 64,
+    "sft_examples": 320,
+    "target": 0.34,
+}
 COUNTER = "bench-rollouts"
 
 
@@ -103,8 +116,7 @@ def counter_plugin(make_eval: Any = None):
 class HeldOutEval:
     """Greedy held-out accuracy every ``every`` steps; stops training at the first value ``>= target``."""
 
-    def __init__(self, trainer, config: dict[str, Any], every: int, target: float, max_steps: int,
-                 at_start: bool):
+    def __init__(self, trainer, config: dict[str, Any], every: int, target: float, max_steps: int, at_start: bool):
         from rlvr_plugins.train import data
 
         self.trainer, self.config, self.every, self.target = trainer, config, every, target
@@ -127,22 +139,31 @@ class HeldOutEval:
         options = EvalSection(reward="r1-accuracy", batch_size=256).in_train(max_new)
         by_level = {}
         for level, rows in sorted(self.levels.items()):
-            result = evaluate(self.trainer.model, self.trainer.processing_class, rows, rewards,
-                              self.trainer.engines, options)
+            result = evaluate(
+                self.trainer.model, self.trainer.processing_class, rows, rewards, self.trainer.engines, options
+            )
             by_level[level] = result["accuracy"]
         n = sum(len(rows) for rows in self.levels.values())
         accuracy = sum(by_level[level] * len(rows) for level, rows in self.levels.items()) / n
         counter = self.trainer.plugin_set.get(COUNTER)
-        point = {"step": step, "rollouts": counter.rollouts, "accuracy": accuracy,
-                 "accuracy_by_digits": by_level, "seconds": round(time.perf_counter() - t, 2)}
+        point = {
+            "step": step,
+            "rollouts": counter.rollouts,
+            "accuracy": accuracy,
+            "accuracy_by_digits": by_level,
+            "seconds": round(time.perf_counter() - t, 2),
+        }
         self.curve.append(point)
         return point
 
     def measure(self, step: int, _model=None) -> dict[str, Any]:
         point = self.evaluate(step)
         if step:
-            print(f"  [held-out] step {step:4d}  rollouts {point['rollouts']:6d}  "
-                  f"accuracy {100 * point['accuracy']:5.1f}%  ({point['seconds']:.1f}s)", flush=True)
+            print(
+                f"  [held-out] step {step:4d}  rollouts {point['rollouts']:6d}  "
+                f"accuracy {100 * point['accuracy']:5.1f}%  ({point['seconds']:.1f}s)",
+                flush=True,
+            )
         return point
 
     def reached_target(self, point: dict[str, Any]) -> bool:
@@ -155,8 +176,9 @@ class HeldOutEval:
         the last step; training stops at the first point ``>= target``."""
         from rlvr_plugins.train.runlog import PeriodicEval
 
-        return PeriodicEval(self.every, self.measure, None, at_start=self.at_start, at_last=True,
-                            stop_when=self.reached_target)
+        return PeriodicEval(
+            self.every, self.measure, None, at_start=self.at_start, at_last=True, stop_when=self.reached_target
+        )
 
 
 def sft_once(workdir: Path, examples: int) -> tuple[Path, float]:
@@ -165,8 +187,10 @@ def sft_once(workdir: Path, examples: int) -> tuple[Path, float]:
     from rlvr_plugins.train.config import load_config
 
     t = time.perf_counter()
-    config = load_config(DEMO, [f"output_dir={workdir / 'sft'}", f"sft.examples={examples}",
-                                "sft.logging_steps=100", "sft.disable_tqdm=true"])
+    config = load_config(
+        DEMO,
+        [f"output_dir={workdir / 'sft'}", f"sft.examples={examples}", "sft.logging_steps=100", "sft.disable_tqdm=true"],
+    )
     summary = run_sft_command(config)
     return Path(summary["model"]), time.perf_counter() - t
 
@@ -191,8 +215,8 @@ def arm_config(arm: str, seed: int, model: Path, out: Path, p: dict[str, Any]) -
 
 
 def run_arm(arm: str, seed: int, model: Path, workdir: Path, p: dict[str, Any], at_start: bool) -> dict[str, Any]:
-    from rlvr_plugins.train.data import load_rows
     from rlvr_plugins.manager import temporary_plugin
+    from rlvr_plugins.train.data import load_rows
     from rlvr_plugins.train.run import train
 
     config = arm_config(arm, seed, model, workdir / f"{arm}-seed{seed}", p)
@@ -254,12 +278,16 @@ def table(runs: list[dict[str, Any]], seeds: list[int], ratios: dict[int, float]
     def cell(r):
         return f"{r['rollouts_to_target']}{' (censored)' if r['censored'] else ''}"
 
-    lines = ["| seed | uniform: rollouts | curriculum: rollouts | ratio | best acc. uniform | best acc. curriculum |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| seed | uniform: rollouts | curriculum: rollouts | ratio | best acc. uniform | best acc. curriculum |",
+        "|---|---|---|---|---|---|",
+    ]
     for s in seeds:
         u, c = by["uniform", s], by["curriculum", s]
-        lines.append(f"| {s} | {cell(u)} | {cell(c)} | {ratios[s]:.2f} | {100 * u['best_accuracy']:.1f} % | "
-                     f"{100 * c['best_accuracy']:.1f} % |")
+        lines.append(
+            f"| {s} | {cell(u)} | {cell(c)} | {ratios[s]:.2f} | {100 * u['best_accuracy']:.1f} % | "
+            f"{100 * c['best_accuracy']:.1f} % |"
+        )
     return "\n".join(lines)
 
 
@@ -322,9 +350,11 @@ def main(argv=None):
         "seconds": round(time.perf_counter() - started, 1),
     }
     print(table(runs, p["seeds"], ratios["ratio_by_seed"]))
-    print(f"median ratio curriculum/uniform: {ratios['median_ratio']:.2f} (min {ratios['min_ratio']:.2f}, "
-          f"max {ratios['max_ratio']:.2f}); target <= 0.75: {'met' if result['target_met'] else 'NOT met'}"
-          f"{'; some runs censored at the budget' if ratios['any_censored'] else ''}; {result['seconds']:.0f} s")
+    print(
+        f"median ratio curriculum/uniform: {ratios['median_ratio']:.2f} (min {ratios['min_ratio']:.2f}, "
+        f"max {ratios['max_ratio']:.2f}); target <= 0.75: {'met' if result['target_met'] else 'NOT met'}"
+        f"{'; some runs censored at the budget' if ratios['any_censored'] else ''}; {result['seconds']:.0f} s"
+    )
     write_json(json_path, result)
     print(f"wrote {json_path}")
     return result

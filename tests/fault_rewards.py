@@ -82,6 +82,6 @@ def logs_the_whole_input(*, prompt, completion, example):
         raise ValueError(completion)
     except ValueError:
         log.exception("failed on")
-    warnings.warn(f"cannot parse {completion}")
+    warnings.warn(f"cannot parse {completion}", stacklevel=2)
     print("printed:", completion, "\nnext line")
     return 1.0

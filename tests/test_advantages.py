@@ -24,8 +24,16 @@ def test_grpo_matches_hand_computed_zscore():
     adv = A.grpo_advantages(r, all_valid(8), 4)
     s1 = math.sqrt(1 / 3)
     expected = [0.5 / (s1 + 1e-4), -0.5 / (s1 + 1e-4)] * 1
-    expected = [expected[0], expected[1], expected[1], expected[0], 0.25 / 0.5001, 0.25 / 0.5001, 0.25 / 0.5001,
-                -0.75 / 0.5001]
+    expected = [
+        expected[0],
+        expected[1],
+        expected[1],
+        expected[0],
+        0.25 / 0.5001,
+        0.25 / 0.5001,
+        0.25 / 0.5001,
+        -0.75 / 0.5001,
+    ]
     assert adv.tolist() == pytest.approx(expected, rel=1e-5)
 
 
@@ -75,8 +83,9 @@ def test_rloo_equals_scaled_mean_baseline():
     torch.manual_seed(1)
     r = torch.rand(40)
     G = 5
-    assert torch.allclose(A.rloo_advantages(r, all_valid(40), G),
-                          A.mean_baseline_advantages(r, all_valid(40), G) * G / (G - 1), atol=1e-6)
+    assert torch.allclose(
+        A.rloo_advantages(r, all_valid(40), G), A.mean_baseline_advantages(r, all_valid(40), G) * G / (G - 1), atol=1e-6
+    )
 
 
 def test_batch_std_uses_one_scale_for_the_batch():
@@ -108,9 +117,12 @@ def test_finalize_counts_zero_variance_groups_and_keeps_others():
     adv, zero_var = A.finalize_advantages(A.grpo_advantages(r, all_valid(12), 4), r, all_valid(12), 4)
     assert zero_var.tolist() == [True, True, False]
     assert adv[:8].abs().sum().item() == 0
-    assert adv[8:].tolist() == pytest.approx([0.5 / (1 / math.sqrt(3) + 1e-4)] * 1 + [-0.5 / (1 / math.sqrt(3) + 1e-4)]
-                                             + [0.5 / (1 / math.sqrt(3) + 1e-4), -0.5 / (1 / math.sqrt(3) + 1e-4)],
-                                             rel=1e-5)
+    assert adv[8:].tolist() == pytest.approx(
+        [0.5 / (1 / math.sqrt(3) + 1e-4)] * 1
+        + [-0.5 / (1 / math.sqrt(3) + 1e-4)]
+        + [0.5 / (1 / math.sqrt(3) + 1e-4), -0.5 / (1 / math.sqrt(3) + 1e-4)],
+        rel=1e-5,
+    )
 
 
 def test_group_with_all_invalid_gets_zero_without_nan():

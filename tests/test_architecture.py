@@ -23,8 +23,13 @@ def listed() -> tuple[set[str], set[str]]:
 def test_every_module_is_listed_with_its_layer():
     files, folders = listed()
     modules = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
-    missing = [m for m in modules if m not in files and not any(m.startswith(f) for f in folders)
-               and not (m.endswith("__init__.py") and m != "__init__.py")]
+    missing = [
+        m
+        for m in modules
+        if m not in files
+        and not any(m.startswith(f) for f in folders)
+        and not (m.endswith("__init__.py") and m != "__init__.py")
+    ]
     assert not missing, f"docs/architecture.md does not list: {missing}"
     stale = [f for f in files if not (PACKAGE / f).is_file()] + [f for f in folders if not (PACKAGE / f).is_dir()]
     assert not stale, f"docs/architecture.md lists modules that do not exist: {stale}"

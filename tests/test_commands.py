@@ -21,6 +21,7 @@ N = 4
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
+
 class Scripted:
     """Scores by the row's ``kind`` and by how often this prompt text was scored before.
 
@@ -59,16 +60,26 @@ KINDS = ["easy", "hard", "mixed", "direct", "mixed", "hard", "easy", "mixed"]
 
 
 def write_setup(tmp_path: Path, section: str, options: dict, plugins=None, rows=None) -> Path:
-    rows = rows or [{"question": f"{i}+{i}=", "answer": str(2 * i), "kind": kind, "solution": f"<think>{i}</think>"}
-                    for i, kind in enumerate(KINDS)]
+    rows = rows or [
+        {"question": f"{i}+{i}=", "answer": str(2 * i), "kind": kind, "solution": f"<think>{i}</think>"}
+        for i, kind in enumerate(KINDS)
+    ]
     data = tmp_path / "rows.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump({
-        "output_dir": str(tmp_path / "run"), "seed": 0, "model": {"tiny": TINY},
-        "data": {"train": {"source": "jsonl", "path": str(data)}, "columns": {"prompt": "question"}},
-        "plugins": plugins or {"scripted": {}}, "engine": {"in_process": True}, section: options,
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "output_dir": str(tmp_path / "run"),
+                "seed": 0,
+                "model": {"tiny": TINY},
+                "data": {"train": {"source": "jsonl", "path": str(data)}, "columns": {"prompt": "question"}},
+                "plugins": plugins or {"scripted": {}},
+                "engine": {"in_process": True},
+                section: options,
+            }
+        )
+    )
     return path
 
 
@@ -91,8 +102,15 @@ def test_filter_keeps_the_prompts_in_the_band_with_their_pass_rate(tmp_path):
     expected = [i for i, k in enumerate(KINDS) if k in ("mixed", "direct")]
     assert [r["prompt"] for r in kept] == [f"{i}+{i}=" for i in expected]
     assert all(r["pass_rate"] == 0.25 and r["passes"] == 1 for r in kept)
-    assert kept[0] == {"question": "2+2=", "answer": "4", "kind": "mixed", "solution": "<think>2</think>",
-                       "prompt": "2+2=", "pass_rate": 0.25, "passes": 1}
+    assert kept[0] == {
+        "question": "2+2=",
+        "answer": "4",
+        "kind": "mixed",
+        "solution": "<think>2</think>",
+        "prompt": "2+2=",
+        "pass_rate": 0.25,
+        "passes": 1,
+    }
     report = json.loads((tmp_path / "run" / "filter_report.json").read_text())
     assert report["prompts"] == 8 and report["kept"] == 4
     assert report["dropped"] == {"never_solved": 2, "always_solved": 2, "outside_band": 0, "solved_without_cot": 0}
@@ -102,9 +120,19 @@ def test_filter_keeps_the_prompts_in_the_band_with_their_pass_rate(tmp_path):
 
 @pytest.mark.slow
 def test_filter_drops_prompts_solved_without_chain_of_thought_and_honours_bounds(tmp_path):
-    path = write_setup(tmp_path, "filter", {"n": N, "max_new_tokens": 3, "reward": "solved",
-                                            "drop_solved_without_cot": True, "min_pass_rate": 0.25,
-                                            "max_pass_rate": 1.0, "no_cot_max_new_tokens": 2})
+    path = write_setup(
+        tmp_path,
+        "filter",
+        {
+            "n": N,
+            "max_new_tokens": 3,
+            "reward": "solved",
+            "drop_solved_without_cot": True,
+            "min_pass_rate": 0.25,
+            "max_pass_rate": 1.0,
+            "no_cot_max_new_tokens": 2,
+        },
+    )
     with temporary_plugin(ScriptedPlugin):
         assert cli.main(["filter", str(path)]) == 0
     kept = read_jsonl(tmp_path / "run" / "filtered.jsonl")
@@ -116,8 +144,17 @@ def test_filter_drops_prompts_solved_without_chain_of_thought_and_honours_bounds
 
 @pytest.mark.slow
 def test_distill_keeps_traces_that_reach_every_threshold(tmp_path):
-    path = write_setup(tmp_path, "distill", {"n": N, "max_new_tokens": 3, "temperature": 1.0,
-                                             "thresholds": {"solved": 1.0, "style": 1.0}, "max_per_prompt": 1})
+    path = write_setup(
+        tmp_path,
+        "distill",
+        {
+            "n": N,
+            "max_new_tokens": 3,
+            "temperature": 1.0,
+            "thresholds": {"solved": 1.0, "style": 1.0},
+            "max_per_prompt": 1,
+        },
+    )
     with temporary_plugin(ScriptedPlugin):
         assert cli.main(["distill", str(path)]) == 0
     rows = read_jsonl(tmp_path / "run" / "distill.jsonl")
@@ -135,15 +172,18 @@ def test_distill_threshold_for_an_unknown_reward_lists_the_registered_ones(tmp_p
     path = write_setup(tmp_path, "distill", {"thresholds": {"r1-acuracy": 1.0}})
     with temporary_plugin(ScriptedPlugin):
         assert cli.main(["distill", str(path)]) == 2
-    assert ("distill.thresholds names reward(s) ['r1-acuracy'] that no enabled plugin registers; "
-            "registered: ['solved', 'style']") in capsys.readouterr().err
+    assert (
+        "distill.thresholds names reward(s) ['r1-acuracy'] that no enabled plugin registers; "
+        "registered: ['solved', 'style']"
+    ) in capsys.readouterr().err
 
 
 def test_commands_without_a_reward_or_an_sft_section_stop_early(tmp_path, capsys):
     path = write_setup(tmp_path, "filter", {}, plugins={"plain-template": {}})
     assert cli.main(["filter", str(path)]) == 2
-    assert "rlvr filter scores completions with the reward plugins, but the config enables none" in \
-        capsys.readouterr().err
+    assert (
+        "rlvr filter scores completions with the reward plugins, but the config enables none" in capsys.readouterr().err
+    )
     assert cli.main(["sft", str(path)]) == 2
     assert "rlvr sft needs an sft: section" in capsys.readouterr().err
 
@@ -152,9 +192,18 @@ def test_commands_without_a_reward_or_an_sft_section_stop_early(tmp_path, capsys
 def test_sft_command_saves_a_loadable_model(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = write_setup(tmp_path, "sft", {"examples": 6, "completion_column": "solution", "use_cpu": True,
-                                         "per_device_train_batch_size": 2, "learning_rate": 1e-3},
-                       plugins={"plain-template": {}})
+    path = write_setup(
+        tmp_path,
+        "sft",
+        {
+            "examples": 6,
+            "completion_column": "solution",
+            "use_cpu": True,
+            "per_device_train_batch_size": 2,
+            "learning_rate": 1e-3,
+        },
+        plugins={"plain-template": {}},
+    )
     assert cli.main(["sft", str(path)]) == 0
     folder = tmp_path / "run" / "model"
     summary = json.loads((tmp_path / "run" / "sft_summary.json").read_text())
@@ -162,8 +211,10 @@ def test_sft_command_saves_a_loadable_model(tmp_path):
     model = AutoModelForCausalLM.from_pretrained(folder)
     assert model.config.hidden_size == TINY["hidden_size"]
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    assert tokenizer.convert_tokens_to_ids("<think>") == 4 and tokenizer.decode(tokenizer("1+2=")["input_ids"],
-                                                                               skip_special_tokens=True) == "1+2="
+    assert (
+        tokenizer.convert_tokens_to_ids("<think>") == 4
+        and tokenizer.decode(tokenizer("1+2=")["input_ids"], skip_special_tokens=True) == "1+2="
+    )
 
 
 def test_qwen_fusion_rows_mix_modes_without_repeating_the_empty_think_block(tmp_path):
@@ -173,8 +224,12 @@ def test_qwen_fusion_rows_mix_modes_without_repeating_the_empty_think_block(tmp_
     from rlvr_plugins.testing import char_tokenizer, tiny_rows
     from rlvr_qwen_thinking.modes import EMPTY_THINK_BLOCK, fused_no_think
 
-    config = {"output_dir": str(tmp_path / "run"), "seed": 5, "model": {"tiny": {}},
-              "plugins": {"qwen-thinking": {"no_think_share": 0.5}}}
+    config = {
+        "output_dir": str(tmp_path / "run"),
+        "seed": 5,
+        "model": {"tiny": {}},
+        "plugins": {"qwen-thinking": {"no_think_share": 0.5}},
+    }
     ctx = setup(config, "sft", need_rewards=False)
     rows = [{k: v for k, v in r.items() if k != "rlvr_index"} for r in tiny_rows(12)]
     out, info = sft_rows(ctx, rows, "solution", char_tokenizer())
@@ -192,12 +247,16 @@ def test_qwen_fusion_rows_mix_modes_without_repeating_the_empty_think_block(tmp_
 
 def test_without_qwen_fusion_sft_uses_the_rows_as_they_are(tmp_path):
     pytest.importorskip("rlvr_qwen_thinking", reason="rlvr-qwen-thinking is not installed")
-    from rlvr_plugins.cli.common import setup
     from rlvr_plugins.cli import sft_cmd
+    from rlvr_plugins.cli.common import setup
     from rlvr_plugins.testing import char_tokenizer, tiny_rows
 
-    config = {"output_dir": str(tmp_path / "run"), "seed": 5, "model": {"tiny": {}},
-              "plugins": {"qwen-thinking": {"no_think_share": 0.0}}}
+    config = {
+        "output_dir": str(tmp_path / "run"),
+        "seed": 5,
+        "model": {"tiny": {}},
+        "plugins": {"qwen-thinking": {"no_think_share": 0.0}},
+    }
     rows = [{k: v for k, v in r.items() if k != "rlvr_index"} for r in tiny_rows(4)]
     out, info = sft_cmd.sft_rows(setup(config, "sft", need_rewards=False), rows, "solution", char_tokenizer())
     assert info == {"examples_from": None}
@@ -209,5 +268,7 @@ def test_a_tilde_in_a_commands_output_dir_is_the_home_folder_as_for_rlvr_train(t
 
     monkeypatch.setenv("HOME", str(tmp_path))
     ctx = setup({"output_dir": "~/run", "model": {"tiny": {}}, "plugins": {"r1-accuracy": {}}}, "eval")
-    assert ctx.out == tmp_path / "run" and sorted(os.listdir(tmp_path / "run")) == ["eval_config.yaml",
-                                                                                   "eval_plugins.json"]
+    assert ctx.out == tmp_path / "run" and sorted(os.listdir(tmp_path / "run")) == [
+        "eval_config.yaml",
+        "eval_plugins.json",
+    ]

@@ -16,13 +16,14 @@ import pytest
 import yaml
 
 from rlvr_plugins import cli
-from rlvr_plugins.train import curves
 from rlvr_plugins.lab.compare import summarize
+from rlvr_plugins.train import curves
 from rlvr_plugins.train.curves import TRAIN_ACCURACY, load_run, smooth
 
 REPO = Path(__file__).resolve().parents[1]
 SMOKE = REPO / "tests" / "configs" / "smoke.yaml"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
 
 def rows_from_columns(steps: list[int], columns: dict[str, list]) -> list[dict]:
     """``metrics.jsonl`` rows, one per step, from one list of values per metric."""
@@ -31,34 +32,40 @@ def rows_from_columns(steps: list[int], columns: dict[str, list]) -> list[dict]:
 
 # Run "grpo-run": steps 1-4, every metric (training accuracy from rlvr/correct_rate); a null kl at step 3 (non-finite values are logged as null)
 # and TRL's end-of-training row sharing step 4.
-GRPO_ROWS = rows_from_columns([1, 2, 3, 4], {
-    "reward": [0.2, 0.6, 0.5, 0.4],
-    "rewards/r1-accuracy/mean": [0.0, 0.5, 0.25, 0.25],
-    "rewards/r1-format/mean": [0.4, 0.2, 0.5, 0.3],
-    "rlvr/correct_rate": [0.0, 0.4, 0.3, 0.2],
-    "kl": [0.01, 0.03, None, 0.05],
-    "entropy": [2.0, 1.5, 1.8, 1.2],
-    "completions/mean_length": [10.0, 20.0, 30.0, 40.0],
-    "completions/mean_length_correct": [8.0, 18.0, 25.0, 30.0],
-    "completions/mean_length_wrong": [11.0, 22.0, 35.0, 50.0],
-    "clip_ratio/low_mean": [0.0, 0.02, 0.01, 0.03],
-    "clip_ratio/high_mean": [0.1, 0.0, 0.01, 0.02],
-    "clip_ratio/region_mean": [0.1, 0.02, 0.02, 0.05],
-}) + [{"step": 4, "train_runtime": 1.5, "train_loss": 0.0, "epoch": 1.0}]
+GRPO_ROWS = rows_from_columns(
+    [1, 2, 3, 4],
+    {
+        "reward": [0.2, 0.6, 0.5, 0.4],
+        "rewards/r1-accuracy/mean": [0.0, 0.5, 0.25, 0.25],
+        "rewards/r1-format/mean": [0.4, 0.2, 0.5, 0.3],
+        "rlvr/correct_rate": [0.0, 0.4, 0.3, 0.2],
+        "kl": [0.01, 0.03, None, 0.05],
+        "entropy": [2.0, 1.5, 1.8, 1.2],
+        "completions/mean_length": [10.0, 20.0, 30.0, 40.0],
+        "completions/mean_length_correct": [8.0, 18.0, 25.0, 30.0],
+        "completions/mean_length_wrong": [11.0, 22.0, 35.0, 50.0],
+        "clip_ratio/low_mean": [0.0, 0.02, 0.01, 0.03],
+        "clip_ratio/high_mean": [0.1, 0.0, 0.01, 0.02],
+        "clip_ratio/region_mean": [0.1, 0.02, 0.02, 0.05],
+    },
+) + [{"step": 4, "train_runtime": 1.5, "train_loss": 0.0, "epoch": 1.0}]
 GRPO_SUMMARY = {"eval_before": {"accuracy": 0.25, "n": 8}, "eval_after": {"accuracy": 0.5, "n": 8}}
 
 # Run "rloo-run": logs every 2 steps, no rlvr/correct_rate (accuracy from the reward mean), no kl, no length split, a length penalty, no summary.json (unfinished).
-RLOO_ROWS = rows_from_columns([2, 4, 6], {
-    "reward": [0.1, 0.3, 0.2],
-    "rewards/r1-accuracy/mean": [0.1, 0.3, 0.2],
-    "rewards/r1-format/mean": [0.0, 0.0, 0.0],
-    "entropy": [3.0, 2.5, 2.7],
-    "completions/mean_length": [50.0, 45.0, 40.0],
-    "penalties/kimi-length/mean": [-0.2, -0.1, -0.3],
-    "clip_ratio/low_mean": [0.0, 0.0, 0.0],
-    "clip_ratio/high_mean": [0.0, 0.0, 0.0],
-    "clip_ratio/region_mean": [0.0, 0.0, 0.0],
-})
+RLOO_ROWS = rows_from_columns(
+    [2, 4, 6],
+    {
+        "reward": [0.1, 0.3, 0.2],
+        "rewards/r1-accuracy/mean": [0.1, 0.3, 0.2],
+        "rewards/r1-format/mean": [0.0, 0.0, 0.0],
+        "entropy": [3.0, 2.5, 2.7],
+        "completions/mean_length": [50.0, 45.0, 40.0],
+        "penalties/kimi-length/mean": [-0.2, -0.1, -0.3],
+        "clip_ratio/low_mean": [0.0, 0.0, 0.0],
+        "clip_ratio/high_mean": [0.0, 0.0, 0.0],
+        "clip_ratio/region_mean": [0.0, 0.0, 0.0],
+    },
+)
 
 
 def plugins_json(estimator: str, chosen: list[str]) -> dict:
@@ -68,8 +75,9 @@ def plugins_json(estimator: str, chosen: list[str]) -> dict:
     return {"plugins": described, "rewards": rewards}
 
 
-def write_run(folder: Path, rows: list[dict], summary: dict | None = None, plugins: dict | None = None,
-              config: dict | None = None) -> Path:
+def write_run(
+    folder: Path, rows: list[dict], summary: dict | None = None, plugins: dict | None = None, config: dict | None = None
+) -> Path:
     folder.mkdir(parents=True)
     (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     if summary is not None:
@@ -83,11 +91,20 @@ def write_run(folder: Path, rows: list[dict], summary: dict | None = None, plugi
 
 @pytest.fixture
 def runs(tmp_path) -> tuple[Path, Path]:
-    grpo = write_run(tmp_path / "grpo-run", GRPO_ROWS, GRPO_SUMMARY, plugins_json("grpo", ["r1-accuracy", "r1-format"]),
-                     {"plugins": {"r1-accuracy": {}, "r1-format": {}}, "eval": {"reward": "r1-accuracy"}})
-    rloo = write_run(tmp_path / "rloo-run", RLOO_ROWS, None,
-                     plugins_json("rloo", ["r1-accuracy", "r1-format", "kimi-length"]),
-                     {"plugins": {"r1-accuracy": {}, "r1-format": {}, "kimi-length": {}, "rloo": {}}})
+    grpo = write_run(
+        tmp_path / "grpo-run",
+        GRPO_ROWS,
+        GRPO_SUMMARY,
+        plugins_json("grpo", ["r1-accuracy", "r1-format"]),
+        {"plugins": {"r1-accuracy": {}, "r1-format": {}}, "eval": {"reward": "r1-accuracy"}},
+    )
+    rloo = write_run(
+        tmp_path / "rloo-run",
+        RLOO_ROWS,
+        None,
+        plugins_json("rloo", ["r1-accuracy", "r1-format", "kimi-length"]),
+        {"plugins": {"r1-accuracy": {}, "r1-format": {}, "kimi-length": {}, "rloo": {}}},
+    )
     return grpo, rloo
 
 
@@ -113,6 +130,7 @@ def table_rows(out: Path) -> dict[str, dict[str, str]]:
 
 
 # -- values ----------------------------------------------------------------------------------
+
 
 def test_final_and_best_values_in_the_table_and_json(runs, tmp_path):
     out = tmp_path / "out"
@@ -176,8 +194,12 @@ def test_ema_is_tensorboards_debiased_smoothing_by_hand():
 
 def test_metric_glob_plots_and_tabulates_every_match(runs, tmp_path, capsys):
     out = tmp_path / "out"
-    assert compare_cli(str(runs[0]), "--output", str(out), "--metric", "clip_ratio/*_mean", "--metric", "entropy",
-                       "--ema", "0.5") == 0
+    assert (
+        compare_cli(
+            str(runs[0]), "--output", str(out), "--metric", "clip_ratio/*_mean", "--metric", "entropy", "--ema", "0.5"
+        )
+        == 0
+    )
     result = read_result(out)
     names = [m["name"] for m in result["metrics"]]
     assert len(names) == len(set(names)), "a metric of a --metric group and a built-in one is tabulated once"
@@ -196,8 +218,10 @@ def test_metric_that_matches_nothing_is_refused_with_what_was_logged(runs, capsy
 def test_ema_weight_must_be_in_unit_interval(runs, capsys, weight):
     with pytest.raises(SystemExit) as exc:
         compare_cli(str(runs[0]), "--ema", weight)
-    assert exc.value.code == 2 and f"--ema takes a weight in [0, 1) (0: no smoothing), got '{weight}'" in \
-        capsys.readouterr().err
+    assert (
+        exc.value.code == 2
+        and f"--ema takes a weight in [0, 1) (0: no smoothing), got '{weight}'" in capsys.readouterr().err
+    )
 
 
 def test_smooth_and_summarize_by_hand():
@@ -225,6 +249,7 @@ def test_correctness_reward_falls_back_to_the_first_logged_reward(tmp_path):
 
 # -- missing metrics -------------------------------------------------------------------------
 
+
 def test_metrics_a_run_lacks_are_skipped_and_noted(runs, tmp_path):
     out = tmp_path / "out"
     assert compare_cli(*map(str, runs), "--output", str(out), "--no-plots") == 0
@@ -250,21 +275,26 @@ def test_a_metric_no_run_logged_has_no_column(runs, tmp_path):
 
 
 def test_cispo_clip_ratio_is_shown_only_when_a_run_logged_it(runs, tmp_path):
-    cispo = write_run(tmp_path / "cispo-run", rows_from_columns([1, 2], {"reward": [0.1, 0.2],
-                                                                         "cispo_clip_ratio": [0.3, 0.1]}))
+    cispo = write_run(
+        tmp_path / "cispo-run", rows_from_columns([1, 2], {"reward": [0.1, 0.2], "cispo_clip_ratio": [0.3, 0.1]})
+    )
     out = tmp_path / "out"
     assert compare_cli(str(runs[0]), str(cispo), "--output", str(out), "--no-plots") == 0
     table = table_rows(out)
     assert table["cispo-run"]["cispo_clip_ratio ↓"] == "0.1 / 0.1" and table["grpo-run"]["cispo_clip_ratio ↓"] == "-"
     notes = read_result(out)["notes"]
-    assert ("clip_ratio/high_mean: not logged by cispo-run (TRL logs clip ratios for the grpo, bnpo, dr_grpo, "
-            "dapo and luspo losses only); skipped for that run") in notes
-    assert "cispo_clip_ratio: not logged by grpo-run (TRL logs it for the cispo loss only); skipped for that run" \
-        in notes
+    assert (
+        "clip_ratio/high_mean: not logged by cispo-run (TRL logs clip ratios for the grpo, bnpo, dr_grpo, "
+        "dapo and luspo losses only); skipped for that run"
+    ) in notes
+    assert (
+        "cispo_clip_ratio: not logged by grpo-run (TRL logs it for the cispo loss only); skipped for that run" in notes
+    )
     assert not any(n.startswith("cispo_clip_ratio") for n in read_result_of(runs[0], tmp_path / "alone")["notes"])
 
 
 # -- outputs ---------------------------------------------------------------------------------
+
 
 def test_pngs_are_written_non_empty_and_listed(runs, tmp_path, capsys):
     out = tmp_path / "out"
@@ -301,18 +331,22 @@ def test_no_plots_writes_the_table_alone_and_a_rerun_drops_stale_pngs(runs, tmp_
 
 # -- bad input -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("case, message", [
-    ("missing", "not a folder"),
-    ("no-metrics", "is not a run folder: it has no metrics.jsonl"),
-    ("started", "the run has not logged a step yet"),
-    ("empty", "is empty"),
-    ("corrupt", ":2: malformed JSON"),
-    ("no-step", ":1: the row has no integer 'step'"),
-    ("no-numbers", "metrics.jsonl has no numeric metric in any row"),
-    ("bad-summary", "summary.json: not valid JSON"),
-    ("binary-summary", "summary.json: not valid UTF-8 (byte 1); the file is corrupt"),
-    ("alias-config", "config.yaml:2: not valid YAML: YAML aliases (*a) are not allowed"),
-])
+
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("missing", "not a folder"),
+        ("no-metrics", "is not a run folder: it has no metrics.jsonl"),
+        ("started", "the run has not logged a step yet"),
+        ("empty", "is empty"),
+        ("corrupt", ":2: malformed JSON"),
+        ("no-step", ":1: the row has no integer 'step'"),
+        ("no-numbers", "metrics.jsonl has no numeric metric in any row"),
+        ("bad-summary", "summary.json: not valid JSON"),
+        ("binary-summary", "summary.json: not valid UTF-8 (byte 1); the file is corrupt"),
+        ("alias-config", "config.yaml:2: not valid YAML: YAML aliases (*a) are not allowed"),
+    ],
+)
 def test_bad_folders_exit_2_naming_the_folder(runs, tmp_path, capsys, case, message):
     folder = tmp_path / case
     if case != "missing":
@@ -368,42 +402,72 @@ def test_smooth_must_be_positive(runs, capsys):
 
 # -- a real run ------------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_a_real_smoke_run_folder(tmp_path):
     """The smoke config trains 2 GRPO steps (about 20 s on a busy CPU, so marked slow), measuring held-out
     accuracy every step: eval rows at step 0 (before GRPO), 1 (during) and 2 (after), and a curves.png."""
     run_dir, out = tmp_path / "smoke", tmp_path / "out"
     env = {**os.environ, "RLVR_THREADS": "1", "PYTHONWARNINGS": "ignore"}
-    trained = subprocess.run([sys.executable, "-m", "rlvr_plugins.cli", "train", str(SMOKE), "--set",
-                              f"output_dir={run_dir}", "--set", "trainer.save_steps=100",
-                              "--set", "eval.every_steps=1"],
-                             cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False)
+    trained = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlvr_plugins.cli",
+            "train",
+            str(SMOKE),
+            "--set",
+            f"output_dir={run_dir}",
+            "--set",
+            "trainer.save_steps=100",
+            "--set",
+            "eval.every_steps=1",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert trained.returncode == 0, trained.stderr[-3000:]
     assert "[eval step 1] accuracy " in trained.stdout
     # 2 steps x 8 completions in training, 3 held-out evaluations x 16 problems (the start-up probe of
     # each reward's own example is not counted)
-    assert ("reward failures (no score, masked): r1-accuracy 0 of 64 items, r1-format 0 of 64 items"
-            in trained.stdout)
+    assert "reward failures (no score, masked): r1-accuracy 0 of 64 items, r1-format 0 of 64 items" in trained.stdout
     summary = json.loads((run_dir / "summary.json").read_text())
     evals = [r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if "eval/accuracy" in r]
     assert [r["step"] for r in evals] == [0, 1, 2]
     assert evals[0]["eval/accuracy"] == summary["eval_before"]["accuracy"]
     assert evals[2]["eval/accuracy"] == summary["eval_after"]["accuracy"]
-    assert set(evals[1]) == {"step", "eval/accuracy", "eval/rewards/r1-accuracy", "eval/rewards/r1-format",
-                             "eval/no_score"}
+    assert set(evals[1]) == {
+        "step",
+        "eval/accuracy",
+        "eval/rewards/r1-accuracy",
+        "eval/rewards/r1-format",
+        "eval/no_score",
+    }
     assert_drawn(run_dir / "curves.png")
     assert compare_cli(str(run_dir), "--output", str(out), "--metric", "eval/*") == 0
     result = read_result(out)
     [run] = result["runs"]
     assert (run["estimator"], run["plugins"], run["last_step"]) == ("grpo", ["r1-accuracy", "r1-format"], 2)
     assert run["correctness_reward"] == "r1-accuracy"
-    assert run["eval_accuracy"] == {"before": summary["eval_before"]["accuracy"],
-                                    "after": summary["eval_after"]["accuracy"]}
+    assert run["eval_accuracy"] == {
+        "before": summary["eval_before"]["accuracy"],
+        "after": summary["eval_after"]["accuracy"],
+    }
     logged = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     rewards = [r["reward"] for r in logged if "reward" in r]
     assert run["metrics"]["reward"]["final"] == rewards[-1] and run["metrics"]["reward"]["best"] == max(rewards)
-    for name in ("reward", "rewards/r1-accuracy/mean", "rewards/r1-format/mean", "completions/mean_length",
-                 "entropy", "clip_ratio/region_mean"):
+    for name in (
+        "reward",
+        "rewards/r1-accuracy/mean",
+        "rewards/r1-format/mean",
+        "completions/mean_length",
+        "entropy",
+        "clip_ratio/region_mean",
+    ):
         assert name in run["metrics"], name
     for name in ("rewards.png", "accuracy.png", "length.png", "entropy.png", "clip_ratio.png"):
         assert (out / name).read_bytes().startswith(PNG_MAGIC), name
@@ -423,9 +487,18 @@ def assert_drawn(path: Path) -> None:
 
 
 def test_importance_ratio_is_plotted_when_a_run_logged_it(runs, tmp_path):
-    off = write_run(tmp_path / "off-policy", rows_from_columns([1, 2, 3], {
-        "reward": [0.1, 0.2, 0.3], "rlvr/ratio/abs_log_mean": [0.0, 0.02, 0.05],
-        "rlvr/ratio/max": [1.0, 1.3, 2.5], "rlvr/ratio/min": [1.0, 0.8, 0.4]}))
+    off = write_run(
+        tmp_path / "off-policy",
+        rows_from_columns(
+            [1, 2, 3],
+            {
+                "reward": [0.1, 0.2, 0.3],
+                "rlvr/ratio/abs_log_mean": [0.0, 0.02, 0.05],
+                "rlvr/ratio/max": [1.0, 1.3, 2.5],
+                "rlvr/ratio/min": [1.0, 0.8, 0.4],
+            },
+        ),
+    )
     out = tmp_path / "out"
     assert compare_cli(str(runs[0]), str(off), "--output", str(out)) == 0
     assert "ratio.png" in read_result(out)["plots"] and (out / "ratio.png").read_bytes().startswith(PNG_MAGIC)

@@ -20,15 +20,22 @@ from rlvr_plugins.train.validate import SFTSection
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "src" / "rlvr_plugins"
 
-CONFIG_MODULES = {"train/config.py", "train/validate.py", "train/sections.py", "train/overrides.py",
-                  "train/yamlfile.py"}
+CONFIG_MODULES = {
+    "train/config.py",
+    "train/validate.py",
+    "train/sections.py",
+    "train/overrides.py",
+    "train/yamlfile.py",
+}
 ALLOWED = {
     "train/curves.py": "reads a finished run's saved config.yaml (any version of it) to draw its curves",
 }
 """Modules that may read a config mapping by key, and why."""
 
-READS = re.compile(r"\b(?:config|section|model|spec|lora|data|trainer)\.get\(|"
-                   r"\bconfig\[\"(?:model|data|eval|sft|trainer|filter|distill|engine|plugins|seed|output_dir)\"\]")
+READS = re.compile(
+    r"\b(?:config|section|model|spec|lora|data|trainer)\.get\(|"
+    r"\bconfig\[\"(?:model|data|eval|sft|trainer|filter|distill|engine|plugins|seed|output_dir)\"\]"
+)
 
 
 def test_no_stage_reads_the_config_dict_by_key():
@@ -64,11 +71,23 @@ def test_annotated_rules_serve_plugin_options_too():
         parse_options("p", Options, {"draws": "x"})
 
 
-@pytest.mark.parametrize("value, annotation, ok", [
-    (3, int, True), (True, int, False), (2, float, True), (float("inf"), float, False), (10**400, float, False),
-    (None, int | None, True), (["a", 1], list[str], False), ({"a": 1}, dict, True), (0, sections.Positive, False),
-    (1, sections.Positive, True), ("gsm8k", sections.AnswerFormat, True), ("latex", sections.AnswerFormat, False),
-])
+@pytest.mark.parametrize(
+    "value, annotation, ok",
+    [
+        (3, int, True),
+        (True, int, False),
+        (2, float, True),
+        (float("inf"), float, False),
+        (10**400, float, False),
+        (None, int | None, True),
+        (["a", 1], list[str], False),
+        ({"a": 1}, dict, True),
+        (0, sections.Positive, False),
+        (1, sections.Positive, True),
+        ("gsm8k", sections.AnswerFormat, True),
+        ("latex", sections.AnswerFormat, False),
+    ],
+)
 def test_check_by_hand(value, annotation, ok):
     assert check(value, annotation)[0] is ok
 
@@ -83,12 +102,16 @@ def test_a_section_error_names_file_line_and_the_rule(tmp_path):
     from rlvr_plugins.train.config import load_config
 
     path = tmp_path / "c.yaml"
-    path.write_text("model: {tiny: {}}\ndata: {train: {source: synthetic, task: arithmetic}}\n"
-                    "plugins: {r1-accuracy: {}}\nfilter:\n  n: 0\n  top_p: 2\n")
+    path.write_text(
+        "model: {tiny: {}}\ndata: {train: {source: synthetic, task: arithmetic}}\n"
+        "plugins: {r1-accuracy: {}}\nfilter:\n  n: 0\n  top_p: 2\n"
+    )
     with pytest.raises(ConfigError) as err:
         load_config(path)
-    assert err.value.problems == [f"{path}:5: filter.n must be a positive integer, got 0",
-                                  f"{path}:6: filter.top_p must be in (0, 1], got 2"]
+    assert err.value.problems == [
+        f"{path}:5: filter.n must be a positive integer, got 0",
+        f"{path}:6: filter.top_p must be in (0, 1], got 2",
+    ]
 
 
 def test_eval_defaults_of_train_and_command_are_stated_once():
@@ -114,7 +137,10 @@ DOCUMENTED = {
 """Which dataclasses each ``## `section``` of docs/configuration.md documents in its tables."""
 
 DERIVED = {
-    ("eval", "batch_size"): [f"`{sections.EvalSection.TRAIN_BATCH_SIZE}`", str(sections.EvalSection.COMMAND_BATCH_SIZE)],
+    ("eval", "batch_size"): [
+        f"`{sections.EvalSection.TRAIN_BATCH_SIZE}`",
+        str(sections.EvalSection.COMMAND_BATCH_SIZE),
+    ],
     ("eval", "temperature"): ["`0`", str(sections.EvalSection.SAMPLED_TEMPERATURE)],
     ("eval", "max_new_tokens"): ["`trainer.max_completion_length`"],
 }
@@ -167,8 +193,11 @@ def test_every_field_and_default_is_in_the_docs(section):
             default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
             if (name, f.name) in DERIVED:
                 row = documented_rows()[f"{section} rows"][f.name]
-                problems += [f"{section}.{f.name}: the docs row does not say {needle}"
-                             for needle in DERIVED[name, f.name] if needle not in row]
+                problems += [
+                    f"{section}.{f.name}: the docs row does not say {needle}"
+                    for needle in DERIVED[name, f.name]
+                    if needle not in row
+                ]
             elif default is not None and default != {} and written(default) not in cell:
                 problems.append(f"{section}.{f.name}: the docs say {cell!r}, the default is {written(default)}")
     extra = set(rows) - {f.name for cls in DOCUMENTED[section] for f in dataclasses.fields(cls)}

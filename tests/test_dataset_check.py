@@ -11,17 +11,19 @@ import pytest
 import yaml
 
 from rlvr_plugins import Plugin, cli, hookimpl
-from rlvr_plugins.train.config import load_config
-from rlvr_plugins.train.data import MAX_NAMED_ROWS, DataError, dataset_warnings, load_rows
 from rlvr_plugins.errors import PluginValidationError
 from rlvr_plugins.manager import build_plugin_set, temporary_plugin
+from rlvr_plugins.train.config import load_config
+from rlvr_plugins.train.data import MAX_NAMED_ROWS, DataError, dataset_warnings, load_rows
 
 DATA = Path(os.environ["RLVR_SHARED_DATA"]) if os.environ.get("RLVR_SHARED_DATA") else None
 DIGITS = 100_001  # rlvr_r1.answers.MAX_NUMBER_DIGITS + 1
 HUGE = "7" * DIGITS
-TOO_MANY = ("r1-accuracy: {where}: 1 row: the reference answer (column 'answer') holds a number of more than "
-            "100000 digits, which math-verify cannot parse; it is compared only as a plain decimal or as text: "
-            "row 1 (line 3)")
+TOO_MANY = (
+    "r1-accuracy: {where}: 1 row: the reference answer (column 'answer') holds a number of more than "
+    "100000 digits, which math-verify cannot parse; it is compared only as a plain decimal or as text: "
+    "row 1 (line 3)"
+)
 
 
 def write_config(tmp_path, rows, plugins=None, blank_line_after=0):
@@ -30,9 +32,13 @@ def write_config(tmp_path, rows, plugins=None, blank_line_after=0):
     lines = [json.dumps(r) for r in rows]
     lines.insert(blank_line_after + 1, "")
     (tmp_path / "train.jsonl").write_text("\n".join(lines) + "\n")
-    config = {"model": {"tiny": {}}, "data": {"train": {"source": "jsonl", "path": "train.jsonl"}},
-              "plugins": plugins or {"r1-accuracy": {}}, "engine": {"in_process": True},
-              "output_dir": str(tmp_path / "out")}
+    config = {
+        "model": {"tiny": {}},
+        "data": {"train": {"source": "jsonl", "path": "train.jsonl"}},
+        "plugins": plugins or {"r1-accuracy": {}},
+        "engine": {"in_process": True},
+        "output_dir": str(tmp_path / "out"),
+    }
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
     return tmp_path / "c.yaml"
 
@@ -55,8 +61,11 @@ def test_dataset_warnings_group_rows_by_problem_and_name_at_most_five():
     assert dataset_warnings("p", None, 3, "data.train") == []
     assert dataset_warnings("p", [(0, "x")], 3, "data.train") == ["p: data.train: 1 row: x: row 0"]
     for bad in ([(3, "x")], [("0", "x")], [0], [(0, 1)]):
-        with pytest.raises(PluginValidationError, match=r"^plugin 'p': rlvr_check_dataset returned .*; it returns "
-                                                        r"\(row index in 0\.\.2, problem text\) pairs$"):
+        with pytest.raises(
+            PluginValidationError,
+            match=r"^plugin 'p': rlvr_check_dataset returned .*; it returns "
+            r"\(row index in 0\.\.2, problem text\) pairs$",
+        ):
             dataset_warnings("p", bad, 3, "data.train")
 
 
@@ -68,7 +77,7 @@ def test_a_reference_that_can_never_be_parsed_is_reported_once_at_load_naming_it
         assert load_rows(config, "train") == rows  # no plugin set: nothing is checked
     assert messages(caplog) == [TOO_MANY.format(where=tmp_path / "train.jsonl")]
     caplog.clear()
-    (_, reward), = plugin_set.reward_functions()
+    ((_, reward),) = plugin_set.reward_functions()
     with caplog.at_level("WARNING"):
         scores = [reward.fn(prompt="b", completion=f"\\boxed{{{answer}}}", example=rows[1]) for answer in (HUGE, "12")]
     assert scores == [1.0, 0.0] and caplog.records == []  # scoring does not report it again
@@ -122,9 +131,14 @@ def test_commands_report_before_the_first_generation_or_score(tmp_path, caplog, 
 
 @pytest.mark.skipif(DATA is None, reason="../shared/data is absent (set RLVR_SHARED_DATA)")
 def test_the_check_costs_gsm8k_train_well_under_a_second(tmp_path, caplog):
-    config = {"model": {"tiny": {}}, "plugins": {"r1-accuracy": {}},
-              "data": {"train": {"source": "jsonl", "path": str(DATA / "gsm8k" / "train.jsonl")},
-                       "columns": {"prompt": "question"}}}
+    config = {
+        "model": {"tiny": {}},
+        "plugins": {"r1-accuracy": {}},
+        "data": {
+            "train": {"source": "jsonl", "path": str(DATA / "gsm8k" / "train.jsonl")},
+            "columns": {"prompt": "question"},
+        },
+    }
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
     config = load_config(tmp_path / "c.yaml")
     plugin_set = build_plugin_set(config["plugins"])

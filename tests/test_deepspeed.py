@@ -33,23 +33,43 @@ ACCELERATE = REPO / "configs" / "accelerate"
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None,
-                       reason="deepspeed is not installed (pip install 'rlvr-plugins[deepspeed]'; see make test-heavy)"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("deepspeed") is None,
+        reason="deepspeed is not installed (pip install 'rlvr-plugins[deepspeed]'; see make test-heavy)",
+    ),
     pytest.mark.skipif(shutil.which("g++") is None, reason="DeepSpeed's CPU comm op needs g++ to build"),
 ]
 
-POLICY = {"hidden_size": 64, "intermediate_size": 2048, "num_hidden_layers": 2, "num_attention_heads": 2,
-          "num_key_value_heads": 2, "head_dim": 16}
+POLICY = {
+    "hidden_size": 64,
+    "intermediate_size": 2048,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+}
 BASE = {
     "seed": 0,
-    "data": {"train": {"source": "synthetic", "task": "arithmetic", "size": 16, "seed": 0, "options": {"max_digits": 2}},
-             "eval": {"source": "synthetic", "task": "arithmetic", "size": 4, "seed": 0, "options": {"max_digits": 2}}},
+    "data": {
+        "train": {"source": "synthetic", "task": "arithmetic", "size": 16, "seed": 0, "options": {"max_digits": 2}},
+        "eval": {"source": "synthetic", "task": "arithmetic", "size": 4, "seed": 0, "options": {"max_digits": 2}},
+    },
     "plugins": {"digit-share": {}},
     "eval": {"reward": "digit-share", "batch_size": 4},
     "engine": {"workers": 1, "in_process": True},
-    "trainer": {"max_steps": 4, "per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 8,
-                "learning_rate": 1.0e-3, "beta": 0.04, "logging_steps": 1, "save_strategy": "steps",
-                "save_steps": 1, "save_total_limit": 2, "disable_tqdm": True},
+    "trainer": {
+        "max_steps": 4,
+        "per_device_train_batch_size": 4,
+        "num_generations": 4,
+        "max_completion_length": 8,
+        "learning_rate": 1.0e-3,
+        "beta": 0.04,
+        "logging_steps": 1,
+        "save_strategy": "steps",
+        "save_steps": 1,
+        "save_total_limit": 2,
+        "disable_tqdm": True,
+    },
 }
 # Weights after a few AdamW steps agree to ~1e-5, not 1e-7: Adam divides near-zero gradients by their
 # own tiny second moment, magnifying rounding; with SGD ZeRO-3 and DDP agree to 1.4e-7 after 25 steps.
@@ -66,16 +86,35 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(accelerate_config: Path, command: str, config: dict, out: Path, *options: str, rlvr_args: tuple = (),
-           env: dict | None = None) -> subprocess.CompletedProcess:
+def launch(
+    accelerate_config: Path,
+    command: str,
+    config: dict,
+    out: Path,
+    *options: str,
+    rlvr_args: tuple = (),
+    env: dict | None = None,
+) -> subprocess.CompletedProcess:
     """``accelerate launch --config_file ACCELERATE [OPTIONS] tests/multiproc/ds_cli.py OUT/stats COMMAND CONFIG
     [RLVR_ARGS]``, with ``env`` added to the environment."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / "config.in.yaml"
     path.write_text(yaml.safe_dump({**config, "output_dir": str(out / "run")}))
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(accelerate_config),
-           "--main_process_port", str(free_port()), *options, str(CLI), str(out / "stats"), command, str(path),
-           *rlvr_args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(accelerate_config),
+        "--main_process_port",
+        str(free_port()),
+        *options,
+        str(CLI),
+        str(out / "stats"),
+        command,
+        str(path),
+        *rlvr_args,
+    ]
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1", **(env or {})}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env, cwd=REPO)
 
@@ -97,8 +136,10 @@ def metrics(out: Path) -> list[dict]:
 def checkpoints(run: Path) -> dict[str, dict | None]:
     """Each ``checkpoint-N`` left in ``run``: its ``rlvr_plugin_state.json`` (None: no marker, incomplete)."""
     marker = "rlvr_plugin_state.json"
-    return {p.name: json.loads((p / marker).read_text()) if (p / marker).is_file() else None
-            for p in sorted(run.glob("checkpoint-*"))}
+    return {
+        p.name: json.loads((p / marker).read_text()) if (p / marker).is_file() else None
+        for p in sorted(run.glob("checkpoint-*"))
+    }
 
 
 def assert_same_metrics(a: list[dict], b: list[dict]) -> None:
@@ -152,16 +193,19 @@ def test_grpo_under_deepspeed_matches_ddp_step_by_step_and_saves_the_same_model(
     assert_same_metrics(ddp, ds)
     # measured 7.1e-8 (ZeRO-2) and 8.7e-6 (ZeRO-3) after 4 steps: Adam magnifies rounding (docs/recipes.md,
     # "ZeRO-3 and DDP")
-    assert_same_weights(weights(grpo_runs["ddp"] / "run" / "final"), weights(grpo_runs[backend] / "run" / "final"),
-                        atol=ADAM_ATOL)
+    assert_same_weights(
+        weights(grpo_runs["ddp"] / "run" / "final"), weights(grpo_runs[backend] / "run" / "final"), atol=ADAM_ATOL
+    )
 
 
 @pytest.mark.parametrize("backend", ["ddp", "zero2", "zero3"])
 def test_checkpoints_are_complete_rotated_and_carry_the_plugin_state(grpo_runs, backend):
     """Before the fix ZeRO-2 and ZeRO-3 died at their first checkpoint (``KeyError: 'state'``, issue 24)."""
     run = grpo_runs[backend] / "run"
-    assert checkpoints(run) == {"checkpoint-3": {"digit-share": {"batches": 3}},
-                                "checkpoint-4": {"digit-share": {"batches": 4}}}  # save_total_limit: 2
+    assert checkpoints(run) == {
+        "checkpoint-3": {"digit-share": {"batches": 3}},
+        "checkpoint-4": {"digit-share": {"batches": 4}},
+    }  # save_total_limit: 2
     state = json.loads((run / "checkpoint-4" / "trainer_state.json").read_text())
     assert state["global_step"] == 4 and state["max_steps"] == 4
 
@@ -176,9 +220,13 @@ def resumed_runs(grpo_runs, policy_folder, tmp_path_factory) -> dict[str, dict]:
     for backend in ("zero2", "zero3"):
         accelerate, out = ACCELERATE / "cpu" / f"{backend}.yaml", root / backend
         result = launch(accelerate, "train", config, out, env={"RLVR_TEST_KILL_IN_STEP": str(KILL_IN_STEP)})
-        killed = {"returncode": result.returncode, "checkpoints": checkpoints(out / "run"),
-                  "steps": [r["step"] for r in metrics(out)],
-                  "killed": sorted(p.name for p in (out / "stats").glob("killed-rank*")), "log": result.stderr[-3000:]}
+        killed = {
+            "returncode": result.returncode,
+            "checkpoints": checkpoints(out / "run"),
+            "steps": [r["step"] for r in metrics(out)],
+            "killed": sorted(p.name for p in (out / "stats").glob("killed-rank*")),
+            "log": result.stderr[-3000:],
+        }
         launched(accelerate, "train", config, out, "--resume")
         runs[backend] = {"killed": killed, "out": out}
     return runs
@@ -186,19 +234,23 @@ def resumed_runs(grpo_runs, policy_folder, tmp_path_factory) -> dict[str, dict]:
 
 @pytest.mark.parametrize("backend", ["zero2", "zero3"])
 def test_a_zero_run_killed_between_checkpoints_resumes_to_the_uninterrupted_runs_metrics(
-        grpo_runs, resumed_runs, backend):
+    grpo_runs, resumed_runs, backend
+):
     killed, out = resumed_runs[backend]["killed"], resumed_runs[backend]["out"]
     # rank 0 killed itself in step 3 (rank 1 too, or the launcher tore it down first: the job died either way)
     assert killed["returncode"] != 0 and "killed-rank0" in killed["killed"], killed["log"]
-    assert killed["checkpoints"] == {"checkpoint-1": {"digit-share": {"batches": 1}},
-                                     "checkpoint-2": {"digit-share": {"batches": 2}}}  # no checkpoint-3 begun
+    assert killed["checkpoints"] == {
+        "checkpoint-1": {"digit-share": {"batches": 1}},
+        "checkpoint-2": {"digit-share": {"batches": 2}},
+    }  # no checkpoint-3 begun
     assert killed["steps"] == [1, 2]
     assert_same_metrics(metrics(grpo_runs[backend]), metrics(out))  # steps 1-2 before the kill, 3-4 resumed
     summary = json.loads((out / "run" / "summary.json").read_text())
     assert summary["resumed_from"] == str(out / "run" / "checkpoint-2") and summary["grpo_steps"] == 4
     assert checkpoints(out / "run") == checkpoints(grpo_runs[backend] / "run")  # 3 and 4, complete, state restored
-    assert_same_weights(weights(grpo_runs[backend] / "run" / "final"), weights(out / "run" / "final"),
-                        atol=ADAM_ATOL)  # the optimizer's state was restored too
+    assert_same_weights(
+        weights(grpo_runs[backend] / "run" / "final"), weights(out / "run" / "final"), atol=ADAM_ATOL
+    )  # the optimizer's state was restored too
 
 
 def test_zero3_partitions_the_policy_and_zero2_does_not(grpo_runs):
@@ -220,22 +272,30 @@ def test_zero3_evaluates_a_folder_model_on_gathered_weights_as_ddp_does(grpo_run
 
 def test_sft_then_grpo_in_one_run_under_zero2_and_zero3(tmp_path):
     """Before the fix: ``You cannot pass in a deepspeed_plugin when creating a second Accelerator``."""
-    config = {**BASE, "model": {"tiny": POLICY}, "sft": SFT,
-              "trainer": {**BASE["trainer"], "max_steps": 2, "save_strategy": "no"}}
+    config = {
+        **BASE,
+        "model": {"tiny": POLICY},
+        "sft": SFT,
+        "trainer": {**BASE["trainer"], "max_steps": 2, "save_strategy": "no"},
+    }
     runs = {k: launched(ACCELERATE / "cpu" / f"{k}.yaml", "train", config, tmp_path / k) for k in ("zero2", "zero3")}
     for out in runs.values():
         summary = json.loads((out / "run" / "summary.json").read_text())
         assert summary["sft_examples"] == 8 and summary["grpo_steps"] == 2 and "eval_before" in summary
     assert [r["partitioned"] for r in stats(runs["zero3"], "SFTTrainer")] == [6, 6]
     # the SFT result GRPO starts from is complete, and the same whichever stage sharded it
-    assert_same_weights(weights(runs["zero2"] / "run" / "policy-init"), weights(runs["zero3"] / "run" / "policy-init"),
-                        atol=ADAM_ATOL)  # measured 1.4e-5
+    assert_same_weights(
+        weights(runs["zero2"] / "run" / "policy-init"), weights(runs["zero3"] / "run" / "policy-init"), atol=ADAM_ATOL
+    )  # measured 1.4e-5
 
 
 def test_rlvr_sft_under_zero3_saves_the_model_ddp_saves(policy_folder, tmp_path):
     """Before the fix: 12 of 46 tensors saved with shape ``(0,)``, both ranks writing, exit code 0."""
-    config = {**BASE, "model": {"name_or_path": str(policy_folder), "dtype": "float32"},
-              "sft": {**SFT, "examples": 8, "max_steps": 6}}
+    config = {
+        **BASE,
+        "model": {"name_or_path": str(policy_folder), "dtype": "float32"},
+        "sft": {**SFT, "examples": 8, "max_steps": 6},
+    }
     runs = {k: launched(ACCELERATE / "cpu" / f"{k}.yaml", "sft", config, tmp_path / k) for k in ("ddp", "zero3")}
     assert [r["partitioned"] for r in stats(runs["zero3"], "SFTTrainer")] == [6, 6]
     trained = {k: weights(out / "run" / "model") for k, out in runs.items()}

@@ -7,8 +7,12 @@ from rlvr_plugins.demo.task import _slipped_solution, make_problem, split_train_
 
 def test_columns_solution_spells_out_every_carry():
     row = make_problem(57, 68, cot="columns")
-    assert row == {"prompt": "57+68=", "answer": "125", "difficulty": 2,
-                   "solution": "<think>7+8=15,5+6+1=12</think><answer>125</answer>"}
+    assert row == {
+        "prompt": "57+68=",
+        "answer": "125",
+        "difficulty": 2,
+        "solution": "<think>7+8=15,5+6+1=12</think><answer>125</answer>",
+    }
 
 
 def test_slipped_teacher_forgets_carries_but_answers_stay_true():
@@ -58,19 +62,22 @@ def test_demo_config_leaves_exactly_the_teachers_slips_as_headroom_for_rl():
     add (README, "The demo"). 22,400 rows go to SFT (700 steps at batch 32), 4,000 to RL."""
     from pathlib import Path
 
+    from rlvr_plugins.demo.task import extract_answer
     from rlvr_plugins.train.config import load_config
     from rlvr_plugins.train.data import load_rows
-    from rlvr_plugins.demo.task import extract_answer
 
     config = load_config(Path(__file__).resolve().parents[1] / "configs" / "demo.yaml")
     assert config["data"]["train"]["options"]["carry_slip"] > 0.5
     held_out = load_rows(config, "eval")
-    slipped = [extract_answer(_slipped_solution(*map(int, r["prompt"][:-1].split("+")))) == r["answer"]
-               for r in held_out]
+    slipped = [
+        extract_answer(_slipped_solution(*map(int, r["prompt"][:-1].split("+")))) == r["answer"] for r in held_out
+    ]
     assert (len(held_out), sum(slipped)) == (400, 241)
     sft = config["sft"]
-    assert (sft["examples"] // sft["per_device_train_batch_size"],
-            config["data"]["train"]["size"] - sft["examples"]) == (700, 4000)
+    assert (
+        sft["examples"] // sft["per_device_train_batch_size"],
+        config["data"]["train"]["size"] - sft["examples"],
+    ) == (700, 4000)
 
 
 def test_sft_final_loss_is_the_last_logging_window_not_the_run_average():

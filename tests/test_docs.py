@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rlvr_plugins.train import config, sections, validate
 from rlvr_plugins import hookspecs, manager
+from rlvr_plugins.train import config, sections, validate
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
@@ -142,18 +142,26 @@ def test_every_installed_plugin_is_documented():
 def test_every_top_level_config_key_is_documented(key):
     sections = doc_sections(CONFIGURATION_MD.read_text(encoding="utf-8"))
     assert any(re.search(rf"`{re.escape(key)}`", heading) for heading in sections), (
-        f"docs/configuration.md has no '## ... `{key}` ...' section")
+        f"docs/configuration.md has no '## ... `{key}` ...' section"
+    )
 
 
 def _keys(*classes: type) -> set[str]:
     return {f.name for cls in classes for f in dataclasses.fields(cls)}
 
 
-@pytest.mark.parametrize("section,keys", [
-    ("model", _keys(sections.ModelSection)), ("model.lora", _keys(sections.LoraSection)),
-    ("eval", _keys(sections.EvalSection)), ("engine", validate.ENGINE_KEYS), ("data", _keys(sections.DataSection)),
-    ("sft", _keys(sections.SFTExtra)), ("data sources", _keys(*sections.SOURCES.values()) | set(sections.SOURCES)),
-])
+@pytest.mark.parametrize(
+    "section,keys",
+    [
+        ("model", _keys(sections.ModelSection)),
+        ("model.lora", _keys(sections.LoraSection)),
+        ("eval", _keys(sections.EvalSection)),
+        ("engine", validate.ENGINE_KEYS),
+        ("data", _keys(sections.DataSection)),
+        ("sft", _keys(sections.SFTExtra)),
+        ("data sources", _keys(*sections.SOURCES.values()) | set(sections.SOURCES)),
+    ],
+)
 def test_every_section_key_is_documented(section, keys):
     text = CONFIGURATION_MD.read_text(encoding="utf-8")
     missing = sorted(k for k in keys if f"`{k}" not in text)
@@ -162,8 +170,10 @@ def test_every_section_key_is_documented(section, keys):
 
 def _python_blocks(path: Path) -> list[tuple[int, str]]:
     text = path.read_text(encoding="utf-8")
-    return [(text.count("\n", 0, m.start()) + 2, m.group(1))
-            for m in re.finditer(r"^```python\n(.*?)^```", text, flags=re.M | re.S)]
+    return [
+        (text.count("\n", 0, m.start()) + 2, m.group(1))
+        for m in re.finditer(r"^```python\n(.*?)^```", text, flags=re.M | re.S)
+    ]
 
 
 @pytest.mark.parametrize("path", [WRITING_MD, HOOKS_MD, DOCS / "architecture.md"], ids=lambda p: p.name)

@@ -10,20 +10,28 @@ import pathlib
 import pytest
 import torch
 import trl
-from compat.stand_ins import (TRAINERS, CPUConfig, chat_tokenizer, conversational_dataset, small_args,
-                              standard_dataset, tiny_causal_lm, tiny_reward_model)
 from transformers import TrainerState
 
 import dropin_fixtures as fx
+from compat.stand_ins import (
+    TRAINERS,
+    CPUConfig,
+    chat_tokenizer,
+    conversational_dataset,
+    small_args,
+    standard_dataset,
+    tiny_causal_lm,
+    tiny_reward_model,
+)
 from rlvr_plugins import RewardFunction
 from rlvr_plugins.advantages import mean_baseline_advantages, normalize_then_sum_advantages
-from rlvr_plugins.train.config import validate
 from rlvr_plugins.engine import RewardEngine, RewardFunctionError
 from rlvr_plugins.errors import ConfigError, PluginContractError, PluginError
 from rlvr_plugins.manager import build_plugin_set, temporary_plugin
 from rlvr_plugins.rewards import Engines, TRLReward
-from rlvr_plugins.train.run import engine_options
 from rlvr_plugins.testing import grpo_args, reward_plugin_class
+from rlvr_plugins.train.config import validate
+from rlvr_plugins.train.run import engine_options
 from rlvr_plugins.trainer import RLVRTrainer, with_trl_estimator
 
 
@@ -45,8 +53,12 @@ def test_without_args_the_trainer_builds_trls_default_config(tmp_path, monkeypat
     monkeypatch.setattr(rlvr_plugins.trainer, "GRPOConfig", CPUConfig)
     tok = chat_tokenizer()
     with temporary_plugin(DigitShare):
-        trainer = RLVRTrainer(tiny_causal_lm(tok), plugin_set=build_plugin_set({"digit-share": {}}),
-                              train_dataset=standard_dataset(), processing_class=tok)
+        trainer = RLVRTrainer(
+            tiny_causal_lm(tok),
+            plugin_set=build_plugin_set({"digit-share": {}}),
+            train_dataset=standard_dataset(),
+            processing_class=tok,
+        )
     assert pathlib.Path(trainer.args.output_dir).name == "tiny-qwen3-GRPO"
     assert trainer.args.learning_rate == CPUConfig("x").learning_rate
 
@@ -62,8 +74,9 @@ def test_project_errors_are_value_errors_where_trl_raises_value_errors(tmp_path)
     assert issubclass(PluginContractError, ValueError)
     tok = chat_tokenizer()
     with pytest.raises(ValueError, match="no reward function is enabled"):
-        RLVRTrainer(tiny_causal_lm(tok), args=grpo_args(tmp_path), train_dataset=standard_dataset(),
-                    processing_class=tok)
+        RLVRTrainer(
+            tiny_causal_lm(tok), args=grpo_args(tmp_path), train_dataset=standard_dataset(), processing_class=tok
+        )
 
 
 # -- 3. conversational completions reach rewards as TRL's message lists -----------------------------------------
@@ -91,11 +104,24 @@ def test_reward_receives_trl_arguments_and_its_logs_reach_the_trainer(in_process
     engines = Engines(in_process=in_process, num_workers=1)
     try:
         trl_reward = TRLReward(reward(fx.with_every_extra), "p", engines)
-        values = call(trl_reward, ["q", "q"], ["ab", "c"], completion_ids=[[7, 8], [9]], trainer_state=state,
-                      log_metric=lambda name, value: metrics.append((name, value)),
-                      log_extra=lambda column, values: extras.append((column, values)))
-        only_ids = call(TRLReward(reward(fx.only_ids), "p", engines), ["q"], ["x"], completion_ids=[[2, 3]],
-                        trainer_state=state, log_metric=None, log_extra=None)
+        values = call(
+            trl_reward,
+            ["q", "q"],
+            ["ab", "c"],
+            completion_ids=[[7, 8], [9]],
+            trainer_state=state,
+            log_metric=lambda name, value: metrics.append((name, value)),
+            log_extra=lambda column, values: extras.append((column, values)),
+        )
+        only_ids = call(
+            TRLReward(reward(fx.only_ids), "p", engines),
+            ["q"],
+            ["x"],
+            completion_ids=[[2, 3]],
+            trainer_state=state,
+            log_metric=None,
+            log_extra=None,
+        )
     finally:
         engines.close()
     history = 1 if in_process else 0  # a worker gets a copy of the state without log_history
@@ -124,15 +150,25 @@ def never_applies(completions, **kwargs):
 @pytest.mark.slow
 def test_trls_no_score_warning_is_filtered_only_while_rlvr_trainer_scores(tmp_path, caplog):
     tok = chat_tokenizer()
-    ours = TRAINERS["rlvr"](tiny_causal_lm(tok), reward_funcs=[never_applies], args=small_args(tmp_path / "a"),
-                            train_dataset=standard_dataset(), processing_class=tok)
+    ours = TRAINERS["rlvr"](
+        tiny_causal_lm(tok),
+        reward_funcs=[never_applies],
+        args=small_args(tmp_path / "a"),
+        train_dataset=standard_dataset(),
+        processing_class=tok,
+    )
     with caplog.at_level(logging.WARNING):
         ours.train()
     assert not any("All reward functions returned None" in r.getMessage() for r in caplog.records)
     assert logging.getLogger("trl.trainer.grpo_trainer").filters == []
     caplog.clear()
-    plain = TRAINERS["trl"](tiny_causal_lm(tok), reward_funcs=[never_applies], args=small_args(tmp_path / "b"),
-                            train_dataset=standard_dataset(), processing_class=tok)
+    plain = TRAINERS["trl"](
+        tiny_causal_lm(tok),
+        reward_funcs=[never_applies],
+        args=small_args(tmp_path / "b"),
+        train_dataset=standard_dataset(),
+        processing_class=tok,
+    )
     with caplog.at_level(logging.WARNING):
         plain.train()
     assert any("All reward functions returned None" in r.getMessage() for r in caplog.records)
@@ -167,11 +203,16 @@ def test_normalize_then_sum_by_hand():
     assert got.tolist() == pytest.approx([(x - m) / (sv + 1e-4) for x in v] + [0.0], rel=1e-6)
 
 
-@pytest.mark.parametrize("settings, estimator", [
-    ({}, "grpo"), ({"scale_rewards": "batch"}, "batch-std"), ({"scale_rewards": "none"}, "mean-baseline"),
-    ({"scale_rewards": False}, "mean-baseline"),
-    ({"multi_objective_aggregation": "normalize_then_sum"}, "normalize-then-sum"),
-])
+@pytest.mark.parametrize(
+    "settings, estimator",
+    [
+        ({}, "grpo"),
+        ({"scale_rewards": "batch"}, "batch-std"),
+        ({"scale_rewards": "none"}, "mean-baseline"),
+        ({"scale_rewards": False}, "mean-baseline"),
+        ({"multi_objective_aggregation": "normalize_then_sum"}, "normalize-then-sum"),
+    ],
+)
 def test_trl_advantage_settings_choose_the_estimator(tmp_path, settings, estimator):
     mapped = with_trl_estimator(build_plugin_set({}), grpo_args(tmp_path, **settings))
     assert mapped.winner("rlvr_compute_advantages") == estimator
@@ -179,8 +220,10 @@ def test_trl_advantage_settings_choose_the_estimator(tmp_path, settings, estimat
 
 
 def test_an_enabled_estimator_contradicting_trl_settings_is_refused(tmp_path):
-    assert with_trl_estimator(build_plugin_set({"rloo": {}}), grpo_args(tmp_path)).winner(
-        "rlvr_compute_advantages") == "rloo"
+    assert (
+        with_trl_estimator(build_plugin_set({"rloo": {}}), grpo_args(tmp_path)).winner("rlvr_compute_advantages")
+        == "rloo"
+    )
     with pytest.raises(ValueError, match=r"ask for the 'batch-std' estimator, but the estimator plugin 'rloo'"):
         with_trl_estimator(build_plugin_set({"rloo": {}}), grpo_args(tmp_path, scale_rewards="batch"))
 
@@ -195,12 +238,18 @@ def test_reward_model_plugin_loads_a_local_model_and_scores_prompt_plus_completi
     tok.save_pretrained(tmp_path / "my-rm")
     plugin_set = build_plugin_set({"reward-model": {"model": str(tmp_path / "my-rm"), "weight": 0.5}})
     [(owner, rm)] = plugin_set.reward_functions()
-    assert (owner, rm.name, rm.weight, rm.isolated, rm.completion_format) == ("reward-model", "my-rm", 0.5, False,
-                                                                             "messages")
+    assert (owner, rm.name, rm.weight, rm.isolated, rm.completion_format) == (
+        "reward-model",
+        "my-rm",
+        0.5,
+        False,
+        "messages",
+    )
     from transformers import AutoTokenizer
 
-    ids = AutoTokenizer.from_pretrained(tmp_path / "my-rm")("say hello:abc", return_tensors="pt",
-                                                            add_special_tokens=False)
+    ids = AutoTokenizer.from_pretrained(tmp_path / "my-rm")(
+        "say hello:abc", return_tensors="pt", add_special_tokens=False
+    )
     with torch.inference_mode():
         expected = model(**ids).logits[0, 0].item()
     assert rm.fn(prompt="say hello:", completion="abc", example={}) == pytest.approx(expected, abs=1e-5)
@@ -253,8 +302,13 @@ def test_on_error_raise_in_workers_names_the_reward_and_item_but_timeouts_stay_m
 def test_on_error_defaults_raise_in_python_and_mask_for_rlvr_train(tmp_path):
     tok = chat_tokenizer()
     with temporary_plugin(DigitShare):
-        trainer = RLVRTrainer(tiny_causal_lm(tok), plugin_set=build_plugin_set({"digit-share": {}}),
-                              args=grpo_args(tmp_path), train_dataset=standard_dataset(), processing_class=tok)
+        trainer = RLVRTrainer(
+            tiny_causal_lm(tok),
+            plugin_set=build_plugin_set({"digit-share": {}}),
+            args=grpo_args(tmp_path),
+            train_dataset=standard_dataset(),
+            processing_class=tok,
+        )
     assert trainer.engines.options["on_error"] == "raise"
     assert engine_options({})["on_error"] == "mask"
     assert engine_options({"engine": {"on_error": "raise"}})["on_error"] == "raise"
@@ -297,24 +351,36 @@ def test_validate_run_accepts_an_environment_factory_as_the_reward_source(tmp_pa
 def test_an_environment_that_owns_the_reward_trains_without_reward_plugins(tmp_path):
     tok = chat_tokenizer()
     tok.chat_template = (pathlib.Path(trl.__file__).parent / "chat_templates" / "qwen3.jinja").read_text()
-    common = dict(args=grpo_args(tmp_path), train_dataset=conversational_dataset(), processing_class=tok,
-                  engine_options={"in_process": True})
+    common = dict(
+        args=grpo_args(tmp_path),
+        train_dataset=conversational_dataset(),
+        processing_class=tok,
+        engine_options={"in_process": True},
+    )
     trainer = RLVRTrainer(tiny_causal_lm(tok), environment_factory=CounterEnv, **common)
     assert trainer.reward_func_names == ["CounterEnv"]
     trainer.train()
     assert [h["rewards/CounterEnv/mean"] for h in trainer.state.log_history if "rewards/CounterEnv/mean" in h] == [
-        2.0, 2.0]
+        2.0,
+        2.0,
+    ]
     with pytest.raises(ValueError, match="No reward source provided"):
         RLVRTrainer(tiny_causal_lm(tok), environment_factory=NoRewardEnv, **common)
 
 
 def prepare_with(tmp_path, plugins, **trainer):
-    from rlvr_plugins.train.run import prepare
     from rlvr_plugins.testing import TINY_TRAINER
+    from rlvr_plugins.train.run import prepare
 
     with temporary_plugin(DigitShare):
-        return prepare({"output_dir": str(tmp_path), "seed": 1, "plugins": {"digit-share": {}, **plugins},
-                        "trainer": {**TINY_TRAINER, **trainer}})
+        return prepare(
+            {
+                "output_dir": str(tmp_path),
+                "seed": 1,
+                "plugins": {"digit-share": {}, **plugins},
+                "trainer": {**TINY_TRAINER, **trainer},
+            }
+        )
 
 
 def test_yaml_path_refuses_trl_settings_the_estimator_would_not_honour(tmp_path):
@@ -327,5 +393,7 @@ def test_yaml_path_refuses_trl_settings_the_estimator_would_not_honour(tmp_path)
         mapped = with_trl_estimator(prepared.plugin_set, prepared.grpo_args)
         assert mapped.winner("rlvr_compute_advantages") == next(iter(plugins))
     prepared = prepare_with(tmp_path, {"normalize-then-sum": {}})
-    assert with_trl_estimator(prepared.plugin_set, prepared.grpo_args).winner(
-        "rlvr_compute_advantages") == "normalize-then-sum"
+    assert (
+        with_trl_estimator(prepared.plugin_set, prepared.grpo_args).winner("rlvr_compute_advantages")
+        == "normalize-then-sum"
+    )

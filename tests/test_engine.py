@@ -287,17 +287,23 @@ def test_non_finite_is_an_error_by_default_and_masked_on_request(in_process):
     with engine(num_workers=1, in_process=in_process, nonfinite="mask") as e:
         result = e.score("acc", fx.returns, [{"value": v} for v in values] + [{"value": 0.25}])
         assert result.failed == [True] * 5 + [False] and result.values[5] == 0.25
-        assert result.errors[:4] == ["non-finite value nan", "non-finite value inf", "non-finite value -inf",
-                                     "non-finite value inf"]
+        assert result.errors[:4] == [
+            "non-finite value nan",
+            "non-finite value inf",
+            "non-finite value -inf",
+            "non-finite value inf",
+        ]
 
 
 def test_unpicklable_function_is_a_contract_error():
     with engine(num_workers=1) as e:
         with pytest.raises(RewardContractError, match="'inline'.*cannot be pickled") as exc:
             e.score("inline", lambda x: x, [{"x": 1}])
-    assert str(exc.value).endswith("use a module-level function or class instance, or run rewards in the trainer's "
-                                   "process, without workers or deadlines (config: engine: {in_process: true}; "
-                                   "Python: Engines(in_process=True))")
+    assert str(exc.value).endswith(
+        "use a module-level function or class instance, or run rewards in the trainer's "
+        "process, without workers or deadlines (config: engine: {in_process: true}; "
+        "Python: Engines(in_process=True))"
+    )
 
 
 # ------------------------------------------------------------------ consecutive failures

@@ -15,8 +15,16 @@ from rlvr_plugins.rewards import Engines
 from rlvr_plugins.train.config import validate
 from rlvr_plugins.train.run import engine_options
 
-RUN_DEFAULTS = {"num_workers": 2, "timeout_s": 10.0, "max_consecutive_failures": 64, "nonfinite": "error",
-                "on_error": "mask", "in_process": False, "memory_limit_mb": 4096, "max_abs_value": 1e6}
+RUN_DEFAULTS = {
+    "num_workers": 2,
+    "timeout_s": 10.0,
+    "max_consecutive_failures": 64,
+    "nonfinite": "error",
+    "on_error": "mask",
+    "in_process": False,
+    "memory_limit_mb": 4096,
+    "max_abs_value": 1e6,
+}
 """The defaults of ``rlvr train`` before EngineOptions existed (run.py's engine_options)."""
 
 BAD = [
@@ -75,10 +83,19 @@ def test_numbers_become_floats_and_deadline_s_is_none_in_process():
 
 def test_the_config_section_uses_its_own_names_and_the_same_rules():
     section = {"workers": 3, "max_abs_reward": 5, "timeout_s": 2, "memory_limit_mb": None}
-    assert EngineOptions.from_config(section) == EngineOptions(num_workers=3, max_abs_value=5.0, timeout_s=2.0,
-                                                               memory_limit_mb=None)
-    assert EngineOptions.config_keys() == {"workers", "timeout_s", "max_consecutive_failures", "nonfinite",
-                                           "on_error", "in_process", "memory_limit_mb", "max_abs_reward"}
+    assert EngineOptions.from_config(section) == EngineOptions(
+        num_workers=3, max_abs_value=5.0, timeout_s=2.0, memory_limit_mb=None
+    )
+    assert EngineOptions.config_keys() == {
+        "workers",
+        "timeout_s",
+        "max_consecutive_failures",
+        "nonfinite",
+        "on_error",
+        "in_process",
+        "memory_limit_mb",
+        "max_abs_reward",
+    }
     assert EngineOptions.config_problems({"workers": 0, "max_abs_reward": "big", "timeout_s": 1}) == [
         ("workers", "must be an integer >= 1, got 0"),
         ("max_abs_reward", "must be a number > 0, or null for no bound, got 'big'"),

@@ -13,12 +13,12 @@ import pytest
 import yaml
 
 from rlvr_plugins import cli
-from rlvr_plugins.lab import metrics
-from rlvr_plugins.train.config import load_config
-from rlvr_plugins.train.data import DataError, load_rows, normalise_answer, plain_answer
 from rlvr_plugins.errors import ConfigError
+from rlvr_plugins.lab import metrics
 from rlvr_plugins.manager import temporary_plugin
 from rlvr_plugins.testing import TINY, reward_plugin_class, shared_data
+from rlvr_plugins.train.config import load_config
+from rlvr_plugins.train.data import DataError, load_rows, normalise_answer, plain_answer
 
 DATA = shared_data()
 needs_data = pytest.mark.skipif(DATA is None, reason="../shared/data is absent (set RLVR_SHARED_DATA)")
@@ -51,8 +51,12 @@ def test_pass_at_k_by_hand_and_bad_arguments():
 
 
 def test_answer_key_defines_answer_equality():
-    same = [["0.5", "1/2", r"\frac{1}{2}", r"$\dfrac{1}{2}$", ".5"], ["1200", "1,200", " 1200. ", "1200.0"],
-            [r"\text{Yes}", "yes", "YES"], ["-3", r"-\frac{6}{2}"]]
+    same = [
+        ["0.5", "1/2", r"\frac{1}{2}", r"$\dfrac{1}{2}$", ".5"],
+        ["1200", "1,200", " 1200. ", "1200.0"],
+        [r"\text{Yes}", "yes", "YES"],
+        ["-3", r"-\frac{6}{2}"],
+    ]
     for group in same:
         assert len({metrics.answer_key(a) for a in group}) == 1, group
     keys = {metrics.answer_key(g[0]) for g in same}
@@ -79,8 +83,9 @@ def test_tie_goes_to_the_answer_seen_first():
 
 
 def test_summarise_by_hand():
-    p1 = metrics.ProblemSamples([True, False, False, True], [True, True, False, True], ["3", "4", None, "3"],
-                                [10, 20, 30, 40], {"level": 1})
+    p1 = metrics.ProblemSamples(
+        [True, False, False, True], [True, True, False, True], ["3", "4", None, "3"], [10, 20, 30, 40], {"level": 1}
+    )
     p2 = metrics.ProblemSamples([False] * 4, [False] * 4, ["1", "2", "2", None], [5, 5, 5, 5], {"level": 2})
     out = metrics.summarise([p1, p2], [1, 2, 4])
     assert out["problems"] == 2 and out["samples_per_problem"] == 4
@@ -92,8 +97,11 @@ def test_summarise_by_hand():
     assert out["maj@4"] == pytest.approx(0.5)  # p1: "3" x2; p2: "2" x2, wrong
     assert out["format_rate"] == pytest.approx(3 / 8)
     assert out["answer_rate"] == pytest.approx(6 / 8)
-    assert out["mean_length"] == {"all": pytest.approx(120 / 8), "correct": pytest.approx(25.0),
-                                  "wrong": pytest.approx(70 / 6)}
+    assert out["mean_length"] == {
+        "all": pytest.approx(120 / 8),
+        "correct": pytest.approx(25.0),
+        "wrong": pytest.approx(70 / 6),
+    }
     by_level = metrics.breakdown([p1, p2], "level", [1])
     assert list(by_level) == ["1", "2"]
     assert by_level["1"]["accuracy"] == 0.5 and by_level["2"]["accuracy"] == 0.0
@@ -147,8 +155,14 @@ def _config(tmp_path, data, **extra):
 def test_gsm8k_answers_match_the_r1_reference_parser_on_every_row(tmp_path):
     from rlvr_r1.answers import reference_answer
 
-    config = _config(tmp_path, {"train": {"source": "jsonl", "path": str(DATA / "gsm8k" / "train.jsonl")},
-                                "columns": {"prompt": "question"}, "answer_format": "gsm8k"})
+    config = _config(
+        tmp_path,
+        {
+            "train": {"source": "jsonl", "path": str(DATA / "gsm8k" / "train.jsonl")},
+            "columns": {"prompt": "question"},
+            "answer_format": "gsm8k",
+        },
+    )
     rows = load_rows(config, "train")
     assert len(rows) == 7473
     assert (rows[0]["answer"], rows[1]["answer"]) == ("72", "10")
@@ -162,9 +176,14 @@ def test_gsm8k_answers_match_the_r1_reference_parser_on_every_row(tmp_path):
 def test_minerva_boxed_answers_match_the_r1_reference_parser(tmp_path):
     from rlvr_r1.answers import reference_answer
 
-    config = _config(tmp_path, {"train": {"source": "jsonl", "path": str(DATA / "eval" / "minerva_math.jsonl")},
-                                "columns": {"prompt": "problem", "answer": "solution", "subject": "type"},
-                                "answer_format": "boxed"})
+    config = _config(
+        tmp_path,
+        {
+            "train": {"source": "jsonl", "path": str(DATA / "eval" / "minerva_math.jsonl")},
+            "columns": {"prompt": "problem", "answer": "solution", "subject": "type"},
+            "answer_format": "boxed",
+        },
+    )
     rows = load_rows(config, "train")
     assert len(rows) == 272 and rows[0]["answer"] == "1.6"
     assert all(r["answer"] == reference_answer(r["solution"]) for r in rows)
@@ -173,28 +192,48 @@ def test_minerva_boxed_answers_match_the_r1_reference_parser(tmp_path):
 
 @needs_data
 def test_olympiadbench_and_plain_answers(tmp_path):
-    config = _config(tmp_path, {
-        "train": {"source": "jsonl", "path": str(DATA / "eval" / "olympiadbench.jsonl"), "limit": 5},
-        "eval": {"source": "jsonl", "path": str(DATA / "eval" / "amc23.jsonl"), "answer_format": "plain"},
-        "columns": {"prompt": "question", "answer": "final_answer"}, "answer_format": "olympiadbench"})
+    config = _config(
+        tmp_path,
+        {
+            "train": {"source": "jsonl", "path": str(DATA / "eval" / "olympiadbench.jsonl"), "limit": 5},
+            "eval": {"source": "jsonl", "path": str(DATA / "eval" / "amc23.jsonl"), "answer_format": "plain"},
+            "columns": {"prompt": "question", "answer": "final_answer"},
+            "answer_format": "olympiadbench",
+        },
+    )
     rows = load_rows(config, "train")
     assert [r["answer"] for r in rows] == ["2", r"\frac{1}{2 n+2}", "2^{1009}", "2", "2n-2"]
     assert rows[1]["raw_answer"] == [r"$\frac{1}{2 n+2}$"] and rows[0]["subfield"] == "Combinatorics"
     with pytest.raises(DataError, match=r"amc23.jsonl: row 0 \(line 1\) has no column 'final_answer'"):
         load_rows(config, "eval")
-    amc = _config(tmp_path, {"train": {"source": "jsonl", "path": str(DATA / "eval" / "amc23.jsonl")},
-                             "columns": {"prompt": "question"}, "answer_format": "plain"})
+    amc = _config(
+        tmp_path,
+        {
+            "train": {"source": "jsonl", "path": str(DATA / "eval" / "amc23.jsonl")},
+            "columns": {"prompt": "question"},
+            "answer_format": "plain",
+        },
+    )
     assert [r["answer"] for r in load_rows(amc, "train")[:3]] == ["27", "36", "45"]
-    aime = _config(tmp_path, {"train": {"source": "jsonl", "path": str(DATA / "eval" / "aime24.jsonl")},
-                              "columns": {"prompt": "problem"}, "answer_format": "plain"})
+    aime = _config(
+        tmp_path,
+        {
+            "train": {"source": "jsonl", "path": str(DATA / "eval" / "aime24.jsonl")},
+            "columns": {"prompt": "problem"},
+            "answer_format": "plain",
+        },
+    )
     assert [r["answer"] for r in load_rows(aime, "train")[6:8]] == ["721", "25"]  # "025" as a number
 
 
 @needs_data
 def test_data_errors_name_the_file_and_line_on_real_files(tmp_path):
     lines = (DATA / "gsm8k" / "train.jsonl").read_text(encoding="utf-8").splitlines()[:4]
-    data = {"train": {"source": "jsonl", "path": str(tmp_path / "bad.jsonl")}, "columns": {"prompt": "question"},
-            "answer_format": "gsm8k"}
+    data = {
+        "train": {"source": "jsonl", "path": str(tmp_path / "bad.jsonl")},
+        "columns": {"prompt": "question"},
+        "answer_format": "gsm8k",
+    }
     config = _config(tmp_path, data)
     bad = tmp_path / "bad.jsonl"
     bad.write_text("\n".join([lines[0], "", lines[1][:40], lines[2]]) + "\n")
@@ -203,16 +242,22 @@ def test_data_errors_name_the_file_and_line_on_real_files(tmp_path):
     row = json.loads(lines[2])
     row["answer"] = row["answer"].replace("####", "answer:")
     bad.write_text("\n".join([lines[0], lines[1], "", json.dumps(row)]) + "\n")
-    with pytest.raises(DataError, match=r"bad.jsonl:4: answer_format gsm8k expects a worked solution ending in "
-                                        r"'#### N' in the 'answer' column"):
+    with pytest.raises(
+        DataError,
+        match=r"bad.jsonl:4: answer_format gsm8k expects a worked solution ending in "
+        r"'#### N' in the 'answer' column",
+    ):
         load_rows(config, "train")
     bad.write_text("\n\n")
     with pytest.raises(DataError, match="is empty"):
         load_rows(config, "train")
     bad.write_text("\n".join(lines) + "\n")
     config["data"]["columns"] = {"prompt": "questio"}
-    with pytest.raises(DataError, match=r"row 0 \(line 1\) has no column 'questio'.*columns present: "
-                                        r"\['answer', 'question'\]"):
+    with pytest.raises(
+        DataError,
+        match=r"row 0 \(line 1\) has no column 'questio'.*columns present: "
+        r"\['answer', 'question'\]",
+    ):
         load_rows(config, "train")
     config["data"]["columns"] = {"prompt": "question", "answer": "solution"}
     with pytest.raises(DataError, match=r"no column 'solution'"):
@@ -226,40 +271,71 @@ def test_hub_split_is_loaded_by_name_and_normalised(tmp_path, monkeypatch):
 
     def fake_load_dataset(name, config=None, split=None):
         calls.append((name, config, split))
-        return datasets.Dataset.from_list([
-            {"problem": "What is $1+1$?", "solution": r"It is $\boxed{2}$.", "level": "Level 1", "type": "Algebra"},
-            {"problem": "Half of 1?", "solution": r"So $\boxed{\frac{1}{2}}$", "level": "Level 2", "type": "Algebra"},
-        ])
+        return datasets.Dataset.from_list(
+            [
+                {"problem": "What is $1+1$?", "solution": r"It is $\boxed{2}$.", "level": "Level 1", "type": "Algebra"},
+                {
+                    "problem": "Half of 1?",
+                    "solution": r"So $\boxed{\frac{1}{2}}$",
+                    "level": "Level 2",
+                    "type": "Algebra",
+                },
+            ]
+        )
 
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
-    config = _config(tmp_path, {"train": {"source": "hub", "name": "DigitalLearningGmbH/MATH-lighteval",
-                                          "config": "default", "split": "train", "limit": 2},
-                                "columns": {"prompt": "problem", "answer": "solution"}, "answer_format": "boxed"})
+    config = _config(
+        tmp_path,
+        {
+            "train": {
+                "source": "hub",
+                "name": "DigitalLearningGmbH/MATH-lighteval",
+                "config": "default",
+                "split": "train",
+                "limit": 2,
+            },
+            "columns": {"prompt": "problem", "answer": "solution"},
+            "answer_format": "boxed",
+        },
+    )
     rows = load_rows(config, "train")
     assert calls == [("DigitalLearningGmbH/MATH-lighteval", "default", "train")]
     assert [r["answer"] for r in rows] == ["2", r"\frac{1}{2}"] and rows[1]["raw_answer"].startswith("So")
     assert metrics.breakdown_columns(rows) == ["level", "type"]
-    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: datasets.Dataset.from_list([{"problem": "x",
-                                                                                               "solution": "y"}]))
-    with pytest.raises(DataError, match=r"hub dataset DigitalLearningGmbH/MATH-lighteval: row 0: answer_format "
-                                        r"boxed expects a solution with a closed \\boxed\{...\}"):
+    monkeypatch.setattr(
+        datasets, "load_dataset", lambda *a, **k: datasets.Dataset.from_list([{"problem": "x", "solution": "y"}])
+    )
+    with pytest.raises(
+        DataError,
+        match=r"hub dataset DigitalLearningGmbH/MATH-lighteval: row 0: answer_format "
+        r"boxed expects a solution with a closed \\boxed\{...\}",
+    ):
         load_rows(config, "train")
 
 
 def test_unknown_answer_format_is_a_config_error(tmp_path):
-    with pytest.raises(ConfigError, match=r"data.answer_format must be one of \['gsm8k', 'boxed', 'olympiadbench', "
-                                          r"'plain'\], got 'latex'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"data.answer_format must be one of \['gsm8k', 'boxed', 'olympiadbench', "
+        r"'plain'\], got 'latex'",
+    ):
         _config(tmp_path, {"train": {"source": "jsonl", "path": "x.jsonl"}, "answer_format": "latex"})
 
 
 def test_eval_section_values_are_checked_with_the_config(tmp_path):
     with pytest.raises(ConfigError) as err:
-        _config(tmp_path, {"train": {"source": "jsonl", "path": "x.jsonl"}},
-                eval={"n": 4, "temperature": 0, "k": [1, 8], "mode": "two-shot", "backend": "jax"})
+        _config(
+            tmp_path,
+            {"train": {"source": "jsonl", "path": "x.jsonl"}},
+            eval={"n": 4, "temperature": 0, "k": [1, 8], "mode": "two-shot", "backend": "jax"},
+        )
     text = str(err.value)
-    for needle in ("eval.k=[1, 8] asks for more samples than eval.n=4", "eval.mode must be one of",
-                   "eval.backend must be one of ['transformers', 'vllm'], got 'jax'",
-                   "eval.n=4 samples at temperature 0"):
+    for needle in (
+        "eval.k=[1, 8] asks for more samples than eval.n=4",
+        "eval.mode must be one of",
+        "eval.backend must be one of ['transformers', 'vllm'], got 'jax'",
+        "eval.n=4 samples at temperature 0",
+    ):
         assert needle in text, needle
 
 
@@ -274,15 +350,23 @@ def test_few_shot_and_cot_prompts(tmp_path):
     COT_INSTRUCTION = EvalSection().cot_instruction
 
     gsm = DATA / "gsm8k"
-    config = _config(tmp_path, {"train": {"source": "jsonl", "path": str(gsm / "train.jsonl"), "limit": 10},
-                                "eval": {"source": "jsonl", "path": str(gsm / "test.jsonl"), "limit": 2},
-                                "columns": {"prompt": "question"}, "answer_format": "gsm8k"})
+    config = _config(
+        tmp_path,
+        {
+            "train": {"source": "jsonl", "path": str(gsm / "train.jsonl"), "limit": 10},
+            "eval": {"source": "jsonl", "path": str(gsm / "test.jsonl"), "limit": 2},
+            "columns": {"prompt": "question"},
+            "answer_format": "gsm8k",
+        },
+    )
     rows = load_rows(config, "eval")
     _, prompted = build_prompts(rows, EvalSection(mode="few-shot", shots=2), config, "eval")
     train = load_rows(config, "train")
-    expected = (f"Question: {train[0]['prompt']}\nAnswer: {train[0]['raw_answer']}\n\n"
-                f"Question: {train[1]['prompt']}\nAnswer: {train[1]['raw_answer']}\n\n"
-                f"Question: {rows[1]['prompt']}\nAnswer:")
+    expected = (
+        f"Question: {train[0]['prompt']}\nAnswer: {train[0]['raw_answer']}\n\n"
+        f"Question: {train[1]['prompt']}\nAnswer: {train[1]['raw_answer']}\n\n"
+        f"Question: {rows[1]['prompt']}\nAnswer:"
+    )
     assert prompted[1]["prompt"] == expected and "#### 72" in expected
     kept, prompted = build_prompts(train, EvalSection(mode="few-shot", shots=3), config, "train")
     assert len(kept) == 7 and kept[0] is train[3]  # the shots are not evaluated
@@ -297,13 +381,22 @@ def test_few_shot_and_cot_prompts(tmp_path):
 def test_vllm_backend_without_vllm_says_how_to_install(tmp_path, capsys):
     try:
         import vllm  # noqa: F401
+
         pytest.skip("vLLM is installed here")
     except ImportError:
         pass
     path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump({"model": {"tiny": {}}, "output_dir": str(tmp_path / "run"),
-                                    "data": {"train": {"source": "synthetic", "task": "arithmetic", "size": 4}},
-                                    "plugins": {"r1-accuracy": {}}, "eval": {"backend": "vllm"}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "model": {"tiny": {}},
+                "output_dir": str(tmp_path / "run"),
+                "data": {"train": {"source": "synthetic", "task": "arithmetic", "size": 4}},
+                "plugins": {"r1-accuracy": {}},
+                "eval": {"backend": "vllm"},
+            }
+        )
+    )
     assert cli.main(["eval", str(path)]) == 2
     err = capsys.readouterr().err
     assert "eval.backend 'vllm' needs vLLM, which is not installed: pip install 'rlvr-plugins[vllm]'" in err
@@ -325,15 +418,29 @@ EvenPlugin = reward_plugin_class("even-length", EvenLength(), isolated=False)
 def test_eval_end_to_end_metrics_match_the_samples(tmp_path):
     out = tmp_path / "run"
     path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump({
-        "output_dir": str(out), "seed": 3, "model": {"tiny": TINY},
-        "data": {"train": {"source": "synthetic", "task": "arithmetic", "size": 8, "seed": 0},
-                 "eval": {"source": "synthetic", "task": "arithmetic", "size": 6, "seed": 0}},
-        "plugins": {"even-length": {}, "r1-format": {}},
-        "engine": {"in_process": True},
-        "eval": {"reward": "even-length", "format_reward": "r1-format", "n": 4, "temperature": 1.0,
-                 "max_new_tokens": 6, "k": [1, 2, 4]},
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "output_dir": str(out),
+                "seed": 3,
+                "model": {"tiny": TINY},
+                "data": {
+                    "train": {"source": "synthetic", "task": "arithmetic", "size": 8, "seed": 0},
+                    "eval": {"source": "synthetic", "task": "arithmetic", "size": 6, "seed": 0},
+                },
+                "plugins": {"even-length": {}, "r1-format": {}},
+                "engine": {"in_process": True},
+                "eval": {
+                    "reward": "even-length",
+                    "format_reward": "r1-format",
+                    "n": 4,
+                    "temperature": 1.0,
+                    "max_new_tokens": 6,
+                    "k": [1, 2, 4],
+                },
+            }
+        )
+    )
     with temporary_plugin(EvenPlugin):
         assert cli.main(["eval", str(path)]) == 0
     report = json.loads((out / "eval.json").read_text())
@@ -369,10 +476,25 @@ def test_eval_few_shot_on_gsm8k_with_the_cpu_recipe(tmp_path):
     out = tmp_path / "run"
     gsm = DATA / "gsm8k"
     recipe = Path(__file__).resolve().parents[1] / "configs" / "cpu" / "r1_zero.yaml"
-    assert cli.main(["eval", str(recipe), "--set", f"output_dir={out}", "--set", "engine.in_process=true",
-                     "--set", f"data.train.path={gsm / 'train.jsonl'}", "--set", f"data.eval.path={gsm / 'test.jsonl'}",
-                     "--set", "eval={mode: few-shot, shots: 1, n: 2, temperature: 1.0, max_new_tokens: 4, "
-                     "format_reward: r1-format}"]) == 0
+    assert (
+        cli.main(
+            [
+                "eval",
+                str(recipe),
+                "--set",
+                f"output_dir={out}",
+                "--set",
+                "engine.in_process=true",
+                "--set",
+                f"data.train.path={gsm / 'train.jsonl'}",
+                "--set",
+                f"data.eval.path={gsm / 'test.jsonl'}",
+                "--set",
+                "eval={mode: few-shot, shots: 1, n: 2, temperature: 1.0, max_new_tokens: 4, format_reward: r1-format}",
+            ]
+        )
+        == 0
+    )
     report = json.loads((out / "eval.json").read_text())
     samples = [json.loads(line) for line in (out / "eval_samples.jsonl").read_text().splitlines()]
     assert report["metrics"]["problems"] == 4 and len(samples) == 8 and report["mode"] == "few-shot"
@@ -406,12 +528,18 @@ def test_answer_key_is_linear_and_keys_huge_numbers_as_text():
     assert metrics.answer_key("\\frac{" + "2" * 4000 + "}{2}") == "1" * 4000
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("1" * 10_000, "1" * 10_000),
-    ("-000" + "7" * 5_000 + ".2500", "-" + "7" * 5_000 + ".25"),
-    ("1" * 400 + ".5", "1" * 400 + ".5"),
-    ("3.14159265358979323846", "3.14159265358979323846"),
-    ("+.50", "0.5"), ("-0.000", "0"), ("5.", "5"), (12.5, "12.5"),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("1" * 10_000, "1" * 10_000),
+        ("-000" + "7" * 5_000 + ".2500", "-" + "7" * 5_000 + ".25"),
+        ("1" * 400 + ".5", "1" * 400 + ".5"),
+        ("3.14159265358979323846", "3.14159265358979323846"),
+        ("+.50", "0.5"),
+        ("-0.000", "0"),
+        ("5.", "5"),
+        (12.5, "12.5"),
+    ],
+)
 def test_plain_answers_keep_every_digit(value, expected):
     assert plain_answer(value) == expected

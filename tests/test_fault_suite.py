@@ -34,8 +34,8 @@ from rlvr_plugins.errors import (
 )
 from rlvr_plugins.manager import build_plugin_set, temporary_plugin
 from rlvr_plugins.rewards import Engines
-from rlvr_plugins.train.run import prepare
 from rlvr_plugins.testing import TINY_TRAINER, tiny_trainer
+from rlvr_plugins.train.run import prepare
 
 DEADLINE = 10.0  # a run's default engine.timeout_s
 MEMORY_MB = 1024
@@ -78,17 +78,27 @@ def accuracy_and_format(r1, completions, answer="42"):
 
 
 def test_01_no_answer_or_no_boxed_scores_0(r1):
-    completions = ["", "The answer is 42.", r"<think>6 * 7 = 42</think> The answer is 42.", r"so \boxed{42",
-                   r"<think>6 * 7</think> \boxed{}", r"<think>6 * 7 = 42</think> \boxed{42}"]
+    completions = [
+        "",
+        "The answer is 42.",
+        r"<think>6 * 7 = 42</think> The answer is 42.",
+        r"so \boxed{42",
+        r"<think>6 * 7</think> \boxed{}",
+        r"<think>6 * 7 = 42</think> \boxed{42}",
+    ]
     accuracy, fmt = accuracy_and_format(r1, completions)
     assert accuracy == [0.0, 0.0, 0.0, 0.0, 0.0, 1.0]
     assert fmt == [0.0] * 6
 
 
 def test_02_empty_think_or_answer_block_is_format_0(r1):
-    completions = ["<think></think> <answer>42</answer>", "<think> \n </think> <answer>42</answer>",
-                   "<think>6 * 7 = 42</think> <answer> </answer>", "<think>6 * 7 = 42</think> <answer></answer>",
-                   "<think>6 * 7 = 42</think> <answer>42</answer>"]
+    completions = [
+        "<think></think> <answer>42</answer>",
+        "<think> \n </think> <answer>42</answer>",
+        "<think>6 * 7 = 42</think> <answer> </answer>",
+        "<think>6 * 7 = 42</think> <answer></answer>",
+        "<think>6 * 7 = 42</think> <answer>42</answer>",
+    ]
     accuracy, fmt = accuracy_and_format(r1, completions)
     assert fmt == [0.0, 0.0, 0.0, 0.0, 1.0]
     assert accuracy == [1.0, 1.0, 0.0, 0.0, 1.0]
@@ -166,8 +176,11 @@ def test_06_chinese_cot_unicode_minus_and_control_characters_get_correct_verdict
     accuracy, fmt = accuracy_and_format(r1, [chinese, nasty, "\x1b[1m\\boxed{42}\x1b[0m\x00"])
     assert accuracy == [1.0, 1.0, 1.0] and fmt == [1.0, 1.0, 0.0]
     assert decided(engines, rewards["r1-language"], rows([chinese])) == [1.0]
-    minus = ["<think>t</think> <answer>\u22125</answer>", "<think>t</think> \\boxed{\u22125}",
-             "<think>t</think> <answer>\u22126</answer>"]
+    minus = [
+        "<think>t</think> <answer>\u22125</answer>",
+        "<think>t</think> \\boxed{\u22125}",
+        "<think>t</think> <answer>\u22126</answer>",
+    ]
     assert decided(engines, rewards["r1-accuracy"], rows(minus, answer="-5")) == [1.0, 1.0, 0.0]
 
     handler = StrictAsciiHandler()
@@ -197,7 +210,7 @@ def adversarial_is_0_or_masked(result):
 def test_08_latex_that_makes_sympy_run_forever_is_0_or_masked_within_the_deadline_on_every_path():
     timeout = 1.5
     plugin_set = build_plugin_set({"r1-accuracy": {}})
-    (_, accuracy), = plugin_set.reward_functions()
+    ((_, accuracy),) = plugin_set.reward_functions()
     engines = Engines(num_workers=2, timeout_s=timeout, memory_limit_mb=MEMORY_MB)
 
     def timed(items):
@@ -268,8 +281,14 @@ class Seen(Plugin):
 
     @hookimpl
     def rlvr_on_rewards(self, example_indices, rewards, advantages, valid):
-        self.batches.append({"indices": list(example_indices), "rewards": rewards.tolist(),
-                             "advantages": advantages.tolist(), "valid": valid.tolist()})
+        self.batches.append(
+            {
+                "indices": list(example_indices),
+                "rewards": rewards.tolist(),
+                "advantages": advantages.tolist(),
+                "valid": valid.tolist(),
+            }
+        )
 
 
 def seen_batches(trainer) -> list[dict]:
@@ -306,8 +325,7 @@ def step_logs(trainer):
 
 def assert_masked(batch, masked_rows):
     """Rows ``masked_rows`` (by dataset index) are left out (valid False, advantage exactly 0, reward NaN)."""
-    for index, valid, advantage, reward in zip(batch["indices"], batch["valid"], batch["advantages"],
-                                               batch["rewards"]):
+    for index, valid, advantage, reward in zip(batch["indices"], batch["valid"], batch["advantages"], batch["rewards"]):
         masked = masked_rows(index)
         assert valid is not masked
         if masked:
@@ -362,13 +380,17 @@ class PenaltyAsText(Plugin):
         return "0.1"
 
 
-@pytest.mark.parametrize(("plugin", "expected"), [
-    (ReturnsNone, "returned NoneType; expected a tensor"),
-    (WrongLength, "returned shape (7,); expected (8,)"),
-    (PenaltyAsText, "returned str; expected a tensor"),
-])
-def test_11_a_hook_returning_none_a_string_or_the_wrong_length_is_an_error(tmp_path, one_torch_thread, plugin,
-                                                                          expected):
+@pytest.mark.parametrize(
+    ("plugin", "expected"),
+    [
+        (ReturnsNone, "returned NoneType; expected a tensor"),
+        (WrongLength, "returned shape (7,); expected (8,)"),
+        (PenaltyAsText, "returned str; expected a tensor"),
+    ],
+)
+def test_11_a_hook_returning_none_a_string_or_the_wrong_length_is_an_error(
+    tmp_path, one_torch_thread, plugin, expected
+):
     trainer = trainer_with(tmp_path, {"some-reward": fr.none_on_odd_rows}, plugin)
     with pytest.raises(PluginContractError) as info:
         trainer.train()
@@ -414,11 +436,15 @@ def test_12_masked_nonfinite_rewards_never_reach_the_advantages(tmp_path, one_to
 
 
 def test_13_all_0_all_1_or_all_035_groups_get_advantage_exactly_0_and_are_counted(tmp_path, one_torch_thread):
-    trainer = trainer_with(tmp_path, {"constant-per-prompt": fr.zero_one_or_035_by_row},
-                           per_device_train_batch_size=12, shuffle_dataset=False)
+    trainer = trainer_with(
+        tmp_path,
+        {"constant-per-prompt": fr.zero_one_or_035_by_row},
+        per_device_train_batch_size=12,
+        shuffle_dataset=False,
+    )
     trainer.train()
     (batch,) = seen_batches(trainer)
-    groups = [batch["rewards"][i:i + 4] for i in range(0, 12, 4)]
+    groups = [batch["rewards"][i : i + 4] for i in range(0, 12, 4)]
     assert sorted(group[0] for group in groups) == pytest.approx([0.0, 0.35, 1.0])
     assert all(len(set(group)) == 1 for group in groups)
     assert batch["advantages"] == [0.0] * 12
@@ -506,14 +532,26 @@ class Impostor(Plugin):
     name = "rloo"
 
 
-@pytest.mark.parametrize(("plugins", "temporary", "error", "culprits"), [
-    ({"r1-acuracy": {}}, None, UnknownPluginError, ["'r1-acuracy'", "r1-accuracy"]),
-    ({"misspelled-hook": {}}, MisspelledHook, PluginValidationError,
-     ["'misspelled-hook'", "rlvr_reward_function matches no hook spec", "did you mean 'rlvr_reward_functions'"]),
-    ({"r1-accuracy": {}, "grpo": {}, "rloo": {}}, None, PluginConflictError,
-     ["'grpo'", "'rloo'", "rlvr_compute_advantages"]),
-    ({"r1-accuracy": {}}, Impostor, PluginValidationError, ["duplicate plugin name 'rloo'", "rlvr-impostor"]),
-], ids=["unknown-plugin", "misspelled-hook", "two-estimators", "duplicate-name"])
+@pytest.mark.parametrize(
+    ("plugins", "temporary", "error", "culprits"),
+    [
+        ({"r1-acuracy": {}}, None, UnknownPluginError, ["'r1-acuracy'", "r1-accuracy"]),
+        (
+            {"misspelled-hook": {}},
+            MisspelledHook,
+            PluginValidationError,
+            ["'misspelled-hook'", "rlvr_reward_function matches no hook spec", "did you mean 'rlvr_reward_functions'"],
+        ),
+        (
+            {"r1-accuracy": {}, "grpo": {}, "rloo": {}},
+            None,
+            PluginConflictError,
+            ["'grpo'", "'rloo'", "rlvr_compute_advantages"],
+        ),
+        ({"r1-accuracy": {}}, Impostor, PluginValidationError, ["duplicate plugin name 'rloo'", "rlvr-impostor"]),
+    ],
+    ids=["unknown-plugin", "misspelled-hook", "two-estimators", "duplicate-name"],
+)
 def test_16_config_bugs_fail_at_start_up_naming_the_culprit(tmp_path, plugins, temporary, error, culprits):
     config = {"output_dir": str(tmp_path / "run"), "plugins": plugins, "trainer": dict(TINY_TRAINER)}
     with temporary_plugin(temporary, "rlvr-impostor") if temporary else contextlib.nullcontext():

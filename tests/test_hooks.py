@@ -32,7 +32,9 @@ COLUMNS = {"check": "`--check`", "train": "`train`", "eval": "`eval`"}
 
 def hook_table() -> dict[str, dict[str, str]]:
     """docs/hooks.md's hook table, in its row order: ``{hook: {column: cell}}``."""
-    lines = [line for line in HOOKS_MD.read_text(encoding="utf-8").splitlines() if line.startswith(("| `rlvr_", "| hook |"))]
+    lines = [
+        line for line in HOOKS_MD.read_text(encoding="utf-8").splitlines() if line.startswith(("| `rlvr_", "| hook |"))
+    ]
     header = [c.strip() for c in lines[0].strip("|").split("|")]
     table = {}
     for line in lines[1:]:
@@ -114,17 +116,34 @@ SIZES = {"splits": 2, "rows": 8 + 4, "batches": 1, "checkpoints": 1}
 
 def write_config(tmp_path: Path, **extra) -> Path:
     path = tmp_path / "c.yaml"
-    path.write_text(yaml.safe_dump({
-        "output_dir": str(tmp_path / "run"), "seed": 0, "model": {"tiny": TINY},
-        "data": {"train": {"source": "synthetic", "task": "arithmetic", "size": 8, "seed": 0},
-                 "eval": {"source": "synthetic", "task": "arithmetic", "size": 4, "seed": 0}},
-        "plugins": PLUGINS, "engine": {"in_process": True},
-        "eval": {"reward": "r1-accuracy", "batch_size": 4, "max_new_tokens": 4},
-        "trainer": {"max_steps": 1, "per_device_train_batch_size": 4, "num_generations": 4,
-                    "max_completion_length": 4, "learning_rate": 1e-3, "save_steps": 1, "use_cpu": True,
-                    "disable_tqdm": True, "beta": 0.0},
-        **extra,
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "output_dir": str(tmp_path / "run"),
+                "seed": 0,
+                "model": {"tiny": TINY},
+                "data": {
+                    "train": {"source": "synthetic", "task": "arithmetic", "size": 8, "seed": 0},
+                    "eval": {"source": "synthetic", "task": "arithmetic", "size": 4, "seed": 0},
+                },
+                "plugins": PLUGINS,
+                "engine": {"in_process": True},
+                "eval": {"reward": "r1-accuracy", "batch_size": 4, "max_new_tokens": 4},
+                "trainer": {
+                    "max_steps": 1,
+                    "per_device_train_batch_size": 4,
+                    "num_generations": 4,
+                    "max_completion_length": 4,
+                    "learning_rate": 1e-3,
+                    "save_steps": 1,
+                    "use_cpu": True,
+                    "disable_tqdm": True,
+                    "beta": 0.0,
+                },
+                **extra,
+            }
+        )
+    )
     return path
 
 
@@ -136,6 +155,7 @@ def probe():
 
 
 # -- the table, against real runs ----------------------------------------------------------
+
 
 def test_the_table_lists_every_hook_once():
     assert sorted(hook_table()) == sorted(HOOK_NAMES)
@@ -180,8 +200,10 @@ def test_rlvr_eval_calls_each_hook_as_the_table_says(tmp_path, probe, hook_recor
 
 def test_trace_prints_one_block_per_hook_call(tmp_path, monkeypatch, capsys, hook_recorder):
     monkeypatch.setenv("RLVR_TRACE_PLUGINS", "1")
-    assert cli.main(["train", str(REPO / "configs" / "demo.yaml"), "--check", "--set",
-                     f"output_dir={tmp_path / 'run'}"]) == 0
+    assert (
+        cli.main(["train", str(REPO / "configs" / "demo.yaml"), "--check", "--set", f"output_dir={tmp_path / 'run'}"])
+        == 0
+    )
     err = capsys.readouterr().err
     blocks = re.findall(r"^rlvr trace: (rlvr_\w+) \[([\w-]+)\] [\d.]+ ms$", err, flags=re.MULTILINE)
     assert blocks == [(call.hook, call.plugin) for call in hook_recorder.calls]
@@ -194,9 +216,15 @@ def test_trace_prints_one_block_per_hook_call(tmp_path, monkeypatch, capsys, hoo
 def test_trace_shows_tensors_as_shapes(monkeypatch, capsys):
     monkeypatch.setenv("RLVR_TRACE_PLUGINS", "1")
     ps = build_plugin_set(None)
-    ps.one("rlvr_compute_advantages", rewards=torch.tensor([1.0, 0.0]), num_generations=2,
-           valid=torch.tensor([True, True]), rewards_per_func=torch.zeros(2, 1), reward_names=["r"],
-           reward_weights=torch.ones(1))
+    ps.one(
+        "rlvr_compute_advantages",
+        rewards=torch.tensor([1.0, 0.0]),
+        num_generations=2,
+        valid=torch.tensor([True, True]),
+        rewards_per_func=torch.zeros(2, 1),
+        reward_names=["r"],
+        reward_weights=torch.ones(1),
+    )
     err = capsys.readouterr().err
     assert "rlvr trace: rlvr_compute_advantages [grpo]" in err
     assert "rewards = Tensor(shape=(2,), dtype=torch.float32)" in err
@@ -226,8 +254,14 @@ def test_a_monitor_sees_each_plugin_call_with_result_and_time():
         assert ps.call("rlvr_check_dataset", only=["one"], rows=[{}], split="train") == [("one", None)]
         undo()
         ps.call("rlvr_check_dataset", rows=[{}], split="train")
-    assert seen == [("before", "two"), ("two", [(0, "two")]), ("before", "one"), ("one", None),
-                    ("before", "one"), ("one", None)]
+    assert seen == [
+        ("before", "two"),
+        ("two", [(0, "two")]),
+        ("before", "one"),
+        ("one", None),
+        ("before", "one"),
+        ("one", None),
+    ]
 
 
 @pytest.mark.parametrize("option", ["tryfirst", "trylast", "hookwrapper", "wrapper"])
@@ -241,9 +275,11 @@ def test_pluggy_ordering_and_wrapper_options_are_refused(option):
 
     with temporary_plugin(Ordered), pytest.raises(PluginValidationError) as info:
         build_plugin_set({"ordered": {}})
-    assert re.fullmatch(rf"plugin 'ordered': [\w.<>]*Ordered\.rlvr_on_rewards is declared with {option}=True, "
-                        r"which rlvr-plugins does not support \(hooks run in the config's plugin order\); remove it",
-                        str(info.value))
+    assert re.fullmatch(
+        rf"plugin 'ordered': [\w.<>]*Ordered\.rlvr_on_rewards is declared with {option}=True, "
+        r"which rlvr-plugins does not support \(hooks run in the config's plugin order\); remove it",
+        str(info.value),
+    )
 
 
 def test_every_hook_has_a_test():
@@ -284,15 +320,19 @@ def test_the_core_names_no_plugin_of_this_repository():
             continue
         for token in tokenize.generate_tokens(io.StringIO(path.read_text(encoding="utf-8")).readline):
             value = token.string
-            if token.type == tokenize.STRING and re.fullmatch(r"[rbuf]*(['\"])(.*)\1", value, flags=re.DOTALL | re.IGNORECASE):
+            if token.type == tokenize.STRING and re.fullmatch(
+                r"[rbuf]*(['\"])(.*)\1", value, flags=re.DOTALL | re.IGNORECASE
+            ):
                 value = value.strip("rbufRBUF")[1:-1]
-            if (token.type in (tokenize.NAME, tokenize.STRING) and value in names) or \
-                    (token.type == tokenize.NAME and value.split(".")[0] in names):
+            if (token.type in (tokenize.NAME, tokenize.STRING) and value in names) or (
+                token.type == tokenize.NAME and value.split(".")[0] in names
+            ):
                 found.append(f"{where}:{token.start[0]}: {token.string}")
     assert not found, found
 
 
 # -- one behaviour test per hook -----------------------------------------------------------
+
 
 def test_hook_rlvr_register_commands(capsys):
     class Hello(Plugin):
@@ -316,8 +356,10 @@ def test_hook_rlvr_register_commands(capsys):
         assert capsys.readouterr().out == "hello rlvr\n"
     with temporary_plugin(Clash):
         assert cli.main(["anything"]) == 2
-        assert "rlvr: error: plugin 'clash': rlvr_register_commands: argument command: conflicting subparser: " \
-               "train" in capsys.readouterr().err
+        assert (
+            "rlvr: error: plugin 'clash': rlvr_register_commands: argument command: conflicting subparser: "
+            "train" in capsys.readouterr().err
+        )
 
 
 class ShortCompletions(Plugin):
@@ -335,8 +377,11 @@ def test_hook_rlvr_adjust_grpo_config(tmp_path, hook_recorder):
     from rlvr_plugins.trainer import adjust_grpo_args
 
     with temporary_plugin(ShortCompletions):
-        config = {"output_dir": str(tmp_path), "plugins": {"short-completions": {}, "r1-accuracy": {}},
-                  "trainer": {"use_cpu": True}}
+        config = {
+            "output_dir": str(tmp_path),
+            "plugins": {"short-completions": {}, "r1-accuracy": {}},
+            "trainer": {"use_cpu": True},
+        }
         prepared = prepare(config)
         assert prepared.grpo_args.max_completion_length == 5
         adjust_grpo_args(prepared.plugin_set, prepared.grpo_args)  # rlvr train's arguments: not adjusted twice
@@ -345,9 +390,12 @@ def test_hook_rlvr_adjust_grpo_config(tmp_path, hook_recorder):
         script = GRPOConfig(output_dir=str(tmp_path), use_cpu=True)  # a trainer built in Python gets the same
         adjust_grpo_args(ps, script)
         assert script.max_completion_length == prepared.grpo_args.max_completion_length == 5
-        with pytest.raises(PluginError, match=r"plugin 'short-completions' requires GRPOConfig "
-                                              r"max_completion_length=5, but the GRPOConfig given has "
-                                              r"max_completion_length=7"):
+        with pytest.raises(
+            PluginError,
+            match=r"plugin 'short-completions' requires GRPOConfig "
+            r"max_completion_length=5, but the GRPOConfig given has "
+            r"max_completion_length=7",
+        ):
             adjust_grpo_args(ps, GRPOConfig(output_dir=str(tmp_path), use_cpu=True, max_completion_length=7))
 
 
@@ -362,8 +410,10 @@ def test_hook_rlvr_reward_functions(hook_recorder):
     with temporary_plugin(Constant):
         ps = build_plugin_set({"constant": {}, "r1-accuracy": {}})
         first = ps.reward_functions()
-        assert [(owner, r.name, r.weight) for owner, r in first] == [("constant", "one", 0.5),
-                                                                      ("r1-accuracy", "r1-accuracy", 1.0)]
+        assert [(owner, r.name, r.weight) for owner, r in first] == [
+            ("constant", "one", 0.5),
+            ("r1-accuracy", "r1-accuracy", 1.0),
+        ]
         assert ps.reward_functions() == first
     assert [c.plugin for c in hook_recorder.getcalls("rlvr_reward_functions")] == ["constant", "r1-accuracy"]
 
@@ -430,7 +480,9 @@ def test_hook_rlvr_sft_examples(hook_recorder):
         out, plugin = sft_examples(ps, rows, "solution", 3, char_tokenizer())
         assert plugin == "doubles"
         assert [(r["prompt"], r["solution"], r["seed"], r["rlvr_index"]) for r in out] == [
-            ("1+1=", "22", 3, 0), ("2+2=", "44", 3, 1)]
+            ("1+1=", "22", 3, 0),
+            ("2+2=", "44", 3, 1),
+        ]
         assert rows[0]["solution"] == "2"  # the plugin got a copy
         assert [c.plugin for c in hook_recorder.getcalls("rlvr_sft_examples")] == ["abstains", "doubles"]
         out, plugin = sft_examples(build_plugin_set({"abstains": {}}), rows, "solution", 3, char_tokenizer())
@@ -474,8 +526,10 @@ def test_hook_rlvr_render_prompt():
 
     with temporary_plugin(Backwards):
         out = render([{"prompt": "1+2="}, {"prompt": "3+4="}], build_plugin_set({"backwards": {}}), None, 9)
-    assert [(r["prompt"], r["raw_prompt"], r["rlvr_index"]) for r in out] == [("=2+1|0|9", "1+2=", 0),
-                                                                             ("=4+3|1|9", "3+4=", 1)]
+    assert [(r["prompt"], r["raw_prompt"], r["rlvr_index"]) for r in out] == [
+        ("=2+1|0|9", "1+2=", 0),
+        ("=4+3|1|9", "3+4=", 1),
+    ]
 
 
 class Wiring(Plugin):
@@ -535,9 +589,16 @@ def test_hook_rlvr_trainer_callbacks(wired_trainer):
 def penalised(plugins: dict):
     from rlvr_plugins.advantages import batch_advantages
 
-    return batch_advantages(build_plugin_set(plugins), rewards_per_func=torch.tensor([[1.0], [0.0], [1.0], [1.0]]),
-                            weights=torch.ones(1), failed=torch.zeros(4, 1, dtype=torch.bool),
-                            lengths=torch.tensor([2, 4, 6, 8]), num_generations=2, step=0, names=["r"])
+    return batch_advantages(
+        build_plugin_set(plugins),
+        rewards_per_func=torch.tensor([[1.0], [0.0], [1.0], [1.0]]),
+        weights=torch.ones(1),
+        failed=torch.zeros(4, 1, dtype=torch.bool),
+        lengths=torch.tensor([2, 4, 6, 8]),
+        num_generations=2,
+        step=0,
+        names=["r"],
+    )
 
 
 class LengthCost(Plugin):

@@ -11,10 +11,17 @@ import pytest
 from rlvr_plugins import cli
 from rlvr_plugins.train.modeling import full_weights, launch_problem
 
-ZERO2_BF16 = {"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "2",
-              "ACCELERATE_MIXED_PRECISION": "bf16"}
-ZERO3 = {"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "3",
-         "ACCELERATE_MIXED_PRECISION": "no", "ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL": "true"}
+ZERO2_BF16 = {
+    "ACCELERATE_USE_DEEPSPEED": "true",
+    "ACCELERATE_DEEPSPEED_ZERO_STAGE": "2",
+    "ACCELERATE_MIXED_PRECISION": "bf16",
+}
+ZERO3 = {
+    "ACCELERATE_USE_DEEPSPEED": "true",
+    "ACCELERATE_DEEPSPEED_ZERO_STAGE": "3",
+    "ACCELERATE_MIXED_PRECISION": "no",
+    "ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL": "true",
+}
 
 
 def test_bf16_deepspeed_without_a_gpu_is_named_with_the_cpu_configs():
@@ -22,16 +29,20 @@ def test_bf16_deepspeed_without_a_gpu_is_named_with_the_cpu_configs():
     assert problem.startswith("accelerate launch asks DeepSpeed for mixed_precision: bf16, but no GPU is visible")
     assert "configs/accelerate/cpu/zero2.yaml" in problem
     assert launch_problem({"bf16": False}, {**ZERO2_BF16, "ACCELERATE_MIXED_PRECISION": "fp16"}, False).startswith(
-        "accelerate launch asks DeepSpeed for mixed_precision: fp16")
+        "accelerate launch asks DeepSpeed for mixed_precision: fp16"
+    )
 
 
-@pytest.mark.parametrize("kwargs, env, has_gpu", [
-    ({"bf16": False}, ZERO2_BF16, True),                                  # a GPU: DeepSpeed's own bf16 applies
-    ({"bf16": True}, ZERO2_BF16, False),                                  # bf16 asked for on the CPU too: consistent
-    ({"bf16": False}, {**ZERO2_BF16, "ACCELERATE_USE_DEEPSPEED": "false"}, False),  # DDP: accelerate's autocast
-    ({"bf16": False}, {}, False),                                         # plain python / torchrun
-    ({"bf16": False}, ZERO3, False),
-])
+@pytest.mark.parametrize(
+    "kwargs, env, has_gpu",
+    [
+        ({"bf16": False}, ZERO2_BF16, True),  # a GPU: DeepSpeed's own bf16 applies
+        ({"bf16": True}, ZERO2_BF16, False),  # bf16 asked for on the CPU too: consistent
+        ({"bf16": False}, {**ZERO2_BF16, "ACCELERATE_USE_DEEPSPEED": "false"}, False),  # DDP: accelerate's autocast
+        ({"bf16": False}, {}, False),  # plain python / torchrun
+        ({"bf16": False}, ZERO3, False),
+    ],
+)
 def test_launches_that_work_have_no_problem(kwargs, env, has_gpu):
     assert launch_problem(kwargs, env, has_gpu) is None
 
@@ -41,7 +52,8 @@ def test_zero3_without_the_16bit_save_would_save_shards_and_is_refused():
     assert launch_problem({}, env, has_gpu=True) == (
         "accelerate launch runs DeepSpeed ZeRO-3 without zero3_save_16bit_model: true, so the saved model would be "
         "DeepSpeed shards that from_pretrained cannot load; set zero3_save_16bit_model: true "
-        "(as configs/accelerate/zero3.yaml does)")
+        "(as configs/accelerate/zero3.yaml does)"
+    )
     assert launch_problem({}, {k: v for k, v in env.items() if "16BIT" not in k}, True) is not None
 
 

@@ -28,6 +28,7 @@ def trainer_ending_in_digit(tiny_trainer, reward_plugin):
 
 # -- configuration -----------------------------------------------------------------------
 
+
 def test_names_map_to_trl_settings():
     assert loss_settings(False, None) == {"epsilon": math.inf, "epsilon_high": math.inf}
     assert loss_settings(True, "per-response") == {"loss_type": "grpo"}
@@ -41,8 +42,9 @@ def test_contradictions_name_the_key_and_the_option():
     assert len(problems) == 2
     assert "trainer.epsilon=0.2" in problems[0] and "clip: false" in problems[0]
     assert "trainer.loss_type='grpo'" in problems[1] and "constant" in problems[1]
-    assert "no clipped PPO surrogate" in contradictions({"loss_type": "cispo"}, clip=False,
-                                                        length_normalization=None)[0]
+    assert (
+        "no clipped PPO surrogate" in contradictions({"loss_type": "cispo"}, clip=False, length_normalization=None)[0]
+    )
 
 
 def test_grpo_kwargs_apply_the_plugin_and_refuse_contradictions():
@@ -70,6 +72,7 @@ def test_two_plugins_setting_one_trainer_field_differently_is_an_error():
 
 # -- the loss, against an independent computation --------------------------------------------
 
+
 def _batch(trainer, tokenizer):
     """Two prompts × two completions with chosen lengths, advantages and old log-probs."""
     torch.manual_seed(0)
@@ -80,12 +83,14 @@ def _batch(trainer, tokenizer):
     input_ids = torch.cat([prompt_ids, completion_ids], 1)
     with torch.no_grad():
         logits = trainer.model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids)).logits
-    logits = logits[:, prompt_ids.size(1) - 1:-1] / trainer.temperature
+    logits = logits[:, prompt_ids.size(1) - 1 : -1] / trainer.temperature
     logps = torch.log_softmax(logits.float(), -1).gather(-1, completion_ids.unsqueeze(-1)).squeeze(-1)
     shift = torch.linspace(-0.6, 0.6, 24).view(4, 6)  # ratios from exp(-0.6) to exp(0.6): far outside [0.8, 1.2]
     return {
-        "prompt_ids": prompt_ids, "prompt_mask": torch.ones_like(prompt_ids),
-        "completion_ids": completion_ids, "completion_mask": completion_mask,
+        "prompt_ids": prompt_ids,
+        "prompt_mask": torch.ones_like(prompt_ids),
+        "completion_ids": completion_ids,
+        "completion_mask": completion_mask,
         "advantages": torch.tensor([1.0, -1.0, 0.5, -2.0]),
         "old_per_token_logps": logps - shift,
         "ref_per_token_logps": logps + 0.3 * shift,
@@ -114,8 +119,9 @@ def _expected(inputs, logps, clip, normalization, beta, max_len):
 @pytest.mark.parametrize("clip", [True, False])
 @pytest.mark.parametrize("beta", [0.0, 0.1])
 def test_loss_equals_the_formula(tokenizer, trainer_ending_in_digit, clip, normalization, beta):
-    trainer = trainer_ending_in_digit({"policy-loss": {"clip": clip, "length_normalization": normalization}},
-                                      max_completion_length=6)
+    trainer = trainer_ending_in_digit(
+        {"policy-loss": {"clip": clip, "length_normalization": normalization}}, max_completion_length=6
+    )
     trainer.beta = beta
     trainer.model.eval()
     inputs, logps = _batch(trainer, tokenizer)
@@ -133,8 +139,9 @@ def test_loss_equals_the_formula(tokenizer, trainer_ending_in_digit, clip, norma
 
 def test_unclipped_gradient_is_the_plain_policy_gradient(tokenizer, trainer_ending_in_digit):
     """With clip off, d loss / d logp_t = -rho_t A / |o| (per-response), also where clipping would cut it."""
-    trainer = trainer_ending_in_digit({"policy-loss": {"clip": False, "length_normalization": "per-response"}},
-                                      max_completion_length=6)
+    trainer = trainer_ending_in_digit(
+        {"policy-loss": {"clip": False, "length_normalization": "per-response"}}, max_completion_length=6
+    )
     inputs, logps = _batch(trainer, tokenizer)
     logps = logps.clone().requires_grad_(True)
     trainer._get_per_token_logps_and_entropies = lambda *a, **k: (logps, torch.zeros_like(logps), None)
@@ -152,12 +159,13 @@ def test_off_policy_inner_steps_log_a_drifting_ratio(trainer_ending_in_digit):
     drift = [h["rlvr/ratio/abs_log_mean"] for h in trainer.state.log_history if "rlvr/ratio/abs_log_mean" in h]
     assert len(drift) == 8
     for start in (0, 4):  # each generation batch: on-policy first, then drifting away from ratio 1
-        inner = drift[start:start + 4]
+        inner = drift[start : start + 4]
         assert inner[0] < 1e-5
         assert all(x > 1e-4 for x in inner[1:]) and inner[3] > inner[1]
 
 
 # -- rule 14: shaping is centred, not std-scaled ---------------------------------------------
+
 
 def test_all_wrong_group_differing_only_in_length_keeps_small_advantages():
     outcome = torch.zeros(4)
@@ -178,6 +186,7 @@ def test_shaping_advantages_leave_out_invalid_completions():
 
 
 # -- metrics ---------------------------------------------------------------------------------
+
 
 def test_response_length_is_logged_for_correct_and_wrong_completions(trainer_ending_in_digit):
     trainer = trainer_ending_in_digit(max_steps=3)

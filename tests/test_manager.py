@@ -7,8 +7,7 @@ from typing import Literal
 import pytest
 import torch
 
-from rlvr_plugins import Plugin, RewardFunction, hookimpl
-from rlvr_plugins import manager
+from rlvr_plugins import Plugin, RewardFunction, hookimpl, manager
 from rlvr_plugins.errors import (
     ConfigError,
     PluginConflictError,
@@ -80,8 +79,14 @@ def test_enabled_estimator_replaces_the_default_and_is_called():
     with temporary_plugin(HalfEstimator):
         ps = build_plugin_set({"half-estimator": {}})
     assert "grpo" not in ps.names
-    out = ps.one("rlvr_compute_advantages", rewards=torch.tensor([2.0, 4.0]), num_generations=2,
-                 valid=torch.tensor([True, True]), rewards_per_func=None, reward_names=[])
+    out = ps.one(
+        "rlvr_compute_advantages",
+        rewards=torch.tensor([2.0, 4.0]),
+        num_generations=2,
+        valid=torch.tensor([True, True]),
+        rewards_per_func=None,
+        reward_names=[],
+    )
     assert out.tolist() == [1.0, 2.0]
 
 
@@ -101,10 +106,14 @@ def test_unknown_plugin_lists_installed():
 def test_unknown_plugin_hints_pip_only_for_a_name_a_known_distribution_provides():
     from rlvr_plugins.errors import unknown_plugin_hint
 
-    assert unknown_plugin_hint("code-tests", ["grpo"]) == \
-        "'code-tests' is provided by rlvr-code: pip install rlvr-code (or pip install -e plugins/rlvr-code)."
-    assert unknown_plugin_hint("zzzz", ["grpo", "rloo"]) == \
-        "'zzzz': no installed or known plugin has a similar name; check the spelling (rlvr plugins lists them)."
+    assert (
+        unknown_plugin_hint("code-tests", ["grpo"])
+        == "'code-tests' is provided by rlvr-code: pip install rlvr-code (or pip install -e plugins/rlvr-code)."
+    )
+    assert (
+        unknown_plugin_hint("zzzz", ["grpo", "rloo"])
+        == "'zzzz': no installed or known plugin has a similar name; check the spelling (rlvr plugins lists them)."
+    )
 
 
 def test_known_distributions_match_the_plugins_folder():
@@ -212,7 +221,8 @@ def test_misspelled_hook_argument_gets_our_message_with_the_specs_arguments():
         "plugin 'typo': test_misspelled_hook_argument_gets_our_message_with_the_specs_arguments.<locals>.Typo."
         "rlvr_length_penalty takes argument(s) 'completion_length' (did you mean 'completion_lengths'?) that "
         "rlvr_length_penalty does not pass; it passes (take any of them, by name): completion_lengths, "
-        "num_generations, rewards_per_func, reward_names, step")
+        "num_generations, rewards_per_func, reward_names, step"
+    )
 
 
 def test_rlvr_plugins_warns_about_a_plugin_that_implements_no_hook_and_reports_a_misspelled_one():
@@ -232,14 +242,16 @@ def test_rlvr_plugins_warns_about_a_plugin_that_implements_no_hook_and_reports_a
     with temporary_plugin(Idle), temporary_plugin(Misspelled):
         rows = {r["name"]: r for r in manager.list_plugins()}
     assert rows["idle"]["hooks"] == [] and "implements no hook" in rows["idle"]["warning"]
-    assert "rlvr_lenght_penalty matches no hook spec; did you mean 'rlvr_length_penalty'?" in \
-        rows["misspelled"]["error"]
+    assert (
+        "rlvr_lenght_penalty matches no hook spec; did you mean 'rlvr_length_penalty'?" in rows["misspelled"]["error"]
+    )
     assert "warning" not in rows["grpo"] and "error" not in rows["grpo"]
 
 
 def test_import_failure_names_plugin_and_chains(monkeypatch):
-    monkeypatch.setitem(manager._temporary, "broken",
-                        PluginEntry("broken", "rlvr_no_such_module.sub:Plugin", "rlvr-broken", "1.0"))
+    monkeypatch.setitem(
+        manager._temporary, "broken", PluginEntry("broken", "rlvr_no_such_module.sub:Plugin", "rlvr-broken", "1.0")
+    )
     with pytest.raises(PluginImportError) as exc:
         build_plugin_set({"broken": {}})
     assert "plugin 'broken' (distribution rlvr-broken) failed to import" in str(exc.value)
@@ -247,8 +259,7 @@ def test_import_failure_names_plugin_and_chains(monkeypatch):
 
 
 def test_duplicate_plugin_name_from_two_distributions(monkeypatch):
-    monkeypatch.setitem(manager._temporary, "rloo",
-                        PluginEntry("rloo", "x:Y", "rlvr-impostor", "1.0"))
+    monkeypatch.setitem(manager._temporary, "rloo", PluginEntry("rloo", "x:Y", "rlvr-impostor", "1.0"))
     with pytest.raises(PluginValidationError, match="duplicate plugin name 'rloo'.*rlvr-plugins.*rlvr-impostor"):
         build_plugin_set({})
 
@@ -312,6 +323,14 @@ def test_call_attributes_results_to_plugins():
 
     with temporary_plugin(PenaltyA), temporary_plugin(PenaltyB):
         ps = build_plugin_set({"penalty-a": {}, "penalty-b": {}})
-    out = dict(ps.call("rlvr_length_penalty", completion_lengths=torch.tensor([3, 4]), num_generations=2,
-                            rewards_per_func=None, reward_names=[], step=0))
+    out = dict(
+        ps.call(
+            "rlvr_length_penalty",
+            completion_lengths=torch.tensor([3, 4]),
+            num_generations=2,
+            rewards_per_func=None,
+            reward_names=[],
+            step=0,
+        )
+    )
     assert out["penalty-a"].tolist() == [1, 1] and out["penalty-b"] is None

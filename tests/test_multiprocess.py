@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 import json
 import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -26,8 +26,18 @@ def free_port() -> int:
 def run(out, per_device, processes):
     cmd = [sys.executable, str(SCRIPT), str(out), str(per_device)]
     if processes > 1:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes),
-               "--master_addr", "127.0.0.1", "--master_port", str(free_port()), *cmd[1:]]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            str(processes),
+            "--master_addr",
+            "127.0.0.1",
+            "--master_port",
+            str(free_port()),
+            *cmd[1:],
+        ]
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=REPO)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -54,10 +64,25 @@ def test_groups_split_across_two_ranks_match_one_process(tmp_path):
 @pytest.mark.slow
 def test_rlvr_train_smoke_recipe_on_two_processes(tmp_path):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-           "--master_port", str(free_port()), "-m", "rlvr_plugins.cli", "train",
-           str(REPO / "tests" / "configs" / "smoke.yaml"), "--set", f"output_dir={out}",
-           "--set", "trainer.per_device_train_batch_size=4"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(free_port()),
+        "-m",
+        "rlvr_plugins.cli",
+        "train",
+        str(REPO / "tests" / "configs" / "smoke.yaml"),
+        "--set",
+        f"output_dir={out}",
+        "--set",
+        "trainer.per_device_train_batch_size=4",
+    ]
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=REPO)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -74,8 +99,20 @@ RANK_FAULTS = REPO / "tests" / "multiproc" / "rank_faults.py"
 def run_rank_faults(tmp_path, mode):
     """Fault item 17 on 2 processes; the subprocess timeout is the watchdog against a collective hang."""
     out = tmp_path / f"{mode}.jsonl"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-           "--master_port", str(free_port()), str(RANK_FAULTS), str(out), mode]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(free_port()),
+        str(RANK_FAULTS),
+        str(out),
+        mode,
+    ]
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
     try:
         result = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=REPO)

@@ -22,19 +22,26 @@ def test_curriculum_thinking_fusion_length_reward_and_dr_grpo_in_one_run(tmp_pat
     config.pop("sft")
     config["output_dir"] = str(tmp_path / "run")
     config["trainer"].update({"max_steps": 3, "save_steps": 3})
-    config["plugins"].update({
-        "kimi-length": {"weight": 0.5},
-        "kimi-curriculum": {"start_quantile": 0.3, "full_at_step": 2},
-        "qwen-thinking": {"no_think_share": 0.5, "compliance_weight": 0.5},
-        "dr-grpo": {},
-    })
+    config["plugins"].update(
+        {
+            "kimi-length": {"weight": 0.5},
+            "kimi-curriculum": {"start_quantile": 0.3, "full_at_step": 2},
+            "qwen-thinking": {"no_think_share": 0.5, "compliance_weight": 0.5},
+            "dr-grpo": {},
+        }
+    )
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     assert cli.main(["train", str(path)]) == 0
     rows = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if "reward" in r]
     assert [r["step"] for r in rows] == [1, 2, 3]
-    for key in ("rewards/r1-accuracy/mean", "rewards/r1-format/mean", "rewards/qwen-mode-compliance/mean",
-                "penalties/kimi-length/mean", "curriculum/admitted_difficulty"):
+    for key in (
+        "rewards/r1-accuracy/mean",
+        "rewards/r1-format/mean",
+        "rewards/qwen-mode-compliance/mean",
+        "penalties/kimi-length/mean",
+        "curriculum/admitted_difficulty",
+    ):
         assert all(key in r for r in rows), key
     admitted = [r["curriculum/admitted_difficulty"] for r in rows]
     assert admitted == sorted(admitted) and admitted[0] < admitted[-1]  # the curriculum widens

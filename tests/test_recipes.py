@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from rlvr_plugins import cli
-from rlvr_plugins.train.config import load_config
 from rlvr_plugins.manager import build_plugin_set
-from rlvr_plugins.train.runlog import read_metrics
 from rlvr_plugins.testing import shared_data
+from rlvr_plugins.train.config import load_config
+from rlvr_plugins.train.runlog import read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
@@ -27,6 +27,7 @@ SMOKE = REPO / "tests" / "configs" / "smoke.yaml"
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 
 def test_every_recipe_is_tested():
     assert sorted(p.stem for p in CONFIGS.glob("*.yaml") if p.stem != "demo") == sorted(GPU_RECIPES)
@@ -100,21 +101,27 @@ def test_docs_show_every_recipe_and_its_launch_line():
         assert f"configs/{name}.yaml" in text, name
     for name in CPU_RECIPES:
         assert f"configs/cpu/{name}.yaml" in text, name
-    assert ("accelerate launch --config_file configs/accelerate/zero2.yaml -m rlvr_plugins.cli train "
-            "configs/r1_zero.yaml") in text
+    assert (
+        "accelerate launch --config_file configs/accelerate/zero2.yaml -m rlvr_plugins.cli train configs/r1_zero.yaml"
+    ) in text
     assert "trl vllm-serve --model" in text and "vllm_mode: server" in text
 
 
-ONE_DIGIT = {"train": {"source": "synthetic", "task": "arithmetic", "size": 48, "seed": 0,
-                       "options": {"max_digits": 1}},
-             "eval": {"source": "synthetic", "task": "arithmetic", "size": 8, "seed": 0, "options": {"max_digits": 1}}}
+ONE_DIGIT = {
+    "train": {"source": "synthetic", "task": "arithmetic", "size": 48, "seed": 0, "options": {"max_digits": 1}},
+    "eval": {"source": "synthetic", "task": "arithmetic", "size": 8, "seed": 0, "options": {"max_digits": 1}},
+}
 
 
 def _cpu_config(name: str, tmp_path: Path, policy: Path) -> dict:
     """The recipe with its plugins, started from the shared SFT policy, on one-digit additions (what that
     policy learned; the GSM8K recipes' slice is out of a tiny model's reach, so it is checked on its own below)."""
-    overrides = [f"output_dir={tmp_path / name}", "engine.in_process=true", "trainer.max_completion_length=16",
-                 f"data={json.dumps(ONE_DIGIT)}"]
+    overrides = [
+        f"output_dir={tmp_path / name}",
+        "engine.in_process=true",
+        "trainer.max_completion_length=16",
+        f"data={json.dumps(ONE_DIGIT)}",
+    ]
     config = load_config(SMOKE if name == "smoke" else CONFIGS / "cpu" / f"{name}.yaml", overrides)
     config["model"] = {"name_or_path": str(policy)}
     return config
@@ -127,8 +134,10 @@ def test_cpu_recipe_reads_its_gsm8k_slice(name):
     data = shared_data()
     if data is None:
         pytest.skip("../shared/data is absent: the GSM8K slice of this recipe is not available")
-    config = load_config(CONFIGS / "cpu" / f"{name}.yaml", [f"data.train.path={data / 'gsm8k' / 'train.jsonl'}",
-                                                            f"data.eval.path={data / 'gsm8k' / 'test.jsonl'}"])
+    config = load_config(
+        CONFIGS / "cpu" / f"{name}.yaml",
+        [f"data.train.path={data / 'gsm8k' / 'train.jsonl'}", f"data.eval.path={data / 'gsm8k' / 'test.jsonl'}"],
+    )
     train, test = load_rows(config, "train"), load_rows(config, "eval")
     assert (len(train), len(test)) == (config["data"]["train"]["limit"], config["data"]["eval"]["limit"])
     assert test[0]["answer"] == "18"  # GSM8K test row 0, "#### 18", normalised

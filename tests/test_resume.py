@@ -6,20 +6,20 @@ pass can differ from run to run, so even two uninterrupted runs are not bitwise 
 
 from __future__ import annotations
 
-from pathlib import Path
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
 
+from rlvr_plugins.checkpoints import PLUGIN_STATE_FILE, last_complete_checkpoint
 from rlvr_plugins.train.runfolder import truncate_metrics
 from rlvr_plugins.train.runlog import read_metrics
-from rlvr_plugins.checkpoints import PLUGIN_STATE_FILE, last_complete_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -31,16 +31,24 @@ def config(tmp_path, name, **trainer):
     cfg = yaml.safe_load(SMOKE.read_text())
     cfg["output_dir"] = str(tmp_path / name)
     cfg.pop("eval")
-    cfg["trainer"].update({"max_steps": 4, "save_steps": 1, "gradient_accumulation_steps": 2,
-                           "per_device_train_batch_size": 4, **trainer})
+    cfg["trainer"].update(
+        {"max_steps": 4, "save_steps": 1, "gradient_accumulation_steps": 2, "per_device_train_batch_size": 4, **trainer}
+    )
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
 
 
 def rlvr(*args, **kw):
-    return subprocess.Popen([sys.executable, "-m", "rlvr_plugins.cli", *args], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore", "RLVR_THREADS": "1"}, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "rlvr_plugins.cli", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONWARNINGS": "ignore", "RLVR_THREADS": "1"},
+        **kw,
+    )
 
 
 def finish(proc, timeout=600):

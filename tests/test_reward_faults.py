@@ -6,16 +6,15 @@ import math
 import time
 
 import pytest
-
-from rlvr_plugins.testing import grpo_args, reward_plugin_class, tiny_model, tiny_rows
 from datasets import Dataset
+
+from fault_rewards import always_raises, hang_on_odd_rows, returns_nan, returns_text
 from rlvr_plugins import Plugin, hookimpl
 from rlvr_plugins.engine import RewardContractError, RewardPluginFailing
 from rlvr_plugins.manager import build_plugin_set, temporary_plugin
 from rlvr_plugins.rewards import Engines
+from rlvr_plugins.testing import grpo_args, reward_plugin_class, tiny_model, tiny_rows
 from rlvr_plugins.trainer import RLVRTrainer
-
-from fault_rewards import always_raises, hang_on_odd_rows, returns_nan, returns_text
 
 
 class Observer(Plugin):
@@ -35,8 +34,14 @@ def trainer_for(tmp_path, tokenizer, fn, **engine):
     with temporary_plugin(plugin), temporary_plugin(Observer):
         ps = build_plugin_set({plugin.name: {}, "observer": {}})
     engines = Engines(num_workers=2, timeout_s=engine.pop("timeout_s", 2.0), **engine)
-    return RLVRTrainer(plugin_set=ps, engines=engines, model=tiny_model(tokenizer), args=grpo_args(tmp_path),
-                       train_dataset=Dataset.from_list(tiny_rows()), processing_class=tokenizer)
+    return RLVRTrainer(
+        plugin_set=ps,
+        engines=engines,
+        model=tiny_model(tokenizer),
+        args=grpo_args(tmp_path),
+        train_dataset=Dataset.from_list(tiny_rows()),
+        processing_class=tokenizer,
+    )
 
 
 @pytest.mark.slow
@@ -51,7 +56,9 @@ def test_hanging_reward_is_killed_masked_and_counted(tmp_path, tokenizer):
             assert bool(valid[i]) == (idx % 2 == 0)
             if idx % 2:
                 assert math.isnan(rewards[i]) and adv[i] == 0
-    failed = [h["rlvr/failed/hang_on_odd_rows"] for h in trainer.state.log_history if "rlvr/failed/hang_on_odd_rows" in h]
+    failed = [
+        h["rlvr/failed/hang_on_odd_rows"] for h in trainer.state.log_history if "rlvr/failed/hang_on_odd_rows" in h
+    ]
     odd = [sum(idx % 2 for idx in s[0]) for s in seen]
     assert failed == odd and sum(odd) > 0
 
@@ -87,8 +94,9 @@ def test_engines_count_each_rewards_failures_for_the_summary(caplog):
     engines.score(RewardFunction("half", half_failing, isolated=False), items[:2])
     engines.score(RewardFunction("fine", lambda **kw: 0.5, isolated=False), items)
     assert engines.failures() == {"half": {"items": 7, "failed": 3}, "fine": {"items": 5, "failed": 0}}
-    assert failure_line(engines.failures()) == \
-        "reward failures (no score, masked): half 3 of 7 items, fine 0 of 5 items"
+    assert (
+        failure_line(engines.failures()) == "reward failures (no score, masked): half 3 of 7 items, fine 0 of 5 items"
+    )
     assert "reward half failed on item 1: ValueError: odd row 1" in caplog.text
     engines.close()
 

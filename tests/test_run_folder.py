@@ -59,8 +59,14 @@ def write_config(tmp_path: Path, cfg: dict, name: str = "run.yaml") -> Path:
 
 def rlvr(*args: str, script: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     command = [sys.executable, str(script)] if script else [sys.executable, "-m", "rlvr_plugins.cli"]
-    return subprocess.run([*command, *args], cwd=REPO, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONWARNINGS": "ignore", "RLVR_THREADS": "1", **(env or {})})
+    return subprocess.run(
+        [*command, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONWARNINGS": "ignore", "RLVR_THREADS": "1", **(env or {})},
+    )
 
 
 def steps(out: Path) -> list[int]:
@@ -101,9 +107,15 @@ def test_fresh_run_into_a_folder_holding_a_run_is_refused(tmp_path, capsys):
     assert error_of(capsys, "train", str(write_config(tmp_path, cfg))) == (
         f"output_dir {out} already holds a run (checkpoint-1, checkpoint-2, config.yaml, metrics.jsonl, "
         "plugins.json): continue it with --resume, start it over with --overwrite (removes those entries), or "
-        "choose another output_dir")
-    assert steps(out) == [1, 2] and sorted(os.listdir(out)) == ["checkpoint-1", "checkpoint-2", "config.yaml",
-                                                                "metrics.jsonl", "plugins.json"]
+        "choose another output_dir"
+    )
+    assert steps(out) == [1, 2] and sorted(os.listdir(out)) == [
+        "checkpoint-1",
+        "checkpoint-2",
+        "config.yaml",
+        "metrics.jsonl",
+        "plugins.json",
+    ]
 
 
 def test_a_tilde_in_output_dir_is_the_home_folder_as_for_transformers(tmp_path, monkeypatch):
@@ -127,11 +139,13 @@ def test_check_notes_a_used_folder_and_checks_the_resume(tmp_path, capsys):
     path = str(write_config(tmp_path, cfg))
     assert cli.main(["train", path, "--check"]) == 0
     assert capsys.readouterr().out.splitlines()[1] == (
-        f"note: output_dir {out} holds a run: training it needs --resume or --overwrite")
+        f"note: output_dir {out} holds a run: training it needs --resume or --overwrite"
+    )
     assert cli.main(["train", path, "--check", "--resume"]) == 0
     assert "note:" not in capsys.readouterr().out
     assert error_of(capsys, "train", path, "--check", "--resume", str(out / "checkpoint-1")).startswith(
-        f"--resume {out}/checkpoint-1: {out} holds newer complete checkpoints (checkpoint-2)")
+        f"--resume {out}/checkpoint-1: {out} holds newer complete checkpoints (checkpoint-2)"
+    )
 
 
 def test_a_folder_of_other_files_is_not_a_run(tmp_path):
@@ -147,8 +161,10 @@ def test_a_config_or_readme_of_the_users_is_never_overwritten_by_a_run(tmp_path,
     (out / "config.yaml").write_text("# my notes\nseed: 1\n")
     (out / "README.md").write_text("mine")
     cfg = str(write_config(tmp_path, smoke_config(out)))
-    refused = (f"output_dir {out} holds README.md, config.yaml of your own (no run beside it), which the run would "
-               "overwrite with its resolved config and TRL's model card; move it, or choose another output_dir")
+    refused = (
+        f"output_dir {out} holds README.md, config.yaml of your own (no run beside it), which the run would "
+        "overwrite with its resolved config and TRL's model card; move it, or choose another output_dir"
+    )
     assert error_of(capsys, "train", cfg) == refused
     assert error_of(capsys, "train", cfg, "--check") == refused
     assert error_of(capsys, "train", cfg, "--overwrite") == refused
@@ -166,15 +182,24 @@ def test_clear_run_removes_only_the_runs_entries(tmp_path):
     (tmp_path / "summary.json").write_text("{}")
     (tmp_path / "notes.txt").write_text("mine")
     (tmp_path / "checkpoints-old").mkdir()  # not checkpoint-<step>
-    assert clear_run(tmp_path) == ["checkpoint-3", "config.yaml", "final", "metrics.jsonl", "plugins.json",
-                                   "policy-init", "sft", "summary.json"]
+    assert clear_run(tmp_path) == [
+        "checkpoint-3",
+        "config.yaml",
+        "final",
+        "metrics.jsonl",
+        "plugins.json",
+        "policy-init",
+        "sft",
+        "summary.json",
+    ]
     assert sorted(os.listdir(tmp_path)) == ["checkpoints-old", "notes.txt"]
 
 
 def test_overwrite_and_resume_together_are_refused(tmp_path, capsys):
     cfg = smoke_config(tmp_path / "run")
     assert error_of(capsys, "train", str(write_config(tmp_path, cfg)), "--overwrite", "--resume") == (
-        "--overwrite starts the run over from nothing; it cannot be combined with --resume")
+        "--overwrite starts the run over from nothing; it cannot be combined with --resume"
+    )
 
 
 @pytest.mark.slow
@@ -204,7 +229,8 @@ def test_resume_refuses_a_checkpoint_of_another_config(tmp_path, capsys):
         f"--resume {out}/checkpoint-2: this config differs from the run's ({out}/config.yaml): "
         "plugins.r1-format.weight: 0.5 in the run, 1.0 now; plugins.rloo: (not set) in the run, {} now; "
         "trainer.learning_rate: 0.001 in the run, 0.002 now; resume with the run's config, or start a new run in "
-        "another output_dir")
+        "another output_dir"
+    )
     same = smoke_config(out, save_steps=5, logging_steps=2)
     assert plan_run(same, True) == RunStart(out, out / "checkpoint-2", 2)
 
@@ -224,7 +250,8 @@ def test_resume_into_a_folder_holding_another_run_is_refused(tmp_path, capsys):
     assert error_of(capsys, "train", str(cfg), "--resume", str(a / "checkpoint-2")) == (
         f"--resume {a}/checkpoint-2: output_dir {b} holds another run (checkpoint-1, checkpoint-2, config.yaml, "
         f"metrics.jsonl, plugins.json); resume into the checkpoint's own folder {a} or into an output_dir that "
-        "holds no run")
+        "holds no run"
+    )
     fresh = tmp_path / "c"
     assert plan_run(smoke_config(fresh), str(a / "checkpoint-2")) == RunStart(fresh, a / "checkpoint-2", 2)
 
@@ -232,10 +259,12 @@ def test_resume_into_a_folder_holding_another_run_is_refused(tmp_path, capsys):
 def test_resume_from_an_older_checkpoint_with_newer_ones_is_refused(tmp_path, capsys):
     out = tmp_path / "run"
     fake_run(out, smoke_config(out), checkpoints=(1, 2, 3))
-    assert error_of(capsys, "train", str(write_config(tmp_path, smoke_config(out))), "--resume",
-                    str(out / "checkpoint-1")) == (
+    assert error_of(
+        capsys, "train", str(write_config(tmp_path, smoke_config(out))), "--resume", str(out / "checkpoint-1")
+    ) == (
         f"--resume {out}/checkpoint-1: {out} holds newer complete checkpoints (checkpoint-2, checkpoint-3) that the "
-        "resumed run would mix with its own; resume from the newest (--resume alone), or move them away")
+        "resumed run would mix with its own; resume from the newest (--resume alone), or move them away"
+    )
 
 
 def test_resume_skips_an_incomplete_newest_checkpoint_with_a_warning(tmp_path, caplog):
@@ -244,21 +273,32 @@ def test_resume_skips_an_incomplete_newest_checkpoint_with_a_warning(tmp_path, c
     fake_run(out, cfg)
     fake_checkpoint(out, 3, complete=False)
     assert plan_run(cfg, True) == RunStart(out, out / "checkpoint-2", 2)
-    assert caplog.messages == [f"{out}/checkpoint-3 is incomplete (interrupted while saving): resuming from "
-                               f"{out}/checkpoint-2"]
+    assert caplog.messages == [
+        f"{out}/checkpoint-3 is incomplete (interrupted while saving): resuming from {out}/checkpoint-2"
+    ]
 
 
 def test_a_second_run_into_a_folder_in_use_stops_at_once(tmp_path, capsys):
     out = tmp_path / "run"
     out.mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time; fd = os.open(sys.argv[1], "
-                               "os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_EX); print('locked', flush=True); "
-                               "time.sleep(60)", str(out)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time; fd = os.open(sys.argv[1], "
+            "os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_EX); print('locked', flush=True); "
+            "time.sleep(60)",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline() == "locked\n"
         assert error_of(capsys, "train", str(write_config(tmp_path, smoke_config(out)))) == (
             f"output_dir {out} is in use by another rlvr train that is running now; wait for it to end, or choose "
-            "another output_dir")
+            "another output_dir"
+        )
     finally:
         holder.kill()
         holder.wait()
@@ -284,8 +324,14 @@ def test_a_run_that_saved_between_the_plan_and_the_lock_is_seen_under_the_lock(t
     fake_run(tmp_path / "b", into, checkpoints=(1,))
     with pytest.raises(RunFolderError, match="holds another run"):
         train(into, start=start)
-    assert sorted(os.listdir(out)) == ["checkpoint-1", "checkpoint-2", "checkpoint-3", "config.yaml",
-                                       "metrics.jsonl", "plugins.json"]
+    assert sorted(os.listdir(out)) == [
+        "checkpoint-1",
+        "checkpoint-2",
+        "checkpoint-3",
+        "config.yaml",
+        "metrics.jsonl",
+        "plugins.json",
+    ]
 
 
 def test_resuming_into_another_folder_copies_policy_init_and_metrics_up_to_the_step(tmp_path):
@@ -331,15 +377,19 @@ def test_resume_path_errors_name_the_path_given(tmp_path, capsys):
     a_file.write_text("x")
     partial = fake_checkpoint(tmp_path / "other", 5, complete=False)
     assert error_of(capsys, "train", cfg, "--resume", str(a_file)) == (
-        f"--resume {a_file}: is a file; give a checkpoint folder (checkpoint-<step>)")
+        f"--resume {a_file}: is a file; give a checkpoint folder (checkpoint-<step>)"
+    )
     assert error_of(capsys, "train", cfg, "--resume", str(tmp_path / "nope")) == (
-        f"--resume {tmp_path}/nope: no such folder")
+        f"--resume {tmp_path}/nope: no such folder"
+    )
     assert error_of(capsys, "train", cfg, "--resume", str(partial)) == (
         f"--resume {partial}: not a complete checkpoint of rlvr train (no {PLUGIN_STATE_FILE}, its last file: the "
-        "save was interrupted, or it is not a checkpoint)")
+        "save was interrupted, or it is not a checkpoint)"
+    )
     empty = tmp_path / "empty"
     assert error_of(capsys, "train", str(write_config(tmp_path, smoke_config(empty), "e.yaml")), "--resume") == (
-        f"--resume: no complete checkpoint in {empty}; start the run over with --overwrite")
+        f"--resume: no complete checkpoint in {empty}; start the run over with --overwrite"
+    )
 
 
 # -- 16: output_dir that is a file, under a file, read-only -------------------------------------------
@@ -349,23 +399,27 @@ def test_output_dir_that_is_a_file_or_under_one(tmp_path, capsys):
     for out, text in ((a_file, "is a file"), (a_file / "run" / "deeper", f"is under {a_file}, which is a file")):
         cfg = write_config(tmp_path, smoke_config(out))
         assert error_of(capsys, "train", str(cfg)) == (
-            f"output_dir {out} {text}; output_dir must be a folder (created if missing)")
+            f"output_dir {out} {text}; output_dir must be a folder (created if missing)"
+        )
         assert error_of(capsys, "train", str(cfg), "--check") == (
-            f"output_dir {out} {text}; output_dir must be a folder (created if missing)")
+            f"output_dir {out} {text}; output_dir must be a folder (created if missing)"
+        )
 
 
 def test_output_dir_that_is_or_is_under_a_dangling_or_looping_symlink(tmp_path, capsys):
     (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
     (tmp_path / "loop").symlink_to("loop")
-    for out, where, target in ((tmp_path / "dangling", "is a symlink", tmp_path / "nowhere"),
-                               (tmp_path / "loop", "is a symlink", "loop"),
-                               (tmp_path / "dangling" / "run", f"is under {tmp_path}/dangling, a symlink",
-                                tmp_path / "nowhere")):
+    for out, where, target in (
+        (tmp_path / "dangling", "is a symlink", tmp_path / "nowhere"),
+        (tmp_path / "loop", "is a symlink", "loop"),
+        (tmp_path / "dangling" / "run", f"is under {tmp_path}/dangling, a symlink", tmp_path / "nowhere"),
+    ):
         cfg = write_config(tmp_path, smoke_config(out))
         for check in ([], ["--check"]):
             assert error_of(capsys, "train", str(cfg), *check) == (
                 f"output_dir {out} {where} to {target}, which does not resolve (missing, or a loop); point it at a "
-                "folder, or remove it")
+                "folder, or remove it"
+            )
     assert not (tmp_path / "nowhere").exists()
 
 
@@ -388,7 +442,8 @@ def test_read_only_output_dir(tmp_path, capsys):
         for out in (ro, ro / "run"):
             cfg = write_config(tmp_path, smoke_config(out))
             assert error_of(capsys, "train", str(cfg)) == (
-                f"output_dir {out} cannot be written: {ro}: Read-only file system")
+                f"output_dir {out} cannot be written: {ro}: Read-only file system"
+            )
 
 
 # -- 12: --resume at max_steps trains nothing more ------------------------------------------------------
@@ -454,8 +509,10 @@ def test_write_errno_recognises_disk_full_from_every_writer():
     assert write_errno(OSError(errno.EROFS, "Read-only file system")) == errno.EROFS
     assert write_errno(OSError(errno.ENOENT, "No such file")) is None
     safetensors_error = type("SafetensorError", (Exception,), {})
-    assert write_errno(safetensors_error("Error while serializing: I/O error: No space left on device "
-                                         "(os error 28)")) == errno.ENOSPC
+    assert (
+        write_errno(safetensors_error("Error while serializing: I/O error: No space left on device (os error 28)"))
+        == errno.ENOSPC
+    )
     assert write_errno(RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0")) == errno.EIO
     assert write_errno(RuntimeError("CUDA out of memory")) is None
     assert write_errno(ValueError("bad")) is None
@@ -469,10 +526,13 @@ def test_disk_full_during_a_checkpoint_names_the_folder_and_keeps_the_last_compl
         result = rlvr("train", str(cfg))
         assert result.returncode == 2, result.stderr[-3000:]
         err = result.stderr.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith(f"rlvr: error: could not write {out}/checkpoint-3: No space left "
-                                                   "on device (needs about 3")  # 330 KiB: checkpoint-2's size
-        assert err[0].endswith(f"KiB free there); the last complete checkpoint, {out}/checkpoint-2, is intact: "
-                               "free space and continue with --resume")
+        assert len(err) == 1 and err[0].startswith(
+            f"rlvr: error: could not write {out}/checkpoint-3: No space left on device (needs about 3"
+        )  # 330 KiB: checkpoint-2's size
+        assert err[0].endswith(
+            f"KiB free there); the last complete checkpoint, {out}/checkpoint-2, is intact: "
+            "free space and continue with --resume"
+        )
         assert not (out / "checkpoint-3").exists()  # the half-written one is removed
         assert last_complete_checkpoint(out) == str(out / "checkpoint-2")
         subprocess.run(["mount", "-o", "remount,size=4m", str(disk)], check=True)
@@ -491,10 +551,13 @@ def test_read_only_disk_during_a_checkpoint_names_the_folder_and_keeps_the_last_
         result = rlvr("train", str(path), script=KILLING, env={"RLVR_TEST_READ_ONLY_AT_SAVE": f"2:{disk}"})
         assert result.returncode == 2, result.stderr[-3000:]
         err = result.stderr.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith(f"rlvr: error: could not write {out}/checkpoint-2: Read-only "
-                                                   "file system (needs about 3")
-        assert err[0].endswith(f"free there); the last complete checkpoint, {out}/checkpoint-1, is intact: make it "
-                               "writable and continue with --resume")
+        assert len(err) == 1 and err[0].startswith(
+            f"rlvr: error: could not write {out}/checkpoint-2: Read-only file system (needs about 3"
+        )
+        assert err[0].endswith(
+            f"free there); the last complete checkpoint, {out}/checkpoint-1, is intact: make it "
+            "writable and continue with --resume"
+        )
         assert last_complete_checkpoint(out) == str(out / "checkpoint-1")
         subprocess.run(["mount", "-o", "remount,rw", str(disk)], check=True)
         result = rlvr("train", str(path), "--resume", script=KILLING)
@@ -514,9 +577,21 @@ def test_disk_full_before_the_first_checkpoint_names_policy_init(tmp_path):
 
 
 # -- 15: --resume with a larger trainer.max_steps ----------------------------------------------------
-@pytest.mark.parametrize("name,warmup", [("constant", 0), ("constant", 0.5), ("constant_with_warmup", 2),
-                                         ("constant_with_warmup", 0.5), ("inverse_sqrt", 2), ("inverse_sqrt", 0.5),
-                                         ("linear", 0), ("linear", 2), ("cosine", 0), ("polynomial", 2)])
+@pytest.mark.parametrize(
+    "name,warmup",
+    [
+        ("constant", 0),
+        ("constant", 0.5),
+        ("constant_with_warmup", 2),
+        ("constant_with_warmup", 0.5),
+        ("inverse_sqrt", 2),
+        ("inverse_sqrt", 0.5),
+        ("linear", 0),
+        ("linear", 2),
+        ("cosine", 0),
+        ("polynomial", 2),
+    ],
+)
 def test_max_steps_may_grow_exactly_when_transformers_gives_each_step_the_same_learning_rate(name, warmup):
     """The rule against transformers itself: the rates of steps 0-3 with max_steps 4 and with 8 (warmup as
     TrainingArguments resolves it: a share of max_steps below 1)."""
@@ -544,39 +619,50 @@ def test_the_schedule_of_a_config_without_one_is_grpoconfigs_default():
 
 
 def test_resume_with_a_larger_max_steps_under_a_decaying_schedule_is_refused_saying_how_to_train_longer(
-        tmp_path, capsys):
+    tmp_path, capsys
+):
     out = tmp_path / "run"
     fake_run(out, smoke_config(out))  # the smoke config has no lr_scheduler_type: GRPOConfig's linear
     longer = str(write_config(tmp_path, smoke_config(out, max_steps=4)))
-    rule = ("so the learning rate would jump at the resumed step; max_steps may grow only with lr_scheduler_type "
-            "constant, constant_with_warmup or inverse_sqrt and warmup_steps 0 or >= 1. To train longer, ")
+    rule = (
+        "so the learning rate would jump at the resumed step; max_steps may grow only with lr_scheduler_type "
+        "constant, constant_with_warmup or inverse_sqrt and warmup_steps 0 or >= 1. To train longer, "
+    )
     assert error_of(capsys, "train", longer, "--resume") == (
         f"--resume {out}/checkpoint-2: trainer.max_steps 2 in the run, 4 now: lr_scheduler_type 'linear' lays its "
         f"decay over max_steps, {rule}finish this run with its own config (--resume), then start a new run from its "
-        f"final model: model.name_or_path: {out}/final, in another output_dir")
+        f"final model: model.name_or_path: {out}/final, in another output_dir"
+    )
     (out / "final").mkdir()  # a finished run: start the new run from its final model at once
     assert error_of(capsys, "train", longer, "--resume", "--check").endswith(
-        f"{rule}start a new run from its final model: model.name_or_path: {out}/final, in another output_dir")
+        f"{rule}start a new run from its final model: model.name_or_path: {out}/final, in another output_dir"
+    )
 
     ratio = tmp_path / "ratio"
     warm = {"lr_scheduler_type": "constant_with_warmup", "warmup_steps": 0.5}
     fake_run(ratio, smoke_config(ratio, **warm))
-    assert error_of(capsys, "train", str(write_config(tmp_path, smoke_config(ratio, max_steps=4, **warm))),
-                    "--resume").startswith(f"--resume {ratio}/checkpoint-2: trainer.max_steps 2 in the run, 4 now: "
-                                           "warmup_steps 0.5 is a share of max_steps, so the learning rate would jump")
+    assert error_of(
+        capsys, "train", str(write_config(tmp_path, smoke_config(ratio, max_steps=4, **warm))), "--resume"
+    ).startswith(
+        f"--resume {ratio}/checkpoint-2: trainer.max_steps 2 in the run, 4 now: "
+        "warmup_steps 0.5 is a share of max_steps, so the learning rate would jump"
+    )
     # beside another difference, or smaller: the usual listing of every difference
     other = smoke_config(out, max_steps=4, learning_rate=0.002)
     assert error_of(capsys, "train", str(write_config(tmp_path, other)), "--resume") == (
         f"--resume {out}/checkpoint-2: this config differs from the run's ({out}/config.yaml): trainer.learning_rate: "
         "0.001 in the run, 0.002 now; trainer.max_steps: 2 in the run, 4 now; resume with the run's config, or start "
-        "a new run in another output_dir")
+        "a new run in another output_dir"
+    )
     constant = tmp_path / "constant"
     fake_run(constant, smoke_config(constant, max_steps=3, lr_scheduler_type="constant"))
     fewer = smoke_config(constant, max_steps=2, lr_scheduler_type="constant")
-    assert "trainer.max_steps: 3 in the run, 2 now" in error_of(capsys, "train", str(write_config(tmp_path, fewer)),
-                                                                "--resume")
+    assert "trainer.max_steps: 3 in the run, 2 now" in error_of(
+        capsys, "train", str(write_config(tmp_path, fewer)), "--resume"
+    )
     assert plan_run(smoke_config(constant, max_steps=5, lr_scheduler_type="constant"), True) == RunStart(
-        constant, constant / "checkpoint-2", 2, raised_from=3)
+        constant, constant / "checkpoint-2", 2, raised_from=3
+    )
 
 
 class CosineSchedule(Plugin):
@@ -599,7 +685,8 @@ def test_a_larger_max_steps_is_checked_against_the_schedule_a_plugin_sets(tmp_pa
     with temporary_plugin(CosineSchedule):
         assert error_of(capsys, "train", str(write_config(tmp_path, longer)), "--resume", "--check").startswith(
             f"--resume {out}/checkpoint-2: trainer.max_steps 2 in the run, 4 now: lr_scheduler_type 'cosine' lays "
-            "its decay over max_steps")
+            "its decay over max_steps"
+        )
 
 
 @pytest.mark.slow
@@ -615,8 +702,10 @@ def test_resume_with_a_larger_max_steps_under_a_constant_schedule_trains_on_as_o
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     whole = rlvr("train", str(write_config(tmp_path, smoke_config(reference, max_steps=4, **schedule), "ref.yaml")))
     assert whole.returncode == 0, whole.stderr[-3000:]
-    rows = {name: [r for r in read_metrics(folder / "metrics.jsonl") if "loss" in r]
-            for name, folder in (("resumed", out), ("whole", reference))}
+    rows = {
+        name: [r for r in read_metrics(folder / "metrics.jsonl") if "loss" in r]
+        for name, folder in (("resumed", out), ("whole", reference))
+    }
     assert [r["step"] for r in rows["resumed"]] == [r["step"] for r in rows["whole"]] == [1, 2, 3, 4]
     assert rows["whole"][-1]["learning_rate"] == 1e-3  # warmed up, then constant
     for a, b in zip(rows["whole"], rows["resumed"]):

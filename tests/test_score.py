@@ -1,8 +1,8 @@
 """``rlvr score``: rewards, penalties, totals and advantages per group, computed by hand."""
 
-from pathlib import Path
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -40,28 +40,34 @@ def test_score_gives_each_reward_total_and_group_advantage(tmp_path, capsys):
     assert [r["reward"] for r in scored] == [1.5, 0.5, 1.0, 1.0, 1.5, 1.5, 1.5]
     # group a: rewards 1.5, 0.5, 1, 1 -> mean 1, sample std sqrt(0.5/3)
     std = math.sqrt(0.5 / 3)
-    assert [r["advantage"] for r in scored[:4]] == pytest.approx([0.5 / (std + 1e-4), -0.5 / (std + 1e-4), 0, 0],
-                                                                 abs=1e-5)
+    assert [r["advantage"] for r in scored[:4]] == pytest.approx(
+        [0.5 / (std + 1e-4), -0.5 / (std + 1e-4), 0, 0], abs=1e-5
+    )
     assert [r["advantage"] for r in scored[4:]] == [0, 0, 0]  # zero-variance group, lone row
     assert scored[0]["group"] == "a" and "group" not in scored[6]
     captured = capsys.readouterr()
     table = captured.out
     assert "r1-accuracy" in table and "advantage" in table and "wrote 7 rows" in table
-    assert table.startswith("scoring with rewards r1-accuracy x1, r1-format x0.5; length penalties none; "
-                            "advantages by the estimator 'grpo', within each group\n")
+    assert table.startswith(
+        "scoring with rewards r1-accuracy x1, r1-format x0.5; length penalties none; "
+        "advantages by the estimator 'grpo', within each group\n"
+    )
     assert captured.err.startswith("WARNING: 1 of 7 rows have no 'group' column, so each such row is its own group")
 
 
 def test_score_warns_loudly_when_no_row_has_a_group(tmp_path, capsys):
     rows = [{k: v for k, v in r.items() if k != "group"} for r in ROWS[:4]]
     config = tmp_path / "score.yaml"
-    config.write_text("model: {tiny: {}}\nplugins: {r1-accuracy: {}, kimi-length: {warmup_steps: 0}}\n"
-                      "engine: {in_process: true}\n")
+    config.write_text(
+        "model: {tiny: {}}\nplugins: {r1-accuracy: {}, kimi-length: {warmup_steps: 0}}\nengine: {in_process: true}\n"
+    )
     assert cli.main(["score", str(config), str(write_rows(tmp_path / "r.jsonl", rows))]) == 0
     captured = capsys.readouterr()
-    assert captured.err == ("WARNING: no row has a 'group' column, so each such row is its own group of one and its "
-                            "advantage is 0 (there is nothing to compare it with); give the completions of one "
-                            "prompt the same 'group' value\n")
+    assert captured.err == (
+        "WARNING: no row has a 'group' column, so each such row is its own group of one and its "
+        "advantage is 0 (there is nothing to compare it with); give the completions of one "
+        "prompt the same 'group' value\n"
+    )
     assert "length penalties kimi-length; advantages by the estimator 'grpo'" in captured.out
 
 

@@ -27,12 +27,16 @@ def seen(*, prompt, completion, example):
 
 
 def test_score_all_is_one_table_of_every_reward():
-    rows = [{"prompt": "p0", "answer": "4", "kind": "ok", "group": 0},
-            {"prompt": "p1", "answer": "5", "kind": "skip", "group": 0},
-            {"prompt": "p2", "answer": "6", "kind": "boom", "group": 1}]
-    rewards = [("a", RewardFunction("length", length, isolated=False)),
-               ("b", RewardFunction("picky", picky, isolated=False)),
-               ("c", RewardFunction("seen", seen, isolated=False, completion_format="messages"))]
+    rows = [
+        {"prompt": "p0", "answer": "4", "kind": "ok", "group": 0},
+        {"prompt": "p1", "answer": "5", "kind": "skip", "group": 0},
+        {"prompt": "p2", "answer": "6", "kind": "boom", "group": 1},
+    ]
+    rewards = [
+        ("a", RewardFunction("length", length, isolated=False)),
+        ("b", RewardFunction("picky", picky, isolated=False)),
+        ("c", RewardFunction("seen", seen, isolated=False, completion_format="messages")),
+    ]
     completions = ["4", "five", [{"role": "assistant", "content": "6"}]]
     engines = Engines(in_process=True)
     try:
@@ -46,8 +50,11 @@ def test_score_all_is_one_table_of_every_reward():
         # the example holds every column but prompt and completion; a "messages" reward gets the list
         assert table.column("seen") == [1.0, 1.0, 11.0]
         assert table.failed.tolist() == [[False, False, False], [False, False, False], [False, True, False]]
-        assert engines.failures() == {"length": {"items": 3, "failed": 0}, "picky": {"items": 3, "failed": 1},
-                                      "seen": {"items": 3, "failed": 0}}
+        assert engines.failures() == {
+            "length": {"items": 3, "failed": 0},
+            "picky": {"items": 3, "failed": 1},
+            "seen": {"items": 3, "failed": 0},
+        }
     finally:
         engines.close()
 
@@ -140,9 +147,8 @@ def test_sft_length_budget_counts_chat_rows():
     from rlvr_plugins.train.sft import longest_prompt
 
     chat = {"prompt": [{"role": "user", "content": "what is 12+30?"}]}  # "<user>what is 12+30?<assistant>": 31
-    plain = {"prompt": "2+2="}                                            # 4 characters
+    plain = {"prompt": "2+2="}  # 4 characters
     tok = CharTokenizer()
     assert longest_prompt([plain], tok) == 1 + 4
     assert longest_prompt([plain, chat], tok) == 1 + 6 + 14 + 11
     assert longest_prompt([chat], tok) == 32  # chat rows only: was max() of nothing (ValueError)
-

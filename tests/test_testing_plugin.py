@@ -23,8 +23,13 @@ def test_the_plugin_is_loaded_from_its_entry_point(pytestconfig):
 def test_reward_plugin_registers_one_reward_for_the_test(reward_plugin):
     cls = reward_plugin("digits", digit_share, reward_name="digit-share", weight=0.5, isolated=False)
     [(owner, reward)] = build_plugin_set({"digits": {}}).reward_functions()
-    assert (cls.name, owner, reward.name, reward.weight, reward.isolated) == ("digits", "digits", "digit-share", 0.5,
-                                                                              False)
+    assert (cls.name, owner, reward.name, reward.weight, reward.isolated) == (
+        "digits",
+        "digits",
+        "digit-share",
+        0.5,
+        False,
+    )
     assert reward.fn is digit_share
 
 

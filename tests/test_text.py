@@ -6,21 +6,32 @@ from pathlib import Path
 import pytest
 
 from rlvr_plugins.lab import metrics
-from rlvr_plugins.text import answer_block, answer_part, final_answer, gsm8k_final, last_boxed, message_text, split_think
+from rlvr_plugins.text import (
+    answer_block,
+    answer_part,
+    final_answer,
+    gsm8k_final,
+    last_boxed,
+    message_text,
+    split_think,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("completion, opened, expected", [
-    ("<think>a</think>b", False, ("a", "b")),
-    ("a</think>b", False, ("a", "b")),                      # stray closer: thinking from the start
-    ("<think>a</think>b</THINK>c", False, ("a</think>b", "c")),  # the LAST closer, any case
-    ("<think>a</think>b<think>c", False, ("a", "b")),       # a re-opened <think> ends the answer
-    ("<think>unfinished", False, ("unfinished", "")),
-    ("no tags", False, (None, "no tags")),
-    ("still thinking", True, ("still thinking", "")),
-    ("<think>x</think>y", True, ("<think>x", "y")),         # opened by the template: no opener is looked for
-])
+@pytest.mark.parametrize(
+    "completion, opened, expected",
+    [
+        ("<think>a</think>b", False, ("a", "b")),
+        ("a</think>b", False, ("a", "b")),  # stray closer: thinking from the start
+        ("<think>a</think>b</THINK>c", False, ("a</think>b", "c")),  # the LAST closer, any case
+        ("<think>a</think>b<think>c", False, ("a", "b")),  # a re-opened <think> ends the answer
+        ("<think>unfinished", False, ("unfinished", "")),
+        ("no tags", False, (None, "no tags")),
+        ("still thinking", True, ("still thinking", "")),
+        ("<think>x</think>y", True, ("<think>x", "y")),  # opened by the template: no opener is looked for
+    ],
+)
 def test_split_think(completion, opened, expected):
     assert split_think(completion, think_opened=opened) == expected
     assert answer_part(completion, think_opened=opened) == expected[1]
@@ -38,7 +49,7 @@ def test_answer_block():
 def test_last_boxed():
     assert last_boxed(r"\boxed{1} and \fbox {x^{2}}") == "x^{2}"
     assert last_boxed(r"\boxed{ \{a\} }") == r" \{a\} "
-    assert last_boxed(r"\boxed{1} \boxed{2") is None     # the last box is never closed
+    assert last_boxed(r"\boxed{1} \boxed{2") is None  # the last box is never closed
     assert last_boxed("no box") is None
 
 
@@ -46,7 +57,7 @@ def test_gsm8k_final():
     assert gsm8k_final("She pays 1,200.\n#### 1,200") == "1200"
     assert gsm8k_final(r"#### \$ 18") == "18"
     assert gsm8k_final("#### $-3.5 dollars") == "-3.5"
-    assert gsm8k_final("#### 4\n#### none") is None       # only the LAST #### counts
+    assert gsm8k_final("#### 4\n#### none") is None  # only the LAST #### counts
     assert gsm8k_final("4") is None
 
 
@@ -62,8 +73,12 @@ def test_final_answer_order():
 
 
 def test_message_text():
-    chat = [{"role": "system", "content": "S"}, {"role": "user", "content": "U1"},
-            {"role": "assistant", "content": None}, {"role": "user", "content": "U2"}]
+    chat = [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "U1"},
+        {"role": "assistant", "content": None},
+        {"role": "user", "content": "U2"},
+    ]
     assert message_text(chat) == "S\nU1\n\nU2"
     assert message_text(chat, roles=("user",)) == "U1\nU2"
     assert message_text(chat, sep="") == "SU1U2"
@@ -107,12 +122,18 @@ def _sources():
 # Each job's signature: a string constant inside a call. Allowed elsewhere, for another job:
 #   qwen-thinking's compliance reward checks the *shape* of the think block (the first </think>).
 JOBS = {
-    "GSM8K final number": (lambda s, call: "####" in s and call in ("compile", "rfind", "findall", "search", "match"),
-                           set()),
+    "GSM8K final number": (
+        lambda s, call: "####" in s and call in ("compile", "rfind", "findall", "search", "match"),
+        set(),
+    ),
     r"\boxed extraction": (lambda s, call: "(?:boxed|fbox)" in s, set()),
-    "answer after </think>": (lambda s, call: "</think>" in s and call in ("compile", "escape", "find", "rfind",
-                                                                          "partition", "rpartition", "split", "rsplit"),
-                              {"plugins/rlvr-qwen-thinking/src/rlvr_qwen_thinking/compliance.py"}),
+    "answer after </think>": (
+        lambda s, call: (
+            "</think>" in s
+            and call in ("compile", "escape", "find", "rfind", "partition", "rpartition", "split", "rsplit")
+        ),
+        {"plugins/rlvr-qwen-thinking/src/rlvr_qwen_thinking/compliance.py"},
+    ),
     "chat to text": (lambda s, call: s == "content" and call == "join", set()),
 }
 OLD_COPIES = {  # one copy of each job as it was written before text.py: the signatures catch them

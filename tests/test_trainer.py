@@ -11,12 +11,12 @@ import torch
 from datasets import Dataset
 from trl import GRPOTrainer
 
-from rlvr_plugins.testing import digit_share, grpo_args, tiny_model, tiny_rows
 from rlvr_plugins import Plugin, hookimpl
+from rlvr_plugins.checkpoints import checkpoint_bytes_estimate
 from rlvr_plugins.errors import PluginContractError, PluginError
 from rlvr_plugins.manager import build_plugin_set, temporary_plugin
 from rlvr_plugins.rewards import Engines
-from rlvr_plugins.checkpoints import checkpoint_bytes_estimate
+from rlvr_plugins.testing import digit_share, grpo_args, tiny_model, tiny_rows
 from rlvr_plugins.trainer import RLVRTrainer
 
 
@@ -46,8 +46,9 @@ class Recorder(Plugin):
 
     @hookimpl
     def rlvr_on_rewards(self, example_indices, rewards, advantages, valid, rewards_per_func, log_metric):
-        self.calls.append(("rewards", list(example_indices), rewards.clone(), advantages.clone(),
-                           rewards_per_func.clone()))
+        self.calls.append(
+            ("rewards", list(example_indices), rewards.clone(), advantages.clone(), rewards_per_func.clone())
+        )
         log_metric("recorder/seen", float(len(example_indices)))
 
 
@@ -60,9 +61,14 @@ def recorder():
 
 def make_trainer(tmp_path, plugins, tokenizer, model=None, **overrides):
     ps = build_plugin_set(plugins)
-    return RLVRTrainer(plugin_set=ps, engines=Engines(in_process=True), model=model or tiny_model(tokenizer),
-                       args=grpo_args(tmp_path, **overrides), train_dataset=Dataset.from_list(tiny_rows()),
-                       processing_class=tokenizer)
+    return RLVRTrainer(
+        plugin_set=ps,
+        engines=Engines(in_process=True),
+        model=model or tiny_model(tokenizer),
+        args=grpo_args(tmp_path, **overrides),
+        train_dataset=Dataset.from_list(tiny_rows()),
+        processing_class=tokenizer,
+    )
 
 
 def losses(trainer):
@@ -74,9 +80,13 @@ def test_defaults_give_the_same_loss_as_plain_trl_at_every_step(tmp_path, tokeni
     overrides = dict(max_steps=3, beta=beta)
     model_dir = str(tmp_path / "init")  # a path, so that TRL can build the reference model for beta > 0
     tiny_model(tokenizer).save_pretrained(model_dir)
-    plain = GRPOTrainer(model=model_dir, reward_funcs=[digit_share_reward],
-                        args=grpo_args(tmp_path / "plain", **overrides),
-                        train_dataset=Dataset.from_list(tiny_rows()), processing_class=tokenizer)
+    plain = GRPOTrainer(
+        model=model_dir,
+        reward_funcs=[digit_share_reward],
+        args=grpo_args(tmp_path / "plain", **overrides),
+        train_dataset=Dataset.from_list(tiny_rows()),
+        processing_class=tokenizer,
+    )
     plain.train()
     ours = make_trainer(tmp_path / "ours", {"digit-reward": {}}, tokenizer, model=model_dir, **overrides)
     ours.train()
@@ -85,7 +95,8 @@ def test_defaults_give_the_same_loss_as_plain_trl_at_every_step(tmp_path, tokeni
     assert any(abs(x) > 0 for x in losses(plain))
     for key in ("reward", "rewards/digit_share_reward/mean"):
         assert [h[key] for h in ours.state.log_history if key in h] == pytest.approx(
-            [h[key] for h in plain.state.log_history if key in h])
+            [h[key] for h in plain.state.log_history if key in h]
+        )
 
 
 def test_hooks_receive_gathered_batch_and_shape_the_advantages(tmp_path, tokenizer, digit_reward, recorder):
@@ -105,7 +116,7 @@ def test_hooks_receive_gathered_batch_and_shape_the_advantages(tmp_path, tokeniz
     # rloo on the outcome reward, plus the penalty centred on its group mean (never std-scaled)
     outcome = per_func[:, 0].view(-1, 4)
     penalty = (-0.01 * lengths.float()).view(-1, 4)
-    expected = (outcome - (outcome.sum(1, keepdim=True) - outcome) / 3 + penalty - penalty.mean(1, keepdim=True))
+    expected = outcome - (outcome.sum(1, keepdim=True) - outcome) / 3 + penalty - penalty.mean(1, keepdim=True)
     expected = expected.reshape(-1)
     groups = rewards.view(-1, 4)
     zero_var = (groups.max(1).values == groups.min(1).values).repeat_interleave(4)
@@ -123,14 +134,20 @@ class FixedSampler(Plugin):
     @hookimpl
     def rlvr_train_sampler(self, num_generations, prompts_per_batch, repeat_count):
         order = [5, 3, 5, 3, 9, 1, 9, 1]
-        return [i for chunk in (order[:2], order[4:6]) for _ in range(repeat_count)
-                for i in chunk for _ in range(num_generations)][: 2 * 2 * num_generations * repeat_count]
+        return [
+            i
+            for chunk in (order[:2], order[4:6])
+            for _ in range(repeat_count)
+            for i in chunk
+            for _ in range(num_generations)
+        ][: 2 * 2 * num_generations * repeat_count]
 
 
 def test_sampler_plugin_decides_the_prompt_order(tmp_path, tokenizer, digit_reward, recorder):
     with temporary_plugin(FixedSampler):
-        trainer = make_trainer(tmp_path, {"digit-reward": {}, "recorder": {}, "fixed-sampler": {}}, tokenizer,
-                               max_steps=2)
+        trainer = make_trainer(
+            tmp_path, {"digit-reward": {}, "recorder": {}, "fixed-sampler": {}}, tokenizer, max_steps=2
+        )
     trainer.train()
     seen = [c[1] for c in recorder(trainer) if c[0] == "rewards"]
     assert seen == [[5] * 4 + [3] * 4, [9] * 4 + [1] * 4]
@@ -171,8 +188,11 @@ class BadEstimator(Plugin):
 def test_estimator_returning_wrong_shape_is_a_clear_error(tmp_path, tokenizer, digit_reward):
     with temporary_plugin(BadEstimator):
         trainer = make_trainer(tmp_path, {"digit-reward": {}, "bad-estimator": {}}, tokenizer)
-    with pytest.raises(PluginContractError, match=r"plugin 'bad-estimator': rlvr_compute_advantages returned "
-                                                  r"shape \(7,\); expected \(8,\)"):
+    with pytest.raises(
+        PluginContractError,
+        match=r"plugin 'bad-estimator': rlvr_compute_advantages returned "
+        r"shape \(7,\); expected \(8,\)",
+    ):
         trainer.train()
 
 
@@ -190,12 +210,15 @@ def test_default_grpo_estimator_matches_formula_on_logged_batch(tmp_path, tokeni
     # recorder's length penalty centred on its group mean, not std-scaled (rule 14); 0 where the total is constant
     expected = []
     for start in range(0, 8, 4):
-        outcome = per_func[start:start + 4, 0].tolist()
-        penalty = [-0.01 * n for n in lengths[start:start + 4].tolist()]
-        total = rewards[start:start + 4].tolist()
+        outcome = per_func[start : start + 4, 0].tolist()
+        penalty = [-0.01 * n for n in lengths[start : start + 4].tolist()]
+        total = rewards[start : start + 4].tolist()
         mean, std, penalty_mean = statistics.mean(outcome), statistics.stdev(outcome), statistics.mean(penalty)
-        expected += ([0.0] * 4 if max(total) == min(total) else
-                     [(r - mean) / (std + 1e-4) + p - penalty_mean for r, p in zip(outcome, penalty)])
+        expected += (
+            [0.0] * 4
+            if max(total) == min(total)
+            else [(r - mean) / (std + 1e-4) + p - penalty_mean for r, p in zip(outcome, penalty)]
+        )
     assert adv.tolist() == pytest.approx(expected, rel=1e-5, abs=1e-6)
     assert any(a != 0 for a in expected)
 
@@ -211,15 +234,21 @@ class ConstantRollout(Plugin):
             ids = tokenizer("12", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
             prompt_ids = [tokenizer(p)["input_ids"] for p in prompts]
             n = len(prompt_ids)
-            return {"prompt_ids": prompt_ids, "completion_ids": [ids] * n, "logprobs": [[0.0] * len(ids)] * n,
-                    "env_mask": [[1] * (len(ids) - 1) + [0]] * n}
+            return {
+                "prompt_ids": prompt_ids,
+                "completion_ids": [ids] * n,
+                "logprobs": [[0.0] * len(ids)] * n,
+                "env_mask": [[1] * (len(ids) - 1) + [0]] * n,
+            }
+
         return rollout
 
 
 def test_rollout_plugin_replaces_generation(tmp_path, tokenizer, digit_reward, recorder):
     with temporary_plugin(ConstantRollout):
-        trainer = make_trainer(tmp_path, {"digit-reward": {}, "recorder": {}, "constant-rollout": {}}, tokenizer,
-                               max_steps=1)
+        trainer = make_trainer(
+            tmp_path, {"digit-reward": {}, "recorder": {}, "constant-rollout": {}}, tokenizer, max_steps=1
+        )
     trainer.train()
     _, _, rewards, adv, per_func = [c for c in recorder(trainer) if c[0] == "rewards"][0]
     lengths = [c[1] for c in recorder(trainer) if c[0] == "penalty"][0]
@@ -245,8 +274,9 @@ def test_two_rollout_plugins_conflict_unless_one_abstains(tmp_path, tokenizer, d
     with temporary_plugin(ConstantRollout), temporary_plugin(OtherRollout), temporary_plugin(AbstainingRollout):
         with pytest.raises(PluginConflictError, match="constant-rollout.*other-rollout.*rlvr_rollout_func"):
             make_trainer(tmp_path, {"digit-reward": {}, "constant-rollout": {}, "other-rollout": {}}, tokenizer)
-        trainer = make_trainer(tmp_path, {"digit-reward": {}, "constant-rollout": {}, "abstaining-rollout": {}},
-                               tokenizer)
+        trainer = make_trainer(
+            tmp_path, {"digit-reward": {}, "constant-rollout": {}, "abstaining-rollout": {}}, tokenizer
+        )
     assert trainer.rollout_func is not None
 
 
@@ -255,14 +285,15 @@ def test_log_completions_shows_the_plugin_advantages(tmp_path, tokenizer, digit_
     advantages the estimator plugin computed, here mean-baseline: A_i = r_i - mean of the prompt's group."""
     import pandas as pd
 
-    trainer = make_trainer(tmp_path, {"digit-reward": {}, "mean-baseline": {}}, tokenizer, max_steps=1,
-                           log_completions=True)
+    trainer = make_trainer(
+        tmp_path, {"digit-reward": {}, "mean-baseline": {}}, tokenizer, max_steps=1, log_completions=True
+    )
     trainer.train()
     [path] = sorted((Path(trainer.args.output_dir) / "completions").glob("completions_*.parquet"))
     table = pd.read_parquet(path)
     assert len(table) == 8
     for start in range(0, 8, 4):
-        group = table.iloc[start:start + 4]
+        group = table.iloc[start : start + 4]
         assert group["prompt"].map(str).nunique() == 1
         rewards = [digit_share(prompt=None, completion=c, example=None) for c in group["completion"]]
         assert group["digit_share_reward"].tolist() == pytest.approx(rewards, abs=1e-6)
@@ -283,18 +314,31 @@ def test_batch_and_length_metrics_by_hand():
     rewards = torch.tensor([[1.0, 0.0], [0.0, 1.0], [nan, nan], [1.0, 1.0]])
     failed = torch.tensor([[False, False], [False, False], [False, True], [False, False]])
     valid = torch.tensor([True, True, False, True])
-    result = BatchAdvantages(valid, torch.tensor([1.0, 1.0, nan, 2.0]), [("p", torch.tensor([0.1, 0.2, 9.0, 0.3]))],
-                             torch.tensor([0.5, -0.5, 0.0, 0.0]), torch.tensor([True, False]))
-    trainer = types.SimpleNamespace(reward_func_names=["a", "b"], correctness_reward="a", correct_threshold=1.0,
-                                    _warned_no_score=True)
+    result = BatchAdvantages(
+        valid,
+        torch.tensor([1.0, 1.0, nan, 2.0]),
+        [("p", torch.tensor([0.1, 0.2, 9.0, 0.3]))],
+        torch.tensor([0.5, -0.5, 0.0, 0.0]),
+        torch.tensor([True, False]),
+    )
+    trainer = types.SimpleNamespace(
+        reward_func_names=["a", "b"], correctness_reward="a", correct_threshold=1.0, _warned_no_score=True
+    )
     metrics = collections.defaultdict(list)
     RLVRTrainer._log_batch(trainer, metrics, result, failed)
     RLVRTrainer._log_lengths(trainer, metrics, rewards, torch.tensor([10, 20, 30, 40]), ["a", "b"])
     assert {k: pytest.approx(v) for k, v in metrics.items()} == {
-        "rlvr/reward_total": [4 / 3], "rlvr/advantage_abs_mean": [0.25], "rlvr/frac_zero_variance_groups": [0.5],
-        "rlvr/frac_no_score": [0.25], "rlvr/failed/a": [0.0], "rlvr/failed/b": [1.0], "penalties/p/mean": [0.2],
-        "completions/mean_length_correct": [25.0], "completions/mean_length_wrong": [20.0],
-        "rlvr/correct_rate": [2 / 3]}
+        "rlvr/reward_total": [4 / 3],
+        "rlvr/advantage_abs_mean": [0.25],
+        "rlvr/frac_zero_variance_groups": [0.5],
+        "rlvr/frac_no_score": [0.25],
+        "rlvr/failed/a": [0.0],
+        "rlvr/failed/b": [1.0],
+        "penalties/p/mean": [0.2],
+        "completions/mean_length_correct": [25.0],
+        "completions/mean_length_wrong": [20.0],
+        "rlvr/correct_rate": [2 / 3],
+    }
 
 
 # -- the size of a checkpoint, for the disk-full message (no state_dict(), no collective) ---------------
@@ -378,5 +422,6 @@ def test_checkpoint_estimate_that_cannot_be_made_is_skipped_with_one_warning(cap
         assert len(caplog.records) == 1 and caplog.records[0].levelname == "WARNING"
         warnings.append(caplog.messages[0])
     assert warnings[0].startswith("the size of a checkpoint cannot be estimated (the optimizer Opaque has no state")
-    assert warnings[1].startswith("the size of a checkpoint cannot be estimated (RuntimeError: gathering the state "
-                                  "needs every rank)")
+    assert warnings[1].startswith(
+        "the size of a checkpoint cannot be estimated (RuntimeError: gathering the state needs every rank)"
+    )

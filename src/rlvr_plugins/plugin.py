@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Literal, Mapping
+from typing import Any, ClassVar, Literal
 
 from . import fields
 from .errors import PluginOptionError, shown
@@ -91,12 +92,17 @@ class RewardFunction:
         if not isinstance(self.weight, (int, float)) or not math.isfinite(self.weight):
             raise TypeError(f"RewardFunction {self.name!r}: weight must be a finite number, got {self.weight!r}")
         if self.completion_format not in COMPLETION_FORMATS:
-            raise TypeError(f"RewardFunction {self.name!r}: completion_format must be one of {list(COMPLETION_FORMATS)}, "
-                            f"got {self.completion_format!r}")
-        if self.example is not None and not (isinstance(self.example, Mapping)
-                                             and {"prompt", "completion"} <= set(self.example)):
-            raise TypeError(f"RewardFunction {self.name!r}: example must be a mapping with 'prompt', 'completion' "
-                            f"(and 'example', the dataset row), got {self.example!r}")
+            raise TypeError(
+                f"RewardFunction {self.name!r}: completion_format must be one of {list(COMPLETION_FORMATS)}, "
+                f"got {self.completion_format!r}"
+            )
+        if self.example is not None and not (
+            isinstance(self.example, Mapping) and {"prompt", "completion"} <= set(self.example)
+        ):
+            raise TypeError(
+                f"RewardFunction {self.name!r}: example must be a mapping with 'prompt', 'completion' "
+                f"(and 'example', the dataset row), got {self.example!r}"
+            )
 
 
 def describe_options(options_cls: type) -> list[str]:
@@ -118,8 +124,9 @@ def parse_options(plugin: str, options_cls: type, raw: Mapping[str, Any]) -> Any
     :class:`PluginOptionError`, with the valid options listed.
     """
     if not isinstance(raw, Mapping):
-        raise PluginOptionError(plugin, [f"options must be a mapping, got {type(raw).__name__} {shown(raw)}"],
-                                describe_options(options_cls))
+        raise PluginOptionError(
+            plugin, [f"options must be a mapping, got {type(raw).__name__} {shown(raw)}"], describe_options(options_cls)
+        )
     annotations = fields.hints(options_cls)
     values, found = fields.check_fields(annotations, raw, fields.required_fields(options_cls))
     problems = []
@@ -132,8 +139,9 @@ def parse_options(plugin: str, options_cls: type, raw: Mapping[str, Any]) -> Any
             problems.append(f"option {p.key!r} is required")
         else:
             finite = " (finite)" if p.finite or (p.kind == "rule" and fields._non_finite(p.value)) else ""
-            problems.append(f"option {p.key!r} must be {fields.type_name(annotations[p.key])}{finite}, "
-                            f"got {shown(p.value)}")
+            problems.append(
+                f"option {p.key!r} must be {fields.type_name(annotations[p.key])}{finite}, got {shown(p.value)}"
+            )
     if problems:
         raise PluginOptionError(plugin, problems, describe_options(options_cls))
     try:

@@ -6,7 +6,8 @@ import dataclasses
 import inspect
 import math
 import types
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .engine import LOG_CALLBACKS, EngineOptions, RewardEngine, ScoreResult
 from .errors import PluginError
@@ -18,8 +19,12 @@ REWARD_EXTRAS = ("completion_ids", "trainer_state", "log_metric", "log_extra", "
 """What TRL offers a reward function beyond prompts, completions and columns, per completion (opt-in by keyword)."""
 
 
-def score_items(prompts: Sequence[Any], completions: Sequence[Any], examples: Sequence[Mapping[str, Any]],
-                completion_format: str = "text"):
+def score_items(
+    prompts: Sequence[Any],
+    completions: Sequence[Any],
+    examples: Sequence[Mapping[str, Any]],
+    completion_format: str = "text",
+):
     """The engine's items: one ``{"prompt", "completion", "example"}`` per completion.
 
     ``completion_format="messages"`` keeps a conversational completion as TRL's list of messages.
@@ -63,8 +68,13 @@ class ScoreTable:
         return self.values[:, self.names.index(name)].tolist()
 
 
-def score_all(rewards: Sequence[tuple[str, RewardFunction]], engines: Engines, prompts: Sequence[Any],
-              completions: Sequence[Any], rows: Sequence[Mapping[str, Any]]) -> ScoreTable:
+def score_all(
+    rewards: Sequence[tuple[str, RewardFunction]],
+    engines: Engines,
+    prompts: Sequence[Any],
+    completions: Sequence[Any],
+    rows: Sequence[Mapping[str, Any]],
+) -> ScoreTable:
     """Score ``N`` completions with every reward of ``rewards`` (``[(plugin, RewardFunction)]``, ``K`` of them).
 
     Completion ``i`` answers ``prompts[i]``; its ``example`` is :func:`example_of` ``(rows[i])``. Each
@@ -100,8 +110,15 @@ def reward_extras(fn: Any, isolated: bool = False) -> tuple[str, ...]:
     return tuple(name for name in REWARD_EXTRAS if name in names)
 
 
-def add_extras(items: list[dict[str, Any]], extras: Sequence[str], *, completion_ids: Sequence[Any] | None,
-               trainer_state: Any, environments: Sequence[Any] | None, isolated: bool) -> None:
+def add_extras(
+    items: list[dict[str, Any]],
+    extras: Sequence[str],
+    *,
+    completion_ids: Sequence[Any] | None,
+    trainer_state: Any,
+    environments: Sequence[Any] | None,
+    isolated: bool,
+) -> None:
     """Add what the function asked for (``reward_extras``) to each engine item, in place."""
     logs = tuple(name for name in extras if name in ("log_metric", "log_extra"))
     if "trainer_state" in extras and isolated and dataclasses.is_dataclass(trainer_state):
@@ -230,8 +247,9 @@ def probe_rewards(rewards: Sequence[tuple[str, RewardFunction]], engines: Engine
         if error is not None:
             problems.append(f"reward {reward.name!r} (plugin {plugin!r}) fails on its own example: {error}")
     if problems:
-        raise PluginError("; ".join(problems) + ". It would fail on every row: fix the plugin or disable it "
-                          "(--disable NAME)")
+        raise PluginError(
+            "; ".join(problems) + ". It would fail on every row: fix the plugin or disable it (--disable NAME)"
+        )
 
 
 class TRLReward:
@@ -254,18 +272,35 @@ class TRLReward:
         self.isolated = engines.isolates(reward)
         self.extras = reward_extras(reward.fn, self.isolated)
         if "environment" in self.extras and self.isolated:
-            raise PluginError(f"reward {reward.name!r} (plugin {plugin!r}) takes `environment`, which lives in the "
-                              "trainer's process: register it with isolated=False")
+            raise PluginError(
+                f"reward {reward.name!r} (plugin {plugin!r}) takes `environment`, which lives in the "
+                "trainer's process: register it with isolated=False"
+            )
         self.last_failed: list[bool] = []
         self.pending_error: BaseException | None = None
 
-    def __call__(self, prompts, completions, completion_ids=None, trainer_state=None, log_extra=None,
-                 log_metric=None, environments=None, **columns) -> list[float]:
+    def __call__(
+        self,
+        prompts,
+        completions,
+        completion_ids=None,
+        trainer_state=None,
+        log_extra=None,
+        log_metric=None,
+        environments=None,
+        **columns,
+    ) -> list[float]:
         keys = [k for k in columns if k not in TRL_CONTROL_KWARGS]
         examples = [{k: columns[k][i] for k in keys} for i in range(len(prompts))]
         items = score_items(prompts, completions, examples, self.reward.completion_format)
-        add_extras(items, self.extras, completion_ids=completion_ids, trainer_state=trainer_state,
-                   environments=environments, isolated=self.isolated)
+        add_extras(
+            items,
+            self.extras,
+            completion_ids=completion_ids,
+            trainer_state=trainer_state,
+            environments=environments,
+            isolated=self.isolated,
+        )
         try:
             result = self.engines.score(self.reward, items)
         except Exception as exc:

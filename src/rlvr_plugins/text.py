@@ -9,12 +9,22 @@ read answers this way.
 
 from __future__ import annotations
 
+import collections
 import re
-from collections.abc import Mapping
-from typing import Any, Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-__all__ = ["BOXED", "split_think", "answer_part", "answer_block", "last_boxed", "matching_brace", "gsm8k_final",
-           "final_answer", "message_text"]
+__all__ = [
+    "BOXED",
+    "split_think",
+    "answer_part",
+    "answer_block",
+    "last_boxed",
+    "matching_brace",
+    "gsm8k_final",
+    "final_answer",
+    "message_text",
+]
 
 _THINK_OPEN = re.compile(re.escape("<think>"), re.IGNORECASE)
 _THINK_CLOSE = re.compile(re.escape("</think>"), re.IGNORECASE)
@@ -27,10 +37,8 @@ _GSM8K_NUMBER = re.compile(r"\s*(?:\\\$?\s*|\$\s*)?(-?\d[\d,]*(?:\.\d+)?|-?\.\d+
 
 
 def _last_match(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
-    last = None
-    for last in pattern.finditer(text):
-        pass
-    return last
+    found = collections.deque(pattern.finditer(text), maxlen=1)
+    return found[0] if found else None
 
 
 def split_think(completion: str, *, think_opened: bool = False) -> tuple[str | None, str]:
@@ -53,13 +61,13 @@ def split_think(completion: str, *, think_opened: bool = False) -> tuple[str | N
             return completion, ""
         if opener is None:
             return None, completion
-        return completion[opener.end():], ""
+        return completion[opener.end() :], ""
     start = opener.end() if opener is not None and opener.start() < close.start() else 0
-    rest = completion[close.end():]
+    rest = completion[close.end() :]
     reopened = _THINK_OPEN.search(rest)
     if reopened is not None:
         rest = rest[: reopened.start()]
-    return completion[start: close.start()], rest
+    return completion[start : close.start()], rest
 
 
 def answer_part(completion: str, *, think_opened: bool = False) -> str:
@@ -88,7 +96,7 @@ def answer_block(text: str) -> tuple[bool, str | None]:
         return False, None
     if _ANSWER_OPEN.search(text, opener.end()) or _ANSWER_CLOSE.search(text, close.end()):
         return True, None
-    return True, text[opener.end(): close.start()].strip() or None
+    return True, text[opener.end() : close.start()].strip() or None
 
 
 def matching_brace(text: str, open_pos: int) -> int | None:
@@ -119,7 +127,7 @@ def last_boxed(text: str) -> str | None:
     close = matching_brace(text, box.end() - 1)
     if close is None:
         return None
-    return text[box.end(): close]
+    return text[box.end() : close]
 
 
 def gsm8k_final(text: str) -> str | None:

@@ -31,14 +31,19 @@ from trl import GRPOConfig, GRPOTrainer
 
 from .advantages import BatchAdvantages, batch_advantages, ratio_statistics
 from .builtin.estimators import TRL_SCALE_ESTIMATORS
+from .checkpoints import (
+    PLUGIN_STATE_FILE,
+    checkpoint_bytes_estimate,
+    folder_bytes,
+    innermost_optimizer,
+    last_complete_checkpoint,
+    writing,
+)
 from .engine import RewardPluginFailing
 from .errors import PluginConflictError, PluginError
 from .manager import PluginSet, build_plugin_set
 from .outputs import write_atomic
 from .rewards import Engines, TRLReward
-from .checkpoints import (
-    PLUGIN_STATE_FILE, checkpoint_bytes_estimate, folder_bytes, innermost_optimizer, last_complete_checkpoint, writing,
-)
 
 logger = logging.getLogger(__name__)
 
@@ -75,11 +80,14 @@ def trl_estimator(grpo_args) -> str:
     if grpo_args.multi_objective_aggregation == "normalize_then_sum":
         return "normalize-then-sum"
     if grpo_args.multi_objective_aggregation != "sum_then_normalize":
-        raise PluginError(f"multi_objective_aggregation={grpo_args.multi_objective_aggregation!r} is not supported; "
-                          "supported: ['sum_then_normalize', 'normalize_then_sum']")
+        raise PluginError(
+            f"multi_objective_aggregation={grpo_args.multi_objective_aggregation!r} is not supported; "
+            "supported: ['sum_then_normalize', 'normalize_then_sum']"
+        )
     if grpo_args.scale_rewards not in TRL_SCALE_ESTIMATORS:
-        raise PluginError(f"scale_rewards={grpo_args.scale_rewards!r} is not supported; "
-                          f"supported: {list(TRL_SCALE_ESTIMATORS)}")
+        raise PluginError(
+            f"scale_rewards={grpo_args.scale_rewards!r} is not supported; supported: {list(TRL_SCALE_ESTIMATORS)}"
+        )
     return TRL_SCALE_ESTIMATORS[grpo_args.scale_rewards]
 
 
@@ -138,8 +146,10 @@ def adjust_grpo_args(plugin_set: PluginSet, args: GRPOConfig) -> None:
         if _equal(given.get(key), value):
             continue
         if key in chosen:
-            raise PluginError(f"plugin {plugin!r} requires GRPOConfig {key}={value!r}, but the GRPOConfig given has "
-                              f"{key}={given[key]!r}; leave {key} at its default or set it to {value!r}")
+            raise PluginError(
+                f"plugin {plugin!r} requires GRPOConfig {key}={value!r}, but the GRPOConfig given has "
+                f"{key}={given[key]!r}; leave {key} at its default or set it to {value!r}"
+            )
         setattr(args, key, value)
     plugin_set.adjusted_args = args
 
@@ -173,9 +183,18 @@ class RLVRTrainer(GRPOTrainer):
     num_generations: int
     num_generations_eval: int
 
-    def __init__(self, model=None, *, plugin_set: PluginSet | None = None, args=None, engines: Engines | None = None,
-                 engine_options: dict[str, Any] | None = None, correctness_reward: str | None = None,
-                 correct_threshold: float = 1.0, **kwargs: Any):
+    def __init__(
+        self,
+        model=None,
+        *,
+        plugin_set: PluginSet | None = None,
+        args=None,
+        engines: Engines | None = None,
+        engine_options: dict[str, Any] | None = None,
+        correctness_reward: str | None = None,
+        correct_threshold: float = 1.0,
+        **kwargs: Any,
+    ):
         if "reward_funcs" in kwargs:
             raise TypeError("RLVRTrainer takes its reward functions from the plugins; do not pass reward_funcs")
         if args is None:
@@ -186,8 +205,9 @@ class RLVRTrainer(GRPOTrainer):
         self.plugin_set = plugin_set
         self.engines = engines if engines is not None else Engines(**{"on_error": "raise", **(engine_options or {})})
         registered = plugin_set.reward_functions()
-        plugin_set.validate_run(args, self.engines.settings().deadline_s,
-                     environment_factory=kwargs.get("environment_factory"))
+        plugin_set.validate_run(
+            args, self.engines.settings().deadline_s, environment_factory=kwargs.get("environment_factory")
+        )
         self.rlvr_rewards: list[Any] = [TRLReward(reward, owner, self.engines) for owner, reward in registered]
         weights = [float(r.weight) for _, r in registered]
         if args.reward_weights is not None and list(args.reward_weights) != weights:
@@ -203,12 +223,20 @@ class RLVRTrainer(GRPOTrainer):
         names = [r.name for _, r in registered]
         self.correctness_reward = correctness_reward or (names[0] if names else None)
         if self.correctness_reward is not None and self.correctness_reward not in names:
-            raise PluginError(f"correctness_reward {self.correctness_reward!r} is not a registered reward; "
-                              f"registered: {names}")
+            raise PluginError(
+                f"correctness_reward {self.correctness_reward!r} is not a registered reward; registered: {names}"
+            )
         self.correct_threshold = float(correct_threshold)
-        rollouts = [(name, fn) for name, fn in plugin_set.call(
-            "rlvr_rollout_func", tokenizer=kwargs.get("processing_class"), num_generations=args.num_generations,
-            grpo_args=args) if fn is not None]
+        rollouts = [
+            (name, fn)
+            for name, fn in plugin_set.call(
+                "rlvr_rollout_func",
+                tokenizer=kwargs.get("processing_class"),
+                num_generations=args.num_generations,
+                grpo_args=args,
+            )
+            if fn is not None
+        ]
         if len(rollouts) > 1:
             raise PluginConflictError("rlvr_rollout_func", [name for name, _ in rollouts])
         if rollouts:
@@ -269,8 +297,11 @@ class RLVRTrainer(GRPOTrainer):
         (every rank took part in that collective); then the ranks agree on whether one of
         them failed, and all raise the same error, naming the plugin and the rank.
         """
-        errors = [f"{type(r.pending_error).__name__}: {r.pending_error}" for r in self.rlvr_rewards
-                  if r.pending_error is not None]
+        errors = [
+            f"{type(r.pending_error).__name__}: {r.pending_error}"
+            for r in self.rlvr_rewards
+            if r.pending_error is not None
+        ]
         local = next((r.pending_error for r in self.rlvr_rewards if r.pending_error is not None), None)
         if self.accelerator.num_processes == 1:
             if local is not None:
@@ -296,7 +327,7 @@ class RLVRTrainer(GRPOTrainer):
         num_generations = self.num_generations if mode == "train" else self.num_generations_eval
         advantages = self._plugin_advantages(mode, num_generations)
         start = self.accelerator.process_index * len(inputs)
-        output["advantages"] = advantages[start:start + len(inputs)].to(output["advantages"].dtype)
+        output["advantages"] = advantages[start : start + len(inputs)].to(output["advantages"].dtype)
         logged: Any = self._logs["advantages"]  # a deque
         if len(logged) >= advantages.numel():
             for _ in range(advantages.numel()):
@@ -308,8 +339,16 @@ class RLVRTrainer(GRPOTrainer):
         batch = self._rlvr_batch
         rewards_per_func = batch["rewards_per_func"]
         names = list(self.reward_func_names)
-        result = batch_advantages(self.plugin_set, rewards_per_func, self.reward_weights, batch["failed"],
-                                  batch["lengths"], num_generations, self.state.global_step, names)
+        result = batch_advantages(
+            self.plugin_set,
+            rewards_per_func,
+            self.reward_weights,
+            batch["failed"],
+            batch["lengths"],
+            num_generations,
+            self.state.global_step,
+            names,
+        )
         metrics = self._metrics[mode]
         valid = result.valid
         self._log_batch(metrics, result, batch["failed"])
@@ -362,8 +401,9 @@ class RLVRTrainer(GRPOTrainer):
         if self._rlvr_logps is not None:
             old = inputs.get("old_per_token_logps")
             mask = inputs["completion_mask"]
-            stats = self._gather(ratio_statistics(self._rlvr_logps, self._rlvr_logps if old is None else old,
-                                            mask).unsqueeze(0))  # one collective: (processes, 5)
+            stats = self._gather(
+                ratio_statistics(self._rlvr_logps, self._rlvr_logps if old is None else old, mask).unsqueeze(0)
+            )  # one collective: (processes, 5)
             if stats.shape[0] > 1:
                 stats = torch.cat([stats[:, :3].sum(dim=0), stats[:, 3].max().view(1), stats[:, 4].min().view(1)])
             ratio_sum, abs_log_sum, count, high, low = stats.view(-1).tolist()
@@ -379,24 +419,34 @@ class RLVRTrainer(GRPOTrainer):
         """The batch's ``rlvr/*`` and ``penalties/*`` metrics, read from the tensors in one transfer."""
         valid = result.valid
         sums = [torch.where(valid, penalty, 0).sum() for _, penalty in result.penalties]
-        reward_total, advantage_abs, zero_var, n_valid, *counts = torch.stack([
-            torch.nanmean(result.total), result.advantages.abs().mean(), result.zero_variance.sum(), valid.sum(),
-            *failed.sum(dim=0), *sums]).tolist()
+        reward_total, advantage_abs, zero_var, n_valid, *counts = torch.stack(
+            [
+                torch.nanmean(result.total),
+                result.advantages.abs().mean(),
+                result.zero_variance.sum(),
+                valid.sum(),
+                *failed.sum(dim=0),
+                *sums,
+            ]
+        ).tolist()
         metrics["rlvr/reward_total"].append(reward_total if n_valid else 0.0)
         metrics["rlvr/advantage_abs_mean"].append(advantage_abs)
         metrics["rlvr/frac_zero_variance_groups"].append(zero_var / result.zero_variance.numel())
         no_score = 1 - n_valid / valid.numel()
         metrics["rlvr/frac_no_score"].append(no_score)
-        for name, count in zip(self.reward_func_names, counts[:failed.shape[1]], strict=True):
+        for name, count in zip(self.reward_func_names, counts[: failed.shape[1]], strict=True):
             metrics[f"rlvr/failed/{name}"].append(count)
-        for (plugin, _), total in zip(result.penalties, counts[failed.shape[1]:], strict=True):
+        for (plugin, _), total in zip(result.penalties, counts[failed.shape[1] :], strict=True):
             metrics[f"penalties/{plugin}/mean"].append(total / n_valid if n_valid else 0.0)
         if no_score and not self._warned_no_score:
             logger.warning(
                 "%d of %d completions of this batch could not be scored by any reward (a reward failed, timed out or "
                 "did not apply): their advantage is 0 and they are left out of their group's baseline%s. Counted in "
                 "rlvr/frac_no_score and rlvr/failed/<reward>; this warning is not repeated.",
-                int((~valid).sum()), valid.numel(), "; no completion of the batch has a score" if not valid.any() else "")
+                int((~valid).sum()),
+                valid.numel(),
+                "; no completion of the batch has a score" if not valid.any() else "",
+            )
             self._warned_no_score = True
 
     # -- checkpoints -----------------------------------------------------------------
@@ -426,8 +476,12 @@ class RLVRTrainer(GRPOTrainer):
         finally:
             self.args.save_total_limit = limit
         if self.args.should_save:
-            rotate_checkpoints(output_dir=run_dir, save_total_limit=limit,
-                               best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
+            rotate_checkpoints(
+                output_dir=run_dir,
+                save_total_limit=limit,
+                best_model_checkpoint=self.state.best_model_checkpoint,
+                use_mtime=True,
+            )
 
     def _checkpoint_bytes(self) -> int | None:
         """About what the first checkpoint takes (:func:`checkpoint_bytes_estimate`), from this process's
@@ -437,16 +491,25 @@ class RLVRTrainer(GRPOTrainer):
             fsdp = getattr(self.accelerator.state, "fsdp_plugin", None) if self.is_fsdp_enabled else None
             shards = self.accelerator.num_processes if getattr(fsdp, "fsdp_version", None) == 1 else 1
             assert self.model is not None
-            estimate = checkpoint_bytes_estimate(self.model.parameters(), self.optimizer,
-                                                 adapters_only=hasattr(self.model, "peft_config"), shards=shards)
-            problem = None if estimate is not None else (
-                f"the optimizer {type(innermost_optimizer(self.optimizer)).__name__} has no state it can read yet "
-                "and is not one whose state per parameter is known")
+            estimate = checkpoint_bytes_estimate(
+                self.model.parameters(), self.optimizer, adapters_only=hasattr(self.model, "peft_config"), shards=shards
+            )
+            problem = (
+                None
+                if estimate is not None
+                else (
+                    f"the optimizer {type(innermost_optimizer(self.optimizer)).__name__} has no state it can read yet "
+                    "and is not one whose state per parameter is known"
+                )
+            )
         except Exception as exc:  # noqa: BLE001 - an estimate never stops a save
             estimate, problem = None, f"{type(exc).__name__}: {exc}"
         if problem and not getattr(self, "_warned_checkpoint_bytes", False):
-            logger.warning("the size of a checkpoint cannot be estimated (%s): a disk-full error at the first "
-                           "checkpoint will not say how much space it needs. This warning is not repeated.", problem)
+            logger.warning(
+                "the size of a checkpoint cannot be estimated (%s): a disk-full error at the first "
+                "checkpoint will not say how much space it needs. This warning is not repeated.",
+                problem,
+            )
             self._warned_checkpoint_bytes = True
         return estimate
 
@@ -458,8 +521,12 @@ class RLVRTrainer(GRPOTrainer):
         if resume_from_checkpoint:
             self._load_plugin_state(resume_from_checkpoint)
         try:
-            return super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial,
-                                 ignore_keys_for_eval=ignore_keys_for_eval, **kwargs)
+            return super().train(
+                resume_from_checkpoint=resume_from_checkpoint,
+                trial=trial,
+                ignore_keys_for_eval=ignore_keys_for_eval,
+                **kwargs,
+            )
         finally:
             self.engines.close()
 

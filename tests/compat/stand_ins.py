@@ -15,8 +15,15 @@ from typing import Any
 
 import torch
 from datasets import Dataset
-from transformers import (GenerationConfig, PreTrainedModel, Qwen2Config, Qwen2ForCausalLM,
-                          Qwen2ForSequenceClassification, Qwen3Config, Qwen3ForCausalLM)
+from transformers import (
+    GenerationConfig,
+    PreTrainedModel,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Qwen2ForSequenceClassification,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+)
 from trl import GRPOConfig, GRPOTrainer
 
 from rlvr_plugins import Plugin, RewardFunction, hookimpl
@@ -29,10 +36,24 @@ CHAT_TEMPLATE = (
     "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
     "{% if add_generation_prompt %}assistant: {% endif %}"
 )
-TINY = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
-            max_position_embeddings=256)
-WORDS = ["one plus one", "two times three", "the sky is", "count to five", "name a color", "say hello",
-         "what is ten", "spell cat"]
+TINY = dict(
+    hidden_size=32,
+    intermediate_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    num_key_value_heads=2,
+    max_position_embeddings=256,
+)
+WORDS = [
+    "one plus one",
+    "two times three",
+    "the sky is",
+    "count to five",
+    "name a color",
+    "say hello",
+    "what is ten",
+    "spell cat",
+]
 
 
 def chat_tokenizer():
@@ -42,14 +63,19 @@ def chat_tokenizer():
 
 
 def tiny_causal_lm(tokenizer, arch: str = "qwen3", seed: int = 0) -> PreTrainedModel:
-    ids = dict(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
-               eos_token_id=tokenizer.eos_token_id)
+    ids = dict(
+        vocab_size=len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
     config = Qwen3Config(head_dim=16, **ids, **TINY) if arch == "qwen3" else Qwen2Config(**ids, **TINY)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = (Qwen3ForCausalLM if arch == "qwen3" else Qwen2ForCausalLM)(config)
-    model.generation_config = GenerationConfig(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                                               pad_token_id=tokenizer.pad_token_id)
+    model.generation_config = GenerationConfig(
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
+    )
     model.config._name_or_path = f"local/tiny-{arch}"
     return model
 
@@ -68,8 +94,9 @@ def standard_dataset(n: int = 8) -> Dataset:
 
 
 def conversational_dataset(n: int = 8) -> Dataset:
-    return Dataset.from_list([{"prompt": [{"role": "user", "content": WORDS[i % len(WORDS)]}], "level": i % 3}
-                              for i in range(n)])
+    return Dataset.from_list(
+        [{"prompt": [{"role": "user", "content": WORDS[i % len(WORDS)]}], "level": i % 3} for i in range(n)]
+    )
 
 
 @dataclasses.dataclass
@@ -80,9 +107,22 @@ class CPUConfig(GRPOConfig):
 
 
 def small_args(tmp_path, **overrides) -> GRPOConfig:
-    kwargs = dict(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2, max_completion_length=6,
-                  max_steps=2, learning_rate=1e-2, logging_steps=1, report_to="none", save_strategy="no",
-                  use_cpu=True, bf16=False, seed=3, disable_tqdm=True, beta=0.0)
+    kwargs = dict(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_completion_length=6,
+        max_steps=2,
+        learning_rate=1e-2,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        bf16=False,
+        seed=3,
+        disable_tqdm=True,
+        beta=0.0,
+    )
     kwargs.update(overrides)
     return GRPOConfig(**kwargs)
 
@@ -101,20 +141,29 @@ class ItemCall:
         self.fn = fn
 
     def _kwargs(self, prompt, completion, example, completion_ids, trainer_state, log_metric, log_extra):
-        return dict(prompts=[prompt], completions=[completion], completion_ids=[completion_ids],
-                    trainer_state=trainer_state, log_metric=log_metric,
-                    log_extra=lambda column, values: log_extra(column, values[0]),
-                    **{k: [v] for k, v in example.items()})
+        return dict(
+            prompts=[prompt],
+            completions=[completion],
+            completion_ids=[completion_ids],
+            trainer_state=trainer_state,
+            log_metric=log_metric,
+            log_extra=lambda column, values: log_extra(column, values[0]),
+            **{k: [v] for k, v in example.items()},
+        )
 
     def __call__(self, *, prompt, completion, example, completion_ids, trainer_state, log_metric, log_extra):
-        return self.fn(**self._kwargs(prompt, completion, example, completion_ids, trainer_state, log_metric,
-                                      log_extra))[0]
+        return self.fn(
+            **self._kwargs(prompt, completion, example, completion_ids, trainer_state, log_metric, log_extra)
+        )[0]
 
 
 class AsyncItemCall(ItemCall):
     async def __call__(self, *, prompt, completion, example, completion_ids, trainer_state, log_metric, log_extra):
-        return (await self.fn(**self._kwargs(prompt, completion, example, completion_ids, trainer_state, log_metric,
-                                             log_extra)))[0]
+        return (
+            await self.fn(
+                **self._kwargs(prompt, completion, example, completion_ids, trainer_state, log_metric, log_extra)
+            )
+        )[0]
 
 
 def trl_reward_plugin(index: int, fn, weight: float) -> type[Plugin]:
@@ -133,8 +182,11 @@ def trl_reward_plugin(index: int, fn, weight: float) -> type[Plugin]:
 def rlvr_trainer(model, reward_funcs=None, args=None, reward_processing_classes=None, **kwargs) -> RLVRTrainer:
     """``RLVRTrainer`` behind ``GRPOTrainer``'s constructor."""
     funcs = [] if reward_funcs is None else reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
-    classes = reward_processing_classes if isinstance(reward_processing_classes, list) else (
-        [reward_processing_classes] * len(funcs))
+    classes = (
+        reward_processing_classes
+        if isinstance(reward_processing_classes, list)
+        else ([reward_processing_classes] * len(funcs))
+    )
     if len(classes) != len(funcs):
         raise ValueError(f"{len(classes)} reward processing classes for {len(funcs)} reward functions")
     weights = list(args.reward_weights) if args is not None and args.reward_weights is not None else [1.0] * len(funcs)

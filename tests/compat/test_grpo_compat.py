@@ -16,8 +16,16 @@ import pytest
 import torch
 from trl import GRPOConfig
 
-from .stand_ins import (TRAINERS, CPUConfig, chat_tokenizer, conversational_dataset, small_args, standard_dataset,
-                        tiny_causal_lm, tiny_reward_model)
+from .stand_ins import (
+    TRAINERS,
+    CPUConfig,
+    chat_tokenizer,
+    conversational_dataset,
+    small_args,
+    standard_dataset,
+    tiny_causal_lm,
+    tiny_reward_model,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -43,9 +51,13 @@ def vowel_count(completions, **kwargs):
 
 def build(kind, tok, tmp_path, reward_funcs, dataset=None, model=None, **arg_overrides):
     args = small_args(tmp_path / kind, **arg_overrides)
-    return TRAINERS[kind](model if model is not None else tiny_causal_lm(tok), reward_funcs=reward_funcs, args=args,
-                          train_dataset=dataset if dataset is not None else standard_dataset(),
-                          processing_class=tok)
+    return TRAINERS[kind](
+        model if model is not None else tiny_causal_lm(tok),
+        reward_funcs=reward_funcs,
+        args=args,
+        train_dataset=dataset if dataset is not None else standard_dataset(),
+        processing_class=tok,
+    )
 
 
 def logged(trainer, key):
@@ -64,8 +76,9 @@ def test_without_args_a_default_config_named_after_the_model(kind, tok, tmp_path
     monkeypatch.chdir(tmp_path)
     for module in (trl.trainer.grpo_trainer, rlvr_plugins.trainer):
         monkeypatch.setattr(module, "GRPOConfig", CPUConfig)
-    trainer = TRAINERS[kind](tiny_causal_lm(tok), reward_funcs=length_mod_3, train_dataset=standard_dataset(),
-                             processing_class=tok)
+    trainer = TRAINERS[kind](
+        tiny_causal_lm(tok), reward_funcs=length_mod_3, train_dataset=standard_dataset(), processing_class=tok
+    )
     assert isinstance(trainer.args, GRPOConfig)
     assert trainer.args.output_dir.endswith("tiny-qwen3-GRPO")
 
@@ -86,8 +99,14 @@ def test_reward_weights_of_the_wrong_length_are_a_value_error(kind, tok, tmp_pat
 def test_reward_processing_classes_of_the_wrong_length_are_a_value_error(kind, tok, tmp_path):
     args = small_args(tmp_path / kind)
     with pytest.raises(ValueError):
-        TRAINERS[kind](tiny_causal_lm(tok), reward_funcs=[tiny_reward_model(tok)], args=args,
-                       train_dataset=standard_dataset(), processing_class=tok, reward_processing_classes=[tok, tok])
+        TRAINERS[kind](
+            tiny_causal_lm(tok),
+            reward_funcs=[tiny_reward_model(tok)],
+            args=args,
+            train_dataset=standard_dataset(),
+            processing_class=tok,
+            reward_processing_classes=[tok, tok],
+        )
 
 
 # -- training, and what a reward function receives ----------------------------------------------------------
@@ -101,8 +120,9 @@ class Recorder:
         self.__name__ = "recorded"
 
     def __call__(self, prompts, completions, **kwargs):
-        self.calls.append({"prompts": prompts, "completions": completions, **kwargs,
-                           "step": kwargs["trainer_state"].global_step})
+        self.calls.append(
+            {"prompts": prompts, "completions": completions, **kwargs, "step": kwargs["trainer_state"].global_step}
+        )
         return length_mod_3(completions)
 
 
@@ -125,8 +145,10 @@ def test_training_updates_the_model_and_rewards_see_trl_forms(kind, arch, form, 
     if form == "standard":
         assert all(isinstance(c, str) for c in completions)
     else:
-        assert all(isinstance(c, list) and len(c) == 1 and c[0]["role"] == "assistant"
-                   and isinstance(c[0]["content"], str) for c in completions)
+        assert all(
+            isinstance(c, list) and len(c) == 1 and c[0]["role"] == "assistant" and isinstance(c[0]["content"], str)
+            for c in completions
+        )
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -206,8 +228,13 @@ def expected_advantages(per_func, weights, G, scale, aggregation, eps=1e-4):
         m, s = statistics.mean(vals), statistics.stdev(vals)
         for i in g:
             centred = total[i] - m
-            out[i] = centred / (s + eps) if scale == "group" else centred / (batch_std + eps) if scale == "batch" \
+            out[i] = (
+                centred / (s + eps)
+                if scale == "group"
+                else centred / (batch_std + eps)
+                if scale == "batch"
                 else centred
+            )
     return out
 
 
@@ -246,9 +273,14 @@ def test_peft_trains_only_the_adapter(kind, tok, tmp_path):
     from peft import LoraConfig
 
     args = small_args(tmp_path / kind)
-    trainer = TRAINERS[kind](tiny_causal_lm(tok), reward_funcs=length_mod_3, args=args,
-                             train_dataset=standard_dataset(), processing_class=tok,
-                             peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    trainer = TRAINERS[kind](
+        tiny_causal_lm(tok),
+        reward_funcs=length_mod_3,
+        args=args,
+        train_dataset=standard_dataset(),
+        processing_class=tok,
+        peft_config=LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]),
+    )
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     trainer.train()
     changed = {n for n, p in trainer.model.named_parameters() if not torch.equal(before[n], p)}
@@ -284,14 +316,24 @@ def test_reward_model_scores_prompt_and_completion(kind, form, tok, tmp_path):
 
     reward_model = tiny_reward_model(tok)
     dataset = standard_dataset() if form == "standard" else conversational_dataset()
-    trainer = TRAINERS[kind](tiny_causal_lm(tok), reward_funcs=[reward_model], args=small_args(tmp_path / kind),
-                             train_dataset=dataset, processing_class=tok, reward_processing_classes=[tok])
+    trainer = TRAINERS[kind](
+        tiny_causal_lm(tok),
+        reward_funcs=[reward_model],
+        args=small_args(tmp_path / kind),
+        train_dataset=dataset,
+        processing_class=tok,
+        reward_processing_classes=[tok],
+    )
     trainer.train()
     assert len(logged(trainer, "rewards/tiny-reward-model/mean")) == 2
-    for prompt, completion, reward in zip(trainer._logs["prompt"], trainer._logs["completion"],
-                                          trainer._logs["rewards"]["tiny-reward-model"], strict=True):
-        rendered = prompt + completion if form == "standard" else apply_chat_template(
-            {"messages": prompt + completion}, tok)["text"]
+    for prompt, completion, reward in zip(
+        trainer._logs["prompt"], trainer._logs["completion"], trainer._logs["rewards"]["tiny-reward-model"], strict=True
+    ):
+        rendered = (
+            prompt + completion
+            if form == "standard"
+            else apply_chat_template({"messages": prompt + completion}, tok)["text"]
+        )
         ids = tok(rendered, return_tensors="pt", add_special_tokens=False)
         with torch.inference_mode():
             assert reward == pytest.approx(reward_model(**ids).logits[0, 0].item(), abs=1e-4)

@@ -74,6 +74,7 @@ def recording(train):
         path = STATS / f"{type(self).__name__}-rank{os.environ.get('RANK', '0')}.json"
         path.write_text(json.dumps(partition_stats(self.model)))
         return result
+
     return wrapper
 
 

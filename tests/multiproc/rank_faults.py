@@ -70,9 +70,14 @@ def main():
     with temporary_plugin(Rewards), temporary_plugin(Observer):
         plugin_set = build_plugin_set({"rank-rewards": {}, "rank-observer": {}})
     args = grpo_args(OUT.parent / f"run-{MODE}", per_device_train_batch_size=4, num_generations=4, max_steps=2)
-    trainer = RLVRTrainer(plugin_set=plugin_set, engines=Engines(in_process=True, max_consecutive_failures=3 if MODE == "failing" else 64),
-                          model=tiny_model(tokenizer), args=args, train_dataset=Dataset.from_list(tiny_rows()),
-                          processing_class=tokenizer)
+    trainer = RLVRTrainer(
+        plugin_set=plugin_set,
+        engines=Engines(in_process=True, max_consecutive_failures=3 if MODE == "failing" else 64),
+        model=tiny_model(tokenizer),
+        args=args,
+        train_dataset=Dataset.from_list(tiny_rows()),
+        processing_class=tokenizer,
+    )
     trainer.train()
     if RANK == 0:
         with OUT.open("a") as fh:

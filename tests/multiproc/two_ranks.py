@@ -17,12 +17,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rlvr_plugins.testing import grpo_args, tiny_model, tiny_rows  # noqa: E402
 from datasets import Dataset  # noqa: E402
 
 from rlvr_plugins import Plugin, RewardFunction, hookimpl
 from rlvr_plugins.manager import build_plugin_set, temporary_plugin  # noqa: E402
 from rlvr_plugins.rewards import Engines  # noqa: E402
+from rlvr_plugins.testing import grpo_args, tiny_model, tiny_rows  # noqa: E402
 from rlvr_plugins.trainer import RLVRTrainer  # noqa: E402
 
 OUT = Path(sys.argv[1])
@@ -59,10 +59,16 @@ class Rollout(Plugin):
         def rollout(prompts, trainer):
             rank = trainer.accelerator.process_index
             start = rank * len(prompts)
-            ids = [tokenizer(completion_for(start + i), add_special_tokens=False)["input_ids"]
-                   + [tokenizer.eos_token_id] for i in range(len(prompts))]
-            return {"prompt_ids": [tokenizer(p)["input_ids"] for p in prompts], "completion_ids": ids,
-                    "logprobs": [[0.0] * len(x) for x in ids]}
+            ids = [
+                tokenizer(completion_for(start + i), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+                for i in range(len(prompts))
+            ]
+            return {
+                "prompt_ids": [tokenizer(p)["input_ids"] for p in prompts],
+                "completion_ids": ids,
+                "logprobs": [[0.0] * len(x) for x in ids],
+            }
+
         return rollout
 
 
@@ -75,9 +81,18 @@ class Recorder(Plugin):
 
         if PartialState().is_main_process:
             with OUT.open("a") as fh:
-                fh.write(json.dumps({"step": step, "indices": example_indices, "rewards": rewards.tolist(),
-                                     "advantages": advantages.tolist(),
-                                     "per_func": rewards_per_func.tolist()}) + "\n")
+                fh.write(
+                    json.dumps(
+                        {
+                            "step": step,
+                            "indices": example_indices,
+                            "rewards": rewards.tolist(),
+                            "advantages": advantages.tolist(),
+                            "per_func": rewards_per_func.tolist(),
+                        }
+                    )
+                    + "\n"
+                )
 
 
 def main():
@@ -88,12 +103,29 @@ def main():
     set_seed(0)
     tokenizer = build_char_tokenizer()
     with temporary_plugin(Rewards), temporary_plugin(Rollout), temporary_plugin(Recorder):
-        plugin_set = build_plugin_set({"mp-rewards": {}, "mp-rollout": {}, "mp-recorder": {},
-                                       "kimi-length": {"correctness_reward": "mp-correct", "weight": 0.5}})
-    args = grpo_args(OUT.parent / f"run-{PER_DEVICE}", per_device_train_batch_size=PER_DEVICE, num_generations=8,
-                     max_steps=2, max_completion_length=16)
-    trainer = RLVRTrainer(plugin_set=plugin_set, engines=Engines(in_process=True), model=tiny_model(tokenizer),
-                          args=args, train_dataset=Dataset.from_list(tiny_rows()), processing_class=tokenizer)
+        plugin_set = build_plugin_set(
+            {
+                "mp-rewards": {},
+                "mp-rollout": {},
+                "mp-recorder": {},
+                "kimi-length": {"correctness_reward": "mp-correct", "weight": 0.5},
+            }
+        )
+    args = grpo_args(
+        OUT.parent / f"run-{PER_DEVICE}",
+        per_device_train_batch_size=PER_DEVICE,
+        num_generations=8,
+        max_steps=2,
+        max_completion_length=16,
+    )
+    trainer = RLVRTrainer(
+        plugin_set=plugin_set,
+        engines=Engines(in_process=True),
+        model=tiny_model(tokenizer),
+        args=args,
+        train_dataset=Dataset.from_list(tiny_rows()),
+        processing_class=tokenizer,
+    )
     trainer.train()
     torch.distributed.barrier() if torch.distributed.is_initialized() else None
 

@@ -5,16 +5,18 @@ from __future__ import annotations
 import sys
 
 import pytest
-
 from code_helpers import basic_python
+
 from rlvr_code.sandbox import namespaces_available
 
 if not sys.platform.startswith("linux"):  # the sandbox is Linux only; extraction and comparison are not
     collect_ignore = ["test_code_sandbox.py", "test_code_plugin.py", "test_code_score.py"]
 
 ISOLATIONS = [
-    pytest.param("namespaces", marks=pytest.mark.skipif(not namespaces_available(),
-                                                        reason="user/pid/net namespaces refused here")),
+    pytest.param(
+        "namespaces",
+        marks=pytest.mark.skipif(not namespaces_available(), reason="user/pid/net namespaces refused here"),
+    ),
     "basic",
 ]
 

@@ -5,10 +5,20 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from rlvr_code.cases import (AssertTests, TestCase, answer_part, extract_program, load_assert_tests, program_names, load_cases,
-                             normalise_output, outputs_match)
+from rlvr_code.cases import (
+    AssertTests,
+    TestCase,
+    answer_part,
+    extract_program,
+    load_assert_tests,
+    load_cases,
+    normalise_output,
+    outputs_match,
+    program_names,
+)
 
 FENCE = "```"
 
@@ -57,13 +67,16 @@ def test_fence_with_indentation_and_trailing_text_on_the_opening_line():
 CASES = [TestCase("1 2\n", "3\n"), TestCase("5 7\n", "12\n")]
 
 
-@pytest.mark.parametrize("raw", [
-    [{"input": "1 2\n", "output": "3\n"}, {"input": "5 7\n", "output": "12\n"}],
-    json.dumps([{"input": "1 2\n", "output": "3\n"}, {"input": "5 7\n", "output": "12\n"}]),
-    {"inputs": ["1 2\n", "5 7\n"], "outputs": ["3\n", "12\n"]},
-    json.dumps({"inputs": ["1 2\n", "5 7\n"], "outputs": ["3\n", "12\n"]}),
-    {"input": ["1 2\n", "5 7\n"], "output": ["3\n", "12\n"]},
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        [{"input": "1 2\n", "output": "3\n"}, {"input": "5 7\n", "output": "12\n"}],
+        json.dumps([{"input": "1 2\n", "output": "3\n"}, {"input": "5 7\n", "output": "12\n"}]),
+        {"inputs": ["1 2\n", "5 7\n"], "outputs": ["3\n", "12\n"]},
+        json.dumps({"inputs": ["1 2\n", "5 7\n"], "outputs": ["3\n", "12\n"]}),
+        {"input": ["1 2\n", "5 7\n"], "output": ["3\n", "12\n"]},
+    ],
+)
 def test_stdin_formats(raw):
     assert load_cases(raw) == CASES
 
@@ -77,14 +90,17 @@ def test_no_cases(raw):
     assert load_cases(raw) == []
 
 
-@pytest.mark.parametrize("raw, message", [
-    ("{not json", "not valid JSON"),
-    ({"inputs": ["1"], "outputs": []}, "equal length"),
-    ({"inputs": ["1"], "outputs": ["1"], "fn_name": "f"}, "call-based tests"),
-    ([{"input": "1"}], "test case 0 must be a mapping with 'input' and 'output'"),
-    ([{"input": 1, "output": "1"}], "must be a string"),
-    (42, "must be a list, a mapping or a JSON string"),
-])
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        ("{not json", "not valid JSON"),
+        ({"inputs": ["1"], "outputs": []}, "equal length"),
+        ({"inputs": ["1"], "outputs": ["1"], "fn_name": "f"}, "call-based tests"),
+        ([{"input": "1"}], "test case 0 must be a mapping with 'input' and 'output'"),
+        ([{"input": 1, "output": "1"}], "must be a string"),
+        (42, "must be a list, a mapping or a JSON string"),
+    ],
+)
 def test_malformed_tests_raise(raw, message):
     with pytest.raises(ValueError, match=message):
         load_cases(raw)
@@ -104,18 +120,23 @@ def test_assert_tests_formats():
 
 def test_names_the_tests_take_from_the_program():
     """Read and never bound, builtins aside: what the checker binds to the program's functions."""
-    code = ("import math as m\nfrom os import path\nLIMIT = 3\ndef helper(x, *rest, k=1):\n    return [y for y in rest]\n"
-            "class Box:\n    pass\ntry:\n    pass\nexcept ValueError as err:\n    print(err)\n"
-            "for i in range(LIMIT):\n    assert solve(i, m.pi, path, helper, Box, len) == expected(i)\n")
+    code = (
+        "import math as m\nfrom os import path\nLIMIT = 3\ndef helper(x, *rest, k=1):\n    return [y for y in rest]\n"
+        "class Box:\n    pass\ntry:\n    pass\nexcept ValueError as err:\n    print(err)\n"
+        "for i in range(LIMIT):\n    assert solve(i, m.pi, path, helper, Box, len) == expected(i)\n"
+    )
     assert program_names(code) == ("expected", "solve")
 
 
-@pytest.mark.parametrize("code, message", [
-    ("assert f(1) ==", "test code is not valid Python: line 1"),
-    ("assert 1 == 1", "uses no function of the program"),
-    ("def f(x):\n    return x\nassert f(1) == 1", "uses no function of the program"),
-    ("assert math.isclose(1.0, 1.0)", "uses no function of the program"),  # math: a module, not the program's
-])
+@pytest.mark.parametrize(
+    "code, message",
+    [
+        ("assert f(1) ==", "test code is not valid Python: line 1"),
+        ("assert 1 == 1", "uses no function of the program"),
+        ("def f(x):\n    return x\nassert f(1) == 1", "uses no function of the program"),
+        ("assert math.isclose(1.0, 1.0)", "uses no function of the program"),  # math: a module, not the program's
+    ],
+)
 def test_assert_tests_that_cannot_judge_a_program_are_refused_at_load(code, message):
     with pytest.raises(ValueError, match=message):
         load_assert_tests(code)
@@ -133,8 +154,11 @@ def test_comparison_rule_examples():
     assert outputs_match("", "\n")
 
 
-lines = st.lists(st.text(alphabet=st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)),
-                         max_size=8), min_size=1, max_size=6)
+lines = st.lists(
+    st.text(alphabet=st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=8),
+    min_size=1,
+    max_size=6,
+)
 
 
 @given(lines, st.lists(st.sampled_from([" ", "\t", "\r"]), max_size=3), st.integers(0, 3))
@@ -159,4 +183,6 @@ def test_extraction_is_linear_on_a_megabyte_of_adversarial_input():
     texts["fences_then_a_program"] = "```python\n" * 100_000 + "```\n"
     out = time_each(extract_program, texts, limit_s=2.0)
     assert {name: result for name, (result, _) in out.items() if result is not None} == {
-        "fences_then_a_program": "```python\n" * 99_999, "closed_fences": "x\n"}
+        "fences_then_a_program": "```python\n" * 99_999,
+        "closed_fences": "x\n",
+    }

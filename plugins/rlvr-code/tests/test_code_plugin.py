@@ -9,8 +9,8 @@ import tempfile
 import time
 
 import pytest
-
 from code_helpers import host_can_fork, survivors
+
 from rlvr_code.plugins import CodeTestsOptions, CodeTestsPlugin, CodeTestsScorer
 from rlvr_code.sandbox import Limits, namespaces_available, remove_stale_dirs
 from rlvr_plugins.errors import PluginOptionError
@@ -64,17 +64,20 @@ def test_printing_only_the_first_expected_line_fails(share):
     assert score(share, "print(1); print(2); print(3)", tests) == 1.0
 
 
-@pytest.mark.parametrize("code, expected", [
-    ("raise ValueError('boom')", 0.0),
-    ("import sys; sys.exit(3)", 0.0),
-    ("import os; os._exit(0)", 1.0),  # status 0 as the kernel reports it: nothing printed, nothing expected
-    ("import os; os._exit(3)", 0.0),
-    ("import ctypes; ctypes.string_at(0)", 0.0),  # segmentation fault
-    ("import sys; sys.exit(0)", 1.0),
-    ("exit()", 1.0),  # exit/quit come from the site module, which -S skips: the harness adds them
-    ("quit(2)", 0.0),
-    ("pass", 1.0),
-])
+@pytest.mark.parametrize(
+    "code, expected",
+    [
+        ("raise ValueError('boom')", 0.0),
+        ("import sys; sys.exit(3)", 0.0),
+        ("import os; os._exit(0)", 1.0),  # status 0 as the kernel reports it: nothing printed, nothing expected
+        ("import os; os._exit(3)", 0.0),
+        ("import ctypes; ctypes.string_at(0)", 0.0),  # segmentation fault
+        ("import sys; sys.exit(0)", 1.0),
+        ("exit()", 1.0),  # exit/quit come from the site module, which -S skips: the harness adds them
+        ("quit(2)", 0.0),
+        ("pass", 1.0),
+    ],
+)
 def test_empty_expected_output_needs_exit_status_0(share, code, expected):
     assert score(share, code, {"tests": [{"input": "", "output": ""}]}) == expected
 
@@ -89,8 +92,11 @@ def test_output_after_the_program_ends_in_threads_counts(share):
 
 
 def test_assert_style_tests(all_):
-    humaneval = {"test": "def check(candidate):\n    assert candidate(3) == 9\n    assert candidate(-2) == 4\n",
-                 "entry_point": "square", "tests": None}
+    humaneval = {
+        "test": "def check(candidate):\n    assert candidate(3) == 9\n    assert candidate(-2) == 4\n",
+        "entry_point": "square",
+        "tests": None,
+    }
     assert score(all_, "def square(x):\n    return x * x", humaneval) == 1.0
     assert score(all_, "def square(x):\n    return 9", humaneval) == 0.0
     assert score(all_, "import sys\nsys.exit(0)\ndef square(x):\n    return 0", humaneval) == 0.0
@@ -104,18 +110,40 @@ def test_assert_style_tests(all_):
 
 
 def test_assert_tests_see_the_programs_exceptions_and_plain_values_only(all_):
-    expects_error = {"test": "def check(c):\n    try:\n        c(-1)\n    except ValueError:\n        pass\n"
-                             "    else:\n        raise AssertionError('no error')\n    assert c(4) == 2.0\n",
-                     "entry_point": "root"}
-    assert score(all_, "def root(x):\n    if x < 0:\n        raise ValueError(x)\n    return x ** 0.5", expects_error) == 1.0
+    expects_error = {
+        "test": "def check(c):\n    try:\n        c(-1)\n    except ValueError:\n        pass\n"
+        "    else:\n        raise AssertionError('no error')\n    assert c(4) == 2.0\n",
+        "entry_point": "root",
+    }
+    assert (
+        score(all_, "def root(x):\n    if x < 0:\n        raise ValueError(x)\n    return x ** 0.5", expects_error)
+        == 1.0
+    )
     assert score(all_, "def root(x):\n    return abs(x) ** 0.5", expects_error) == 0.0
-    kinds = {"test": ["assert kinds() == [None, True, 2, 2.5, 'x', b'y', 1j, (1,), {1}, frozenset(), {'k': [1]}]",
-                      "assert type(kinds()[1]) is bool and type(kinds()[2]) is int"]}
-    assert score(all_, "def kinds():\n    return [None, True, 2, 2.5, 'x', b'y', 1j, (1,), {1}, frozenset(), {'k': [1]}]",
-                 kinds) == 1.0
+    kinds = {
+        "test": [
+            "assert kinds() == [None, True, 2, 2.5, 'x', b'y', 1j, (1,), {1}, frozenset(), {'k': [1]}]",
+            "assert type(kinds()[1]) is bool and type(kinds()[2]) is int",
+        ]
+    }
+    assert (
+        score(
+            all_,
+            "def kinds():\n    return [None, True, 2, 2.5, 'x', b'y', 1j, (1,), {1}, frozenset(), {'k': [1]}]",
+            kinds,
+        )
+        == 1.0
+    )
     named = {"test": ["assert pair() == (1, 2)", "assert counts() == {'a': 2}", "assert big() == 10 ** 5000"]}
-    assert score(all_, "import collections\ndef pair():\n    return collections.namedtuple('P', 'x y')(1, 2)\n"
-                       "def counts():\n    return collections.Counter('aa')\ndef big():\n    return 10 ** 5000", named) == 1.0
+    assert (
+        score(
+            all_,
+            "import collections\ndef pair():\n    return collections.namedtuple('P', 'x y')(1, 2)\n"
+            "def counts():\n    return collections.Counter('aa')\ndef big():\n    return 10 ** 5000",
+            named,
+        )
+        == 1.0
+    )
 
 
 def test_assert_tests_may_use_a_module_the_solution_imported(all_):
@@ -126,8 +154,12 @@ def test_assert_tests_may_use_a_module_the_solution_imported(all_):
 
 
 def test_assert_tests_see_arguments_changed_in_place(all_):
-    tests = {"test": ["data = [3, 1, 2]\nseen = {}\nassert sort_in_place(data, seen) is None\n"
-                      "assert data == [1, 2, 3] and seen == {'n': 3}"]}
+    tests = {
+        "test": [
+            "data = [3, 1, 2]\nseen = {}\nassert sort_in_place(data, seen) is None\n"
+            "assert data == [1, 2, 3] and seen == {'n': 3}"
+        ]
+    }
     assert score(all_, "def sort_in_place(xs, seen):\n    xs.sort()\n    seen['n'] = len(xs)", tests) == 1.0
     assert score(all_, "def sort_in_place(xs, seen):\n    xs = sorted(xs)\n    seen['n'] = 3", tests) == 0.0
 
@@ -145,9 +177,29 @@ def test_calls_codec_is_exact_and_strict():
 
     from rlvr_code.calls import Unsendable, decode, encode
 
-    values = [None, False, 3, -0.5, float("inf"), "é", b"\x00", 2 - 1j, [1, [2]], (1, (2,)), {1, 2}, frozenset({3}),
-              {(1, 2): {"k": [None]}}, 10 ** 400, range(1, 9, 2), bytearray(b"a"), {1: 2}.keys(), {1: 2}.items(),
-              collections.deque([1], maxlen=2), fractions.Fraction(-1, 3), decimal.Decimal("-0.10")]
+    values = [
+        None,
+        False,
+        3,
+        -0.5,
+        float("inf"),
+        "é",
+        b"\x00",
+        2 - 1j,
+        [1, [2]],
+        (1, (2,)),
+        {1, 2},
+        frozenset({3}),
+        {(1, 2): {"k": [None]}},
+        10**400,
+        range(1, 9, 2),
+        bytearray(b"a"),
+        {1: 2}.keys(),
+        {1: 2}.items(),
+        collections.deque([1], maxlen=2),
+        fractions.Fraction(-1, 3),
+        decimal.Decimal("-0.10"),
+    ]
     for value in values:
         back = decode(encode(value))
         assert back == value and type(back) is type(value)
@@ -157,8 +209,23 @@ def test_calls_codec_is_exact_and_strict():
     for bad in (type("I", (int,), {})(3), object(), [lambda: 0], {1: object()}):
         with pytest.raises(Unsendable):
             encode(bad)
-    for bad in (["x", 1], ["d", 1], ["c", "1", 2], ["b", 7], {"a": 1}, [], ["l", ["t", ["q"]]],
-                ["r", 1, 2, 0], ["r", 1.5, 2, 1], ["q", 0, 1], ["q", "3"], ["F", 1, 0], ["F", 1.0, 2], ["D", "x"], ["D", 1]):
+    for bad in (
+        ["x", 1],
+        ["d", 1],
+        ["c", "1", 2],
+        ["b", 7],
+        {"a": 1},
+        [],
+        ["l", ["t", ["q"]]],
+        ["r", 1, 2, 0],
+        ["r", 1.5, 2, 1],
+        ["q", 0, 1],
+        ["q", "3"],
+        ["F", 1, 0],
+        ["F", 1.0, 2],
+        ["D", "x"],
+        ["D", 1],
+    ):
         with pytest.raises(ValueError):
             decode(bad)
 
@@ -166,7 +233,9 @@ def test_calls_codec_is_exact_and_strict():
 def test_no_tests_means_the_reward_does_not_apply_and_no_program_scores_zero(share):
     assert share(prompt="p", completion=answer(CORRECT), example={"answer": "3"}) is None
     assert share(prompt="p", completion="the answer is print(3)", example={"tests": ADD}) == 0.0
-    assert share(prompt="p", completion=f"<think>{FENCE}python\n{CORRECT}\n{FENCE}</think>", example={"tests": ADD}) == 0.0
+    assert (
+        share(prompt="p", completion=f"<think>{FENCE}python\n{CORRECT}\n{FENCE}</think>", example={"tests": ADD}) == 0.0
+    )
 
 
 def test_malformed_tests_raise_so_the_engine_masks_the_item(share):
@@ -200,19 +269,22 @@ def test_columns_are_configurable():
     assert score(s, CORRECT, {"tests": ADD}) is None
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"mode": "most"}, "option 'mode' must be one of 'all', 'share'"),
-    ({"time_limit_s": 0}, "time_limit_s must be > 0"),
-    ({"memory_mb": 16}, "memory_mb must be >= 64"),
-    ({"max_processes": 0}, "max_processes must be >= 1"),
-    ({"max_cases": -1}, "max_cases must be >= 0"),
-    ({"isolation": "docker"}, "option 'isolation' must be one of 'auto', 'namespaces', 'basic'"),
-    ({"time_limit": 1}, "did you mean 'time_limit_s'"),
-    # past what an rlimit or the clock takes: every run would fail to start and be masked
-    ({"memory_mb": 10**20}, "memory_mb must be >= 1 and <= 2147483647, got 100000000000000000000"),
-    ({"output_limit_kb": 2**31}, "output_limit_kb must be >= 1 and <= 2147483647, got 2147483648"),
-    ({"time_limit_s": 1e300, "total_time_s": 1e300}, "time_limit_s must be > 0 and <= 1000000.0, got 1e+300"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"mode": "most"}, "option 'mode' must be one of 'all', 'share'"),
+        ({"time_limit_s": 0}, "time_limit_s must be > 0"),
+        ({"memory_mb": 16}, "memory_mb must be >= 64"),
+        ({"max_processes": 0}, "max_processes must be >= 1"),
+        ({"max_cases": -1}, "max_cases must be >= 0"),
+        ({"isolation": "docker"}, "option 'isolation' must be one of 'auto', 'namespaces', 'basic'"),
+        ({"time_limit": 1}, "did you mean 'time_limit_s'"),
+        # past what an rlimit or the clock takes: every run would fail to start and be masked
+        ({"memory_mb": 10**20}, "memory_mb must be >= 1 and <= 2147483647, got 100000000000000000000"),
+        ({"output_limit_kb": 2**31}, "output_limit_kb must be >= 1 and <= 2147483647, got 2147483648"),
+        ({"time_limit_s": 1e300, "total_time_s": 1e300}, "time_limit_s must be > 0 and <= 1000000.0, got 1e+300"),
+    ],
+)
 def test_bad_options_fail_naming_the_plugin(options, message):
     with pytest.raises(PluginOptionError, match="code-tests") as info:
         CodeTestsPlugin.parse_options(options)
@@ -224,27 +296,38 @@ def test_registers_one_picklable_reward():
 
     registered = []
     CodeTestsPlugin(CodeTestsPlugin.parse_options({"weight": 2.0, "memory_mb": 256})).rlvr_reward_functions(
-        registered.append)
+        registered.append
+    )
     (reward,) = registered
     assert reward.name == "code-tests" and reward.weight == 2.0 and reward.isolated
     assert pickle.loads(pickle.dumps(reward.fn)) == reward.fn
-    assert reward.fn.options.limits == Limits(time_s=2.0, memory_mb=256, max_processes=8, output_bytes=1024 * 1024,
-                                              open_files=64, disk_mb=64)
+    assert reward.fn.options.limits == Limits(
+        time_s=2.0, memory_mb=256, max_processes=8, output_bytes=1024 * 1024, open_files=64, disk_mb=64
+    )
 
 
-ISOLATIONS = [pytest.param("namespaces", marks=pytest.mark.skipif(not namespaces_available(), reason="no namespaces")),
-              "basic"]
+ISOLATIONS = [
+    pytest.param("namespaces", marks=pytest.mark.skipif(not namespaces_available(), reason="no namespaces")),
+    "basic",
+]
 
 
 @pytest.mark.parametrize("mode", ISOLATIONS)
 def test_engine_deadline_kills_the_worker_and_leaves_no_process(mode):
     from code_helpers import basic_python
+
     from rlvr_plugins.engine import RewardEngine
 
     token = f"303.{secrets.randbelow(10**6)}"
     code = f"import os, time\nos.posix_spawn('/bin/sleep', ['sleep', '{token}'], {{}})\ntime.sleep(60)"
-    s = CodeTestsScorer(CodeTestsOptions(time_limit_s=60.0, total_time_s=60.0, isolation=mode,
-                                         python=(basic_python() if mode == "basic" else None) or ""))
+    s = CodeTestsScorer(
+        CodeTestsOptions(
+            time_limit_s=60.0,
+            total_time_s=60.0,
+            isolation=mode,
+            python=(basic_python() if mode == "basic" else None) or "",
+        )
+    )
     item = {"prompt": "p", "completion": answer(code), "example": {"tests": ADD}}
     with RewardEngine(num_workers=1, timeout_s=3.0) as engine:
         worker = engine._workers[0].proc.pid
@@ -253,14 +336,16 @@ def test_engine_deadline_kills_the_worker_and_leaves_no_process(mode):
     assert survivors(token, wait_s=5.0) == []
     assert host_can_fork()
     # the killed worker's temporary directory is left behind, and removed by the next sweep
-    left = [p for p in glob.glob(f"/tmp/rlvr-code-{worker}-*") + glob.glob(f"{tempfile.gettempdir()}/rlvr-code-{worker}-*")]
+    left = [
+        p for p in glob.glob(f"/tmp/rlvr-code-{worker}-*") + glob.glob(f"{tempfile.gettempdir()}/rlvr-code-{worker}-*")
+    ]
     assert left and set(left) <= set(remove_stale_dirs("/tmp") + remove_stale_dirs())
     assert not any(os.path.exists(p) for p in left)
 
 
 def test_a_sandbox_budget_over_the_engine_deadline_is_refused_at_start_up():
-    from rlvr_plugins.errors import ConfigError
     from rlvr_code.plugins import CodeTestsPlugin
+    from rlvr_plugins.errors import ConfigError
 
     plugin = CodeTestsPlugin(CodeTestsPlugin.parse_options({"total_time_s": 8.0}))
     plugin.rlvr_validate_run(engine_timeout_s=10.0)

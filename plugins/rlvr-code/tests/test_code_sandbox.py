@@ -13,8 +13,8 @@ import textwrap
 import time
 
 import pytest
-
 from code_helpers import group_gone, host_can_fork, survivors
+
 from rlvr_code.sandbox import Limits, SandboxError, run_python
 
 FAST = Limits(time_s=10.0)
@@ -44,18 +44,24 @@ def test_dev_stdin_and_fd_0_read_the_input(isolation):
 
 
 def test_dev_stdout_and_dev_stderr_write_the_output(isolation):
-    result = run("import sys\nprint('a', flush=True)\nopen('/dev/stderr', 'w').write('e')\n"
-                 "open('/dev/stdout', 'a').write('b\\n')", isolation)
+    result = run(
+        "import sys\nprint('a', flush=True)\nopen('/dev/stderr', 'w').write('e')\n"
+        "open('/dev/stdout', 'a').write('b\\n')",
+        isolation,
+    )
     assert result.ok and result.stdout == b"a\nb\n" and result.stderr == b"e"
 
 
 def test_signal_state_of_the_caller_is_not_inherited(isolation):
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGTERM})
     try:
-        result = run("""
+        result = run(
+            """
             import signal
             print(sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])))
-            """, isolation)
+            """,
+            isolation,
+        )
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
     assert result.ok and result.stdout == b"[]\n"
@@ -84,14 +90,20 @@ def test_sleep_is_killed_at_the_wall_deadline(isolation):
 
 
 def test_rlimits_are_set_inside(isolation):
-    result = run("""
+    result = run(
+        """
         import resource as r
         for name in ("CPU", "AS", "STACK", "NPROC", "FSIZE", "NOFILE", "CORE"):
             print(name, *r.getrlimit(getattr(r, "RLIMIT_" + name)))
-        """, isolation, limits=Limits(time_s=1.5, memory_mb=256, max_processes=5, output_bytes=999, open_files=32))
+        """,
+        isolation,
+        limits=Limits(time_s=1.5, memory_mb=256, max_processes=5, output_bytes=999, open_files=32),
+    )
     lines = dict(line.split(" ", 1) for line in result.stdout.decode().splitlines())
     assert lines["CPU"] == "2 3" and lines["AS"] == f"{256 << 20} {256 << 20}"
-    hard = resource.getrlimit(resource.RLIMIT_STACK)[1]  # the caller's: a program may raise its soft limit (a judge idiom)
+    hard = resource.getrlimit(resource.RLIMIT_STACK)[
+        1
+    ]  # the caller's: a program may raise its soft limit (a judge idiom)
     assert lines["STACK"] == f"{256 << 20} {hard}"
     assert lines["FSIZE"] == "1000 1000" and lines["NOFILE"] == "32 32" and lines["CORE"] == "0 0"
     if isolation[0] == "namespaces":
@@ -102,7 +114,8 @@ def test_rlimits_are_set_inside(isolation):
 
 def test_fork_bomb_is_bounded_and_fully_killed(isolation):
     token = secrets.token_hex(6)
-    result = run(f"""
+    result = run(
+        f"""
         import os, time
         while True:
             try:
@@ -110,13 +123,17 @@ def test_fork_bomb_is_bounded_and_fully_killed(isolation):
                     os.execv("/bin/sleep", ["sleep", "300.{int(token, 16) % 10**6}"])
             except OSError:
                 time.sleep(0.01)
-        """, isolation, limits=Limits(time_s=1.5, max_processes=8))
+        """,
+        isolation,
+        limits=Limits(time_s=1.5, max_processes=8),
+    )
     assert result.timed_out and not result.ok
     assert_clean(result, token=f"300.{int(token, 16) % 10**6}")
 
 
 def test_process_limit_counts_only_this_program(isolation):
-    result = run("""
+    result = run(
+        """
         import os, time
         n = 0
         try:
@@ -126,7 +143,10 @@ def test_process_limit_counts_only_this_program(isolation):
                 n += 1
         except OSError as exc:
             print(n, exc.errno)
-        """, isolation, limits=Limits(time_s=10.0, max_processes=6))
+        """,
+        isolation,
+        limits=Limits(time_s=10.0, max_processes=6),
+    )
     forked, err = map(int, result.stdout.split())
     assert err == errno.EAGAIN
     if isolation[0] == "namespaces" or os.geteuid() == 0:
@@ -138,19 +158,23 @@ def test_process_limit_counts_only_this_program(isolation):
 
 def test_posix_spawned_children_do_not_outlive_the_program(isolation):
     token = f"301.{secrets.randbelow(10**6)}"
-    result = run(f"""
+    result = run(
+        f"""
         import os
         for _ in range(3):
             os.posix_spawn("/bin/sleep", ["sleep", "{token}"], {{}})
         print("spawned")
-        """, isolation)
+        """,
+        isolation,
+    )
     assert result.ok and result.stdout == b"spawned\n"
     assert_clean(result, token=token)
 
 
 def test_children_that_leave_the_group_are_killed_too(isolation):
     token = f"302.{secrets.randbelow(10**6)}"
-    result = run(f"""
+    result = run(
+        f"""
         import os
         if os.fork() == 0:
             os.setsid()
@@ -158,7 +182,9 @@ def test_children_that_leave_the_group_are_killed_too(isolation):
                 os.execv("/bin/sleep", ["sleep", "{token}"])
             os._exit(0)
         print("bye")
-        """, isolation)
+        """,
+        isolation,
+    )
     assert result.ok
     assert_clean(result, token=token)
 
@@ -188,8 +214,10 @@ def test_a_keeper_killed_after_the_program_started_is_the_programs_failure(isola
 
 def test_a_daemon_outlives_neither_its_program_nor_a_lost_keeper(isolation):
     token = f"308.{secrets.randbelow(10**6)}"
-    source = (f"import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-              f"        os.execv('/bin/sleep', ['sleep', '{token}'])\n    os._exit(0)\ntime.sleep(30)")
+    source = (
+        f"import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+        f"        os.execv('/bin/sleep', ['sleep', '{token}'])\n    os._exit(0)\ntime.sleep(30)"
+    )
     result = run_and_kill_the_keeper(source, isolation, token)
     assert result.keeper_lost
     assert_clean(result, token=token)
@@ -198,9 +226,11 @@ def test_a_daemon_outlives_neither_its_program_nor_a_lost_keeper(isolation):
 def test_keeper_reports_cross_the_pipe_whole_and_in_order():
     from rlvr_code.sandbox.keeper import KeeperReport, ReportKind, read_reports, write_report
 
-    sent = [KeeperReport(ReportKind.STARTED, pid=4242),
-            KeeperReport(ReportKind.FINISHED, status=9 << 8, timed_out=True, elapsed_s=1.25),
-            KeeperReport(ReportKind.ERROR, message="PermissionError: unshare: Operation not permitted\nsecond line")]
+    sent = [
+        KeeperReport(ReportKind.STARTED, pid=4242),
+        KeeperReport(ReportKind.FINISHED, status=9 << 8, timed_out=True, elapsed_s=1.25),
+        KeeperReport(ReportKind.ERROR, message="PermissionError: unshare: Operation not permitted\nsecond line"),
+    ]
     r, w = os.pipe()
     for report in sent:
         write_report(w, report)
@@ -218,6 +248,7 @@ def test_keeper_reports_cross_the_pipe_whole_and_in_order():
 
 def test_each_basic_run_as_root_has_a_uid_of_its_own_and_its_files_are_swept():
     from code_helpers import basic_python
+
     from rlvr_code.sandbox import RUN_UID_BASE
 
     if os.geteuid() != 0:
@@ -238,7 +269,9 @@ def test_each_basic_run_as_root_has_a_uid_of_its_own_and_its_files_are_swept():
         assert result.ok and uid == gid and uid > RUN_UID_BASE
         uids.append(uid)
     assert uids[0] != uids[1]
-    assert [p for p in (f"/tmp/{name}", f"/dev/shm/{name}", f"/var/tmp/{name}", f"/tmp/{name}.d") if os.path.exists(p)] == []
+    assert [
+        p for p in (f"/tmp/{name}", f"/dev/shm/{name}", f"/var/tmp/{name}", f"/tmp/{name}.d") if os.path.exists(p)
+    ] == []
 
 
 def test_allocating_10_gb_fails(isolation):
@@ -247,12 +280,16 @@ def test_allocating_10_gb_fails(isolation):
 
 
 def test_one_gigabyte_of_output_is_cut_at_the_cap(isolation):
-    result = run("""
+    result = run(
+        """
         import sys
         chunk = "x" * (1 << 20)
         for _ in range(1024):
             sys.stdout.write(chunk)
-        """, isolation, limits=Limits(time_s=10.0, output_bytes=1 << 16))
+        """,
+        isolation,
+        limits=Limits(time_s=10.0, output_bytes=1 << 16),
+    )
     assert result.output_exceeded and not result.ok
     assert len(result.stdout) == 1 << 16
 
@@ -264,15 +301,19 @@ def test_output_just_under_the_cap_is_kept(isolation):
 
 def test_program_does_not_see_host_files_or_processes():
     isolation = ("namespaces", None)
-    result = run("""
+    result = run(
+        """
         import os
         for path in ("/etc/passwd", "/proc/1/environ", "/root/.bashrc", "/work/main", "/home", "/var"):
             print(path, os.path.exists(path))
         print(os.listdir("/etc"))
-        """, isolation)
+        """,
+        isolation,
+    )
     lines = result.stdout.decode().splitlines()
-    assert lines[:-1] == [f"{p} False" for p in ("/etc/passwd", "/proc/1/environ", "/root/.bashrc", "/work/main",
-                                                  "/home", "/var")]
+    assert lines[:-1] == [
+        f"{p} False" for p in ("/etc/passwd", "/proc/1/environ", "/root/.bashrc", "/work/main", "/home", "/var")
+    ]
     assert lines[-1] in ("['ld.so.cache']", "[]")
 
 
@@ -284,7 +325,8 @@ def test_reading_etc_passwd_fails_in_namespaces():
 def test_writing_outside_the_temp_dir_leaves_no_file(tmp_path):
     host_tmp = f"/tmp/rlvr-code-escape-{secrets.token_hex(6)}"
     inside_test_dir = tmp_path / "escaped.txt"
-    result = run(f"""
+    result = run(
+        f"""
         import os
         for path in ({host_tmp!r}, {str(inside_test_dir)!r}, "/usr/escaped", "/escaped"):
             try:
@@ -294,7 +336,9 @@ def test_writing_outside_the_temp_dir_leaves_no_file(tmp_path):
                 print(path, type(exc).__name__)
         open("scratch.txt", "w").write("fine")
         print(open("scratch.txt").read())
-        """, ("namespaces", None))
+        """,
+        ("namespaces", None),
+    )
     assert result.ok and result.stdout.decode().splitlines()[-1] == "fine"
     assert not os.path.exists(host_tmp) and not inside_test_dir.exists()
     assert not os.path.exists("/usr/escaped") and not os.path.exists("/escaped")
@@ -315,7 +359,8 @@ def test_working_directory_is_removed_afterwards(isolation, tmp_path, monkeypatc
 
 
 def test_tmpfs_caps_what_the_program_writes():
-    result = run("""
+    result = run(
+        """
         chunk = b"z" * (1 << 20)
         n = 0
         try:
@@ -325,7 +370,10 @@ def test_tmpfs_caps_what_the_program_writes():
                 n += 1
         except OSError as exc:
             print(n, exc.errno)
-        """, ("namespaces", None), limits=Limits(time_s=10.0, disk_mb=8, output_bytes=2 << 20))
+        """,
+        ("namespaces", None),
+        limits=Limits(time_s=10.0, disk_mb=8, output_bytes=2 << 20),
+    )
     written, err = map(int, result.stdout.split())
     assert err == errno.ENOSPC and written < 8
 
@@ -342,7 +390,8 @@ def listener():
 
 def test_no_connection_reaches_a_host_listener(isolation, listener):
     port = listener.getsockname()[1]
-    result = run(f"""
+    result = run(
+        f"""
         import ctypes, socket, struct
         results = []
         try:
@@ -366,7 +415,9 @@ def test_no_connection_reaches_a_host_listener(isolation, listener):
         else:
             results.append(f"raw syscall: {{ctypes.get_errno()}}")
         print("\\n".join(results))
-        """, isolation)
+        """,
+        isolation,
+    )
     lines = result.stdout.decode().splitlines()
     assert lines[:2] == [f"socket module: {errno.EACCES}", f"_socket: {errno.EACCES}"]
     if os.uname().machine == "x86_64":
@@ -378,25 +429,31 @@ def test_no_connection_reaches_a_host_listener(isolation, listener):
 def test_io_uring_and_foreign_abi_are_blocked(isolation):
     if os.uname().machine != "x86_64":
         pytest.skip("syscall numbers below are x86_64")
-    result = run("""
+    result = run(
+        """
         import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
         params = ctypes.create_string_buffer(120)
         print(libc.syscall(425, 8, params), ctypes.get_errno())       # io_uring_setup
         print(libc.syscall(0x40000000 + 41, 2, 1, 0), ctypes.get_errno())  # x32 socket
-        """, isolation)
+        """,
+        isolation,
+    )
     assert result.stdout.decode().split() == ["-1", str(errno.EACCES), "-1", str(errno.EACCES)]
 
 
 def test_a_32_bit_system_call_kills_the_program(isolation):
     if os.uname().machine != "x86_64":
         pytest.skip("x86 machine code")
-    result = run("""
+    result = run(
+        """
         import ctypes, mmap
         page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
         page.write(b"\\xb8\\x14\\x00\\x00\\x00\\xcd\\x80\\xc3")  # mov eax, 20 (i386 getpid); int 0x80; ret
         print(ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(page)))())
-        """, isolation)
+        """,
+        isolation,
+    )
     assert result.signal == signal.SIGSYS and result.stdout == b""
 
 
@@ -408,7 +465,8 @@ def test_unix_socketpair_still_works(isolation):
 def test_kernel_attack_surface_calls_are_denied_and_process_creation_still_works(isolation):
     if os.uname().machine != "x86_64":
         pytest.skip("syscall numbers below are x86_64")
-    result = run("""
+    result = run(
+        """
         import ctypes, os, subprocess, threading
         libc = ctypes.CDLL(None, use_errno=True)
         def call(nr, *args):
@@ -427,7 +485,9 @@ def test_kernel_attack_surface_calls_are_denied_and_process_creation_still_works
             os._exit(7)
         print("fork", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
         print("subprocess", subprocess.run(["/bin/echo", "hi"], capture_output=True).stdout.decode().strip())
-        """, isolation)
+        """,
+        isolation,
+    )
     lines = dict(line.split(" ", 1) for line in result.stdout.decode().splitlines())
     for name in ("unshare", "clone-ns", "ptrace", "mount", "bpf", "keyctl"):
         assert lines[name] == f"-1 {errno.EACCES}", name
@@ -436,7 +496,9 @@ def test_kernel_attack_surface_calls_are_denied_and_process_creation_still_works
 
 
 def test_unknown_isolation_is_refused():
-    with pytest.raises(ValueError, match=r"Unsupported isolation: 'docker'. Supported: \['auto', 'namespaces', 'basic'\]"):
+    with pytest.raises(
+        ValueError, match=r"Unsupported isolation: 'docker'. Supported: \['auto', 'namespaces', 'basic'\]"
+    ):
         run_python("pass", isolation="docker")
 
 
@@ -482,8 +544,11 @@ def test_limits_never_exceed_the_callers_hard_limits(isolation):
     if pid == 0:
         try:
             resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
-            result = run("import resource; print(*resource.getrlimit(resource.RLIMIT_AS))", isolation,
-                         limits=Limits(time_s=10.0, memory_mb=4096))
+            result = run(
+                "import resource; print(*resource.getrlimit(resource.RLIMIT_AS))",
+                isolation,
+                limits=Limits(time_s=10.0, memory_mb=4096),
+            )
             os._exit(0 if result.stdout == f"{1 << 30} {1 << 30}\n".encode() else 1)
         finally:
             os._exit(2)
@@ -524,11 +589,18 @@ def test_unprivileged_caller_path():
         pytest.skip("needs setpriv and a system python3 and sources that nobody can read")
     escape = f"/tmp/rlvr-code-escape-{secrets.token_hex(6)}"  # writable by nobody on the host
     token = f"307.{secrets.randbelow(10**6)}"
-    kill_keeper = (f"import os\nos.posix_spawn('/bin/sleep', ['sleep', '{token}'], {{}})\nprint(0, flush=True)\n"
-                   "os.kill(os.getppid(), 9)\nimport time\ntime.sleep(30)")
+    kill_keeper = (
+        f"import os\nos.posix_spawn('/bin/sleep', ['sleep', '{token}'], {{}})\nprint(0, flush=True)\n"
+        "os.kill(os.getppid(), 9)\nimport time\ntime.sleep(30)"
+    )
     script = NONROOT_SCRIPT.format(src=src, escape=escape, kill_keeper=kill_keeper)
-    done = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", python, "-c", script],
-                          capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "TMPDIR": "/tmp"})
+    done = subprocess.run(
+        ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", python, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "TMPDIR": "/tmp"},
+    )
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["whoami"][0] == 0 and out["whoami"][1].startswith("1000 1 ")
@@ -540,6 +612,7 @@ def test_unprivileged_caller_path():
 
 def test_auto_falls_back_to_basic_with_a_warning_when_namespaces_are_refused(monkeypatch, caplog):
     from code_helpers import basic_python
+
     from rlvr_code import sandbox
     from rlvr_code.sandbox import isolation as modes
 

@@ -21,18 +21,112 @@ AUDIT_ARCH_I386 = 0x40000003
 # Copied by hand from sandbox.py at d4e0595 (``_ARCH``), before the filter was built from names.
 OLD = {
     "x86_64": {
-        "audit_arch": 0xC000003E, "pivot_root": 155, "clone": 56, "sendto": 44, "clone3": 435,
+        "audit_arch": 0xC000003E,
+        "pivot_root": 155,
+        "clone": 56,
+        "sendto": 44,
+        "clone3": 435,
         "x32_bit": 0x40000000,
-        "denied": (41, 425, 426, 427, 272, 308, 165, 166, 155, 161, 428, 429, 430, 431,
-                   432, 433, 442, 101, 310, 311, 321, 298, 323, 248, 249, 250, 303, 304,
-                   42, 49, 46, 307, 29, 30, 31, 67, 64, 65, 66, 220, 68, 69, 70, 71),
+        "denied": (
+            41,
+            425,
+            426,
+            427,
+            272,
+            308,
+            165,
+            166,
+            155,
+            161,
+            428,
+            429,
+            430,
+            431,
+            432,
+            433,
+            442,
+            101,
+            310,
+            311,
+            321,
+            298,
+            323,
+            248,
+            249,
+            250,
+            303,
+            304,
+            42,
+            49,
+            46,
+            307,
+            29,
+            30,
+            31,
+            67,
+            64,
+            65,
+            66,
+            220,
+            68,
+            69,
+            70,
+            71,
+        ),
     },
     "aarch64": {
-        "audit_arch": 0xC00000B7, "pivot_root": 41, "clone": 220, "sendto": 206, "clone3": 435,
+        "audit_arch": 0xC00000B7,
+        "pivot_root": 41,
+        "clone": 220,
+        "sendto": 206,
+        "clone3": 435,
         "x32_bit": None,
-        "denied": (198, 425, 426, 427, 97, 268, 40, 39, 41, 51, 428, 429, 430, 431,
-                   432, 433, 442, 117, 270, 271, 280, 241, 282, 217, 218, 219, 264, 265,
-                   203, 200, 211, 269, 194, 196, 195, 197, 190, 193, 191, 192, 186, 189, 188, 187),
+        "denied": (
+            198,
+            425,
+            426,
+            427,
+            97,
+            268,
+            40,
+            39,
+            41,
+            51,
+            428,
+            429,
+            430,
+            431,
+            432,
+            433,
+            442,
+            117,
+            270,
+            271,
+            280,
+            241,
+            282,
+            217,
+            218,
+            219,
+            264,
+            265,
+            203,
+            200,
+            211,
+            269,
+            194,
+            196,
+            195,
+            197,
+            190,
+            193,
+            191,
+            192,
+            186,
+            189,
+            188,
+            187,
+        ),
     },
 }
 
@@ -41,7 +135,7 @@ def run_filter(code: bytes, nr: int, audit_arch: int, args: tuple[int, ...] = (0
     """The action the kernel would take: interpret the ``sock_filter`` array on one
     ``struct seccomp_data`` (nr, arch, instruction pointer, six arguments)."""
     data = struct.pack("=IIQ6Q", nr, audit_arch, 0, *args)
-    ins = [struct.unpack("HBBI", code[i:i + 8]) for i in range(0, len(code), 8)]
+    ins = [struct.unpack("HBBI", code[i : i + 8]) for i in range(0, len(code), 8)]
     pc, acc = 0, 0
     while True:
         op, jt, jf, k = ins[pc]
@@ -103,8 +197,10 @@ def test_the_clone_check_sees_each_namespace_flag():
     assert run_filter(code, old["clone"], old["audit_arch"], (thread, 0, 0, 0, 0, 0)) == ALLOW
 
 
-HEADERS = {"x86_64": ["/usr/include/x86_64-linux-gnu/asm/unistd_64.h", "/usr/include/asm/unistd_64.h"],
-           "aarch64": ["/usr/include/asm-generic/unistd.h"]}
+HEADERS = {
+    "x86_64": ["/usr/include/x86_64-linux-gnu/asm/unistd_64.h", "/usr/include/asm/unistd_64.h"],
+    "aarch64": ["/usr/include/asm-generic/unistd.h"],
+}
 
 
 @pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
@@ -137,8 +233,13 @@ def test_the_assembler_resolves_forward_labels():
     p.label("yes")
     p.ret(EACCES)
     code = p.assemble()
-    assert [struct.unpack("HBBI", code[i:i + 8]) for i in range(0, len(code), 8)] == [
-        (0x20, 0, 0, 0), (0x15, 2, 0, 7), (0x35, 0, 1, 9), (0x06, 0, 0, ALLOW), (0x06, 0, 0, EACCES)]
+    assert [struct.unpack("HBBI", code[i : i + 8]) for i in range(0, len(code), 8)] == [
+        (0x20, 0, 0, 0),
+        (0x15, 2, 0, 7),
+        (0x35, 0, 1, 9),
+        (0x06, 0, 0, ALLOW),
+        (0x06, 0, 0, EACCES),
+    ]
     assert run_filter(code, 7, 0) == EACCES and run_filter(code, 8, 0) == EACCES
     assert run_filter(code, 9, 0) == ALLOW
 

@@ -10,7 +10,8 @@ from rlvr_dr_grpo import DrGRPO
 
 def advantages(rewards, valid, num_generations):
     return DrGRPO().rlvr_compute_advantages(
-        rewards=torch.tensor(rewards), num_generations=num_generations, valid=torch.tensor(valid))
+        rewards=torch.tensor(rewards), num_generations=num_generations, valid=torch.tensor(valid)
+    )
 
 
 def test_group_mean_is_subtracted_without_std_division():

@@ -32,10 +32,15 @@ def test_grpo_config_built_by_prepare_has_the_settings():
     assert args.loss_type == "dr_grpo" and args.scale_rewards == "none"
 
 
-@pytest.mark.parametrize("trainer", [
-    {"loss_type": "dr_grpo"}, {"scale_rewards": "none"}, {"scale_rewards": False},
-    {"loss_type": "dr_grpo", "scale_rewards": "none"},
-])
+@pytest.mark.parametrize(
+    "trainer",
+    [
+        {"loss_type": "dr_grpo"},
+        {"scale_rewards": "none"},
+        {"scale_rewards": False},
+        {"loss_type": "dr_grpo", "scale_rewards": "none"},
+    ],
+)
 def test_the_same_value_written_explicitly_is_fine(trainer):
     kwargs = grpo_kwargs(config(**trainer), build_plugin_set({"dr-grpo": {}}))
     assert kwargs["loss_type"] == "dr_grpo" and kwargs["scale_rewards"] == "none"
@@ -53,8 +58,11 @@ def test_contradicting_loss_type_names_key_value_and_requirement():
 
 @pytest.mark.parametrize("value", ["group", "batch", True])
 def test_contradicting_scale_rewards_is_refused(value):
-    with pytest.raises(ConfigError, match=rf"trainer.scale_rewards={value!r} contradicts plugin 'dr-grpo', "
-                                          r"which needs scale_rewards='none'"):
+    with pytest.raises(
+        ConfigError,
+        match=rf"trainer.scale_rewards={value!r} contradicts plugin 'dr-grpo', "
+        r"which needs scale_rewards='none'",
+    ):
         prepare(config(scale_rewards=value))
 
 
@@ -62,7 +70,9 @@ def test_both_contradictions_are_reported_at_once():
     with pytest.raises(ConfigError) as info:
         prepare(config(loss_type="grpo", scale_rewards="group"))
     assert [p.split(" contradicts")[0] for p in info.value.problems] == [
-        "trainer.loss_type='grpo'", "trainer.scale_rewards='group'"]
+        "trainer.loss_type='grpo'",
+        "trainer.scale_rewards='group'",
+    ]
 
 
 def test_enabling_another_estimator_too_is_a_conflict():
@@ -73,4 +83,3 @@ def test_enabling_another_estimator_too_is_a_conflict():
 def test_takes_no_options():
     with pytest.raises(Exception, match="unknown option 'eps'"):
         build_plugin_set({"dr-grpo": {"eps": 1e-4}})
-

@@ -31,7 +31,7 @@ def centred(rewards, G):
     """``r_i - mean`` of each group of ``G``, computed in plain Python; equal-reward groups give exactly 0."""
     out = []
     for g in range(0, len(rewards), G):
-        group = rewards[g:g + G]
+        group = rewards[g : g + G]
         mean = sum(group) / G
         out += [0.0] * G if max(group) == min(group) else [r - mean for r in group]
     return out
@@ -41,8 +41,9 @@ def centred(rewards, G):
 def test_two_steps_use_dr_grpo_loss_and_mean_baseline_advantages(tiny_trainer, reward_plugin):
     reward_plugin("dr-grpo-test-digits", digit_share, reward_name="digit_share", isolated=False)
     with temporary_plugin(Observer):
-        trainer = tiny_trainer({"dr-grpo-test-digits": {}, "dr-grpo-test-observer": {}, "dr-grpo": {}},
-                               max_completion_length=16)
+        trainer = tiny_trainer(
+            {"dr-grpo-test-digits": {}, "dr-grpo-test-observer": {}, "dr-grpo": {}}, max_completion_length=16
+        )
     assert trainer.args.loss_type == "dr_grpo" and trainer.loss_type == "dr_grpo"
     assert trainer.args.scale_rewards == "none"
     trainer.train()
@@ -58,8 +59,8 @@ def test_two_steps_use_dr_grpo_loss_and_mean_baseline_advantages(tiny_trainer, r
         assert G == 4 and all(valid)
         assert adv == pytest.approx(centred(rewards, G), abs=1e-6)
         for g in range(0, len(adv), G):
-            if max(rewards[g:g + G]) == min(rewards[g:g + G]):
-                assert adv[g:g + G] == [0.0] * G
+            if max(rewards[g : g + G]) == min(rewards[g : g + G]):
+                assert adv[g : g + G] == [0.0] * G
         # on-policy, beta = 0: every token's loss is -A_i, summed and divided by B * max_completion_length
         assert loss == pytest.approx(-sum(a * n for a, n in zip(adv, lens)) / (batch * max_len), abs=1e-6)
     assert any(a != 0 for c in observed for a in c[3])

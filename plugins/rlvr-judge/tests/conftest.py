@@ -23,8 +23,13 @@ def table_verdict(prompt: str) -> str:
 
 
 def chat_reply(content) -> bytes:
-    return json.dumps({"id": "x", "object": "chat.completion",
-                       "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}).encode()
+    return json.dumps(
+        {
+            "id": "x",
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
+        }
+    ).encode()
 
 
 class StubJudge:
@@ -58,9 +63,11 @@ class StubJudge:
                     self.end_headers()
                     self.wfile.write(b'{"error": "stub"}')
                     return
-                payload = {"verdict": lambda: chat_reply("Compared.\n" + table_verdict(prompt)),
-                           "content": lambda: chat_reply(action[1]),
-                           "raw": lambda: action[1]}[action[0]]()
+                payload = {
+                    "verdict": lambda: chat_reply("Compared.\n" + table_verdict(prompt)),
+                    "content": lambda: chat_reply(action[1]),
+                    "raw": lambda: action[1],
+                }[action[0]]()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
@@ -114,8 +121,15 @@ def save_tiny_judge(path, yes_logit: float, no_logit: float) -> str:
     from rlvr_plugins.testing import char_tokenizer
 
     tokenizer = char_tokenizer()
-    config = PhiConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                       num_attention_heads=2, max_position_embeddings=1024, pad_token_id=tokenizer.pad_token_id)
+    config = PhiConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        max_position_embeddings=1024,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     torch.manual_seed(0)
     model = PhiForCausalLM(config)
     with torch.no_grad():
@@ -132,8 +146,11 @@ def save_tiny_judge(path, yes_logit: float, no_logit: float) -> str:
 def tiny_judges(tmp_path_factory):
     """Saved tiny judges: ``yes`` (p_yes = sigmoid(4)), ``no`` (sigmoid(-4)), ``three_to_one`` (p_yes = 0.75)."""
     root = tmp_path_factory.mktemp("judges")
-    return {"yes": save_tiny_judge(root / "yes", 4.0, 0.0), "no": save_tiny_judge(root / "no", 0.0, 4.0),
-            "three_to_one": save_tiny_judge(root / "three", math.log(3.0), 0.0)}
+    return {
+        "yes": save_tiny_judge(root / "yes", 4.0, 0.0),
+        "no": save_tiny_judge(root / "no", 0.0, 4.0),
+        "three_to_one": save_tiny_judge(root / "three", math.log(3.0), 0.0),
+    }
 
 
 @pytest.fixture(autouse=True)

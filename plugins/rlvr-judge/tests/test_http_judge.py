@@ -3,6 +3,7 @@
 import time
 
 import pytest
+
 from conftest import chat_reply
 from rlvr_judge import JudgeError, JudgeReplyError, JudgeUnavailable
 from rlvr_judge.judges import HttpJudge, check_template, parse_verdict, render_prompt
@@ -21,8 +22,12 @@ def test_request_is_openai_chat_completions_at_temperature_zero(stub, monkeypatc
     assert judge(stub.base_url).judge(PROMPT_NO) is False
     first, second = stub.requests
     assert first["path"] == "/v1/chat/completions"
-    assert first["body"] == {"model": "judge-model", "messages": [{"role": "user", "content": PROMPT_YES}],
-                             "max_tokens": 64, "temperature": 0}
+    assert first["body"] == {
+        "model": "judge-model",
+        "messages": [{"role": "user", "content": PROMPT_YES}],
+        "max_tokens": 64,
+        "temperature": 0,
+    }
     assert first["headers"]["Authorization"] == "Bearer sk-test"
     assert "Authorization" not in second["headers"]
 
@@ -77,8 +82,15 @@ def test_server_down_raises_unavailable(dead_url):
         judge(dead_url).judge(PROMPT_YES)
 
 
-@pytest.mark.parametrize("raw", [b"not json", b'{"choices": []}', b'{"choices": [{"message": {}}]}',
-                                 b'{"choices": [{"message": {"content": null}}]}'])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"not json",
+        b'{"choices": []}',
+        b'{"choices": [{"message": {}}]}',
+        b'{"choices": [{"message": {"content": null}}]}',
+    ],
+)
 def test_malformed_reply_raises_and_is_not_retried(stub, raw):
     stub.default = ("raw", raw)
     with pytest.raises(JudgeReplyError, match="malformed"):
@@ -86,18 +98,25 @@ def test_malformed_reply_raises_and_is_not_retried(stub, raw):
     assert stub.count == 1
 
 
-@pytest.mark.parametrize("content", ["", "I think they are the same.", "EQUIVALENT\nbut maybe not",
-                                     "Verdict: EQUIVALENT", "EQUIVALENT?"])
+@pytest.mark.parametrize(
+    "content", ["", "I think they are the same.", "EQUIVALENT\nbut maybe not", "Verdict: EQUIVALENT", "EQUIVALENT?"]
+)
 def test_reply_without_a_verdict_line_raises(stub, content):
     stub.default = ("content", content)
     with pytest.raises(JudgeReplyError):
         judge(stub.base_url).judge(PROMPT_YES)
 
 
-@pytest.mark.parametrize("content, verdict", [
-    ("EQUIVALENT", True), ("NOT EQUIVALENT", False), ("reasoning...\n\n  **Equivalent.**  \n", True),
-    ("not   equivalent", False), ("The first says 5.\nNOT EQUIVALENT.", False),
-])
+@pytest.mark.parametrize(
+    "content, verdict",
+    [
+        ("EQUIVALENT", True),
+        ("NOT EQUIVALENT", False),
+        ("reasoning...\n\n  **Equivalent.**  \n", True),
+        ("not   equivalent", False),
+        ("The first says 5.\nNOT EQUIVALENT.", False),
+    ],
+)
 def test_verdict_is_the_last_non_empty_line(content, verdict):
     assert parse_verdict(content) is verdict
 
@@ -115,6 +134,7 @@ def test_prompt_rendering_and_template_checks():
     assert check_template(template, include_question=True) == []
     assert check_template("{answer}", include_question=True) == [
         "template must contain {reference}",
-        "include_question is true but the template has neither {question} nor {question_block}"]
+        "include_question is true but the template has neither {question} nor {question_block}",
+    ]
     assert "unknown placeholder {solution}" in check_template("{answer}{reference}{solution}", False)[0]
     assert "not a valid format string" in check_template("{answer", False)[0]

@@ -4,6 +4,7 @@ import math
 import pickle
 
 import pytest
+
 from conftest import make_scorer
 from rlvr_judge import JudgeError, judges
 from rlvr_judge.judges import LocalJudge
@@ -34,7 +35,8 @@ def test_threshold(tiny_judges):
 def test_candidates_are_the_first_tokens_of_yes_and_no(tiny_judges):
     # swapping the words swaps the verdict: "no" is now the positive candidate
     assert LocalJudge(tiny_judges["yes"], yes_token="no", no_token="yes").p_yes(PROMPT) == pytest.approx(
-        sigmoid(-4.0), abs=1e-6)
+        sigmoid(-4.0), abs=1e-6
+    )
     with pytest.raises(JudgeError, match="must start with different tokens"):
         LocalJudge(tiny_judges["yes"], yes_token="yes", no_token="yeah").judge(PROMPT)
 
@@ -77,8 +79,10 @@ def test_local_judge_in_worker_processes(tiny_judges):
     from rlvr_plugins.engine import RewardEngine
 
     scorer = make_scorer(backend="local", model=tiny_judges["yes"])
-    items = [{"prompt": "p", "completion": c, "example": {"answer": a}}
-             for c, a in (("<answer>0.5 metres</answer>", "50 cm"), ("<answer>6</answer>", "5"), ("none", "5"))]
+    items = [
+        {"prompt": "p", "completion": c, "example": {"answer": a}}
+        for c, a in (("<answer>0.5 metres</answer>", "50 cm"), ("<answer>6</answer>", "5"), ("none", "5"))
+    ]
     with RewardEngine(num_workers=1, timeout_s=5.0) as engine:
         result = engine.score("judge-equivalence", scorer, items)
     assert result.values == [1.0, 0.0, 0.0] and result.failed == [False] * 3, result.errors

@@ -3,18 +3,18 @@
 import math
 
 import pytest
+
 from conftest import make_scorer
 from rlvr_judge import JudgeError, JudgeUnavailable
 from rlvr_judge.plugins import JudgeEquivalencePlugin
-
 from rlvr_plugins.engine import RewardEngine, RewardPluginFailing
 from rlvr_plugins.errors import ConfigError, PluginOptionError
 
 ITEMS = [
-    {"prompt": "p", "completion": "<answer>5</answer>", "example": {"answer": "5"}},             # rules: 1
+    {"prompt": "p", "completion": "<answer>5</answer>", "example": {"answer": "5"}},  # rules: 1
     {"prompt": "p", "completion": "<answer>0.5 metres</answer>", "example": {"answer": "50 cm"}},  # judge
-    {"prompt": "p", "completion": "<answer>6</answer>", "example": {"answer": "5"}},             # rules: 0
-    {"prompt": "p", "completion": "<answer>5 metres</answer>", "example": {"answer": "50 cm"}},   # judge
+    {"prompt": "p", "completion": "<answer>6</answer>", "example": {"answer": "5"}},  # rules: 0
+    {"prompt": "p", "completion": "<answer>5 metres</answer>", "example": {"answer": "50 cm"}},  # judge
 ]
 
 
@@ -23,22 +23,29 @@ def test_registered_through_its_entry_point():
     from rlvr_plugins.manager import build_plugin_set
 
     plugin_set = build_plugin_set({"judge-equivalence": {"model": "m", "weight": 2.0}})
-    (plugin, reward), = plugin_set.reward_functions()
+    ((plugin, reward),) = plugin_set.reward_functions()
     assert (plugin, reward.name, reward.weight, reward.isolated) == (
-        "judge-equivalence", "judge-equivalence", 2.0, True)
+        "judge-equivalence",
+        "judge-equivalence",
+        2.0,
+        True,
+    )
 
 
-@pytest.mark.parametrize("options, message", [
-    ({}, "option 'model' is required"),
-    ({"model": " "}, "model must name the judge"),
-    ({"model": "m", "backend": "vllm"}, "option 'backend' must be one of 'http', 'local'"),
-    ({"model": "m", "timeout_s": 10.0}, r"timeout_s \(10.0\) must not exceed budget_s \(5.0\)"),
-    ({"model": "m", "rules_budget_s": 0}, r"rules_budget_s must be > 0, got 0"),
-    ({"model": "m", "threshold": 1.0}, "threshold must be strictly between 0 and 1"),
-    ({"model": "m", "question_column": "problem"}, "question_column is set but include_question is false"),
-    ({"model": "m", "template": "{answer} vs {ref}"}, r"unknown placeholder \{ref\}"),
-    ({"model": "m", "api_key_env": "RLVR_JUDGE_TEST_UNSET"}, "'RLVR_JUDGE_TEST_UNSET', which is not set"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({}, "option 'model' is required"),
+        ({"model": " "}, "model must name the judge"),
+        ({"model": "m", "backend": "vllm"}, "option 'backend' must be one of 'http', 'local'"),
+        ({"model": "m", "timeout_s": 10.0}, r"timeout_s \(10.0\) must not exceed budget_s \(5.0\)"),
+        ({"model": "m", "rules_budget_s": 0}, r"rules_budget_s must be > 0, got 0"),
+        ({"model": "m", "threshold": 1.0}, "threshold must be strictly between 0 and 1"),
+        ({"model": "m", "question_column": "problem"}, "question_column is set but include_question is false"),
+        ({"model": "m", "template": "{answer} vs {ref}"}, r"unknown placeholder \{ref\}"),
+        ({"model": "m", "api_key_env": "RLVR_JUDGE_TEST_UNSET"}, "'RLVR_JUDGE_TEST_UNSET', which is not set"),
+    ],
+)
 def test_bad_options_fail_at_start_up_naming_the_plugin(options, message, monkeypatch):
     monkeypatch.delenv("RLVR_JUDGE_TEST_UNSET", raising=False)
     with pytest.raises(PluginOptionError, match=message) as info:
@@ -55,8 +62,9 @@ def test_refuses_a_run_that_also_enables_r1_accuracy():
     with pytest.raises(ConfigError, match="'judge-equivalence' and 'r1-accuracy' are both enabled"):
         plugin_set.call("rlvr_validate_run", reward_names=names, grpo_args=None, engine_timeout_s=10.0)
     alone = build_plugin_set({"judge-equivalence": {"model": "m"}, "r1-format": {}})
-    alone.call("rlvr_validate_run", reward_names=["judge-equivalence", "r1-format"], grpo_args=None,
-                    engine_timeout_s=10.0)
+    alone.call(
+        "rlvr_validate_run", reward_names=["judge-equivalence", "r1-format"], grpo_args=None, engine_timeout_s=10.0
+    )
 
 
 def test_the_default_worst_case_fits_the_default_engine_deadline():
@@ -65,7 +73,9 @@ def test_the_default_worst_case_fits_the_default_engine_deadline():
     from rlvr_r1.answers import DEADLINE_MARGIN_S
 
     options = JudgeEquivalencePlugin.parse_options({"model": "m"})
-    assert (options.rules_budget_s, options.budget_s, DEADLINE_MARGIN_S) == (RULES_BUDGET_S, 5.0, 3.0) == (2.0, 5.0, 3.0)
+    assert (
+        (options.rules_budget_s, options.budget_s, DEADLINE_MARGIN_S) == (RULES_BUDGET_S, 5.0, 3.0) == (2.0, 5.0, 3.0)
+    )
     assert options.rules_budget_s + options.budget_s + DEADLINE_MARGIN_S == RewardEngine.DEFAULT_TIMEOUT_S == 10.0
     plugin = JudgeEquivalencePlugin(options)
     plugin.rlvr_validate_run(reward_names=["judge-equivalence"], engine_timeout_s=RewardEngine.DEFAULT_TIMEOUT_S)
@@ -82,14 +92,19 @@ def test_refuses_a_worst_case_rules_plus_judge_that_does_not_fit_under_the_engin
         "rules' math-verify time) + budget_s=8 (the judge's HTTP time with retries) + 3 s margin (math-verify's "
         "whole-second timeouts, the first call's import of sympy) = 13 s, does not fit under the reward engine's "
         "deadline engine.timeout_s=10: a slow item would be masked instead of judged. Lower budget_s to at most 5 or "
-        "rules_budget_s, or raise engine.timeout_s to at least 13.")
+        "rules_budget_s, or raise engine.timeout_s to at least 13."
+    )
     plugin.rlvr_validate_run(reward_names=["judge-equivalence"], engine_timeout_s=13.0)
-    local = JudgeEquivalencePlugin(JudgeEquivalencePlugin.parse_options(
-        {"model": "m", "backend": "local", "budget_s": 8.0, "rules_budget_s": 7.5}))
+    local = JudgeEquivalencePlugin(
+        JudgeEquivalencePlugin.parse_options({"model": "m", "backend": "local", "budget_s": 8.0, "rules_budget_s": 7.5})
+    )
     local.rlvr_validate_run(reward_names=["judge-equivalence"], engine_timeout_s=10.5)  # no HTTP budget
-    with pytest.raises(ConfigError, match=r"judge-equivalence': the worst case of one item, rules_budget_s=7.5 \(the "
-                                          r"rules' math-verify time\) \+ 3 s margin .* = 10.5 s, .* Lower "
-                                          r"rules_budget_s, or raise engine.timeout_s to at least 10.5.$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"judge-equivalence': the worst case of one item, rules_budget_s=7.5 \(the "
+        r"rules' math-verify time\) \+ 3 s margin .* = 10.5 s, .* Lower "
+        r"rules_budget_s, or raise engine.timeout_s to at least 10.5.$",
+    ):
         local.rlvr_validate_run(reward_names=["judge-equivalence"], engine_timeout_s=10.0)
 
 
@@ -150,8 +165,10 @@ def test_a_judge_slower_than_the_engine_deadline_is_masked_as_a_timeout(stub):
 
 def test_a_judge_down_for_long_stops_the_run(dead_url):
     down = make_scorer(base_url=dead_url, retries=0)
-    with RewardEngine(in_process=True, max_consecutive_failures=2) as engine, \
-            pytest.raises(RewardPluginFailing, match="failed on 2 consecutive items.*JudgeUnavailable"):
+    with (
+        RewardEngine(in_process=True, max_consecutive_failures=2) as engine,
+        pytest.raises(RewardPluginFailing, match="failed on 2 consecutive items.*JudgeUnavailable"),
+    ):
         engine.score("judge-equivalence", down, [ITEMS[1], ITEMS[3]])
 
 
@@ -175,8 +192,10 @@ def test_a_judge_that_is_down_stops_the_run_even_between_rule_rows(dead_url):
     """Rule rows reset the engine's consecutive count; with down_after they fail too, and the run stops."""
     down = make_scorer(base_url=dead_url, retries=0, down_after=2)
     items = [ITEMS[1], ITEMS[0], ITEMS[3], ITEMS[0], ITEMS[2], ITEMS[0], ITEMS[2]]
-    with RewardEngine(in_process=True, max_consecutive_failures=4) as engine, \
-            pytest.raises(RewardPluginFailing, match="failed on 4 consecutive items.*down_after=2"):
+    with (
+        RewardEngine(in_process=True, max_consecutive_failures=4) as engine,
+        pytest.raises(RewardPluginFailing, match="failed on 4 consecutive items.*down_after=2"),
+    ):
         engine.score("judge-equivalence", down, items)
     never = make_scorer(base_url=dead_url, retries=0, down_after=0)
     with RewardEngine(in_process=True, max_consecutive_failures=4) as engine:
@@ -188,5 +207,10 @@ def test_checks_the_references_at_load_with_r1_rules():
     plugin = JudgeEquivalencePlugin(JudgeEquivalencePlugin.parse_options({"model": "m"}))
     rows = [{"prompt": "p", "answer": a} for a in ("5", "\\frac{1}{", "50 cm", "\\frac{1}{")]
     assert plugin.rlvr_check_dataset(rows=rows) == [
-        (i, "math-verify cannot parse the reference answer (column 'answer'); it is compared by the rules only as "
-            "a plain decimal or as text, and by the judge otherwise") for i in (1, 3)]
+        (
+            i,
+            "math-verify cannot parse the reference answer (column 'answer'); it is compared by the rules only as "
+            "a plain decimal or as text, and by the judge otherwise",
+        )
+        for i in (1, 3)
+    ]

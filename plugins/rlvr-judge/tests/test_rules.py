@@ -1,6 +1,7 @@
 """Where the rules decide and where the judge must: every case of ``rule_verdict``, by hand."""
 
 import pytest
+
 from rlvr_judge.rules import is_plain_math, prose_words, rule_verdict
 
 DECIDED = [
@@ -48,8 +49,8 @@ def test_plain_math_is_no_prose_word_and_a_parse():
     assert prose_words("5 \\text{ cm}") == ["cm"]
     assert prose_words("\\sqrt{2} + \\sin(x) + ln(2) + pi") == []
     assert is_plain_math("2^{10}") and is_plain_math("x = 3") and is_plain_math("\\infty")
-    assert not is_plain_math("one half")           # math-verify would "parse" it to a product of letters
-    assert not is_plain_math("\\frac{1}{")         # math-verify gives only the string back
+    assert not is_plain_math("one half")  # math-verify would "parse" it to a product of letters
+    assert not is_plain_math("\\frac{1}{")  # math-verify gives only the string back
     assert not is_plain_math("   ")
 
 
@@ -65,7 +66,8 @@ def test_rules_are_linear_on_a_megabyte_of_adversarial_input():
     texts = adversarial_texts(1_000_000)
     plain = time_each(lambda text: rule_verdict(text, "12"), texts, limit_s=2.0)
     assert {name: (r.value, r.reason) for name, (r, _) in plain.items() if r.reason != "no-answer"} == {
-        "closed_boxes": (0.0, "sprayed")}
+        "closed_boxes": (0.0, "sprayed")
+    }
     boxed = time_each(lambda text: rule_verdict(f"\\boxed{{{text}}}", "12"), texts, limit_s=2.0)
     reasons = {name: result.reason for name, (result, _) in boxed.items()}
     assert reasons["letters"] == reasons["digits"] == reasons["math_openers"] == "too-long"

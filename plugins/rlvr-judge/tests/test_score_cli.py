@@ -12,11 +12,11 @@ pytestmark = pytest.mark.slow  # the CLI imports torch and starts a reward worke
 ROD, FIVE = "How long is the rod?", "What is 2+3?"
 ROWS = [
     {"prompt": ROD, "completion": "<answer>0.5 metres</answer>", "answer": "50 cm", "group": "a"},  # judge: yes
-    {"prompt": ROD, "completion": "<answer>5 metres</answer>", "answer": "50 cm", "group": "a"},    # judge: no
-    {"prompt": ROD, "completion": "I do not know.", "answer": "50 cm", "group": "a"},              # rules: no answer
+    {"prompt": ROD, "completion": "<answer>5 metres</answer>", "answer": "50 cm", "group": "a"},  # judge: no
+    {"prompt": ROD, "completion": "I do not know.", "answer": "50 cm", "group": "a"},  # rules: no answer
     {"prompt": ROD, "completion": "<answer>0.5  metres</answer>", "answer": "50 cm", "group": "a"},  # cached
-    {"prompt": FIVE, "completion": "<answer>5</answer>", "answer": "5", "group": "b"},              # rules: equal
-    {"prompt": FIVE, "completion": "<answer>6</answer>", "answer": "5", "group": "b"},              # rules: differ
+    {"prompt": FIVE, "completion": "<answer>5</answer>", "answer": "5", "group": "b"},  # rules: equal
+    {"prompt": FIVE, "completion": "<answer>6</answer>", "answer": "5", "group": "b"},  # rules: differ
 ]
 
 
@@ -26,7 +26,8 @@ def run_score(tmp_path, base_url, name):
         "model: {tiny: {}}\n"
         f"plugins: {{judge-equivalence: {{model: stub-judge, base_url: '{base_url}', timeout_s: 1.0, retries: 1, "
         "backoff_s: 0.05}}\n"
-        "engine: {workers: 1, timeout_s: 10}\n")
+        "engine: {workers: 1, timeout_s: 10}\n"
+    )
     rows = tmp_path / "rollouts.jsonl"
     rows.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
     out = tmp_path / f"{name}.jsonl"
@@ -41,8 +42,14 @@ def test_score_asks_the_judge_only_where_rules_cannot_decide(tmp_path, stub, cap
     answers = [r["body"]["messages"][0]["content"].split("Final answer: ")[1].split("\n")[0] for r in stub.requests]
     assert sorted(answers) == ["0.5 metres", "5 metres"]
     std_a, std_b = math.sqrt(1 / 3), math.sqrt(1 / 2)  # sample std of [1, 0, 0, 1] and of [1, 0]
-    expected = [0.5 / (std_a + 1e-4), -0.5 / (std_a + 1e-4), -0.5 / (std_a + 1e-4), 0.5 / (std_a + 1e-4),
-                0.5 / (std_b + 1e-4), -0.5 / (std_b + 1e-4)]
+    expected = [
+        0.5 / (std_a + 1e-4),
+        -0.5 / (std_a + 1e-4),
+        -0.5 / (std_a + 1e-4),
+        0.5 / (std_a + 1e-4),
+        0.5 / (std_b + 1e-4),
+        -0.5 / (std_b + 1e-4),
+    ]
     assert [r["advantage"] for r in scored] == pytest.approx(expected, abs=1e-5)
     assert all(r["scored"] for r in scored)
     assert "could not be scored" not in capsys.readouterr().out
@@ -56,5 +63,6 @@ def test_score_masks_the_rows_the_judge_could_not_answer(tmp_path, dead_url, cap
     # group a keeps one valid row (advantage 0); group b is untouched
     std_b = math.sqrt(1 / 2)
     assert [r["advantage"] for r in scored] == pytest.approx(
-        [0, 0, 0, 0, 0.5 / (std_b + 1e-4), -0.5 / (std_b + 1e-4)], abs=1e-5)
+        [0, 0, 0, 0, 0.5 / (std_b + 1e-4), -0.5 / (std_b + 1e-4)], abs=1e-5
+    )
     assert "3 row(s) could not be scored" in capsys.readouterr().out

@@ -4,6 +4,7 @@ import json
 import pickle
 
 import pytest
+
 from conftest import make_scorer
 from rlvr_judge import JudgeReplyError, JudgeUnavailable
 from rlvr_judge.plugins import _CACHES
@@ -41,8 +42,11 @@ def test_row_without_reference_does_not_apply(stub):
 
 def test_repeated_pair_is_judged_once(stub):
     scorer = make_scorer(base_url=stub.base_url)
-    for completion in ["<answer>0.5 metres</answer>", "<think>hm</think><answer> 0.5   metres </answer>",
-                       "\\boxed{0.5 metres}"]:
+    for completion in [
+        "<answer>0.5 metres</answer>",
+        "<think>hm</think><answer> 0.5   metres </answer>",
+        "\\boxed{0.5 metres}",
+    ]:
         assert score(scorer, completion, "50 cm") == 1.0
     assert stub.count == 1
 
@@ -73,7 +77,9 @@ def test_question_keeps_its_lines_in_the_prompt(stub):
 
 def test_missing_question_column_is_an_error_not_an_empty_question(stub):
     scorer = make_scorer(base_url=stub.base_url, include_question=True, question_column="problem")
-    with pytest.raises(ValueError, match=r"question_column 'problem' is not a column of this row; columns: \['answer'\]"):
+    with pytest.raises(
+        ValueError, match=r"question_column 'problem' is not a column of this row; columns: \['answer'\]"
+    ):
         score(scorer, "<answer>0.5 metres</answer>", "50 cm")
     assert stub.count == 0
 
@@ -89,7 +95,8 @@ def test_custom_template(stub):
     scorer = make_scorer(base_url=stub.base_url, template=template)
     assert score(scorer, "<answer>0.5 metres</answer>", "50 cm") == 1.0
     assert stub.requests[0]["body"]["messages"][0]["content"] == (
-        "Reference answer: 50 cm\nFinal answer: 0.5 metres\nSay EQUIVALENT or NOT EQUIVALENT.")
+        "Reference answer: 50 cm\nFinal answer: 0.5 metres\nSay EQUIVALENT or NOT EQUIVALENT."
+    )
 
 
 def test_judge_failures_raise_never_zero(stub, dead_url):
@@ -116,7 +123,9 @@ def test_disk_cache_serves_a_fresh_process(stub, tmp_path):
     assert score(scorer, "<answer>5 metres</answer>", "50 cm") == 0.0
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert [(e["answer"], e["reference"], e["question"], e["equivalent"]) for e in lines] == [
-        ("0.5 metres", "50 cm", None, True), ("5 metres", "50 cm", None, False)]
+        ("0.5 metres", "50 cm", None, True),
+        ("5 metres", "50 cm", None, False),
+    ]
     _CACHES.clear()  # what a new worker, or a new run, starts with
     fresh = pickle.loads(pickle.dumps(scorer))
     assert score(fresh, "<answer>0.5 metres</answer>", "50 cm") == 1.0
@@ -128,8 +137,13 @@ def test_disk_cache_sees_lines_other_processes_append(stub, tmp_path):
     path = tmp_path / "verdicts.jsonl"
     scorer = make_scorer(base_url=stub.base_url, cache_path=str(path))
     assert score(scorer, "<answer>5 metres</answer>", "50 cm") == 0.0  # this process has read the file
-    other = {"judge": scorer.fingerprint(), "answer": "half a metre", "reference": "50 cm", "question": None,
-             "equivalent": True}
+    other = {
+        "judge": scorer.fingerprint(),
+        "answer": "half a metre",
+        "reference": "50 cm",
+        "question": None,
+        "equivalent": True,
+    }
     with path.open("a") as f:
         f.write('{"judge": "broken line, a worker killed mid-write"\n')
         f.write(json.dumps(other) + "\n")
@@ -142,10 +156,12 @@ def test_cached_verdicts_belong_to_one_judge(stub, tmp_path):
     path = str(tmp_path / "verdicts.jsonl")
     first = make_scorer(base_url=stub.base_url, cache_path=path)
     other_model = make_scorer(base_url=stub.base_url, cache_path=path, model="another-judge")
-    other_template = make_scorer(base_url=stub.base_url, cache_path=path,
-                                 template="Final answer: {answer}\nReference answer: {reference}\n")
-    same_judge_elsewhere = make_scorer(base_url=stub.base_url.replace("127.0.0.1", "localhost"), cache_path=path,
-                                       timeout_s=2.0, retries=1)
+    other_template = make_scorer(
+        base_url=stub.base_url, cache_path=path, template="Final answer: {answer}\nReference answer: {reference}\n"
+    )
+    same_judge_elsewhere = make_scorer(
+        base_url=stub.base_url.replace("127.0.0.1", "localhost"), cache_path=path, timeout_s=2.0, retries=1
+    )
     for scorer in (first, other_model, other_template, same_judge_elsewhere):
         assert score(scorer, "<answer>0.5 metres</answer>", "50 cm") == 1.0
     assert stub.count == 3

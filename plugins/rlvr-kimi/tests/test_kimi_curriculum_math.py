@@ -25,8 +25,9 @@ def test_linear_schedule(step, expected):
     assert admitted_fraction(step, schedule="linear", start_quantile=0.25, full_at_step=40) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("step, expected", [(0, 0.2), (9, 0.2), (10, 0.4), (19, 0.4), (20, 0.6), (35, 0.8),
-                                            (40, 1.0), (400, 1.0)])
+@pytest.mark.parametrize(
+    "step, expected", [(0, 0.2), (9, 0.2), (10, 0.4), (19, 0.4), (20, 0.6), (35, 0.8), (40, 1.0), (400, 1.0)]
+)
 def test_step_schedule_jumps_every_full_at_step_over_num_stages(step, expected):
     # q(t) = 0.2 + 0.8 * floor(4 * min(1, t / 40)) / 4
     got = admitted_fraction(step, schedule="step", start_quantile=0.2, full_at_step=40, num_stages=4)
@@ -43,11 +44,14 @@ def test_none_schedule_and_zero_full_at_step_admit_everything():
 DIFF = torch.tensor([4.0, 1.0, 3.0, 2.0, 2.0, 5.0, 1.0, 3.0, 4.0, 5.0])  # sorted: 1 1 2 2 3 3 4 4 5 5
 
 
-@pytest.mark.parametrize("step, d_max, ids", [
-    (0, 2.0, [1, 3, 4, 6]),                 # q = 0.3 -> k = 3 -> d_(3) = 2; both 2s admitted (ties)
-    (10, 4.0, [0, 1, 2, 3, 4, 6, 7, 8]),    # q = 0.3 + 0.7 * 10/20 = 0.65 -> k = ceil(6.5) = 7 -> d_(7) = 4
-    (20, 5.0, list(range(10))),             # q = 1 -> k = 10 -> d_(10) = 5
-])
+@pytest.mark.parametrize(
+    "step, d_max, ids",
+    [
+        (0, 2.0, [1, 3, 4, 6]),  # q = 0.3 -> k = 3 -> d_(3) = 2; both 2s admitted (ties)
+        (10, 4.0, [0, 1, 2, 3, 4, 6, 7, 8]),  # q = 0.3 + 0.7 * 10/20 = 0.65 -> k = ceil(6.5) = 7 -> d_(7) = 4
+        (20, 5.0, list(range(10))),  # q = 1 -> k = 10 -> d_(10) = 5
+    ],
+)
 def test_admitted_difficulty_is_the_k_th_smallest_and_ties_are_admitted(step, d_max, ids):
     schedule = {"schedule": "linear", "start_quantile": 0.3, "full_at_step": 20}
     assert admitted_difficulty(DIFF, step, **schedule) == d_max
@@ -67,10 +71,12 @@ def test_success_rates_with_beta_prior():
     successes, attempts = torch.tensor([0, 3, 8, 0]), torch.tensor([0, 4, 8, 8])
     # (s + m p0) / (a + m) with p0 = 0.25, m = 4
     assert success_rates(successes, attempts, prior_success=0.25, prior_strength=4).tolist() == pytest.approx(
-        [0.25, 4 / 8, 9 / 12, 1 / 12])
+        [0.25, 4 / 8, 9 / 12, 1 / 12]
+    )
     # m = 0: plain frequencies, the prior only for the unseen prompt
     assert success_rates(successes, attempts, prior_success=0.25, prior_strength=0).tolist() == pytest.approx(
-        [0.25, 0.75, 1.0, 0.0])
+        [0.25, 0.75, 1.0, 0.0]
+    )
 
 
 def test_sampling_weights_are_one_minus_success_with_a_floor():
@@ -104,17 +110,19 @@ def test_difficulties_from_numbers_labels_and_pass_rates():
     assert difficulties_from_column([1.0, 0.25, 0.0], from_pass_rate=True) == [0.0, 0.75, 1.0]
 
 
-@pytest.mark.parametrize("values, kwargs, message", [
-    (["easy"], {}, "column 'level', row 0: label 'easy' is not a number; set difficulty_labels"),
-    ([1, "extreme"], {"labels": {"easy": 0}}, "row 1: unknown label 'extreme'; difficulty_labels has ['easy']"),
-    ([None], {}, "row 0: difficulty must be a finite number or a label, got None"),
-    ([math.nan], {}, "got nan"),
-    ([True], {}, "got True"),
-    ([0.5, 1.5], {"from_pass_rate": True}, "row 1: a pass rate must lie in [0, 1], got 1.5"),
-    (["0.5"], {"from_pass_rate": True}, "difficulty must be a finite number, got '0.5'"),
-])
+@pytest.mark.parametrize(
+    "values, kwargs, message",
+    [
+        (["easy"], {}, "column 'level', row 0: label 'easy' is not a number; set difficulty_labels"),
+        ([1, "extreme"], {"labels": {"easy": 0}}, "row 1: unknown label 'extreme'; difficulty_labels has ['easy']"),
+        ([None], {}, "row 0: difficulty must be a finite number or a label, got None"),
+        ([math.nan], {}, "got nan"),
+        ([True], {}, "got True"),
+        ([0.5, 1.5], {"from_pass_rate": True}, "row 1: a pass rate must lie in [0, 1], got 1.5"),
+        (["0.5"], {"from_pass_rate": True}, "difficulty must be a finite number, got '0.5'"),
+    ],
+)
 def test_difficulty_errors_name_column_row_and_value(values, kwargs, message):
     with pytest.raises(ValueError) as info:
         difficulties_from_column(values, column="level", **kwargs)
     assert message in str(info.value)
-

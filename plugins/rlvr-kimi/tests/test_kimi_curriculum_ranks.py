@@ -41,9 +41,19 @@ class Recorder(Plugin):
     def rlvr_on_rewards(self, example_indices, num_generations, step):
         state = Recorder.curriculum.state
         with Recorder.out.open("a") as fh:
-            fh.write(json.dumps({"step": step, "ids": example_indices[::num_generations],
-                                 "pending": {str(c): ids for c, ids in state.pending.items()}, "drawn": state.drawn,
-                                 "successes": state.successes, "attempts": state.attempts}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "step": step,
+                        "ids": example_indices[::num_generations],
+                        "pending": {str(c): ids for c, ids in state.pending.items()},
+                        "drawn": state.drawn,
+                        "successes": state.successes,
+                        "attempts": state.attempts,
+                    }
+                )
+                + "\n"
+            )
 
 
 def main(out_dir: str) -> None:
@@ -64,19 +74,49 @@ def main(out_dir: str) -> None:
     Recorder.out = Path(out_dir) / f"rank{rank}.jsonl"
     tokenizer = build_char_tokenizer()
     with temporary_plugin(Correct), temporary_plugin(Recorder):
-        plugin_set = build_plugin_set({"kimi-ranks-correct": {}, "kimi-ranks-recorder": {},
-                                       "kimi-curriculum": {"correctness_reward": "kimi-ranks-correct",
-                                                           "full_at_step": 2}})
+        plugin_set = build_plugin_set(
+            {
+                "kimi-ranks-correct": {},
+                "kimi-ranks-recorder": {},
+                "kimi-curriculum": {"correctness_reward": "kimi-ranks-correct", "full_at_step": 2},
+            }
+        )
     Recorder.curriculum = plugin_set.get("kimi-curriculum")
-    args = GRPOConfig(output_dir=str(Path(out_dir) / "run"), per_device_train_batch_size=4, num_generations=4,
-                      max_completion_length=6, max_steps=3, learning_rate=1e-3, logging_steps=1, report_to="none",
-                      save_strategy="no", use_cpu=True, seed=7, disable_tqdm=True, beta=0.0)
+    args = GRPOConfig(
+        output_dir=str(Path(out_dir) / "run"),
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=6,
+        max_steps=3,
+        learning_rate=1e-3,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        seed=7,
+        disable_tqdm=True,
+        beta=0.0,
+    )
     rows, _ = split_train_eval(12, 0, 0, max_digits=2)
     rows = [{**r, "rlvr_index": i} for i, r in enumerate(rows)]
-    model = build_tiny_model(tokenizer, seed=0, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                             num_attention_heads=2, num_key_value_heads=2, head_dim=16)
-    trainer = RLVRTrainer(plugin_set=plugin_set, engines=Engines(in_process=True), model=model, args=args,
-                          train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
+    model = build_tiny_model(
+        tokenizer,
+        seed=0,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=16,
+    )
+    trainer = RLVRTrainer(
+        plugin_set=plugin_set,
+        engines=Engines(in_process=True),
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+    )
     trainer.train()
     if torch.distributed.is_initialized():
         torch.distributed.barrier()
@@ -90,10 +130,26 @@ def free_port() -> int:
 
 @pytest.mark.slow
 def test_two_ranks_draw_the_same_prompts(tmp_path):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-           "--master_port", str(free_port()), __file__, str(tmp_path)]
-    env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
-           "HF_DATASETS_OFFLINE": "1"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(free_port()),
+        __file__,
+        str(tmp_path),
+    ]
+    env = {
+        **os.environ,
+        "PYTHONWARNINGS": "ignore",
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+    }
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-4000:]
     ranks = [[json.loads(x) for x in (tmp_path / f"rank{r}.jsonl").read_text().splitlines()] for r in (0, 1)]

@@ -17,8 +17,12 @@ G = 2
 
 
 def dataset(n=12, difficulty=None, **columns):
-    rows = {"prompt": [f"p{i}" for i in range(n)], "rlvr_index": list(range(n)),
-            "difficulty": difficulty if difficulty is not None else [i % 4 for i in range(n)], **columns}
+    rows = {
+        "prompt": [f"p{i}" for i in range(n)],
+        "rlvr_index": list(range(n)),
+        "difficulty": difficulty if difficulty is not None else [i % 4 for i in range(n)],
+        **columns,
+    }
     return Dataset.from_dict(rows)
 
 
@@ -28,9 +32,15 @@ def plugin(**options):
 
 def make_sampler(p, ds=None, ppb=3, repeat=2, seed=11, ignore_data_skip=False):
     grpo_args = SimpleNamespace(gradient_accumulation_steps=1, ignore_data_skip=ignore_data_skip)
-    return p.rlvr_train_sampler(dataset=ds if ds is not None else dataset(), num_generations=G,
-                                prompts_per_batch=ppb, repeat_count=repeat, shuffle=True, seed=seed,
-                                grpo_args=grpo_args)
+    return p.rlvr_train_sampler(
+        dataset=ds if ds is not None else dataset(),
+        num_generations=G,
+        prompts_per_batch=ppb,
+        repeat_count=repeat,
+        shuffle=True,
+        seed=seed,
+        grpo_args=grpo_args,
+    )
 
 
 def feed(p, ids, correct_of):
@@ -38,9 +48,15 @@ def feed(p, ids, correct_of):
     example_indices = [i for i in ids for _ in range(G)]
     acc = torch.tensor([float(correct_of(i, j)) for i in ids for j in range(G)])
     logged = {}
-    p.rlvr_on_rewards(example_indices=example_indices, rewards=acc.clone(), rewards_per_func=acc.view(-1, 1),
-                      reward_names=["acc"], valid=torch.ones_like(acc, dtype=torch.bool), num_generations=G,
-                      log_metric=lambda k, v: logged.__setitem__(k, v))
+    p.rlvr_on_rewards(
+        example_indices=example_indices,
+        rewards=acc.clone(),
+        rewards_per_func=acc.view(-1, 1),
+        reward_names=["acc"],
+        valid=torch.ones_like(acc, dtype=torch.bool),
+        num_generations=G,
+        log_metric=lambda k, v: logged.__setitem__(k, v),
+    )
     return logged
 
 
@@ -52,14 +68,14 @@ def run_pipeline(p, sampler, chunks, correct_of, skip=0, lead=1):
     done = 0
     while done < chunks:
         it = iter(sampler)
-        blocks = iter(lambda: list(itertools.islice(it, block)), [])
+        blocks = iter(lambda: list(itertools.islice(it, block)), [])  # noqa: B023 - used up in this iteration
         for _ in range(skip):
             next(blocks)
         skip = 0
         ahead = list(itertools.islice(blocks, lead + 1))
         while ahead and done < chunks:
             current = ahead.pop(0)
-            feed(p, current[: sampler.prompts_per_batch * G: G], correct_of)
+            feed(p, current[: sampler.prompts_per_batch * G : G], correct_of)
             yield current
             done += 1
             if done < chunks:  # the next batch is requested: the dataloader draws one more
@@ -109,8 +125,16 @@ def test_draws_follow_one_minus_success_with_the_floor():
     state.successes[:] = [50, 50, 0, 0, 0, 0]
     state.attempts[:] = [50, 50, 50, 50, 0, 0]
     rules = KimiCurriculum.Options(schedule="none", floor=0.05, prior_success=0.5, prior_strength=0.0)
-    sampler = CurriculumSampler(num_prompts=n, difficulties=None, state=state, rules=rules, num_generations=G,
-                                prompts_per_batch=1, repeat_count=1, seed=3)
+    sampler = CurriculumSampler(
+        num_prompts=n,
+        difficulties=None,
+        state=state,
+        rules=rules,
+        num_generations=G,
+        prompts_per_batch=1,
+        repeat_count=1,
+        seed=3,
+    )
     draws = 4000
     counts = torch.bincount(torch.tensor([sampler.draw(c)[0] for c in range(draws)]), minlength=n).double()
     weights = torch.tensor([0.05, 0.05, 1.0, 1.0, 0.5, 0.5], dtype=torch.float64)
@@ -228,9 +252,11 @@ def test_missing_difficulty_column_names_the_column_and_the_columns_present():
     p = plugin(difficulty_column="level")
     with pytest.raises(PluginError) as info:
         make_sampler(p)
-    assert str(info.value).startswith("plugin 'kimi-curriculum': the train set has no column 'level' "
-                                      "(option difficulty_column) for the curriculum; columns present: "
-                                      "['prompt', 'rlvr_index', 'difficulty']")
+    assert str(info.value).startswith(
+        "plugin 'kimi-curriculum': the train set has no column 'level' "
+        "(option difficulty_column) for the curriculum; columns present: "
+        "['prompt', 'rlvr_index', 'difficulty']"
+    )
     make_sampler(plugin(difficulty_column="level", schedule="none"))  # no curriculum: the column is not needed
 
 
@@ -245,16 +271,19 @@ def test_labels_and_pass_rates_set_the_difficulty():
     assert sorted(make_sampler(p, rates, ppb=2).draw(0)) == [1, 2]
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"floor": 0.0}, "option 'floor' must lie in (0, 1]"),
-    ({"start_quantile": 0.0}, "option 'start_quantile' must lie in (0, 1]"),
-    ({"schedule": "cosine"}, "option 'schedule' must be one of 'linear', 'step', 'none'"),
-    ({"prior_success": 1.5}, "option 'prior_success' must lie in [0, 1]"),
-    ({"skip_zero_variance_steps": -1}, "option 'skip_zero_variance_steps' must be >= 0"),
-    ({"difficulty_labels": {"easy": "low"}}, "option 'difficulty_labels' must map labels to finite numbers"),
-    ({"difficulty_labels": {"easy": 0}, "difficulty_from_pass_rate": True}, "exclude each other"),
-    ({"flor": 0.1}, "unknown option 'flor' (did you mean 'floor'?)"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"floor": 0.0}, "option 'floor' must lie in (0, 1]"),
+        ({"start_quantile": 0.0}, "option 'start_quantile' must lie in (0, 1]"),
+        ({"schedule": "cosine"}, "option 'schedule' must be one of 'linear', 'step', 'none'"),
+        ({"prior_success": 1.5}, "option 'prior_success' must lie in [0, 1]"),
+        ({"skip_zero_variance_steps": -1}, "option 'skip_zero_variance_steps' must be >= 0"),
+        ({"difficulty_labels": {"easy": "low"}}, "option 'difficulty_labels' must map labels to finite numbers"),
+        ({"difficulty_labels": {"easy": 0}, "difficulty_from_pass_rate": True}, "exclude each other"),
+        ({"flor": 0.1}, "unknown option 'flor' (did you mean 'floor'?)"),
+    ],
+)
 def test_options_are_checked(options, message):
     with pytest.raises(PluginOptionError) as info:
         KimiCurriculum.parse_options(options)
@@ -262,8 +291,11 @@ def test_options_are_checked(options, message):
 
 
 def test_start_up_checks_name_the_plugin_and_the_option():
-    with pytest.raises(ConfigError, match=r"correctness_reward='acc' is not a reward of this run. "
-                                          r"Available rewards: \['r1-format'\]"):
+    with pytest.raises(
+        ConfigError,
+        match=r"correctness_reward='acc' is not a reward of this run. "
+        r"Available rewards: \['r1-format'\]",
+    ):
         plugin().rlvr_validate_run(reward_names=["r1-format"])
     with pytest.raises(ConfigError, match="trainer.remove_unused_columns=true would drop it"):
         plugin().rlvr_adjust_grpo_config(grpo_kwargs={}, trainer_section={"remove_unused_columns": True})
@@ -276,5 +308,4 @@ def test_kimi_sampler_reads_the_plugins_options():
     from rlvr_kimi.sampler import schedule_kwargs
 
     options = KimiCurriculum.Options(schedule="step", start_quantile=0.5, full_at_step=10, num_stages=2)
-    assert schedule_kwargs(options) == {"schedule": "step", "start_quantile": 0.5, "full_at_step": 10,
-                                        "num_stages": 2}
+    assert schedule_kwargs(options) == {"schedule": "step", "start_quantile": 0.5, "full_at_step": 10, "num_stages": 2}

@@ -10,8 +10,16 @@ from rlvr_plugins import Plugin, hookimpl
 from rlvr_plugins.manager import temporary_plugin
 from rlvr_plugins.testing import char_tokenizer, reward_plugin_class, tiny_model, tiny_rows
 
-TRAINER = {"per_device_train_batch_size": 8, "num_generations": 4, "max_completion_length": 8,
-           "learning_rate": 1e-3, "use_cpu": True, "disable_tqdm": True, "beta": 0.0, "report_to": "none"}
+TRAINER = {
+    "per_device_train_batch_size": 8,
+    "num_generations": 4,
+    "max_completion_length": 8,
+    "learning_rate": 1e-3,
+    "use_cpu": True,
+    "disable_tqdm": True,
+    "beta": 0.0,
+    "report_to": "none",
+}
 
 
 def has_digit(*, prompt, completion, example):
@@ -32,8 +40,9 @@ class Recorder(Plugin):
     @hookimpl
     def rlvr_on_rewards(self, example_indices, num_generations, step):
         state = self.curriculum.state
-        self.seen.append({"step": step, "ids": example_indices[::num_generations],
-                              "chunk": state.observed, "drawn": state.drawn})
+        self.seen.append(
+            {"step": step, "ids": example_indices[::num_generations], "chunk": state.observed, "drawn": state.drawn}
+        )
 
 
 def build(tmp_path, *, rows=8, seed=7, callbacks=(), curriculum=None, **trainer):
@@ -43,19 +52,37 @@ def build(tmp_path, *, rows=8, seed=7, callbacks=(), curriculum=None, **trainer)
     from rlvr_plugins.train.run import prepare
     from rlvr_plugins.trainer import RLVRTrainer
 
-    plugins = {"kimi-cur-test-correct": {}, "kimi-cur-test-recorder": {},
-               "kimi-curriculum": {"correctness_reward": "kimi-cur-test-correct", "full_at_step": 4,
-                                   "start_quantile": 0.5, **(curriculum or {})}}
-    config = {"output_dir": str(tmp_path / "run"), "seed": seed, "plugins": plugins,
-              "trainer": {**TRAINER, "save_strategy": "no", **trainer}}
-    with temporary_plugin(reward_plugin_class("kimi-cur-test-correct", has_digit, isolated=False)), \
-            temporary_plugin(Recorder):
+    plugins = {
+        "kimi-cur-test-correct": {},
+        "kimi-cur-test-recorder": {},
+        "kimi-curriculum": {
+            "correctness_reward": "kimi-cur-test-correct",
+            "full_at_step": 4,
+            "start_quantile": 0.5,
+            **(curriculum or {}),
+        },
+    }
+    config = {
+        "output_dir": str(tmp_path / "run"),
+        "seed": seed,
+        "plugins": plugins,
+        "trainer": {**TRAINER, "save_strategy": "no", **trainer},
+    }
+    with (
+        temporary_plugin(reward_plugin_class("kimi-cur-test-correct", has_digit, isolated=False)),
+        temporary_plugin(Recorder),
+    ):
         prepared = prepare(config)
     tokenizer = char_tokenizer()
-    trainer = RLVRTrainer(plugin_set=prepared.plugin_set, engines=Engines(in_process=True),
-                          model=tiny_model(tokenizer), args=prepared.grpo_args,
-                          train_dataset=Dataset.from_list(tiny_rows(rows)), processing_class=tokenizer,
-                          callbacks=list(callbacks))
+    trainer = RLVRTrainer(
+        plugin_set=prepared.plugin_set,
+        engines=Engines(in_process=True),
+        model=tiny_model(tokenizer),
+        args=prepared.grpo_args,
+        train_dataset=Dataset.from_list(tiny_rows(rows)),
+        processing_class=tokenizer,
+        callbacks=list(callbacks),
+    )
     recorder(trainer).curriculum = trainer.plugin_set.get("kimi-curriculum")
     return trainer
 
@@ -84,8 +111,13 @@ def test_resumed_run_draws_exactly_the_uninterrupted_sequence(tmp_path):
     max_steps=6, prefetching dataloader); run B's interruption is a callback, so both runs
     have the same config and thus the same LR schedule.
     """
-    settings = {"max_steps": 6, "save_strategy": "steps", "save_steps": 3, "seed": 1,
-                "curriculum": {"prior_strength": 0.0}}
+    settings = {
+        "max_steps": 6,
+        "save_strategy": "steps",
+        "save_steps": 3,
+        "seed": 1,
+        "curriculum": {"prior_strength": 0.0},
+    }
     a = build(tmp_path / "a", **settings)
     a.train()
     seen_a, state_a = recorder(a).seen, recorder(a).curriculum.state
@@ -130,9 +162,24 @@ def test_demo_run_with_kimi_length_and_kimi_curriculum_logs_curriculum_metrics(t
 
     smoke = Path(__file__).resolve().parents[3] / "tests" / "configs" / "smoke.yaml"
     out = tmp_path / "run"
-    code = cli.main(["train", str(smoke), "--set", f"output_dir={out}", "--set", "plugins.kimi-length={}",
-                     "--set", "plugins.kimi-curriculum={full_at_step: 2}", "--set", "sft=null", "--set", "eval=null",
-                     "--set", "data.eval=null"])
+    code = cli.main(
+        [
+            "train",
+            str(smoke),
+            "--set",
+            f"output_dir={out}",
+            "--set",
+            "plugins.kimi-length={}",
+            "--set",
+            "plugins.kimi-curriculum={full_at_step: 2}",
+            "--set",
+            "sft=null",
+            "--set",
+            "eval=null",
+            "--set",
+            "data.eval=null",
+        ]
+    )
     assert code == 0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     rows = [r for r in rows if "curriculum/admitted_prompts" in r]

@@ -62,8 +62,9 @@ def random_batch(num_groups, G, seed):
 def test_splitting_at_a_group_boundary_changes_nothing():
     lengths, correct = random_batch(6, 4, seed=0)
     whole = kimi_length_reward(lengths, correct, 4)
-    halves = torch.cat([kimi_length_reward(lengths[:12], correct[:12], 4),
-                        kimi_length_reward(lengths[12:], correct[12:], 4)])
+    halves = torch.cat(
+        [kimi_length_reward(lengths[:12], correct[:12], 4), kimi_length_reward(lengths[12:], correct[12:], 4)]
+    )
     assert torch.equal(whole, halves)
 
 
@@ -71,14 +72,16 @@ def test_permuting_whole_groups_permutes_the_output():
     lengths, correct = random_batch(5, 3, seed=1)
     perm = torch.tensor([3, 0, 4, 2, 1])
     rows = (perm.unsqueeze(1) * 3 + torch.arange(3)).reshape(-1)
-    assert torch.equal(kimi_length_reward(lengths[rows], correct[rows], 3), kimi_length_reward(lengths, correct, 3)[rows])
+    assert torch.equal(
+        kimi_length_reward(lengths[rows], correct[rows], 3), kimi_length_reward(lengths, correct, 3)[rows]
+    )
 
 
 def test_matches_an_independent_loop():
     lengths, correct = random_batch(8, 4, seed=2)
     expected = []
     for g in range(0, 32, 4):
-        lo, hi = int(lengths[g:g + 4].min()), int(lengths[g:g + 4].max())
+        lo, hi = int(lengths[g : g + 4].min()), int(lengths[g : g + 4].max())
         for i in range(g, g + 4):
             lam = 0.0 if hi == lo else 0.5 - (int(lengths[i]) - lo) / (hi - lo)
             expected.append(lam if correct[i] else min(0.0, lam))
@@ -89,4 +92,3 @@ def test_is_correct_treats_nan_as_not_correct():
     values = torch.tensor([1.0, 0.999, float("nan"), 1.5, 0.0])
     assert is_correct(values, 1.0).tolist() == [True, False, False, True, False]
     assert is_correct(values, 0.0).tolist() == [True, True, False, True, True]
-

@@ -12,14 +12,16 @@ from rlvr_plugins.manager import build_plugin_set
 NAMES = ["r1-format", "r1-accuracy"]
 LENGTHS = torch.tensor([10, 20, 30, 50, 7, 7, 7, 7])
 # column 0 is the format reward (ignored), column 1 the accuracy
-PER_FUNC = torch.tensor([[1.0, 1.0], [0.0, 0.0], [1.0, 1.0], [1.0, 0.0],
-                         [1.0, 1.0], [0.0, 0.0], [1.0, float("nan")], [1.0, 1.0]])
+PER_FUNC = torch.tensor(
+    [[1.0, 1.0], [0.0, 0.0], [1.0, 1.0], [1.0, 0.0], [1.0, 1.0], [0.0, 0.0], [1.0, float("nan")], [1.0, 1.0]]
+)
 
 
 def penalty(step=0, names=NAMES, per_func=PER_FUNC, **options):
     plugin = KimiLengthPenalty(KimiLengthPenalty.parse_options(options))
-    return plugin.rlvr_length_penalty(completion_lengths=LENGTHS, num_generations=4, rewards_per_func=per_func,
-                                      reward_names=names, step=step)
+    return plugin.rlvr_length_penalty(
+        completion_lengths=LENGTHS, num_generations=4, rewards_per_func=per_func, reward_names=names, step=step
+    )
 
 
 def test_default_options_read_r1_accuracy():
@@ -40,8 +42,9 @@ def test_threshold_and_correctness_reward_choose_what_is_correct():
     assert penalty(per_func=per_func, threshold=0.0).tolist()[:4] == pytest.approx([0.5, 0.25, 0.0, -0.5])
 
 
-@pytest.mark.parametrize("warmup, step, active", [(0, 0, True), (3, 0, False), (3, 2, False), (3, 3, True),
-                                                  (3, 10, True)])
+@pytest.mark.parametrize(
+    "warmup, step, active", [(0, 0, True), (3, 0, False), (3, 2, False), (3, 3, True), (3, 10, True)]
+)
 def test_warmup_returns_none_before_then_constant_weight(warmup, step, active):
     out = penalty(step=step, warmup_steps=warmup, weight=0.5)
     if active:
@@ -62,8 +65,11 @@ def test_missing_correctness_reward_stops_the_run_at_start_up():
     from rlvr_plugins.errors import ConfigError
     from rlvr_plugins.train.run import prepare
 
-    config = {"plugins": {"r1-format": {}, "kimi-length": {"correctness_reward": "accuracy"}},
-              "trainer": {"report_to": "none"}, "output_dir": "/tmp/kimi-start-up"}
+    config = {
+        "plugins": {"r1-format": {}, "kimi-length": {"correctness_reward": "accuracy"}},
+        "trainer": {"report_to": "none"},
+        "output_dir": "/tmp/kimi-start-up",
+    }
     with pytest.raises(ConfigError, match="kimi-length.*correctness_reward='accuracy'.*\\['r1-format'\\]"):
         prepare(config)
 
@@ -72,16 +78,19 @@ def test_missing_correctness_reward_is_not_checked_during_warmup():
     assert penalty(names=["r1-format", "digits"], warmup_steps=5, step=0) is None
 
 
-@pytest.mark.parametrize("options, problem", [
-    ({"warmup_steps": -1}, "option 'warmup_steps' must be >= 0, got -1"),
-    ({"warmup_steps": 1.5}, "option 'warmup_steps' must be int, got 1.5"),
-    ({"weight": "big"}, "option 'weight' must be float, got 'big'"),
-    ({"weight": float("inf")}, "option 'weight' must be float (finite), got inf"),
-    ({"threshold": float("nan")}, "option 'threshold' must be float (finite), got nan"),
-    ({"correctness_reward": ""}, "option 'correctness_reward' must name a reward"),
-    ({"correctness_reward": 3}, "option 'correctness_reward' must be str, got 3"),
-    ({"warmup": 10}, "unknown option 'warmup' (did you mean 'warmup_steps'?)"),
-])
+@pytest.mark.parametrize(
+    "options, problem",
+    [
+        ({"warmup_steps": -1}, "option 'warmup_steps' must be >= 0, got -1"),
+        ({"warmup_steps": 1.5}, "option 'warmup_steps' must be int, got 1.5"),
+        ({"weight": "big"}, "option 'weight' must be float, got 'big'"),
+        ({"weight": float("inf")}, "option 'weight' must be float (finite), got inf"),
+        ({"threshold": float("nan")}, "option 'threshold' must be float (finite), got nan"),
+        ({"correctness_reward": ""}, "option 'correctness_reward' must name a reward"),
+        ({"correctness_reward": 3}, "option 'correctness_reward' must be str, got 3"),
+        ({"warmup": 10}, "unknown option 'warmup' (did you mean 'warmup_steps'?)"),
+    ],
+)
 def test_option_validation_names_plugin_and_option(options, problem):
     with pytest.raises(PluginOptionError) as info:
         build_plugin_set({"kimi-length": options})
@@ -94,5 +103,9 @@ def test_installed_entry_point_and_defaults():
     (described,) = [p for p in ps.describe() if p["name"] == "kimi-length"]
     assert described["distribution"] == "rlvr-kimi"
     assert described["hooks"] == ["rlvr_length_penalty", "rlvr_validate_run"]
-    assert described["options"] == {"weight": 1.0, "warmup_steps": 0, "correctness_reward": "r1-accuracy",
-                                    "threshold": 1.0}
+    assert described["options"] == {
+        "weight": 1.0,
+        "warmup_steps": 0,
+        "correctness_reward": "r1-accuracy",
+        "threshold": 1.0,
+    }

@@ -31,16 +31,25 @@ class Observer(Plugin):
 
     @hookimpl
     def rlvr_on_rewards(self, rewards, rewards_per_func, reward_names, valid, num_generations, step):
-        self.seen.append(("rewards", step, rewards.tolist(), rewards_per_func.tolist(), list(reward_names),
-                          valid.tolist(), num_generations))
+        self.seen.append(
+            (
+                "rewards",
+                step,
+                rewards.tolist(),
+                rewards_per_func.tolist(),
+                list(reward_names),
+                valid.tolist(),
+                num_generations,
+            )
+        )
 
 
 def length_reward(lengths, correct, G):
     """Kimi k1.5's formula per group of ``G``, in plain Python."""
     out = []
     for g in range(0, len(lengths), G):
-        lo, hi = min(lengths[g:g + G]), max(lengths[g:g + G])
-        for n, ok in zip(lengths[g:g + G], correct[g:g + G]):
+        lo, hi = min(lengths[g : g + G]), max(lengths[g : g + G])
+        for n, ok in zip(lengths[g : g + G], correct[g : g + G]):
             lam = 0.0 if hi == lo else 0.5 - (n - lo) / (hi - lo)
             out.append(lam if ok else min(0.0, lam))
     return out
@@ -49,8 +58,11 @@ def length_reward(lengths, correct, G):
 @pytest.mark.slow
 def test_length_reward_is_added_after_warmup_and_logged(tiny_trainer, reward_plugin):
     reward_plugin("kimi-test-correct", has_digit, isolated=False)
-    plugins = {"kimi-test-correct": {}, "kimi-test-observer": {},
-               "kimi-length": {"weight": WEIGHT, "warmup_steps": 1, "correctness_reward": "kimi-test-correct"}}
+    plugins = {
+        "kimi-test-correct": {},
+        "kimi-test-observer": {},
+        "kimi-length": {"weight": WEIGHT, "warmup_steps": 1, "correctness_reward": "kimi-test-correct"},
+    }
     with temporary_plugin(Observer):
         trainer = tiny_trainer(plugins, max_completion_length=16)
     trainer.train()

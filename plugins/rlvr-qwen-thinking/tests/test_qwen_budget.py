@@ -33,7 +33,7 @@ class ScriptedLM:
     def next_token(self, prefix):
         eos, end = self.tok.eos_token_id, self.id("</think>")
         if end in prefix:
-            after = prefix[len(prefix) - prefix[::-1].index(end):]
+            after = prefix[len(prefix) - prefix[::-1].index(end) :]
             j = sum(t not in (self.id("."), self.id("\n")) for t in after)
             answer = [self.id("<answer>"), self.id("7"), self.id("</answer>"), eos]
             return answer[j] if j < len(answer) else eos
@@ -86,8 +86,10 @@ def test_budget_cuts_at_n_thinking_tokens_injects_the_stop_text_and_masks_it(tok
     assert completions[4] == [eos] and masks[4] == [1]
     # phase 1: all rows, at most `budget` tokens, stopping at EOS or </think>; phase 2: the 4 open rows, EOS
     # only, for the most tokens any row has left (row "2=" closed after 4 of its 125)
-    assert model.calls == [{"rows": 5, "max_new_tokens": 5, "eos": [eos, t["</think>"]]},
-                           {"rows": 4, "max_new_tokens": 125 - 4, "eos": [eos]}]
+    assert model.calls == [
+        {"rows": 5, "max_new_tokens": 5, "eos": [eos, t["</think>"]]},
+        {"rows": 4, "max_new_tokens": 125 - 4, "eos": [eos]},
+    ]
 
 
 def test_the_answer_is_cut_where_max_new_tokens_ends(tokenizer):
@@ -104,8 +106,9 @@ def test_the_answer_is_cut_where_max_new_tokens_ends(tokenizer):
 def test_rows_outside_the_budget_skip_phase_one(tokenizer):
     model = ScriptedLM(tokenizer)
     prompts = [tokenizer(p)["input_ids"] for p in ("9= /no_think" + BLOCK, "9=")]
-    completions, masks = generate_with_budget(model, tokenizer, prompts, budget=2, max_new_tokens=2 + 110 + 6,
-                                              apply_budget=[False, True])
+    completions, masks = generate_with_budget(
+        model, tokenizer, prompts, budget=2, max_new_tokens=2 + 110 + 6, apply_budget=[False, True]
+    )
     t = {s: tokenizer.convert_tokens_to_ids(s) for s in ("<think>", "<answer>", "</answer>", "x", "7")}
     assert completions[0] == [t["<answer>"], t["7"], t["</answer>"], tokenizer.eos_token_id] and masks[0] == [1] * 4
     assert completions[1][:2] == [t["<think>"], t["x"]] and masks[1] == [1] * 2 + [0] * 110 + [1] * 4
@@ -133,8 +136,17 @@ def test_real_tiny_model_sampling_keeps_the_structure(tokenizer, tiny_model):
     end, eos = tokenizer.convert_tokens_to_ids("</think>"), tokenizer.eos_token_id
     prompts = [tokenizer(p)["input_ids"] for p in ("12+7=", "3+4=", "55+66=", "9+9=")] * 2
     torch.manual_seed(0)
-    completions, masks = generate_with_budget(model, tokenizer, prompts, budget=3, max_new_tokens=3 + 110 + 5,
-                                              do_sample=True, temperature=1.0, top_k=0, top_p=1.0)
+    completions, masks = generate_with_budget(
+        model,
+        tokenizer,
+        prompts,
+        budget=3,
+        max_new_tokens=3 + 110 + 5,
+        do_sample=True,
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
+    )
     injected = 0
     for completion, mask in zip(completions, masks):
         assert len(completion) == len(mask) <= 118
@@ -164,8 +176,9 @@ class ScriptedVLLM:
                 new.append(self.scripted.next_token(prefix + new))
                 if new[-1] in params["stop_token_ids"] or new[-1] == self.scripted.tok.eos_token_id:
                     break
-            logprobs = [{t: types.SimpleNamespace(logprob=float("nan") if k == 2 else -(k + 1) / 10)}
-                        for k, t in enumerate(new)]
+            logprobs = [
+                {t: types.SimpleNamespace(logprob=float("nan") if k == 2 else -(k + 1) / 10)} for k, t in enumerate(new)
+            ]
             outputs.append(types.SimpleNamespace(outputs=[types.SimpleNamespace(token_ids=new, logprobs=logprobs)]))
         return outputs
 
@@ -179,13 +192,16 @@ def test_two_phases_with_vllm_give_the_transformers_completions_and_vllms_logpro
     prompts = [tokenizer(p)["input_ids"] for p in ("2=", "9=", "e=")]
     expected = generate_with_budget(ScriptedLM(tokenizer), tokenizer, prompts, budget=5, max_new_tokens=125)
     llm = ScriptedVLLM(ScriptedLM(tokenizer))
-    completions, masks, logprobs = two_phase_budget(vllm_generate(llm, {"temperature": 1.0, "logprobs": 0}),
-                                                    tokenizer, prompts, budget=5, max_new_tokens=125)
+    completions, masks, logprobs = two_phase_budget(
+        vllm_generate(llm, {"temperature": 1.0, "logprobs": 0}), tokenizer, prompts, budget=5, max_new_tokens=125
+    )
     assert (completions, masks) == expected
     phase = [-0.1, -0.2, None, -0.4, -0.5]  # NaN comes back as None, as TRL's extract_logprobs does
     assert logprobs[0] == phase[:4] + [-0.1, -0.2, None, -0.4]  # closed at 4 tokens, then the answer's 4
     assert logprobs[1] == phase + [None] * 110 + [-0.1, -0.2, None, -0.4]  # the injected text is not the policy's
     assert logprobs[2] == [-0.1]
     end, eos = tokenizer.convert_tokens_to_ids("</think>"), tokenizer.eos_token_id
-    assert [(p["n"], p["max_tokens"], p["stop_token_ids"], p["temperature"]) for p in llm.params] == \
-        [(1, 5, [eos, end], 1.0), (1, 125 - 4, [eos], 1.0)]
+    assert [(p["n"], p["max_tokens"], p["stop_token_ids"], p["temperature"]) for p in llm.params] == [
+        (1, 5, [eos, end], 1.0),
+        (1, 125 - 4, [eos], 1.0),
+    ]

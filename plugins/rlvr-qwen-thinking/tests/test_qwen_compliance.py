@@ -13,16 +13,19 @@ from rlvr_qwen_thinking.compliance import ModeComplianceScorer, mode_compliance
 BLOCK = "<think>\n\n</think>\n\n"
 
 
-@pytest.mark.parametrize("completion, expected", [
-    ("<think>521</think><answer>125</answer>", 1.0),
-    ("\n<think>\nlet me add\n</think>\n\n125", 1.0),
-    ("<think>52" + EARLY_STOP_TEXT + "<answer>125</answer>", 1.0),  # cut by the budget: still a thinking response
-    ("<think>\n\n</think>\n\n<answer>125</answer>", 0.0),  # empty thinking
-    ("<answer>125</answer>", 0.0),  # no think block
-    ("<think>521 and never closed", 0.0),
-    ("<think>a<think>b</think>125", 0.0),
-    ("125 <think>late</think>", 0.0),
-])
+@pytest.mark.parametrize(
+    "completion, expected",
+    [
+        ("<think>521</think><answer>125</answer>", 1.0),
+        ("\n<think>\nlet me add\n</think>\n\n125", 1.0),
+        ("<think>52" + EARLY_STOP_TEXT + "<answer>125</answer>", 1.0),  # cut by the budget: still a thinking response
+        ("<think>\n\n</think>\n\n<answer>125</answer>", 0.0),  # empty thinking
+        ("<answer>125</answer>", 0.0),  # no think block
+        ("<think>521 and never closed", 0.0),
+        ("<think>a<think>b</think>125", 0.0),
+        ("125 <think>late</think>", 0.0),
+    ],
+)
 def test_thinking_prompt_needs_a_non_empty_closed_think_block(completion, expected):
     for prompt in ("57+68=", "57+68= /think", "/no_think 57+68= /think"):
         assert mode_compliance(prompt, completion) == expected
@@ -33,33 +36,41 @@ def test_thinking_prompt_that_opens_the_block_needs_only_the_close():
     assert mode_compliance("57+68=<think>\n", " </think><answer>125</answer>") == 0.0
 
 
-@pytest.mark.parametrize("completion, expected", [
-    ("<answer>125</answer>", 1.0),
-    ("125", 1.0),
-    ("", 0.0),
-    ("  \n", 0.0),
-    ("<think>521</think><answer>125</answer>", 0.0),
-    ("<think>\n\n</think>\n\n<answer>125</answer>", 0.0),  # the block is already in the prompt
-    ("125</think>", 0.0),
-])
+@pytest.mark.parametrize(
+    "completion, expected",
+    [
+        ("<answer>125</answer>", 1.0),
+        ("125", 1.0),
+        ("", 0.0),
+        ("  \n", 0.0),
+        ("<think>521</think><answer>125</answer>", 0.0),
+        ("<think>\n\n</think>\n\n<answer>125</answer>", 0.0),  # the block is already in the prompt
+        ("125</think>", 0.0),
+    ],
+)
 def test_non_thinking_prompt_with_block_needs_a_direct_answer_without_think_tags(completion, expected):
     assert mode_compliance("57+68= /no_think" + BLOCK, completion) == expected
     assert mode_compliance("<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n" + BLOCK, completion) == expected
 
 
-@pytest.mark.parametrize("completion, expected", [
-    ("<think>\n\n</think>\n\n<answer>125</answer>", 1.0),
-    ("<think></think>125", 1.0),
-    (" <think> \n</think> 125", 1.0),
-    ("<answer>125</answer>", 0.0),  # the empty block must open the response
-    ("<think>521</think><answer>125</answer>", 0.0),  # thinking content
-    ("<think>\n\n</think>\n\n", 0.0),  # no answer
-    ("<think></think>125<think>x</think>", 0.0),
-])
+@pytest.mark.parametrize(
+    "completion, expected",
+    [
+        ("<think>\n\n</think>\n\n<answer>125</answer>", 1.0),
+        ("<think></think>125", 1.0),
+        (" <think> \n</think> 125", 1.0),
+        ("<answer>125</answer>", 0.0),  # the empty block must open the response
+        ("<think>521</think><answer>125</answer>", 0.0),  # thinking content
+        ("<think>\n\n</think>\n\n", 0.0),  # no answer
+        ("<think></think>125<think>x</think>", 0.0),
+    ],
+)
 def test_non_thinking_prompt_without_block_needs_the_empty_block_then_an_answer(completion, expected):
     assert mode_compliance("57+68= /no_think", completion) == expected
-    assert mode_compliance([{"role": "system", "content": "/no_think"}, {"role": "user", "content": "57+68="}],
-                           completion) == expected
+    assert (
+        mode_compliance([{"role": "system", "content": "/no_think"}, {"role": "user", "content": "57+68="}], completion)
+        == expected
+    )
 
 
 def test_reward_is_registered_only_with_a_positive_weight_and_is_picklable():
@@ -74,7 +85,6 @@ def test_reward_is_registered_only_with_a_positive_weight_and_is_picklable():
 
 def test_compliance_and_flags_are_linear_on_a_megabyte_of_adversarial_input():
     from rlvr_plugins.testing import adversarial_texts, time_each
-
     from rlvr_qwen_thinking.modes import explicit_flag
 
     texts = adversarial_texts(1_000_000)

@@ -13,25 +13,40 @@ def msg(role, content):
     return {"role": role, "content": content}
 
 
-@pytest.mark.parametrize("prompt, expected", [
-    ("What is 2+2?", True),
-    ("What is 2+2? /no_think", False),
-    ("What is 2+2? /think", True),
-    ("/no_think What is 2+2?", False),
-    ("first /no_think then /think", True),
-    ("first /think then /no_think", False),
-    ("(/no_think)", False),
-    ("ends with a full stop /no_think.", False),
-    ("line one\n/no_think\nline two", False),
-])
+@pytest.mark.parametrize(
+    "prompt, expected",
+    [
+        ("What is 2+2?", True),
+        ("What is 2+2? /no_think", False),
+        ("What is 2+2? /think", True),
+        ("/no_think What is 2+2?", False),
+        ("first /no_think then /think", True),
+        ("first /think then /no_think", False),
+        ("(/no_think)", False),
+        ("ends with a full stop /no_think.", False),
+        ("line one\n/no_think\nline two", False),
+    ],
+)
 def test_flags_in_a_string_prompt_last_one_wins(prompt, expected):
     assert thinking_mode(prompt) is expected
 
 
-@pytest.mark.parametrize("prompt", [
-    "a/no_think", "x//no_think", "/no_thinking", "/no_think_more", "/no_think/x", "</no_think>",
-    "<think>reasoning</think>", "re-/no_think", "/no_think-mode", "no_think", "/NO_THINK",
-])
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "a/no_think",
+        "x//no_think",
+        "/no_thinking",
+        "/no_think_more",
+        "/no_think/x",
+        "</no_think>",
+        "<think>reasoning</think>",
+        "re-/no_think",
+        "/no_think-mode",
+        "no_think",
+        "/NO_THINK",
+    ],
+)
 def test_a_flag_inside_another_word_or_tag_is_not_a_flag(prompt):
     assert explicit_flag(prompt) is None
     assert thinking_mode(prompt) is True
@@ -49,8 +64,10 @@ def test_user_flag_after_the_system_flag_overrides_it():
 
 def test_multi_turn_the_last_flag_wins_and_assistant_turns_carry_no_flag():
     conversation = [
-        msg("user", "2+2? /no_think"), msg("assistant", "4"),
-        msg("user", "and 3+3?"), msg("assistant", "6 /think"),
+        msg("user", "2+2? /no_think"),
+        msg("assistant", "4"),
+        msg("user", "and 3+3?"),
+        msg("assistant", "6 /think"),
         msg("user", "and 4+4?"),
     ]
     assert explicit_flag(conversation) is False  # the assistant's "/think" is not a flag
@@ -66,8 +83,12 @@ def test_text_parts_of_multimodal_content_are_scanned():
 def test_with_no_think_flag_appends_to_the_text_or_the_last_user_message():
     assert with_no_think_flag("57+68=") == "57+68= /no_think"
     messages = [msg("system", "Be brief."), msg("user", "Q1"), msg("assistant", "A1"), msg("user", "Q2")]
-    assert with_no_think_flag(messages) == [msg("system", "Be brief."), msg("user", "Q1"), msg("assistant", "A1"),
-                                            msg("user", "Q2 /no_think")]
+    assert with_no_think_flag(messages) == [
+        msg("system", "Be brief."),
+        msg("user", "Q1"),
+        msg("assistant", "A1"),
+        msg("user", "Q2 /no_think"),
+    ]
     assert messages[-1] == msg("user", "Q2")  # not modified in place
     assert with_no_think_flag([msg("system", "S")]) == [msg("system", "S /no_think")]
     with pytest.raises(ValueError, match="no user or system message"):
@@ -93,4 +114,3 @@ def test_fusion_is_reproducible_from_seed_and_index_only():
     # rows chosen at a share stay chosen at any larger share
     smaller = {i for i in range(300) if fused_no_think(3, i, 0.2)}
     assert smaller <= {i for i, c in enumerate(forward) if c} and 0 < len(smaller) < sum(forward)
-

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from rlvr_plugins.train.data import render
 from rlvr_plugins.demo.task import split_train_eval
 from rlvr_plugins.errors import ConfigError, PluginOptionError
 from rlvr_plugins.manager import build_plugin_set
+from rlvr_plugins.train.data import render
 from rlvr_qwen_thinking.modes import fused_no_think, render_prompt, rendered_mode
 
 BLOCK = "<think>\n\n</think>\n\n"
@@ -28,16 +28,20 @@ PLAIN_CHAT = (
 
 def render_one(tokenizer, prompt, index=0, seed=0, **options):
     plugin_set = build_plugin_set({"qwen-thinking": options})
-    return plugin_set.one("rlvr_render_prompt", example={"prompt": prompt, "answer": "4"}, index=index, seed=seed,
-                          tokenizer=tokenizer)
+    return plugin_set.one(
+        "rlvr_render_prompt", example={"prompt": prompt, "answer": "4"}, index=index, seed=seed, tokenizer=tokenizer
+    )
 
 
-@pytest.mark.parametrize("prompt, expected", [
-    ("57+68=", "57+68="),
-    ("57+68= /think", "57+68= /think"),
-    ("57+68= /no_think", "57+68= /no_think<think>\n\n</think>\n\n"),
-    ("/no_think 57+68= /think", "/no_think 57+68= /think"),
-])
+@pytest.mark.parametrize(
+    "prompt, expected",
+    [
+        ("57+68=", "57+68="),
+        ("57+68= /think", "57+68= /think"),
+        ("57+68= /no_think", "57+68= /no_think<think>\n\n</think>\n\n"),
+        ("/no_think 57+68= /think", "/no_think 57+68= /think"),
+    ],
+)
 def test_plain_text_prompts_get_the_empty_block_in_non_thinking_mode(tokenizer, prompt, expected):
     assert tokenizer.chat_template is None
     assert render_one(tokenizer, prompt) == expected
@@ -51,13 +55,16 @@ def test_plain_text_chat_messages_are_refused(tokenizer):
 def test_template_with_enable_thinking_renders_both_modes(tokenizer):
     tokenizer.chat_template = QWEN_LIKE
     assert render_one(tokenizer, "What is 2+2?") == (
-        "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n")
+        "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert render_one(tokenizer, "What is 2+2? /no_think") == (
-        "<|im_start|>user\nWhat is 2+2? /no_think<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
+        "<|im_start|>user\nWhat is 2+2? /no_think<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    )
     conversation = [{"role": "system", "content": "Be brief. /no_think"}, {"role": "user", "content": "2+2?"}]
     assert render_one(tokenizer, conversation) == (
         "<|im_start|>system\nBe brief. /no_think<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n"
-        "<|im_start|>assistant\n<think>\n\n</think>\n\n")
+        "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    )
 
 
 def test_template_with_enable_thinking_gets_it_from_the_plugin_not_from_an_append(tokenizer):
@@ -72,7 +79,8 @@ def test_template_without_enable_thinking_gets_the_block_appended(tokenizer):
     tokenizer.chat_template = PLAIN_CHAT
     assert render_one(tokenizer, "What is 2+2?") == "User: What is 2+2?\nAssistant:"
     assert render_one(tokenizer, "What is 2+2? /no_think") == (
-        "User: What is 2+2? /no_think\nAssistant:<think>\n\n</think>\n\n")
+        "User: What is 2+2? /no_think\nAssistant:<think>\n\n</think>\n\n"
+    )
 
 
 def test_fusion_flags_the_chosen_unflagged_prompts_and_leaves_explicit_flags_alone(tokenizer):
@@ -81,15 +89,18 @@ def test_fusion_flags_the_chosen_unflagged_prompts_and_leaves_explicit_flags_alo
     kept = [i for i in range(40) if not fused_no_think(seed, i, share)]
     assert chosen and kept
     assert render_one(tokenizer, "57+68=", index=chosen[0], seed=seed, no_think_share=share) == (
-        "57+68= /no_think<think>\n\n</think>\n\n")
+        "57+68= /no_think<think>\n\n</think>\n\n"
+    )
     assert render_one(tokenizer, "57+68=", index=kept[0], seed=seed, no_think_share=share) == "57+68="
     # explicit flags win over the fusion draw
     assert render_one(tokenizer, "57+68= /think", index=chosen[0], seed=seed, no_think_share=share) == "57+68= /think"
     assert render_one(tokenizer, "57+68= /no_think", index=kept[0], seed=seed, no_think_share=share) == (
-        "57+68= /no_think<think>\n\n</think>\n\n")
+        "57+68= /no_think<think>\n\n</think>\n\n"
+    )
     tokenizer.chat_template = QWEN_LIKE
     assert render_one(tokenizer, "2+2?", index=chosen[0], seed=seed, no_think_share=share) == (
-        "<|im_start|>user\n2+2? /no_think<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
+        "<|im_start|>user\n2+2? /no_think<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    )
 
 
 def test_rendering_a_split_through_the_core_is_reproducible_and_keeps_the_share(tokenizer):
@@ -116,12 +127,15 @@ def test_rendered_mode_reads_the_block_then_the_last_flag():
     assert rendered_mode("<|im_start|>user\n2+2? /no_think<|im_end|>\n<|im_start|>assistant\n") == (False, False)
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"no_think_share": 1.5}, "no_think_share must be in"),
-    ({"thinking_budget": 0}, "thinking_budget must be >= 1"),
-    ({"compliance_weight": -1.0}, "compliance_weight must be"),
-    ({"no_think_shar": 0.1}, "did you mean 'no_think_share'"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"no_think_share": 1.5}, "no_think_share must be in"),
+        ({"thinking_budget": 0}, "thinking_budget must be >= 1"),
+        ({"compliance_weight": -1.0}, "compliance_weight must be"),
+        ({"no_think_shar": 0.1}, "did you mean 'no_think_share'"),
+    ],
+)
 def test_bad_options_name_the_plugin(options, message):
     with pytest.raises(PluginOptionError, match=message) as err:
         build_plugin_set({"qwen-thinking": options})
@@ -141,31 +155,46 @@ def test_budget_options_are_checked_against_the_trainer_section(tmp_path):
     with pytest.raises(ConfigError, match=refused):
         check_run(tmp_path, plugin_set, use_vllm=True, vllm_mode="server", max_completion_length=256)
     with pytest.raises(ConfigError, match="trainer.vllm_tensor_parallel_size=2 must be 1"):
-        check_run(tmp_path, plugin_set, use_vllm=True, vllm_mode="colocate", vllm_tensor_parallel_size=2,
-                  max_completion_length=256)
+        check_run(
+            tmp_path,
+            plugin_set,
+            use_vllm=True,
+            vllm_mode="colocate",
+            vllm_tensor_parallel_size=2,
+            max_completion_length=256,
+        )
     check_run(tmp_path, plugin_set, use_vllm=True, vllm_mode="colocate", max_completion_length=256)
     with pytest.raises(ConfigError, match="thinking_budget=64 must be below trainer.max_completion_length=64"):
         check_run(tmp_path, plugin_set, max_completion_length=64)
     check_run(tmp_path, plugin_set, max_completion_length=256)
     check_run(tmp_path, plugin_set)  # TRL's default (512) leaves room
-    check_run(tmp_path, build_plugin_set({"qwen-thinking": {"compliance_weight": 1.0}}), use_vllm=True,
-              max_completion_length=8)
+    check_run(
+        tmp_path,
+        build_plugin_set({"qwen-thinking": {"compliance_weight": 1.0}}),
+        use_vllm=True,
+        max_completion_length=8,
+    )
 
 
 def test_a_budget_without_room_for_the_answer_fails_when_the_trainer_asks_for_the_rollout(tmp_path, tokenizer):
+    from rlvr_plugins.train.run import build_grpo_config
     from rlvr_qwen_thinking.budget import ThinkingBudgetRollout
 
-    from rlvr_plugins.train.run import build_grpo_config
-
     def args(n):
-        return build_grpo_config({"output_dir": str(tmp_path), "report_to": "none", "use_cpu": True,
-                                  "max_completion_length": n})
+        return build_grpo_config(
+            {"output_dir": str(tmp_path), "report_to": "none", "use_cpu": True, "max_completion_length": n}
+        )
 
     plugin_set = build_plugin_set({"qwen-thinking": {"thinking_budget": 3, "compliance_weight": 1.0}})
     check_run(tmp_path, plugin_set, max_completion_length=113)  # 3 < 113: fine before the tokenizer is known
     with pytest.raises(ConfigError, match=r"early-stop text \(110 tokens\) leaves no room .* raise it above 113"):
         plugin_set.one("rlvr_rollout_func", tokenizer=tokenizer, num_generations=4, grpo_args=args(113))
-    assert plugin_set.one("rlvr_rollout_func", tokenizer=tokenizer, num_generations=4,
-                          grpo_args=args(114)) == ThinkingBudgetRollout(3)
-    assert build_plugin_set({"qwen-thinking": {}}).one("rlvr_rollout_func", tokenizer=tokenizer,
-                                                       num_generations=4, grpo_args=args(114)) is None
+    assert plugin_set.one(
+        "rlvr_rollout_func", tokenizer=tokenizer, num_generations=4, grpo_args=args(114)
+    ) == ThinkingBudgetRollout(3)
+    assert (
+        build_plugin_set({"qwen-thinking": {}}).one(
+            "rlvr_rollout_func", tokenizer=tokenizer, num_generations=4, grpo_args=args(114)
+        )
+        is None
+    )

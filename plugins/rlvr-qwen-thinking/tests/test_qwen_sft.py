@@ -17,10 +17,20 @@ def test_thinking_and_non_thinking_rows_are_exactly_as_specified():
     seed = next(s for s in range(100) if fused_no_think(s, 0, 0.5) and not fused_no_think(s, 1, 0.5))
     out = build_fusion_sft(rows, no_think_share=0.5, seed=seed)
     assert out == [
-        {"prompt": "57+68= /no_think", "answer": "125", "difficulty": 2,
-         "completion": "<think>\n\n</think>\n\n<answer>125</answer>", "thinking": False},
-        {"prompt": "3+4=", "answer": "7", "difficulty": 1,
-         "completion": "<think>7</think><answer>7</answer>", "thinking": True},
+        {
+            "prompt": "57+68= /no_think",
+            "answer": "125",
+            "difficulty": 2,
+            "completion": "<think>\n\n</think>\n\n<answer>125</answer>",
+            "thinking": False,
+        },
+        {
+            "prompt": "3+4=",
+            "answer": "7",
+            "difficulty": 1,
+            "completion": "<think>7</think><answer>7</answer>",
+            "thinking": True,
+        },
     ]
 
 
@@ -41,13 +51,14 @@ def test_the_mix_follows_the_share_and_is_reproducible():
 
 
 def test_explicit_flags_decide_the_mode_and_are_not_repeated():
-    rows = [{"prompt": "2+2= /no_think", "solution": "<think>4</think>\n<answer>4</answer>"},
-            {"prompt": "2+3= /think", "solution": "<think>5</think><answer>5</answer>"}]
+    rows = [
+        {"prompt": "2+2= /no_think", "solution": "<think>4</think>\n<answer>4</answer>"},
+        {"prompt": "2+3= /think", "solution": "<think>5</think><answer>5</answer>"},
+    ]
     out = build_fusion_sft(rows, no_think_share=0.0, seed=0) + build_fusion_sft(rows, no_think_share=1.0, seed=0)
     for first, second in (out[0:2], out[2:4]):
         assert first == {"prompt": "2+2= /no_think", "completion": BLOCK + "<answer>4</answer>", "thinking": False}
-        assert second == {"prompt": "2+3= /think", "completion": "<think>5</think><answer>5</answer>",
-                          "thinking": True}
+        assert second == {"prompt": "2+3= /think", "completion": "<think>5</think><answer>5</answer>", "thinking": True}
 
 
 def test_a_solution_without_a_think_block_is_an_error_naming_the_row():

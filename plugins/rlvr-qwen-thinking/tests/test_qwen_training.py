@@ -41,30 +41,50 @@ class Observer(Plugin):
 
 @pytest.mark.slow
 def test_two_grpo_steps_with_a_budget_inject_the_stop_text_and_keep_it_out_of_the_lengths(
-        tmp_path, tokenizer, tiny_model):
+    tmp_path, tokenizer, tiny_model
+):
     from datasets import Dataset
 
-    from rlvr_plugins.train.data import render
     from rlvr_plugins.demo.task import split_train_eval
     from rlvr_plugins.rewards import Engines
+    from rlvr_plugins.train.data import render
     from rlvr_plugins.train.run import prepare
     from rlvr_plugins.trainer import RLVRTrainer
 
     max_len = BUDGET + STOP_TOKENS + 5
-    config = {"output_dir": str(tmp_path / "run"), "seed": 7,
-              "plugins": {"qwen-thinking": {"no_think_share": 0.5, "compliance_weight": 1.0,
-                                            "thinking_budget": BUDGET},
-                          "qwen-test-observer": {}},
-              "trainer": {"per_device_train_batch_size": 8, "num_generations": 4, "max_completion_length": max_len,
-                          "max_steps": 2, "learning_rate": 1e-3, "save_strategy": "no", "use_cpu": True,
-                          "disable_tqdm": True, "beta": 0.0, "report_to": "none", "logging_steps": 1}}
+    config = {
+        "output_dir": str(tmp_path / "run"),
+        "seed": 7,
+        "plugins": {
+            "qwen-thinking": {"no_think_share": 0.5, "compliance_weight": 1.0, "thinking_budget": BUDGET},
+            "qwen-test-observer": {},
+        },
+        "trainer": {
+            "per_device_train_batch_size": 8,
+            "num_generations": 4,
+            "max_completion_length": max_len,
+            "max_steps": 2,
+            "learning_rate": 1e-3,
+            "save_strategy": "no",
+            "use_cpu": True,
+            "disable_tqdm": True,
+            "beta": 0.0,
+            "report_to": "none",
+            "logging_steps": 1,
+        },
+    }
     with temporary_plugin(Observer):
         prepared = prepare(config)
         rows, _ = split_train_eval(16, 0, 0, max_digits=2)
         rows = render(rows, prepared.plugin_set, tokenizer, seed=7)
-        trainer = RLVRTrainer(plugin_set=prepared.plugin_set, engines=Engines(in_process=True), model=tiny_model,
-                              args=prepared.grpo_args, train_dataset=Dataset.from_list(rows),
-                              processing_class=tokenizer)
+        trainer = RLVRTrainer(
+            plugin_set=prepared.plugin_set,
+            engines=Engines(in_process=True),
+            model=tiny_model,
+            args=prepared.grpo_args,
+            train_dataset=Dataset.from_list(rows),
+            processing_class=tokenizer,
+        )
         trainer.train()
     assert trainer.state.global_step == 2
     seen = trainer.plugin_set.get(Observer.name).seen
@@ -74,7 +94,7 @@ def test_two_grpo_steps_with_a_budget_inject_the_stop_text_and_keep_it_out_of_th
     # TRL hands the rollout each prompt once per generation: G = 4 completions per prompt, in a row
     indices = [c[4] for c in completions]
     for g in range(0, 16, 4):
-        assert indices[g:g + 4] == [indices[g]] * 4
+        assert indices[g : g + 4] == [indices[g]] * 4
     for _, prompt, completion, hit, index in completions:
         assert prompt == rows[index]["prompt"]
         if prompt.endswith(BLOCK):  # non-thinking: the budget does not apply
@@ -87,12 +107,13 @@ def test_two_grpo_steps_with_a_budget_inject_the_stop_text_and_keep_it_out_of_th
     lengths = [c for c in seen if c[0] == "lengths"]
     logged = [h["completions/mean_length"] for h in trainer.state.log_history if "completions/mean_length" in h]
     for step, (_, _, full) in enumerate(lengths):
-        hits = [c[3] for c in completions[8 * step:8 * step + 8]]
+        hits = [c[3] for c in completions[8 * step : 8 * step + 8]]
         assert max(full) <= max_len
         assert logged[step] == pytest.approx(sum(n - STOP_TOKENS * h for n, h in zip(full, hits)) / 8)
 
-    ratio = [h["qwen_thinking/budget_hit_ratio"] for h in trainer.state.log_history
-             if "qwen_thinking/budget_hit_ratio" in h]
-    assert ratio == [pytest.approx(sum(c[3] for c in completions[8 * s:8 * s + 8]) / 8) for s in range(2)]
+    ratio = [
+        h["qwen_thinking/budget_hit_ratio"] for h in trainer.state.log_history if "qwen_thinking/budget_hit_ratio" in h
+    ]
+    assert ratio == [pytest.approx(sum(c[3] for c in completions[8 * s : 8 * s + 8]) / 8) for s in range(2)]
     names = [c[2] for c in seen if c[0] == "rewards"][0]
     assert names == ["qwen-mode-compliance", "qwen-test-record"]

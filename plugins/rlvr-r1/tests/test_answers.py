@@ -308,8 +308,31 @@ def test_extract_answer_never_raises(text, opened, fallback):
 
 
 _PIECES = st.sampled_from(
-    ["<think>", "</think>", "<answer>", "</answer>", "\\boxed{", "}", "{", "$", "####", " or ",
-     ", ", "\\frac{1}{2}", "12", "-3.5", "x", "=", "(", ")", "\\{", "\\}", " ", "\n", "中"]
+    [
+        "<think>",
+        "</think>",
+        "<answer>",
+        "</answer>",
+        "\\boxed{",
+        "}",
+        "{",
+        "$",
+        "####",
+        " or ",
+        ", ",
+        "\\frac{1}{2}",
+        "12",
+        "-3.5",
+        "x",
+        "=",
+        "(",
+        ")",
+        "\\{",
+        "\\}",
+        " ",
+        "\n",
+        "中",
+    ]
 )
 
 
@@ -384,10 +407,18 @@ def test_olympiadbench_final_answers(capsys):
     assert {failure[0] for failure in failures} <= OLYMPIADBENCH_KNOWN_FAILURES
 
 
-@pytest.mark.parametrize("answer, reference, expected", [
-    ("18", "18.0", 1.0), ("-0.50", "-.5", 1.0), ("$7$", "7", 1.0), ("19", "18", 0.0), ("1.5", "3/2", None),
-    ("x", "1", None), ("18 dollars", "18", None),
-])
+@pytest.mark.parametrize(
+    "answer, reference, expected",
+    [
+        ("18", "18.0", 1.0),
+        ("-0.50", "-.5", 1.0),
+        ("$7$", "7", 1.0),
+        ("19", "18", 0.0),
+        ("1.5", "3/2", None),
+        ("x", "1", None),
+        ("18 dollars", "18", None),
+    ],
+)
 def test_plain_numbers_are_compared_by_value_without_sympy(answer, reference, expected):
     from rlvr_r1.answers import _numeric_verdict
 
@@ -531,21 +562,24 @@ def test_spraying_markers_in_adversarial_input():
 BIG = "1" * 10_000
 
 
-@pytest.mark.parametrize("answer, reference, expected", [
-    (BIG, "12", 0.0),
-    (BIG, BIG, 1.0),
-    (BIG, "#### " + BIG, 1.0),
-    ("00" + BIG + ".000", BIG, 1.0),
-    (BIG + "1", BIG, 0.0),
-    ("-" + BIG, BIG, 0.0),
-    ("0." + "3" * 10_000, "0." + "3" * 10_000 + "0", 1.0),
-    ("0." + "3" * 10_000, "0." + "3" * 9_999, 0.0),
-    ("\\frac{" + "2" * 10_000 + "}{2}", BIG, 1.0),
-    ("2" * 10_000 + "/2", BIG, 1.0),
-    ("\\frac{" + "2" * 10_000 + "}{3}", BIG, 0.0),
-    ("\\frac{1}{3}", BIG, 0.0),
-    ("-0.0", "0", 1.0),
-])
+@pytest.mark.parametrize(
+    "answer, reference, expected",
+    [
+        (BIG, "12", 0.0),
+        (BIG, BIG, 1.0),
+        (BIG, "#### " + BIG, 1.0),
+        ("00" + BIG + ".000", BIG, 1.0),
+        (BIG + "1", BIG, 0.0),
+        ("-" + BIG, BIG, 0.0),
+        ("0." + "3" * 10_000, "0." + "3" * 10_000 + "0", 1.0),
+        ("0." + "3" * 10_000, "0." + "3" * 9_999, 0.0),
+        ("\\frac{" + "2" * 10_000 + "}{2}", BIG, 1.0),
+        ("2" * 10_000 + "/2", BIG, 1.0),
+        ("\\frac{" + "2" * 10_000 + "}{3}", BIG, 0.0),
+        ("\\frac{1}{3}", BIG, 0.0),
+        ("-0.0", "0", 1.0),
+    ],
+)
 def test_numbers_of_ten_thousand_digits_get_a_verdict(answer, reference, expected):
     import sys
 
@@ -591,7 +625,8 @@ def test_a_reference_math_verify_can_never_parse_is_reported_at_load_naming_the_
     assert reference_problem("12") is None and reference_problem(BIG) is None
     assert reference_problem(f"so \\boxed{{{huge}}}") == (
         f"the reference answer holds a number of {MAX_NUMBER_DIGITS + 1} digits; numbers of more than "
-        f"{MAX_NUMBER_DIGITS} digits are compared only as plain decimals or as plain text")
+        f"{MAX_NUMBER_DIGITS} digits are compared only as plain decimals or as plain text"
+    )
     broken = "\\frac{1}{"
     references = ["12", huge, None, broken, "#### 1,234", huge, "\\frac{1}{2}", BIG]
     assert check_references(references) == ([(1, TOO_MANY_DIGITS), (3, UNPARSEABLE), (5, TOO_MANY_DIGITS)], 0)
@@ -600,12 +635,18 @@ def test_a_reference_math_verify_can_never_parse_is_reported_at_load_naming_the_
     plugin = AccuracyPlugin(AccuracyPlugin.Options(answer_column="gold"))
     rows = [{"prompt": "p", "gold": r} for r in ("12", broken)] + [{"prompt": "p"}]
     assert plugin.rlvr_check_dataset(rows=rows) == [
-        (1, "math-verify cannot parse the reference answer (column 'gold'); it is compared only as a plain "
-            "decimal or as text")]
+        (
+            1,
+            "math-verify cannot parse the reference answer (column 'gold'); it is compared only as a plain "
+            "decimal or as text",
+        )
+    ]
     scorer = AccuracyScorer()
     with caplog.at_level("WARNING", logger="rlvr_r1.plugins"):
-        scores = [scorer(prompt="p", completion=f"\\boxed{{{answer}}}", example={"answer": huge, "rlvr_index": 7})
-                  for answer in (huge, "12", huge + "7")]
+        scores = [
+            scorer(prompt="p", completion=f"\\boxed{{{answer}}}", example={"answer": huge, "rlvr_index": 7})
+            for answer in (huge, "12", huge + "7")
+        ]
     assert scores == [1.0, 0.0, 0.0]
     assert caplog.records == []  # reported at load (rlvr_check_dataset), not once per worker
 

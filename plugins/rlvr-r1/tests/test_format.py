@@ -79,7 +79,15 @@ def test_opened_completion_fails_without_flag():
 
 @pytest.mark.parametrize(
     "content,expected",
-    [("5", True), (r"\pi", True), ("x", True), (r"\boxed{}", False), ("$ $", False), ("...", False), (r"\left( \right)", False)],
+    [
+        ("5", True),
+        (r"\pi", True),
+        ("x", True),
+        (r"\boxed{}", False),
+        ("$ $", False),
+        ("...", False),
+        (r"\left( \right)", False),
+    ],
 )
 def test_has_extractable_answer(content, expected):
     assert has_extractable_answer(content) is expected

@@ -66,7 +66,11 @@ def test_escaped_dollar_is_not_math():
 
 def test_word_counts_by_script():
     assert count_words("abc 中文 ひらがな カタカナ 한국") == {
-        "Latin": 1, "Han": 2, "Hiragana": 4, "Katakana": 4, "Hangul": 2,
+        "Latin": 1,
+        "Han": 2,
+        "Hiragana": 4,
+        "Katakana": 4,
+        "Hangul": 2,
     }
     assert count_words("mixedСлово") == {"Latin": 1, "Cyrillic": 1}
     assert count_words("α is small but αβγ is a word") == {"Latin": 6, "Greek": 1}
@@ -125,14 +129,17 @@ def test_never_raises_and_in_range(text, target):
 # --- words inside \text{} in math are language -------------------------------------------------
 
 
-@pytest.mark.parametrize("text, expected", [
-    (r"\(\text{我们计算两个数的和}\) so", {"Han": 9, "Latin": 1}),
-    (r"$\text{我们}$ and $\textbf{计算}$", {"Han": 4, "Latin": 1}),
-    (r"Let $v = \mathrm{speed} \cdot \operatorname{dist}$ hold", {"Latin": 2}),
-    (r"$x + \text{one \textbf{two} three} + \frac{\mbox{four}}{y}$", {"Latin": 4}),
-    (r"$$\text{a \{b\} c}$$ \[\emph{d}\]", {"Latin": 4}),
-    (r"$\text{中文 never closed$", {"Han": 2, "Latin": 2}),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (r"\(\text{我们计算两个数的和}\) so", {"Han": 9, "Latin": 1}),
+        (r"$\text{我们}$ and $\textbf{计算}$", {"Han": 4, "Latin": 1}),
+        (r"Let $v = \mathrm{speed} \cdot \operatorname{dist}$ hold", {"Latin": 2}),
+        (r"$x + \text{one \textbf{two} three} + \frac{\mbox{four}}{y}$", {"Latin": 4}),
+        (r"$$\text{a \{b\} c}$$ \[\emph{d}\]", {"Latin": 4}),
+        (r"$\text{中文 never closed$", {"Han": 2, "Latin": 2}),
+    ],
+)
 def test_text_commands_inside_math_count_as_language(text, expected):
     assert count_words(text) == Counter(expected)
 
@@ -146,14 +153,17 @@ def test_a_chinese_chain_of_thought_hidden_in_text_is_not_english():
 # --- letters of scripts other than Latin and Greek are language anywhere in math ----------------
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("OK $我们计算两个数$", {"Han": 7, "Latin": 1}),
-    (r"OK $\mathrm{我们计算}$ \(\operatorname{两个}\)", {"Han": 6, "Latin": 1}),
-    (r"OK $x \tag{我们} \label{计算}$", {"Han": 4, "Latin": 1}),
-    ("OK $$\n我们\n$$ \\[计算\\]", {"Han": 4, "Latin": 1}),
-    (r"OK $\text{ab} привет + y$", {"Cyrillic": 1, "Latin": 2}),
-    (r"So $x^2 + \alpha\beta = \pi r$ holds", {"Latin": 2}),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("OK $我们计算两个数$", {"Han": 7, "Latin": 1}),
+        (r"OK $\mathrm{我们计算}$ \(\operatorname{两个}\)", {"Han": 6, "Latin": 1}),
+        (r"OK $x \tag{我们} \label{计算}$", {"Han": 4, "Latin": 1}),
+        ("OK $$\n我们\n$$ \\[计算\\]", {"Han": 4, "Latin": 1}),
+        (r"OK $\text{ab} привет + y$", {"Cyrillic": 1, "Latin": 2}),
+        (r"So $x^2 + \alpha\beta = \pi r$ holds", {"Latin": 2}),
+    ],
+)
 def test_non_latin_letters_inside_math_count_as_language(text, expected):
     assert count_words(text) == Counter(expected)
 
@@ -180,6 +190,7 @@ def test_an_unknown_target_is_refused_when_the_options_are_parsed():
 
     with pytest.raises(PluginOptionError) as err:
         LanguagePlugin.parse_options({"target": "xx"})
-    assert str(err.value).startswith("plugin 'r1-language': target must be one of ar, el, en, he, hi, ja, ko, ru, "
-                                     "th, zh, got 'xx'. Valid options:")
+    assert str(err.value).startswith(
+        "plugin 'r1-language': target must be one of ar, el, en, he, hi, ja, ko, ru, th, zh, got 'xx'. Valid options:"
+    )
     assert LanguagePlugin.parse_options({"target": "zh"}).target == "zh"

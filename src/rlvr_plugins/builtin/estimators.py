@@ -1,4 +1,5 @@
-"""Built-in advantage estimators: ``grpo`` (the default), ``rloo``, ``batch-std``, ``mean-baseline``, ``normalize-then-sum``.
+"""Built-in advantage estimators: ``grpo`` (the default), ``rloo``, ``batch-std``, ``mean-baseline``,
+``normalize-then-sum``.
 
 TRL's switches map onto them (``RLVRTrainer`` does this when no estimator is enabled):
 ``scale_rewards="group"`` → ``grpo``, ``"batch"`` → ``batch-std``, ``"none"`` →
@@ -85,12 +86,14 @@ class NormalizeThenSumEstimator(Plugin):
 
     @hookimpl
     def rlvr_compute_advantages(self, rewards_per_func, reward_weights, num_generations, valid):
-        return advantages.normalize_then_sum_advantages(rewards_per_func, reward_weights, valid, num_generations,
-                                                        eps=self.options.eps)
+        return advantages.normalize_then_sum_advantages(
+            rewards_per_func, reward_weights, valid, num_generations, eps=self.options.eps
+        )
 
 
 #: TRL's ``scale_rewards`` value -> the built-in estimator that computes TRL's advantages for it.
 TRL_SCALE_ESTIMATORS: dict[str, str] = {
-    cls.trl_scale_rewards: cls.name for cls in (GRPOEstimator, BatchStdEstimator, MeanBaselineEstimator)
+    cls.trl_scale_rewards: cls.name
+    for cls in (GRPOEstimator, BatchStdEstimator, MeanBaselineEstimator)
     if cls.trl_scale_rewards is not None
 }

@@ -28,8 +28,9 @@ The per-token losses ``l_{i,t}`` of the ``B`` completions (lengths ``|o_i|``) ar
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from .. import hookimpl
 from ..errors import ConfigError
@@ -56,25 +57,32 @@ def loss_settings(clip: bool, length_normalization: str | None) -> dict[str, Any
     return settings
 
 
-def contradictions(trainer_section: Mapping[str, Any], clip: bool, length_normalization: str | None,
-                   plugin: str = "policy-loss") -> list[str]:
+def contradictions(
+    trainer_section: Mapping[str, Any], clip: bool, length_normalization: str | None, plugin: str = "policy-loss"
+) -> list[str]:
     """One message per ``trainer:`` key that contradicts the plugin's options."""
     problems = []
     if not clip:
         for key in CLIP_KEYS:
             if trainer_section.get(key) is not None:
-                problems.append(f"trainer.{key}={trainer_section[key]!r} contradicts plugin {plugin!r} option "
-                                f"clip: false (the surrogate is not clipped); remove trainer.{key}")
+                problems.append(
+                    f"trainer.{key}={trainer_section[key]!r} contradicts plugin {plugin!r} option "
+                    f"clip: false (the surrogate is not clipped); remove trainer.{key}"
+                )
         loss_type = trainer_section.get("loss_type", LENGTH_NORMALIZATION.get(length_normalization or "", "dapo"))
         if loss_type not in CLIPPED_LOSS_TYPES:
-            problems.append(f"trainer.loss_type={loss_type!r} has no clipped PPO surrogate to switch off "
-                            f"(plugin {plugin!r} option clip: false works with {list(CLIPPED_LOSS_TYPES)})")
+            problems.append(
+                f"trainer.loss_type={loss_type!r} has no clipped PPO surrogate to switch off "
+                f"(plugin {plugin!r} option clip: false works with {list(CLIPPED_LOSS_TYPES)})"
+            )
     if length_normalization is not None and "loss_type" in trainer_section:
         needed = LENGTH_NORMALIZATION[length_normalization]
         if trainer_section["loss_type"] != needed:
-            problems.append(f"trainer.loss_type={trainer_section['loss_type']!r} contradicts plugin {plugin!r} "
-                            f"option length_normalization: {length_normalization} (= loss_type {needed!r}); "
-                            "remove trainer.loss_type")
+            problems.append(
+                f"trainer.loss_type={trainer_section['loss_type']!r} contradicts plugin {plugin!r} "
+                f"option length_normalization: {length_normalization} (= loss_type {needed!r}); "
+                "remove trainer.loss_type"
+            )
     return problems
 
 
@@ -82,8 +90,10 @@ class PolicyLoss(Plugin):
     """Clipping on/off and the length normalisation of the GRPO surrogate, by name."""
 
     name = "policy-loss"
-    description = ("the surrogate by name: clip on/off; length normalisation per-response (GRPO), "
-                   "constant (Dr. GRPO) or token-mean (DAPO)")
+    description = (
+        "the surrogate by name: clip on/off; length normalisation per-response (GRPO), "
+        "constant (Dr. GRPO) or token-mean (DAPO)"
+    )
 
     @dataclass
     class Options:

@@ -31,8 +31,9 @@ def render(prompt: Any, completion: Any, tokenizer: Any, chat_template_kwargs: d
     if isinstance(prompt, list):
         from trl.data_utils import apply_chat_template
 
-        messages = prompt + (completion if isinstance(completion, list) else [{"role": "assistant",
-                                                                                "content": completion}])
+        messages = prompt + (
+            completion if isinstance(completion, list) else [{"role": "assistant", "content": completion}]
+        )
         return apply_chat_template({"messages": messages}, tokenizer, **(chat_template_kwargs or {}))["text"]
     return prompt + completion
 
@@ -58,9 +59,8 @@ def load_reward_model(model: Any, processing_class: Any) -> tuple[Any, Any]:
 
     The pad token is set as TRL does (the tokenizer's eos when it has none, and in the model's config).
     """
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
     from accelerate import PartialState
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     if isinstance(model, str):
         model = AutoModelForSequenceClassification.from_pretrained(model, num_labels=1)
@@ -96,9 +96,17 @@ class RewardModel(Plugin):
     def rlvr_reward_functions(self, register):
         o = self.options
         if o.model is None:
-            raise PluginError("plugin 'reward-model': option 'model' is required (a hub id or local path, or a "
-                              "PreTrainedModel from Python)")
+            raise PluginError(
+                "plugin 'reward-model': option 'model' is required (a hub id or local path, or a "
+                "PreTrainedModel from Python)"
+            )
         model, tokenizer = load_reward_model(o.model, o.processing_class)
-        register(RewardFunction(o.name or model_name(o.model), RewardModelScorer(model, tokenizer,
-                                                                                 o.chat_template_kwargs),
-                                weight=o.weight, isolated=False, completion_format="messages"))
+        register(
+            RewardFunction(
+                o.name or model_name(o.model),
+                RewardModelScorer(model, tokenizer, o.chat_template_kwargs),
+                weight=o.weight,
+                isolated=False,
+                completion_format="messages",
+            )
+        )

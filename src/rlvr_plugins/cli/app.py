@@ -6,7 +6,7 @@ import argparse
 import json
 import logging
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import RLVRError, bounded
@@ -45,13 +45,23 @@ def build_parser(argv: Sequence[str] | None = ()) -> argparse.ArgumentParser:
     command imports no plugin it does not use)."""
     parser = argparse.ArgumentParser(prog="rlvr", description="RL with verifiable rewards, as plugins on TRL.")
     parser.add_argument("--version", action="version", version=f"rlvr-plugins {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="print chained tracebacks of errors, and the traceback of each item a reward failed on")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print chained tracebacks of errors, and the traceback of each item a reward failed on",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text, add_arguments, run, module in builtin_commands():
-        described = {} if module is None else {
-            "description": module.__doc__, "epilog": getattr(module, "EXAMPLES", None),
-            "formatter_class": argparse.RawDescriptionHelpFormatter}
+        described = (
+            {}
+            if module is None
+            else {
+                "description": module.__doc__,
+                "epilog": getattr(module, "EXAMPLES", None),
+                "formatter_class": argparse.RawDescriptionHelpFormatter,
+            }
+        )
         p = sub.add_parser(name, help=text, **described)
         add_arguments(p)
         p.set_defaults(func=run)
@@ -72,20 +82,51 @@ def builtin_commands():
     return (
         ("plugins", "list installed plugins, their versions and hooks", _plugins_arguments, cmd_plugins, None),
         ("train", "train with a YAML config", _train_arguments, cmd_train, None),
-        ("score", "score saved completions with the enabled plugins (no training)", _score_arguments, _cmd_score,
-         None),
-        ("eval", "evaluate a model: zero-shot, few-shot or chain-of-thought prompting; accuracy, pass@k, maj@k, "
-                 "format rate (writes eval.json and eval.md)", _eval_arguments, cmd_eval, eval_cmd),
-        ("sft", "SFT cold start alone (TRL SFTTrainer); the model is saved to <output_dir>/model",
-         _config_arguments, cmd_sft, sft_cmd),
-        ("filter", "difficulty filtering: keep prompts whose pass rate is in a band (filtered.jsonl)",
-         _config_arguments, cmd_filter, filter_cmd),
-        ("distill", "rejection sampling: keep a teacher's correct, well-formed traces as an SFT set",
-         _config_arguments, cmd_distill, distill_cmd),
-        ("audit", "estimator lab: bias and variance of each advantage estimator against the exact policy gradient "
-                  "(table and PNG plots)", audit_cmd.add_arguments, audit_cmd.run, audit_cmd),
-        ("compare", "compare run folders: PNG plots per metric and a markdown table", compare_cmd.add_arguments,
-         compare_cmd.run, compare_cmd),
+        ("score", "score saved completions with the enabled plugins (no training)", _score_arguments, _cmd_score, None),
+        (
+            "eval",
+            "evaluate a model: zero-shot, few-shot or chain-of-thought prompting; accuracy, pass@k, maj@k, "
+            "format rate (writes eval.json and eval.md)",
+            _eval_arguments,
+            cmd_eval,
+            eval_cmd,
+        ),
+        (
+            "sft",
+            "SFT cold start alone (TRL SFTTrainer); the model is saved to <output_dir>/model",
+            _config_arguments,
+            cmd_sft,
+            sft_cmd,
+        ),
+        (
+            "filter",
+            "difficulty filtering: keep prompts whose pass rate is in a band (filtered.jsonl)",
+            _config_arguments,
+            cmd_filter,
+            filter_cmd,
+        ),
+        (
+            "distill",
+            "rejection sampling: keep a teacher's correct, well-formed traces as an SFT set",
+            _config_arguments,
+            cmd_distill,
+            distill_cmd,
+        ),
+        (
+            "audit",
+            "estimator lab: bias and variance of each advantage estimator against the exact policy gradient "
+            "(table and PNG plots)",
+            audit_cmd.add_arguments,
+            audit_cmd.run,
+            audit_cmd,
+        ),
+        (
+            "compare",
+            "compare run folders: PNG plots per metric and a markdown table",
+            compare_cmd.add_arguments,
+            compare_cmd.run,
+            compare_cmd,
+        ),
     )
 
 
@@ -96,12 +137,27 @@ def _plugins_arguments(p) -> None:
 
 def _train_arguments(p) -> None:
     p.add_argument("config")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value, e.g. --set trainer.learning_rate=1e-6 (repeatable)")
-    p.add_argument("--resume", nargs="?", const=True, default=None, metavar="CHECKPOINT",
-                   help="resume from the last complete checkpoint of output_dir, or from CHECKPOINT (same config)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="output_dir holds an earlier run: remove it (only the run's own entries) and start over")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --set trainer.learning_rate=1e-6 (repeatable)",
+    )
+    p.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="CHECKPOINT",
+        help="resume from the last complete checkpoint of output_dir, or from CHECKPOINT (same config)",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="output_dir holds an earlier run: remove it (only the run's own entries) and start over",
+    )
     p.add_argument("--check", action="store_true", help="validate the config and plugins, then stop")
     add_disable(p)
 
@@ -112,14 +168,24 @@ def _score_arguments(p) -> None:
     p.add_argument("--output", help="write one scored JSONL row per input row")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     add_disable(p)
-    p.add_argument("--step", type=int, default=None,
-                   help="training step seen by step-dependent plugins (default: past any warm-up)")
+    p.add_argument(
+        "--step",
+        type=int,
+        default=None,
+        help="training step seen by step-dependent plugins (default: past any warm-up)",
+    )
 
 
 def _config_arguments(p, run_dir: bool = False) -> None:
     p.add_argument("config", **RUN_DIR_ARGUMENT if run_dir else {})
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value, e.g. --set eval.n=8 (repeatable)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --set eval.n=8 (repeatable)",
+    )
     add_disable(p)
 
 
@@ -127,14 +193,21 @@ def _eval_arguments(p) -> None:
     _config_arguments(p, run_dir=True)
 
 
-RUN_DIR_ARGUMENT = {"metavar": "CONFIG|RUN_DIR",
-                    "help": "a config file, or a run folder: its final/ model with the run's own config.yaml"}
+RUN_DIR_ARGUMENT = {
+    "metavar": "CONFIG|RUN_DIR",
+    "help": "a config file, or a run folder: its final/ model with the run's own config.yaml",
+}
 
 
 def add_disable(parser) -> None:
-    parser.add_argument("--disable", action="append", default=[], metavar="PLUGIN",
-                        help="turn off a plugin the config enables, e.g. --disable kimi-length (repeatable; the same "
-                             "as --set plugins.PLUGIN=null)")
+    parser.add_argument(
+        "--disable",
+        action="append",
+        default=[],
+        metavar="PLUGIN",
+        help="turn off a plugin the config enables, e.g. --disable kimi-length (repeatable; the same "
+        "as --set plugins.PLUGIN=null)",
+    )
 
 
 def cmd_plugins(args) -> int:
@@ -168,8 +241,8 @@ def cmd_plugins(args) -> int:
 
 
 def cmd_train(args) -> int:
-    from ..train.config import load_config, missing_data_files
     from ..manager import check_plugins_config
+    from ..train.config import load_config, missing_data_files
     from ..train.runfolder import check_no_user_files, check_output_dir, output_dir, plan_run, run_entries
 
     config = load_config(args.config, args.overrides, need_files=not args.check)
@@ -203,8 +276,8 @@ def _command_config(args, need_model: bool = True, check=None):
     """The command's config, checked (``check(config)``: the command's own requirements; the
     ``plugins:`` names and options) before anything heavy is imported; then the libraries are
     quietened and the threads set."""
-    from ..train.config import load_config, load_config_or_run
     from ..manager import check_plugins_config
+    from ..train.config import load_config, load_config_or_run
 
     load = load_config_or_run if args.command == "eval" else load_config
     config = load(args.config, args.overrides, need_model=need_model, need_files=True)

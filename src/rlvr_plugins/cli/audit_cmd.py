@@ -18,8 +18,9 @@ import dataclasses
 import json
 import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 PLOTS = ("audit-bias.png", "audit-prompt-weights.png", "audit-length.png")
 COLORS = {"equal": "#4C72B0", "mixed": "#DD8452"}
@@ -27,12 +28,25 @@ COLORS = {"equal": "#4C72B0", "mixed": "#DD8452"}
 
 def add_arguments(parser) -> None:
     """Add this command's arguments to its argparse sub-parser (keep imports here light)."""
-    parser.add_argument("--estimator", dest="estimators", action="append", default=[], metavar="NAME",
-                        help="audit only this estimator (repeatable; default: every installed one)")
-    parser.add_argument("--output", default="runs/audit", metavar="DIR",
-                        help="folder for audit.md, audit.json and the plots (default: runs/audit)")
-    parser.add_argument("--full", action="store_true",
-                        help="publication size: 16 prompts, 100000 draws (default: 8 prompts, 4000 draws)")
+    parser.add_argument(
+        "--estimator",
+        dest="estimators",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="audit only this estimator (repeatable; default: every installed one)",
+    )
+    parser.add_argument(
+        "--output",
+        default="runs/audit",
+        metavar="DIR",
+        help="folder for audit.md, audit.json and the plots (default: runs/audit)",
+    )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="publication size: 16 prompts, 100000 draws (default: 8 prompts, 4000 draws)",
+    )
     parser.add_argument("--draws", type=int, help="Monte-Carlo draws (overrides the size)")
     parser.add_argument("--prompts", type=int, help="prompts per batch P (overrides the size)")
     parser.add_argument("--generations", type=int, help="completions per prompt G (default 8)")
@@ -46,8 +60,9 @@ def run(args) -> int:
     """Run the command from parsed arguments; return the exit code."""
     from ..errors import ConfigError
 
-    overrides = {k: getattr(args, k) for k in ("draws", "prompts", "generations", "seed")
-                 if getattr(args, k) is not None}
+    overrides = {
+        k: getattr(args, k) for k in ("draws", "prompts", "generations", "seed") if getattr(args, k) is not None
+    }
     small = {k: v for k, v in overrides.items() if k != "seed" and v < 2}
     if small:
         raise ConfigError([f"--{k} must be at least 2, got {v}" for k, v in small.items()], source="rlvr audit")
@@ -58,9 +73,13 @@ def run(args) -> int:
     size = dataclasses.replace(size, **overrides)
     cells = size.draws * size.prompts * size.generations
     if cells > MAX_CELLS:
-        raise ConfigError([f"--draws x --prompts x --generations must be at most {MAX_CELLS} (about 1 GiB of "
-                           f"draws), got {size.draws} x {size.prompts} x {size.generations} = {cells}"],
-                          source="rlvr audit")
+        raise ConfigError(
+            [
+                f"--draws x --prompts x --generations must be at most {MAX_CELLS} (about 1 GiB of "
+                f"draws), got {size.draws} x {size.prompts} x {size.generations} = {cells}"
+            ],
+            source="rlvr audit",
+        )
     start = time.perf_counter()
     estimators = audit.load_estimators(args.estimators or None)
     results = audit.run_audit(estimators, size)
@@ -81,8 +100,9 @@ def command_line(args) -> str:
     """The ``rlvr audit`` command that reproduces this run (the output folder left out)."""
     words = ["rlvr", "audit", *(f"--estimator {n}" for n in args.estimators)]
     words += ["--full"] if args.full else []
-    words += [f"--{k} {getattr(args, k)}" for k in ("draws", "prompts", "generations", "seed")
-              if getattr(args, k) is not None]
+    words += [
+        f"--{k} {getattr(args, k)}" for k in ("draws", "prompts", "generations", "seed") if getattr(args, k) is not None
+    ]
     return " ".join(words)
 
 
@@ -156,8 +176,10 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     for est in results["estimators"]:
         for norm, lp in est["length"].items():
-            lines.append(f"| {est['name']} | {norm} | {_pm(lp['wrong_ratio'], lp['wrong_ratio_se'])} "
-                         f"| {_pm(lp['right_ratio'], lp['right_ratio_se'])} |")
+            lines.append(
+                f"| {est['name']} | {norm} | {_pm(lp['wrong_ratio'], lp['wrong_ratio_se'])} "
+                f"| {_pm(lp['right_ratio'], lp['right_ratio_se'])} |"
+            )
     lines += ["", "| estimator | distribution | version | hook calls |", "|---|---|---|---|"]
     for est in results["estimators"]:
         lines.append(f"| {est['name']} | {est['distribution']} | {est['version']} | {est['calls']} |")
@@ -204,8 +226,15 @@ def write_plots(results: dict[str, Any], out: Path) -> list[Path]:
         kw = {"width": 0.38, "color": COLORS.get(scenario), "label": scenario, "capsize": 3}
         axes[0].bar(xs, [max(1 - s["cosine"], 1e-9) for s in st], yerr=[s["cosine_se"] for s in st], **kw)
         axes[1].bar(xs, [s["bias"] for s in st], yerr=[s["bias_se"] for s in st], **kw)
-        axes[1].scatter(xs, [s["noise"] for s in st], marker="_", s=300, color="black", zorder=3,
-                        label="MC noise floor" if j == 0 else None)
+        axes[1].scatter(
+            xs,
+            [s["noise"] for s in st],
+            marker="_",
+            s=300,
+            color="black",
+            zorder=3,
+            label="MC noise floor" if j == 0 else None,
+        )
         axes[2].bar(xs, [s["rel_variance"] for s in st], yerr=[s["rel_variance_se"] for s in st], **kw)
     axes[0].set_yscale("log")
     for ax, title in zip(axes, ("1 − cosine(E[g], ∇J)", "bias after best rescaling", "tr Cov(g) / ‖E[g]‖²")):
@@ -222,9 +251,16 @@ def write_plots(results: dict[str, Any], out: Path) -> list[Path]:
     for i, (e, (marker, linestyle)) in enumerate(zip(ests, line_styles(len(ests)))):
         st = e["scenarios"]["mixed"]
         mean = sum(st["prompt_scale"]) / len(st["prompt_scale"])
-        ax.errorbar([p + dodge(i, len(ests), spread) for p in success], [k / mean for k in st["prompt_scale"]],
-                    yerr=[s / mean for s in st["prompt_scale_se"]], marker=marker, linestyle=linestyle,
-                    capsize=2, label=e["name"], fillstyle="none" if i % 2 else "full")
+        ax.errorbar(
+            [p + dodge(i, len(ests), spread) for p in success],
+            [k / mean for k in st["prompt_scale"]],
+            yerr=[s / mean for s in st["prompt_scale_se"]],
+            marker=marker,
+            linestyle=linestyle,
+            capsize=2,
+            label=e["name"],
+            fillstyle="none" if i % 2 else "full",
+        )
     ax.axhline(1, color="gray", lw=1, ls="--", label="exact gradient")
     ax.set_xlabel("prompt success probability J_p")
     ax.set_ylabel("relative weight κ_p / mean κ")
@@ -241,8 +277,14 @@ def write_plots(results: dict[str, Any], out: Path) -> list[Path]:
     for j, norm in enumerate(NORMALISATIONS):
         xs = [i + (j - (len(NORMALISATIONS) - 1) / 2) * width for i in x]
         for ax, label in zip(axes, ("wrong", "right")):
-            ax.bar(xs, [e["length"][norm][f"{label}_ratio"] for e in ests], width=width, capsize=3,
-                   yerr=[e["length"][norm][f"{label}_ratio_se"] for e in ests], label=norm)
+            ax.bar(
+                xs,
+                [e["length"][norm][f"{label}_ratio"] for e in ests],
+                width=width,
+                capsize=3,
+                yerr=[e["length"][norm][f"{label}_ratio_se"] for e in ests],
+                label=norm,
+            )
     size = results["size"]
     for ax, label in zip(axes, ("wrong", "right")):
         ax.axhline(1, color="gray", lw=1, ls="--")

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..errors import ConfigError, RLVRError
 from ..manager import PluginSet, build_plugin_set
@@ -37,7 +38,6 @@ def quiet_libraries() -> None:
         transformers.logging.disable_progress_bar()
     except ImportError:
         pass
-
 
 
 @dataclass
@@ -68,8 +68,11 @@ def setup(config: dict[str, Any], section: str, need_rewards: bool = True) -> Co
             validate_scoring(config, plugin_set)
         except RLVRError:
             if not plugin_set.reward_functions():
-                raise ConfigError(f"rlvr {section} scores completions with the reward plugins, but the config enables "
-                                  "none; enable one (e.g. plugins: {r1-accuracy: {}})", source="plugins") from None
+                raise ConfigError(
+                    f"rlvr {section} scores completions with the reward plugins, but the config enables "
+                    "none; enable one (e.g. plugins: {r1-accuracy: {}})",
+                    source="plugins",
+                ) from None
             raise
     rewards = plugin_set.reward_functions()
     out = Path(sections.output_dir or f"runs/{section}").expanduser()  # as rlvr train and transformers read it
@@ -90,8 +93,9 @@ def target_reward(ctx: Context, section: str, name: str | None) -> str:
     """The reward that defines *correct* (``<section>.reward``, default the first registered one)."""
     target = name or ctx.reward_names[0]
     if target not in ctx.reward_names:
-        raise ConfigError(f"{section}.reward {target!r} is not a registered reward; registered: {ctx.reward_names}",
-                          source=section)
+        raise ConfigError(
+            f"{section}.reward {target!r} is not a registered reward; registered: {ctx.reward_names}", source=section
+        )
     return target
 
 
@@ -142,8 +146,9 @@ def sample_rows(config: Mapping[str, Any], ctx: Context, rows: list[dict[str, An
     return tokenizer, model, texts, samples
 
 
-def score(ctx: Context, engines, prompts: Sequence[str], completions: Sequence[str],
-          rows: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
+def score(
+    ctx: Context, engines, prompts: Sequence[str], completions: Sequence[str], rows: Sequence[Mapping[str, Any]]
+) -> dict[str, list[float]]:
     """Every reward's raw value per completion (NaN where it did not apply or could not score)."""
     from ..rewards import score_all
 
@@ -206,8 +211,9 @@ def engines_for(config: Mapping[str, Any]):
     return Engines(**engine_options(config))
 
 
-def split_rows(config: Mapping[str, Any], section: str, split: str | None, default: str,
-               plugin_set: PluginSet | None = None) -> tuple[str, list[dict]]:
+def split_rows(
+    config: Mapping[str, Any], section: str, split: str | None, default: str, plugin_set: PluginSet | None = None
+) -> tuple[str, list[dict]]:
     """``(split name, rows)`` of ``data.<split>``; a missing split is a config error. With
     ``plugin_set`` (the split is scored), every plugin checks the rows (``rlvr_check_dataset``)."""
     from ..train.data import load_rows

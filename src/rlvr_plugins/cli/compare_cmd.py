@@ -18,32 +18,59 @@ Plots need matplotlib: pip install rlvr-plugins[plots] (--no-plots writes the ta
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import RLVRError
-
 from ..train.curves import DEFAULT_EMA, _figure_class, draw_group
 
 
 def add_arguments(parser) -> None:
     """Add this command's arguments to its argparse sub-parser (keep imports here light)."""
     parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folders (output_dir of rlvr train)")
-    parser.add_argument("--label", action="append", default=[], metavar="NAME",
-                        help="legend and table name of each run, in the order of RUN_DIR (repeat once per run; "
-                             "default: the folder name)")
-    parser.add_argument("--output", default="runs/compare", metavar="DIR",
-                        help="where compare.md, compare.json and the PNGs go (default: runs/compare)")
-    parser.add_argument("--smooth", type=_window, default=1, metavar="N",
-                        help="trailing mean over N logged steps, for plots and table (default: 1, no smoothing)")
-    parser.add_argument("--ema", type=_ema_weight, default=DEFAULT_EMA, metavar="WEIGHT",
-                        help="plots: smoothed line (TensorBoard's debiased EMA of this weight, in [0, 1)) over the "
-                             f"raw one (default: {DEFAULT_EMA}; 0: raw only)")
-    parser.add_argument("--metric", action="append", default=[], metavar="NAME",
-                        help="also plot (and tabulate) this logged metric; a glob such as 'rewards/*' or 'eval/*' "
-                             "plots every match (repeatable)")
-    parser.add_argument("--no-plots", action="store_true",
-                        help="write compare.md and compare.json only (no PNGs; matplotlib not needed)")
+    parser.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="legend and table name of each run, in the order of RUN_DIR (repeat once per run; "
+        "default: the folder name)",
+    )
+    parser.add_argument(
+        "--output",
+        default="runs/compare",
+        metavar="DIR",
+        help="where compare.md, compare.json and the PNGs go (default: runs/compare)",
+    )
+    parser.add_argument(
+        "--smooth",
+        type=_window,
+        default=1,
+        metavar="N",
+        help="trailing mean over N logged steps, for plots and table (default: 1, no smoothing)",
+    )
+    parser.add_argument(
+        "--ema",
+        type=_ema_weight,
+        default=DEFAULT_EMA,
+        metavar="WEIGHT",
+        help="plots: smoothed line (TensorBoard's debiased EMA of this weight, in [0, 1)) over the "
+        f"raw one (default: {DEFAULT_EMA}; 0: raw only)",
+    )
+    parser.add_argument(
+        "--metric",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also plot (and tabulate) this logged metric; a glob such as 'rewards/*' or 'eval/*' "
+        "plots every match (repeatable)",
+    )
+    parser.add_argument(
+        "--no-plots",
+        action="store_true",
+        help="write compare.md and compare.json only (no PNGs; matplotlib not needed)",
+    )
 
 
 def _window(text: str) -> int:
@@ -73,8 +100,10 @@ def run(args) -> int:
     from .common import write_json, write_text
 
     if args.label and len(args.label) != len(args.runs):
-        raise RLVRError(f"--label given {len(args.label)} time(s) for {len(args.runs)} run folder(s); "
-                        "give one --label per RUN_DIR, in the same order, or none")
+        raise RLVRError(
+            f"--label given {len(args.label)} time(s) for {len(args.runs)} run folder(s); "
+            "give one --label per RUN_DIR, in the same order, or none"
+        )
     labels = args.label or [None] * len(args.runs)
     runs = [curves.load_run(path, label) for path, label in zip(args.runs, labels)]
     curves.check_labels(runs)
@@ -86,8 +115,7 @@ def run(args) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise RLVRError(f"--output {out}: cannot create the folder ({exc.strerror})") from exc
-    plots = None if figure_class is None else draw_all(figure_class, groups, runs, args.smooth, out,
-                                                       args.ema)
+    plots = None if figure_class is None else draw_all(figure_class, groups, runs, args.smooth, out, args.ema)
     result["plots"] = [name for name, _ in plots or []]
     write_json(out / "compare.json", result)
     write_text(out / "compare.md", compare.report(result, plots))
@@ -98,8 +126,9 @@ def run(args) -> int:
     return 0
 
 
-def draw_all(figure_class, groups, runs: Sequence[Any], window: int, out: Path,
-             ema: float = 0.0) -> list[tuple[str, str]]:
+def draw_all(
+    figure_class, groups, runs: Sequence[Any], window: int, out: Path, ema: float = 0.0
+) -> list[tuple[str, str]]:
     """Draw every group that has data; ``[(file name, title)]`` of the PNGs written. A group without
     data has no PNG (one left in ``out`` by an earlier comparison is removed)."""
     drawn = []

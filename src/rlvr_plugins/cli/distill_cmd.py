@@ -15,18 +15,18 @@ and each reward's value under its name; ``rlvr sft`` trains a student on it with
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..errors import ConfigError
-from .common import engines_for, reaches, sample_rows, score, setup, source_row, split_rows, write_json, write_jsonl
 from ..train.sampling import require_backend
 from ..train.validate import run_config
+from .common import engines_for, reaches, sample_rows, score, setup, source_row, split_rows, write_json, write_jsonl
 
 EXAMPLES = """examples:
   rlvr distill configs/r1_cold_start.yaml              # R1's cold-start traces from a teacher (GPU, vLLM)
   rlvr distill configs/cpu/r1.yaml --set distill.n=4 --set output_dir=runs/distill
 """
-
 
 
 def accepted(values: Mapping[str, float], thresholds: Mapping[str, float]) -> bool:
@@ -49,8 +49,11 @@ def run_distill(config: dict[str, Any]) -> dict[str, Any]:
     thresholds = dict(section.thresholds or {name: 1.0 for name in ctx.reward_names})
     unknown = [name for name in thresholds if name not in ctx.reward_names]
     if unknown:
-        raise ConfigError(f"distill.thresholds names reward(s) {unknown} that no enabled plugin registers; "
-                          f"registered: {ctx.reward_names}", source="distill")
+        raise ConfigError(
+            f"distill.thresholds names reward(s) {unknown} that no enabled plugin registers; "
+            f"registered: {ctx.reward_names}",
+            source="distill",
+        )
     max_per_prompt = section.max_per_prompt
     split, rows = split_rows(config, "distill", section.split, "train", ctx.plugin_set)
     tokenizer, model, texts, samples = sample_rows(config, ctx, rows, options, desc="distill")
@@ -58,8 +61,13 @@ def run_distill(config: dict[str, Any]) -> dict[str, Any]:
     flat = [s for per in samples for s in per]
     engines = engines_for(config)
     try:
-        values = score(ctx, engines, [t for t in texts for _ in range(n)], [s.text for s in flat],
-                       [r for r in rows for _ in range(n)])
+        values = score(
+            ctx,
+            engines,
+            [t for t in texts for _ in range(n)],
+            [s.text for s in flat],
+            [r for r in rows for _ in range(n)],
+        )
     finally:
         engines.close()
     out_rows, accepted_count = [], 0
@@ -76,8 +84,15 @@ def run_distill(config: dict[str, Any]) -> dict[str, Any]:
             accepted_count += 1
             if kept_here < max_per_prompt:
                 kept_here += 1
-                out_rows.append({**source_row(row), "completion": flat[j].text, "teacher_prompt": texts[i],
-                                 "completion_length": flat[j].length, **trace_values})
+                out_rows.append(
+                    {
+                        **source_row(row),
+                        "completion": flat[j].text,
+                        "teacher_prompt": texts[i],
+                        "completion_length": flat[j].length,
+                        **trace_values,
+                    }
+                )
         prompts_with_trace += kept_here > 0
     output = ctx.out / section.output
     write_jsonl(output, out_rows)
@@ -98,6 +113,9 @@ def run_distill(config: dict[str, Any]) -> dict[str, Any]:
         "seconds": round(time.perf_counter() - started, 1),
     }
     write_json(ctx.out / "distill_report.json", report)
-    print(f"accepted {accepted_count} of {len(flat)} traces ({len(rows)} prompts x {n}); wrote {len(out_rows)} rows "
-          f"to {output}", flush=True)
+    print(
+        f"accepted {accepted_count} of {len(flat)} traces ({len(rows)} prompts x {n}); wrote {len(out_rows)} rows "
+        f"to {output}",
+        flush=True,
+    )
     return report

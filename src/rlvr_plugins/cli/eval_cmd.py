@@ -17,15 +17,28 @@ and ``eval_samples.jsonl`` (every completion with its rewards).
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from ..lab import metrics
 from ..errors import ConfigError
+from ..lab import metrics
 from ..text import message_text
-from .common import engines_for, reaches, sample_rows, score, setup, split_rows, target_reward, with_suffix, write_json, write_jsonl, write_text
 from ..train.sampling import require_backend
 from ..train.sections import EvalSection
 from ..train.validate import run_config
+from .common import (
+    engines_for,
+    reaches,
+    sample_rows,
+    score,
+    setup,
+    split_rows,
+    target_reward,
+    with_suffix,
+    write_json,
+    write_jsonl,
+    write_text,
+)
 
 EXAMPLES = """examples:
   rlvr eval runs/demo                                  # the demo run's final/ model, with its own config
@@ -57,8 +70,9 @@ def few_shot_prompt(question: str, shots: list[tuple[str, str]]) -> str:
     return head + QUESTION_TEMPLATE.format(question=question)
 
 
-def build_prompts(rows: list[dict[str, Any]], section: EvalSection, config: Mapping[str, Any],
-                  split: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def build_prompts(
+    rows: list[dict[str, Any]], section: EvalSection, config: Mapping[str, Any], split: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``(rows to evaluate, the same rows with the prompt of eval.mode)`` before the template plugin."""
     mode = section.mode
     if mode == "zero-shot":
@@ -74,8 +88,11 @@ def build_prompts(rows: list[dict[str, Any]], section: EvalSection, config: Mapp
     for i, r in enumerate(train[:k]):
         solution = r.get(column, r.get("raw_answer") if column == "solution" else None)
         if solution is None:
-            raise ConfigError(f"eval.shot_column {column!r}: train row {i} has no such column (nor 'raw_answer'); "
-                              f"columns present: {sorted(r)}", source="eval")
+            raise ConfigError(
+                f"eval.shot_column {column!r}: train row {i} has no such column (nor 'raw_answer'); "
+                f"columns present: {sorted(r)}",
+                source="eval",
+            )
         shots.append((message_text(r["prompt"], roles=("user",)), str(solution).strip()))
     if len(shots) < k:
         raise ConfigError(f"eval.shots={k} but the train split has {len(train)} rows", source="eval")
@@ -97,16 +114,17 @@ def run_eval(config: dict[str, Any]) -> dict[str, Any]:
     threshold = section.threshold
     format_reward = section.format_reward  # explicit: the core does not guess a reward from its name
     if format_reward is not None and format_reward not in ctx.reward_names:
-        raise ConfigError(f"eval.format_reward {format_reward!r} is not a registered reward; registered: "
-                          f"{ctx.reward_names}", source="eval")
+        raise ConfigError(
+            f"eval.format_reward {format_reward!r} is not a registered reward; registered: {ctx.reward_names}",
+            source="eval",
+        )
     split, rows = split_rows(config, "eval", section.split, "eval", ctx.plugin_set)
     try:
         columns = metrics.breakdown_columns(rows, section.breakdown)
     except KeyError as exc:
         raise ConfigError(f"eval.breakdown: {exc.args[0]}", source="eval") from exc
     rows, prompted = build_prompts(rows, section, config, split)
-    tokenizer, model, texts, samples = sample_rows(config, ctx, prompted, options,
-                                                   desc=f"eval {section.mode}")
+    tokenizer, model, texts, samples = sample_rows(config, ctx, prompted, options, desc=f"eval {section.mode}")
     flat_rows = [row for row in rows for _ in range(options.n)]
     flat_prompts = [t for t in texts for _ in range(options.n)]
     flat = [s for per in samples for s in per]
@@ -120,14 +138,32 @@ def run_eval(config: dict[str, Any]) -> dict[str, Any]:
         idx = range(i * options.n, (i + 1) * options.n)
         answers = [metrics.extract_final_answer(flat[j].text) for j in idx]
         correct = [reaches(values[target][j], threshold) for j in idx]
-        formatted = ([reaches(values[format_reward][j], 1.0) for j in idx] if format_reward
-                     else [a is not None for a in answers])
-        problems.append(metrics.ProblemSamples(correct, formatted, [metrics.answer_key(a) for a in answers],
-                                               [flat[j].length for j in idx], {c: row.get(c) for c in columns}))
+        formatted = (
+            [reaches(values[format_reward][j], 1.0) for j in idx] if format_reward else [a is not None for a in answers]
+        )
+        problems.append(
+            metrics.ProblemSamples(
+                correct,
+                formatted,
+                [metrics.answer_key(a) for a in answers],
+                [flat[j].length for j in idx],
+                {c: row.get(c) for c in columns},
+            )
+        )
         for s, j in enumerate(idx):
-            sample_records.append({"problem": i, "sample": s, "prompt": texts[i], "completion": flat[j].text,
-                                "length": flat[j].length, "answer": row.get("answer"), "extracted": answers[s],
-                                "correct": correct[s], **{n: values[n][j] for n in ctx.reward_names}})
+            sample_records.append(
+                {
+                    "problem": i,
+                    "sample": s,
+                    "prompt": texts[i],
+                    "completion": flat[j].text,
+                    "length": flat[j].length,
+                    "answer": row.get("answer"),
+                    "extracted": answers[s],
+                    "correct": correct[s],
+                    **{n: values[n][j] for n in ctx.reward_names},
+                }
+            )
     report = {
         "model": run_config(config).model.name_or_path or "tiny",
         "split": split,
@@ -155,19 +191,25 @@ def run_eval(config: dict[str, Any]) -> dict[str, Any]:
 
 def markdown_report(report: Mapping[str, Any], ks: list[int]) -> str:
     m = report["metrics"]
-    head = (f"# Evaluation: {report['model']} on {report['split']} ({m['problems']} problems)\n\n"
-            f"mode {report['mode']}, n={report['n']}, temperature {report['temperature']}, top_p {report['top_p']}, "
-            f"backend {report['backend']}; correct = {report['reward']} >= {report['threshold']}; "
-            f"format = {report['format']}\n\n")
+    head = (
+        f"# Evaluation: {report['model']} on {report['split']} ({m['problems']} problems)\n\n"
+        f"mode {report['mode']}, n={report['n']}, temperature {report['temperature']}, top_p {report['top_p']}, "
+        f"backend {report['backend']}; correct = {report['reward']} >= {report['threshold']}; "
+        f"format = {report['format']}\n\n"
+    )
     metric_names = ["accuracy", *[f"pass@{k}" for k in ks], *[f"maj@{k}" for k in ks], "format_rate", "answer_rate"]
     table = metrics.markdown_table(
         [*metric_names, "length (correct)", "length (wrong)"],
-        [[*(m[name] for name in metric_names), m["mean_length"]["correct"], m["mean_length"]["wrong"]]])
+        [[*(m[name] for name in metric_names), m["mean_length"]["correct"], m["mean_length"]["wrong"]]],
+    )
     parts = [head, table, "\n"]
     for column, groups in report["breakdown"].items():
         parts.append(f"\n## By {column}\n\n")
-        parts.append(metrics.markdown_table(
-            [column, "problems", "accuracy", *[f"pass@{k}" for k in ks]],
-            [[value, g["problems"], g["accuracy"], *(g[f"pass@{k}"] for k in ks)] for value, g in groups.items()]))
+        parts.append(
+            metrics.markdown_table(
+                [column, "problems", "accuracy", *[f"pass@{k}" for k in ks]],
+                [[value, g["problems"], g["accuracy"], *(g[f"pass@{k}"] for k in ks)] for value, g in groups.items()],
+            )
+        )
         parts.append("\n")
     return "".join(parts)

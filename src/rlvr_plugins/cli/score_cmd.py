@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from .common import quiet_libraries
 from ..lab.score import describe_scoring, format_table, group_warning, score_rows
+from .common import quiet_libraries
 
 
 def cmd_score(args) -> int:
     """``rlvr score CONFIG COMPLETIONS``: every check first, then :func:`run_score`."""
-    from ..train.config import load_config_or_run, run_config
+    from ..lab.score import LATE_STEP, load_completions
     from ..manager import check_plugins_config
     from ..outputs import check_output_file
-    from ..lab.score import LATE_STEP, load_completions
+    from ..train.config import load_config_or_run, run_config
 
     config = load_config_or_run(args.config, args.overrides, need_data=False)
     check_plugins_config(run_config(config).plugins)
@@ -27,18 +28,24 @@ def cmd_score(args) -> int:
     return 0
 
 
-def run_score(config: Mapping[str, Any], rows: list[dict[str, Any]], output: str | None,
-              step: int, where: str = "completions", lines: list[int] | None = None) -> list[dict[str, Any]]:
+def run_score(
+    config: Mapping[str, Any],
+    rows: list[dict[str, Any]],
+    output: str | None,
+    step: int,
+    where: str = "completions",
+    lines: list[int] | None = None,
+) -> list[dict[str, Any]]:
     """Score ``rows`` (:func:`load_completions`, read from ``where``, at ``lines``), print the table,
     write ``output`` whole (or not at all).
 
     The plugins and the run are validated as ``rlvr train --check`` does
     (:func:`rlvr_plugins.train.run.validate_scoring`), and every plugin checks the rows
     (``rlvr_check_dataset``, split ``"completions"``), before anything is scored."""
-    from ..train.data import check_rows
-    from ..train.modeling import load_tokenizer
     from ..outputs import write_atomic
     from ..rewards import Engines
+    from ..train.data import check_rows
+    from ..train.modeling import load_tokenizer
     from ..train.run import engine_options, validate_scoring
 
     plugin_set = validate_scoring(config)

@@ -15,13 +15,14 @@ import time
 from typing import Any
 
 from ..errors import ConfigError
-from .common import Context, load_policy, setup, write_json
 from ..train.validate import run_config
+from .common import Context, load_policy, setup, write_json
 
 EXAMPLES = """examples:
   rlvr sft configs/homework/sft.yaml                   # the shared SFT start of the homework configs
   rlvr sft configs/cpu/r1.yaml --set output_dir=runs/sft-only --set sft.examples=16
 """
+
 
 def sft_rows(ctx: Context, rows: list[dict[str, Any]], column: str, tokenizer) -> tuple[list[dict], dict[str, Any]]:
     """``([{prompt (rendered), completion_column: target}], info)``: the rows as a plugin's
@@ -35,8 +36,10 @@ def sft_rows(ctx: Context, rows: list[dict[str, Any]], column: str, tokenizer) -
 def check_config(config: dict[str, Any]) -> None:
     """What ``rlvr sft`` needs beyond a valid config, checked before anything heavy is imported."""
     if run_config(config).sft is None:
-        raise ConfigError("rlvr sft needs an sft: section (any trl.SFTConfig field, plus completion_column and "
-                          "examples)", source="sft")
+        raise ConfigError(
+            "rlvr sft needs an sft: section (any trl.SFTConfig field, plus completion_column and examples)",
+            source="sft",
+        )
 
 
 def run_sft_command(config: dict[str, Any]) -> dict[str, Any]:
@@ -56,22 +59,32 @@ def run_sft_command(config: dict[str, Any]) -> dict[str, Any]:
         rows = rows[: section.examples]
     missing = [i for i, r in enumerate(rows) if column not in r]
     if missing:
-        raise ConfigError(f"sft.completion_column {column!r}: train row {missing[0]} has no such column; "
-                          f"columns present: {sorted(rows[missing[0]])}", source="sft")
+        raise ConfigError(
+            f"sft.completion_column {column!r}: train row {missing[0]} has no such column; "
+            f"columns present: {sorted(rows[missing[0]])}",
+            source="sft",
+        )
     tokenizer = load_tokenizer(config)
     rows, info = sft_rows(ctx, rows, column, tokenizer)
     max_completion = sections.max_completion_length
     if max_completion is None:
         max_completion = max(len(tokenizer(str(r[column]), add_special_tokens=False)["input_ids"]) for r in rows) + 1
     model = load_policy(config, tokenizer, ctx.seed)
-    trainer = run_sft(model, tokenizer, rows, section, ctx.out / "sft", ctx.seed,
-                      int(max_completion))
+    trainer = run_sft(model, tokenizer, rows, section, ctx.out / "sft", ctx.seed, int(max_completion))
     folder = ctx.out / "model"
     save_trained(trainer, folder)
-    summary = {"examples": len(rows), "completion_column": column, "model": str(folder), **info,
-               "seconds": round(time.perf_counter() - started, 1)}
+    summary = {
+        "examples": len(rows),
+        "completion_column": column,
+        "model": str(folder),
+        **info,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
     if trainer.is_world_process_zero():
         write_json(ctx.out / "sft_summary.json", summary)
-        print(f"SFT on {len(rows)} examples; model saved to {folder}" +
-              (f" (examples from plugin {info['examples_from']!r})" if info["examples_from"] else ""), flush=True)
+        print(
+            f"SFT on {len(rows)} examples; model saved to {folder}"
+            + (f" (examples from plugin {info['examples_from']!r})" if info["examples_from"] else ""),
+            flush=True,
+        )
     return summary

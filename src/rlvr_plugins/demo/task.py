@@ -174,9 +174,7 @@ def split_train_eval(n_train: int, n_eval: int, seed: int, **task_options) -> tu
     not on ``n_train``.
     """
     eval_rows = make_problems(n_eval, seed, unique=True, stream="eval", **task_options)
-    train_rows = make_problems(
-        n_train, seed, exclude={r["prompt"] for r in eval_rows}, stream="train", **task_options
-    )
+    train_rows = make_problems(n_train, seed, exclude={r["prompt"] for r in eval_rows}, stream="train", **task_options)
     return train_rows, eval_rows
 
 

@@ -21,8 +21,18 @@ if TYPE_CHECKING:
     from .calls import LOG_CALLBACKS, is_async_callable
     from .reward_engine import RewardEngine
 
-__all__ = ["LOG_CALLBACKS", "MAX_ABS_REWARD", "TRACEBACK_SEP", "EngineOptions", "RewardContractError", "RewardEngine",
-           "RewardFunctionError", "RewardPluginFailing", "ScoreResult", "is_async_callable"]
+__all__ = [
+    "LOG_CALLBACKS",
+    "MAX_ABS_REWARD",
+    "TRACEBACK_SEP",
+    "EngineOptions",
+    "RewardContractError",
+    "RewardEngine",
+    "RewardFunctionError",
+    "RewardPluginFailing",
+    "ScoreResult",
+    "is_async_callable",
+]
 
 _ON_FIRST_USE = {"RewardEngine": "reward_engine", "LOG_CALLBACKS": "calls", "is_async_callable": "calls"}
 

@@ -29,8 +29,10 @@ def _with_log_callbacks(item: Mapping[str, Any]) -> tuple[dict[str, Any], list[t
     if not wanted:
         return dict(item), None
     logs: list[tuple] = []
-    recorders = {"log_metric": lambda name, value: logs.append(("metric", name, value)),
-                 "log_extra": lambda column, value: logs.append(("extra", column, value))}
+    recorders = {
+        "log_metric": lambda name, value: logs.append(("metric", name, value)),
+        "log_extra": lambda column, value: logs.append(("extra", column, value)),
+    }
     kwargs = {k: v for k, v in item.items() if k != LOG_CALLBACKS}
     kwargs.update({name: recorders[name] for name in wanted})
     return kwargs, logs
@@ -103,4 +105,4 @@ def settled(outcome: Any) -> tuple[Any, list[tuple] | None]:
 
 def is_async_callable(fn: Any) -> bool:
     """True for an ``async def`` function, a partial of one, or an object whose ``__call__`` is one."""
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004 - the method itself

@@ -124,8 +124,10 @@ class Dispatch:
             self.tally.lost(index, f"the item cannot be sent to a worker: {describe(exc)}")
             return None
         if len(blob) > _MAX_ITEM_BYTES:
-            self.tally.lost(index, f"the item is {len(blob)} bytes; the reward engine takes items of at most "
-                                   f"{_MAX_ITEM_BYTES} bytes")
+            self.tally.lost(
+                index,
+                f"the item is {len(blob)} bytes; the reward engine takes items of at most {_MAX_ITEM_BYTES} bytes",
+            )
             return None
         return blob
 
@@ -226,8 +228,9 @@ class Dispatch:
             if state is WorkerState.LOADING:
                 self._abort(self._load_error(exit_text(status)))
 
-    def _replace(self, worker: Worker, describe_exit: Callable[[int | None], str] = exit_text,
-                 timeout: bool = False) -> int | None:
+    def _replace(
+        self, worker: Worker, describe_exit: Callable[[int | None], str] = exit_text, timeout: bool = False
+    ) -> int | None:
         """Fail the worker's current item (if any), requeue the rest, recycle the worker."""
         current = worker.batches[0].popleft() if worker.busy else None
         worker.requeue()

@@ -43,24 +43,31 @@ class EngineOptions:
     """Failures in a row of one reward that stop the call (``RewardPluginFailing``)."""
     nonfinite: Annotated[Literal["error", "mask"], Rule(lambda v: True, "'error' or 'mask'")] = "error"
     """``"error"``: NaN, infinities and values over ``max_abs_value`` are contract errors; ``"mask"``: failed items."""
-    on_error: Annotated[Literal["mask", "raise"], Rule(lambda v: True, (
-        "'mask' (a reward that raises fails that item) or 'raise' (it stops the run)"))] = "mask"
+    on_error: Annotated[
+        Literal["mask", "raise"],
+        Rule(lambda v: True, ("'mask' (a reward that raises fails that item) or 'raise' (it stops the run)")),
+    ] = "mask"
     """``"mask"``: an exception fails its item; ``"raise"``: the first one stops the call."""
     in_process: Annotated[bool, Rule(lambda v: True, "true or false")] = False
     """Score in the calling process: no workers, no deadline, no isolation."""
-    memory_limit_mb: Annotated[int | None, Rule(lambda v: v is None or v >= 1, (
-        "an integer >= 1 (MiB of address space per worker) or null for no limit"))] = 4096
+    memory_limit_mb: Annotated[
+        int | None,
+        Rule(lambda v: v is None or v >= 1, ("an integer >= 1 (MiB of address space per worker) or null for no limit")),
+    ] = 4096
     """Address space (``RLIMIT_AS``) of each worker, in MiB: caps runaway sympy, fits a worker that imports
     torch on CPU (~700). ``None``: no limit."""
-    max_abs_value: Annotated[float | None, Rule(lambda v: v is None or v > 0, (
-        "a number > 0, or null for no bound"))] = MAX_ABS_REWARD
+    max_abs_value: Annotated[
+        float | None, Rule(lambda v: v is None or v > 0, ("a number > 0, or null for no bound"))
+    ] = MAX_ABS_REWARD
     """The largest reward magnitude accepted (:data:`MAX_ABS_REWARD`); ``None``: no bound."""
 
     def __post_init__(self) -> None:
         values, problems = fields.check_fields(_hints(), vars(self))
         if problems:
-            raise ValueError("invalid reward engine options: " + "; ".join(
-                f"{p.key} must be {p.what}, got {shown(p.value)}" for p in problems))
+            raise ValueError(
+                "invalid reward engine options: "
+                + "; ".join(f"{p.key} must be {p.what}, got {shown(p.value)}" for p in problems)
+            )
         for name, value in values.items():  # an int given for a float option becomes a float
             object.__setattr__(self, name, value)
 

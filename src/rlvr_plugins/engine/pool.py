@@ -143,8 +143,11 @@ class Worker:
         )
         try:
             self.proc = _spawner.popen(
-                [sys.executable, "-c", boot], pass_fds=(fd,), start_new_session=True,
-                stdin=subprocess.DEVNULL, env={**os.environ, **_SINGLE_THREAD_ENV},
+                [sys.executable, "-c", boot],
+                pass_fds=(fd,),
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **_SINGLE_THREAD_ENV},
             )
         finally:
             child_conn.close()
@@ -259,8 +262,10 @@ class Pool:
         self.start_failures += 1
         if self.start_failures < _MAX_START_FAILURES:
             return None
-        return RuntimeError(f"reward worker processes keep failing to start ({reason or exit_text(status)}); "
-                            "check memory_limit_mb and that this Python can import rlvr_plugins")
+        return RuntimeError(
+            f"reward worker processes keep failing to start ({reason or exit_text(status)}); "
+            "check memory_limit_mb and that this Python can import rlvr_plugins"
+        )
 
     def kill_busy(self) -> None:
         """Recycle every worker that is scoring (a call stopped early), and forget the call's queued items."""

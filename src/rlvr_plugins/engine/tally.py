@@ -46,8 +46,12 @@ class EngineCounters:
 
     def stats(self) -> dict[str, int]:
         """Cumulative counts: calls (items scored), failures, timeouts, workers_restarted."""
-        return {"calls": self.calls, "failures": self.failures, "timeouts": self.timeouts,
-                "workers_restarted": self.workers_restarted}
+        return {
+            "calls": self.calls,
+            "failures": self.failures,
+            "timeouts": self.timeouts,
+            "workers_restarted": self.workers_restarted,
+        }
 
 
 def _item_sample(item: Any) -> str:
@@ -62,8 +66,9 @@ def _item_sample(item: Any) -> str:
 class Tally:
     """Results of one score() call; ``abort`` is the error that stops it, once there is one."""
 
-    def __init__(self, options: EngineOptions, counters: EngineCounters, name: str,
-                 items: list[Mapping[str, Any]]) -> None:
+    def __init__(
+        self, options: EngineOptions, counters: EngineCounters, name: str, items: list[Mapping[str, Any]]
+    ) -> None:
         self.options, self.counters, self.name, self.items = options, counters, name, items
         n = len(items)
         self.values, self.failed = [math.nan] * n, [False] * n
@@ -86,7 +91,8 @@ class Tally:
         if outcome is ERROR and self.options.on_error == "raise":
             self.abort = self.abort or RewardFunctionError(
                 f"reward plugin {self.name!r} raised on item {index}: {payload} (engine on_error='raise'; "
-                "on_error='mask' scores such items as failed instead)")
+                "on_error='mask' scores such items as failed instead)"
+            )
             return
         limit = self.options.max_abs_value
         if outcome is OK and math.isfinite(payload) and (limit is None or abs(payload) <= limit):
@@ -112,8 +118,9 @@ class Tally:
         self.failed[index], self.errors[index] = True, error
         counters.failures += 1
         counters.timeouts += timeout
-        logger.warning("reward %s failed on item %d: %s; item: %s", safe(self.name), index, error,
-                       _item_sample(self.items[index]))
+        logger.warning(
+            "reward %s failed on item %d: %s; item: %s", safe(self.name), index, error, _item_sample(self.items[index])
+        )
         recent = counters.recent_errors.setdefault(self.name, collections.deque(maxlen=3))
         recent.append(f"item {index}: {error}")
         count = counters.consecutive[self.name] = counters.consecutive.get(self.name, 0) + 1

@@ -19,8 +19,10 @@ from ..errors import PluginContractError, RLVRError
 TRACEBACK_SEP = "\x00traceback\x00"
 _ERROR_CHARS = 300
 VALID_VALUES = "a real number (int, float, bool, numpy or 0-d torch scalar) or None when the reward does not apply"
-IN_PROCESS_HINT = ("run rewards in the trainer's process, without workers or deadlines (config: "
-                   "engine: {in_process: true}; Python: Engines(in_process=True))")
+IN_PROCESS_HINT = (
+    "run rewards in the trainer's process, without workers or deadlines (config: "
+    "engine: {in_process: true}; Python: Engines(in_process=True))"
+)
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -96,8 +97,9 @@ def exact_gradient(logits: np.ndarray, correct: np.ndarray) -> np.ndarray:
     return probs * (correct - prompt_rewards(probs, correct)[:, None]) / probs.shape[0]
 
 
-def success_problem(name: str, success: Sequence[float], wrong_shares: Sequence[float] = WRONG_SHARES,
-                    description: str = "") -> Problem:
+def success_problem(
+    name: str, success: Sequence[float], wrong_shares: Sequence[float] = WRONG_SHARES, description: str = ""
+) -> Problem:
     """Prompt ``p`` has one right answer of probability ``success[p]`` and ``len(wrong_shares)``
     wrong ones sharing ``1 − success[p]`` in the given proportions. ``K = 1 + len(wrong_shares)``."""
     s = np.asarray(success, dtype=float)[:, None]
@@ -110,18 +112,21 @@ def success_problem(name: str, success: Sequence[float], wrong_shares: Sequence[
 
 def equal_difficulty(prompts: int, success: float = 0.3) -> Problem:
     """Scenario (a): every prompt has the same success probability."""
-    return success_problem("equal", [success] * prompts,
-                           description=f"{prompts} prompts, each solved with probability {success}")
+    return success_problem(
+        "equal", [success] * prompts, description=f"{prompts} prompts, each solved with probability {success}"
+    )
 
 
 def mixed_difficulty(prompts: int, low: float = 0.05, high: float = 0.95) -> Problem:
     """Scenario (b): success probabilities evenly spaced from ``low`` to ``high``."""
-    return success_problem("mixed", np.linspace(low, high, prompts).tolist(),
-                           description=f"{prompts} prompts, success probabilities {low} … {high}")
+    return success_problem(
+        "mixed",
+        np.linspace(low, high, prompts).tolist(),
+        description=f"{prompts} prompts, success probabilities {low} … {high}",
+    )
 
 
-def length_problem(prompts: int, short: int = 64, long: int = 512, low: float = 0.05,
-                   high: float = 0.95) -> Problem:
+def length_problem(prompts: int, short: int = 64, long: int = 512, low: float = 0.05, high: float = 0.95) -> Problem:
     """Four answers per prompt: right-short, right-long, wrong-short, wrong-long.
 
     The two right answers share ``J_p`` equally, the two wrong ones ``1 − J_p``, so the
@@ -132,8 +137,13 @@ def length_problem(prompts: int, short: int = 64, long: int = 512, low: float = 
     probs = np.concatenate([s / 2, s / 2, (1 - s) / 2, (1 - s) / 2], axis=1)
     correct = np.tile([1.0, 1.0, 0.0, 0.0], (prompts, 1))
     lengths = np.tile([short, long, short, long], (prompts, 1))
-    return Problem("length", np.log(probs), correct, lengths,
-                   description=f"{prompts} prompts, answers of {short} and {long} tokens, success {low} … {high}")
+    return Problem(
+        "length",
+        np.log(probs),
+        correct,
+        lengths,
+        description=f"{prompts} prompts, answers of {short} and {long} tokens, success {low} … {high}",
+    )
 
 
 LENGTH_ANSWERS = {"right-short": 0, "right-long": 1, "wrong-short": 2, "wrong-long": 3}
@@ -154,8 +164,9 @@ def answer_values(values: np.ndarray, answers: np.ndarray) -> np.ndarray:
     return values[np.arange(values.shape[0])[:, None], answers]
 
 
-def score_function_gradients(answers: np.ndarray, advantages: np.ndarray, probs: np.ndarray,
-                             weights: np.ndarray | None = None) -> np.ndarray:
+def score_function_gradients(
+    answers: np.ndarray, advantages: np.ndarray, probs: np.ndarray, weights: np.ndarray | None = None
+) -> np.ndarray:
     """``g_dp = Σ_i w_dpi A_dpi (e_{a_dpi} − π_p) / P``.
 
     ``answers`` ``(D, P, G)`` int, ``advantages`` ``(D, P, G)``, ``probs`` ``(P, K)``,
@@ -169,8 +180,7 @@ def score_function_gradients(answers: np.ndarray, advantages: np.ndarray, probs:
     return (pushed.reshape(d, num_prompts, k) - aw.sum(axis=-1)[..., None] * probs[None]) / num_prompts
 
 
-def normalisation_weights(name: str, lengths: np.ndarray, answers: np.ndarray,
-                          max_length: float) -> np.ndarray:
+def normalisation_weights(name: str, lengths: np.ndarray, answers: np.ndarray, max_length: float) -> np.ndarray:
     """Per-response loss weight ``w_dpi`` ``(D, P, G)`` of a loss normalisation.
 
     ``per-response``: ``1/(G |o_i|)`` (GRPO, TRL ``loss_type="grpo"``); ``constant``:
@@ -206,8 +216,9 @@ def rescaled_bias(mean: np.ndarray, exact: np.ndarray) -> np.ndarray:
     return np.linalg.norm(c[..., None] * mean - exact, axis=-1) / np.linalg.norm(exact, axis=-1)
 
 
-def moment_stats(n: np.ndarray, sum_x: np.ndarray, sum_x2: np.ndarray, sum_xu2: np.ndarray,
-                 exact: np.ndarray) -> dict[str, np.ndarray]:
+def moment_stats(
+    n: np.ndarray, sum_x: np.ndarray, sum_x2: np.ndarray, sum_xu2: np.ndarray, exact: np.ndarray
+) -> dict[str, np.ndarray]:
     """Statistics of ``E[g]`` from sums over ``n`` draws; leading axes are replicates.
 
     ``sum_x``, ``sum_x2`` ``(..., P·K)`` sums of ``g`` and ``g²``; ``sum_xu2`` ``(...)`` sum of
@@ -243,8 +254,9 @@ def moment_stats(n: np.ndarray, sum_x: np.ndarray, sum_x2: np.ndarray, sum_xu2: 
     }
 
 
-def summarize_gradients(grads: np.ndarray, exact: np.ndarray, rng: np.random.Generator, *,
-                        blocks: int = 50, replicates: int = 400) -> dict[str, Any]:
+def summarize_gradients(
+    grads: np.ndarray, exact: np.ndarray, rng: np.random.Generator, *, blocks: int = 50, replicates: int = 400
+) -> dict[str, Any]:
     """:func:`moment_stats` of ``grads`` ``(D, P, K)`` with bootstrap standard errors.
 
     The ``D`` draws are cut into ``blocks`` consecutive blocks; the standard error of each
@@ -266,8 +278,9 @@ def summarize_gradients(grads: np.ndarray, exact: np.ndarray, rng: np.random.Gen
     return out
 
 
-def block_bootstrap_sums(per_draw: Sequence[np.ndarray], rng: np.random.Generator, blocks: int,
-                         replicates: int) -> list[np.ndarray]:
+def block_bootstrap_sums(
+    per_draw: Sequence[np.ndarray], rng: np.random.Generator, blocks: int, replicates: int
+) -> list[np.ndarray]:
     """Bootstrap replicates of sums over draws: ``(D, ...)`` arrays → ``(replicates, ...)`` each.
 
     The ``D`` draws are cut into ``blocks`` consecutive blocks; each replicate sums
@@ -279,8 +292,9 @@ def block_bootstrap_sums(per_draw: Sequence[np.ndarray], rng: np.random.Generato
     return [np.add.reduceat(v, starts, axis=0)[pick].sum(1) for v in per_draw]
 
 
-def length_push(per_answer: np.ndarray, rng: np.random.Generator, *, blocks: int = 50,
-                replicates: int = 400) -> dict[str, float]:
+def length_push(
+    per_answer: np.ndarray, rng: np.random.Generator, *, blocks: int = 50, replicates: int = 400
+) -> dict[str, float]:
     """Expected gradient on each length-problem answer's logit, summed over prompts.
 
     ``per_answer`` ``(D, 4)``: each draw's ``Σ_p g_pk`` in :data:`LENGTH_ANSWERS` order. Returns the four
@@ -325,13 +339,21 @@ class Estimator:
 
         if valid is None:
             valid = torch.ones_like(rewards, dtype=torch.bool)
-        raw = self.plugin_set.one(ESTIMATOR_HOOK, rewards=rewards, num_generations=num_generations, valid=valid,
-                                  rewards_per_func=rewards[:, None], reward_names=[REWARD_NAME],
-                                  reward_weights=torch.ones(1, dtype=rewards.dtype))
+        raw = self.plugin_set.one(
+            ESTIMATOR_HOOK,
+            rewards=rewards,
+            num_generations=num_generations,
+            valid=valid,
+            rewards_per_func=rewards[:, None],
+            reward_names=[REWARD_NAME],
+            reward_weights=torch.ones(1, dtype=rewards.dtype),
+        )
         if not isinstance(raw, torch.Tensor) or raw.shape != rewards.shape:
             got = tuple(raw.shape) if isinstance(raw, torch.Tensor) else type(raw).__name__
-            raise PluginContractError(f"plugin {self.name!r}: {ESTIMATOR_HOOK} returned {got}; "
-                                      f"expected a tensor of shape {tuple(rewards.shape)}")
+            raise PluginContractError(
+                f"plugin {self.name!r}: {ESTIMATOR_HOOK} returned {got}; "
+                f"expected a tensor of shape {tuple(rewards.shape)}"
+            )
         return raw.to(rewards.dtype)
 
 
@@ -392,8 +414,7 @@ def load_estimators(names: Sequence[str] | None = None) -> list[Estimator]:
     unknown = [n for n in wanted if n not in entries or _estimator_class(entries[n]) is None]
     if unknown:
         valid = available_estimators()
-        raise ConfigError([f"Unsupported estimator: {n!r}. Supported: {valid}" for n in unknown],
-                          source="--estimator")
+        raise ConfigError([f"Unsupported estimator: {n!r}. Supported: {valid}" for n in unknown], source="--estimator")
     estimators = []
     for n in wanted:
         entry = entries[n]
@@ -465,8 +486,9 @@ def scenarios(size: AuditSize) -> list[Problem]:
     return [equal_difficulty(size.prompts), mixed_difficulty(size.prompts)]
 
 
-def iter_draws(estimator: Estimator, problem: Problem, size: AuditSize, seed_key: int,
-               stacked: bool) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def iter_draws(
+    estimator: Estimator, problem: Problem, size: AuditSize, seed_key: int, stacked: bool
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """``size.draws`` draws of ``problem`` in chunks of at most :data:`DRAW_CHUNK`.
 
     Yields ``answers`` ``(d, P, G)`` and the estimator's ``advantages`` ``(d, P, G)``. Every
@@ -494,12 +516,21 @@ def answers_rewards(problem: Problem, answers: np.ndarray) -> np.ndarray:
 def audit_estimator(estimator: Estimator, size: AuditSize) -> dict[str, Any]:
     """Bias/variance on each scenario and the length experiment for one estimator."""
     stacked = probe_stacking(estimator, size)
-    out: dict[str, Any] = {"name": estimator.name, "distribution": estimator.distribution,
-                           "version": estimator.version, "calls": "stacked" if stacked else "per batch",
-                           "scenarios": {}, "length": {}}
+    out: dict[str, Any] = {
+        "name": estimator.name,
+        "distribution": estimator.distribution,
+        "version": estimator.version,
+        "calls": "stacked" if stacked else "per batch",
+        "scenarios": {},
+        "length": {},
+    }
     for key, problem in enumerate(scenarios(size)):
-        grads = np.concatenate([score_function_gradients(answers, adv, problem.probs)
-                                for answers, adv in iter_draws(estimator, problem, size, key, stacked)])
+        grads = np.concatenate(
+            [
+                score_function_gradients(answers, adv, problem.probs)
+                for answers, adv in iter_draws(estimator, problem, size, key, stacked)
+            ]
+        )
         exact = exact_gradient(problem.logits, problem.correct)
         out["scenarios"][problem.name] = summarize_gradients(grads, exact, np.random.default_rng([size.seed, 99, key]))
     problem = length_problem(size.prompts, size.short, size.long)
@@ -528,16 +559,26 @@ def run_audit(estimators: Iterable[Estimator], size: AuditSize = QUICK) -> dict[
             audited.append(audit_estimator(estimator, size))
         except Exception as exc:  # third-party estimator code: report it, audit the others
             error = f"{type(exc).__name__}: {exc}"
-            logging.getLogger(__name__).warning("estimator %r (%s) failed and is left out of the audit: %s", estimator.name,
-                           estimator.distribution, error)
+            logging.getLogger(__name__).warning(
+                "estimator %r (%s) failed and is left out of the audit: %s",
+                estimator.name,
+                estimator.distribution,
+                error,
+            )
             skipped.append({"name": estimator.name, "distribution": estimator.distribution, "error": error})
             first_error = first_error or exc
     if first_error is not None and not audited:
         raise first_error
     return {
         "size": dataclasses.asdict(size),
-        "scenarios": {p.name: {"description": p.description, "success": p.success.tolist(),
-                               "expected_reward": expected_reward(p.logits, p.correct)} for p in problems},
+        "scenarios": {
+            p.name: {
+                "description": p.description,
+                "success": p.success.tolist(),
+                "expected_reward": expected_reward(p.logits, p.correct),
+            }
+            for p in problems
+        },
         "estimators": audited,
         "skipped": skipped,
     }

@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ..train.curves import (
-    Group,
     HELD_OUT_ACCURACY,
-    Point,
+    TRAIN_ACCURACY,
+    Group,
     Metric,
+    Point,
     Run,
     RunFolderError,
-    TRAIN_ACCURACY,
     smooth,
 )
 
@@ -47,9 +48,9 @@ _CLIPPED_LOSSES = "TRL logs clip ratios for the grpo, bnpo, dr_grpo, dapo and lu
 WHY_MISSING = {
     "kl": "TRL logs kl only when trainer.beta > 0",
     "completions/mean_length_correct": "logged at steps with a correct completion, by trainers that split "
-                                       "lengths by correctness",
+    "lengths by correctness",
     "completions/mean_length_wrong": "logged at steps with a wrong completion, by trainers that split "
-                                     "lengths by correctness",
+    "lengths by correctness",
     **{m.name: _CLIPPED_LOSSES for m in CLIP},
     "cispo_clip_ratio": "TRL logs it for the cispo loss only",
     **{m.name: "logged by RLVRTrainer at every optimiser step (not by plain TRL)" for m in RATIO},
@@ -61,15 +62,28 @@ def metric_groups(runs: Sequence[Run], patterns: Sequence[str] = ()) -> list[Gro
     entropy, clip ratio, importance ratio, then one group per ``--metric`` pattern (:func:`pattern_group`).
     Rewards and penalties are those any run logged, in order of appearance."""
     per_reward = [Metric(k, f"reward {_middle(k, 'rewards/')}", "max") for k in _keys(runs, "rewards/", "/mean")]
-    penalties = [Metric(k, f"length penalty {_middle(k, 'penalties/')}", "max")
-                 for k in _keys(runs, "penalties/", "/mean")]
+    penalties = [
+        Metric(k, f"length penalty {_middle(k, 'penalties/')}", "max") for k in _keys(runs, "penalties/", "/mean")
+    ]
     clip = CLIP + tuple(m for name, m in OPTIONAL.items() if any(r.has(name) for r in runs))
     return [
-        Group("rewards", "Reward per plugin", (Metric("reward", "reward (weighted total)", "max"),
-                                               *per_reward, *penalties)),
-        Group("accuracy", "Accuracy", (Metric(TRAIN_ACCURACY, "accuracy (train)", "max"),
-                                       *((Metric(HELD_OUT_ACCURACY, "held-out accuracy (during GRPO)", "max"),)
-                                         if any(r.has(HELD_OUT_ACCURACY) for r in runs) else ()))),
+        Group(
+            "rewards",
+            "Reward per plugin",
+            (Metric("reward", "reward (weighted total)", "max"), *per_reward, *penalties),
+        ),
+        Group(
+            "accuracy",
+            "Accuracy",
+            (
+                Metric(TRAIN_ACCURACY, "accuracy (train)", "max"),
+                *(
+                    (Metric(HELD_OUT_ACCURACY, "held-out accuracy (during GRPO)", "max"),)
+                    if any(r.has(HELD_OUT_ACCURACY) for r in runs)
+                    else ()
+                ),
+            ),
+        ),
         Group("length", "Response length", LENGTH),
         Group("kl", "KL to the reference", (Metric("kl", "KL", "min"),)),
         Group("entropy", "Entropy", (Metric("entropy", "entropy", None),)),
@@ -104,7 +118,7 @@ def _keys(runs: Iterable[Run], prefix: str, suffix: str) -> list[str]:
 
 
 def _middle(key: str, prefix: str) -> str:
-    return key[len(prefix):-len("/mean")]
+    return key[len(prefix) : -len("/mean")]
 
 
 def missing_notes(runs: Sequence[Run], groups: Sequence[Group]) -> list[str]:
@@ -119,8 +133,10 @@ def missing_notes(runs: Sequence[Run], groups: Sequence[Group]) -> list[str]:
             if len(lacking) == len(runs):
                 notes.append(f"{metric.name}: no run logged it{why}; skipped")
             else:
-                notes.append(f"{metric.name}: not logged by {', '.join(lacking)}{why}; skipped for "
-                             f"{'that run' if len(lacking) == 1 else 'those runs'}")
+                notes.append(
+                    f"{metric.name}: not logged by {', '.join(lacking)}{why}; skipped for "
+                    f"{'that run' if len(lacking) == 1 else 'those runs'}"
+                )
     for run in runs:
         if run.summary is None:
             notes.append(f"{run.label}: no summary.json (unfinished run?): no held-out accuracy")
@@ -130,6 +146,7 @@ def missing_notes(runs: Sequence[Run], groups: Sequence[Group]) -> list[str]:
 
 
 # -- values ----------------------------------------------------------------------------------
+
 
 def summarize(points: Sequence[Point], better: str | None) -> dict[str, Any] | None:
     """Final, best (first step reaching it), min and max of a series; ``None`` for an empty one.
@@ -158,19 +175,25 @@ def compare(runs: Sequence[Run], window: int = 1, patterns: Sequence[str] = ()) 
     metrics = [m for m, _ in first.values()]
     return {
         "smooth": window,
-        "metrics": [{"name": m.name, "title": m.title, "better": m.better, "group": group}
-                    for m, group in first.values()],
-        "runs": [{
-            "label": run.label,
-            "path": str(run.path),
-            "estimator": run.estimator,
-            "plugins": run.plugins,
-            "correctness_reward": run.correctness_reward,
-            "accuracy_key": run.key(TRAIN_ACCURACY) if run.has(TRAIN_ACCURACY) else None,
-            "last_step": run.last_step,
-            "eval_accuracy": {"before": run.eval_accuracy("before"), "after": run.eval_accuracy("after")},
-            "metrics": {m.name: s for m in metrics if (s := summarize(smooth(run.series(m.name), window), m.better))},
-        } for run in runs],
+        "metrics": [
+            {"name": m.name, "title": m.title, "better": m.better, "group": group} for m, group in first.values()
+        ],
+        "runs": [
+            {
+                "label": run.label,
+                "path": str(run.path),
+                "estimator": run.estimator,
+                "plugins": run.plugins,
+                "correctness_reward": run.correctness_reward,
+                "accuracy_key": run.key(TRAIN_ACCURACY) if run.has(TRAIN_ACCURACY) else None,
+                "last_step": run.last_step,
+                "eval_accuracy": {"before": run.eval_accuracy("before"), "after": run.eval_accuracy("after")},
+                "metrics": {
+                    m.name: s for m in metrics if (s := summarize(smooth(run.series(m.name), window), m.better))
+                },
+            }
+            for run in runs
+        ],
         "notes": missing_notes(runs, groups),
     }
 
@@ -185,8 +208,15 @@ def markdown_table(result: Mapping[str, Any]) -> str:
     or ``final / min–max`` (↕, no better side); then held-out accuracy before and after GRPO."""
     runs = result["runs"]
     columns = [m for m in result["metrics"] if any(m["name"] in r["metrics"] for r in runs)]
-    header = ["run", "estimator", "plugins", "steps", *(f"{m['name']} {ARROW[m['better']]}" for m in columns),
-              "held-out acc. before", "held-out acc. after"]
+    header = [
+        "run",
+        "estimator",
+        "plugins",
+        "steps",
+        *(f"{m['name']} {ARROW[m['better']]}" for m in columns),
+        "held-out acc. before",
+        "held-out acc. after",
+    ]
     lines = [_row(header), _row(["---"] * len(header))]
     for run in runs:
         cells = [run["label"], run["estimator"] or "?", ", ".join(run["plugins"]) or "-", str(run["last_step"])]
@@ -226,9 +256,11 @@ def report(result: Mapping[str, Any], plots: Sequence[tuple[str, str]] | None) -
         "",
         "Runs: " + ", ".join(f"`{r['label']}` ({r['path']})" for r in result["runs"]) + ".",
         "",
-        (f"Each cell is `final / best` of the series ({smoothing}): ↑ best is the highest value, "
-         "↓ the lowest; ↕ has no better side and shows `final / min–max`. Held-out accuracy is the "
-         "greedy evaluation of `summary.json` before and after GRPO."),
+        (
+            f"Each cell is `final / best` of the series ({smoothing}): ↑ best is the highest value, "
+            "↓ the lowest; ↕ has no better side and shows `final / min–max`. Held-out accuracy is the "
+            "greedy evaluation of `summary.json` before and after GRPO."
+        ),
         "",
         markdown_table(result),
         "",

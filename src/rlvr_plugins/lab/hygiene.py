@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from ..text import last_boxed, message_text
 
@@ -114,10 +115,12 @@ _WHICH_OF_THE_FOLLOWING = re.compile(r"\bwhich\s+(?:one\s+)?of\s+the\s+following
 _CHOICE_WORDS = re.compile(
     r"\banswer\s+(?:choices|options)\b|\b(?:choices|options)\s*:"
     r"|\b(?:choose|select|pick)\s+(?:the\s+|one\s+)?(?:correct|right|best)\s+(?:answer|option|choice)s?\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 # A line that starts with an option label: "(A) 5", "A) 5", "A. 5", "**A.** 5", "$\textbf{(A)}".
 _OPTION_LINE = re.compile(
-    r"^[ \t>*$-]*(?:\\(?:textbf|text|mathrm)\s*\{\s*)?\*{0,2}\(?([A-J])\s*(?:\)|\.|．)(?=[\s}*$]|$)", re.MULTILINE)
+    r"^[ \t>*$-]*(?:\\(?:textbf|text|mathrm)\s*\{\s*)?\*{0,2}\(?([A-J])\s*(?:\)|\.|．)(?=[\s}*$]|$)", re.MULTILINE
+)
 _LATEX_OPTION = re.compile(r"\\(?:textbf|text|mathrm|mathbf)\s*\{\s*\(([A-E])\)")
 _INLINE_OPTION = re.compile(r"(?:^|(?<=[\s$:]))(?:\(([A-E])\)|([A-E])[.)．])\s*(?=\S)")
 _LETTER_ANSWER = re.compile(r"\(?[A-E]\)?")
@@ -163,17 +166,18 @@ def multiple_choice_rule(prompt: Any, answer: Any = None) -> Verdict | None:
     """
     text = message_text(prompt)
     category = MULTIPLE_CHOICE
-    found = _first_phrase(category, text, (("which_of_the_following", _WHICH_OF_THE_FOLLOWING),
-                                           ("answer_choices", _CHOICE_WORDS)))
+    found = _first_phrase(
+        category, text, (("which_of_the_following", _WHICH_OF_THE_FOLLOWING), ("answer_choices", _CHOICE_WORDS))
+    )
     if found is not None:
         return found
     lines = list(_OPTION_LINE.finditer(text))
     if _in_order((m.group(1) for m in lines), 2):
         first = next(m for m in lines if m.group(1) == "A")
-        return Verdict(category, "option_lines", text[first.start():].strip()[:120])
+        return Verdict(category, "option_lines", text[first.start() :].strip()[:120])
     latex = list(_LATEX_OPTION.finditer(text))
     if _in_order((m.group(1) for m in latex), 2):
-        return Verdict(category, "latex_options", text[latex[0].start():].strip()[:120])
+        return Verdict(category, "latex_options", text[latex[0].start() :].strip()[:120])
     for line in text.splitlines():
         inline = list(_INLINE_OPTION.finditer(line))
         if _in_order((m.group(1) or m.group(2) for m in inline), 4):
@@ -190,16 +194,19 @@ _TRUE_OR_FALSE = re.compile(
     r"|\btrue\s*(?:or|/)\s*false\s*[?:)\]]"
     r"|\b(?:answer|state|determine|decide|indicate|say|mark|write|whether)\b[^.?!\n]{0,80}"
     r"\btrue\s+or\s+false\b(?!\s+(?:questions?|statements?|items?)\b)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _IS_IT_TRUE = re.compile(
     r"\bis\s+it\s+(?:true|false)\s+that\b"
     r"|\bis\s+(?:the\s+following|this|that|the|each)\s+(?:statement|claim|assertion|proposition)s?\s+"
     r"(?:true|false|correct|valid)\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _YES_OR_NO = re.compile(
     r"\b(?:answer|respond|reply)\s+(?:with\s+)?[\"'“]?yes[\"'”]?\s+or\s+[\"'“]?no\b"
     r"|\(\s*yes\s*/\s*no\s*\)|\byes\s+or\s+no\s*[?:)]",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 def true_false_rule(prompt: Any, answer: Any = None) -> Verdict | None:
@@ -227,9 +234,11 @@ def true_false_rule(prompt: Any, answer: Any = None) -> Verdict | None:
     final = final_answer(answer)
     if final is not None and final.lower() in TRUTH_VALUES:
         return Verdict(TRUE_FALSE, "answer_is_truth_value", final)
-    return _first_phrase(TRUE_FALSE, message_text(prompt), (("true_or_false_phrase", _TRUE_OR_FALSE),
-                                                           ("is_it_true_that", _IS_IT_TRUE),
-                                                           ("yes_or_no_phrase", _YES_OR_NO)))
+    return _first_phrase(
+        TRUE_FALSE,
+        message_text(prompt),
+        (("true_or_false_phrase", _TRUE_OR_FALSE), ("is_it_true_that", _IS_IT_TRUE), ("yes_or_no_phrase", _YES_OR_NO)),
+    )
 
 
 def normalise_words(text: Any) -> list[str]:
@@ -249,7 +258,7 @@ def ngrams(words: Sequence[str], n: int) -> set[tuple[str, ...]]:
     >>> sorted(ngrams(["a", "b", "c", "a", "b"], 2))
     [('a', 'b'), ('b', 'c'), ('c', 'a')]
     """
-    return {tuple(words[i: i + n]) for i in range(len(words) - n + 1)}
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
 
 
 @dataclass(frozen=True)
@@ -316,9 +325,14 @@ class EvalIndex:
 CATEGORIES = (MULTIPLE_CHOICE, TRUE_FALSE, CONTAMINATED)
 
 
-def screen(rows: Sequence[Mapping[str, Any]], *, multiple_choice: bool = True, true_false: bool = True,
-           index: EvalIndex | None = None,
-           threshold: float = 0.0) -> tuple[list[dict[str, Any] | None], list[Overlap | None]]:
+def screen(
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    multiple_choice: bool = True,
+    true_false: bool = True,
+    index: EvalIndex | None = None,
+    threshold: float = 0.0,
+) -> tuple[list[dict[str, Any] | None], list[Overlap | None]]:
     """``(records, overlaps)``: the drop record of every row (None for a row that is kept) and
     its :class:`Overlap` (None where it was not measured: no ``index``, or dropped by a detector).
 
@@ -336,8 +350,13 @@ def screen(rows: Sequence[Mapping[str, Any]], *, multiple_choice: bool = True, t
     overlaps: list[Overlap | None] = []
     for row in rows:
         prompt, answer = row.get("prompt"), row.get("answer")
-        verdict = (multiple_choice and multiple_choice_rule(prompt, answer)
-                   or true_false and true_false_rule(prompt, answer) or None)
+        verdict = (
+            multiple_choice
+            and multiple_choice_rule(prompt, answer)
+            or true_false
+            and true_false_rule(prompt, answer)
+            or None
+        )
         if verdict is not None:
             records.append({"reason": verdict.category, "rule": verdict.rule, "evidence": verdict.evidence})
             overlaps.append(None)
@@ -345,9 +364,19 @@ def screen(rows: Sequence[Mapping[str, Any]], *, multiple_choice: bool = True, t
         found = index.overlap(prompt) if index is not None else None
         overlaps.append(found)
         if found is not None and found.overlap > threshold:
-            records.append({"reason": CONTAMINATED, "rule": "ngram_overlap", "overlap": round(found.overlap, 4),
-                            "n": found.n, "grams": found.grams, "shared": found.shared, "eval_set": found.eval_set,
-                            "eval_row": found.eval_row, "eval_shared": found.eval_shared})
+            records.append(
+                {
+                    "reason": CONTAMINATED,
+                    "rule": "ngram_overlap",
+                    "overlap": round(found.overlap, 4),
+                    "n": found.n,
+                    "grams": found.grams,
+                    "shared": found.shared,
+                    "eval_set": found.eval_set,
+                    "eval_row": found.eval_row,
+                    "eval_shared": found.eval_shared,
+                }
+            )
         else:
             records.append(None)
     return records, overlaps
@@ -363,8 +392,9 @@ def excerpt(text: Any, limit: int = 200) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
-def summarise(rows: Sequence[Mapping[str, Any]], records: Sequence[Mapping[str, Any] | None],
-              examples: int = 3) -> dict[str, Any]:
+def summarise(
+    rows: Sequence[Mapping[str, Any]], records: Sequence[Mapping[str, Any] | None], examples: int = 3
+) -> dict[str, Any]:
     """Counts of a :func:`screen`: ``dropped`` per reason, ``by_rule`` per rule that dropped a
     row, and up to ``examples`` rows per rule (``row`` is the index in ``rows``).
     """
@@ -375,8 +405,17 @@ def summarise(rows: Sequence[Mapping[str, Any]], records: Sequence[Mapping[str, 
         if record is None or len(shown.setdefault(record["rule"], [])) >= examples:
             continue
         answer = rows[i].get("answer")
-        shown[record["rule"]].append({"row": i, "prompt": excerpt(rows[i].get("prompt")),
-                                      **({"answer": excerpt(answer, 80)} if answer is not None else {}),
-                                      **{k: v for k, v in record.items() if k not in ("reason", "rule")}})
-    return {"kept": sum(r is None for r in records), "dropped": {c: dropped[c] for c in CATEGORIES},
-            "by_rule": dict(sorted(by_rule.items())), "examples": {k: v for k, v in shown.items() if v}}
+        shown[record["rule"]].append(
+            {
+                "row": i,
+                "prompt": excerpt(rows[i].get("prompt")),
+                **({"answer": excerpt(answer, 80)} if answer is not None else {}),
+                **{k: v for k, v in record.items() if k not in ("reason", "rule")},
+            }
+        )
+    return {
+        "kept": sum(r is None for r in records),
+        "dropped": {c: dropped[c] for c in CATEGORIES},
+        "by_rule": dict(sorted(by_rule.items())),
+        "examples": {k: v for k, v in shown.items() if v},
+    }

@@ -11,9 +11,10 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from ..text import final_answer
 
@@ -154,8 +155,11 @@ def summarise(problems: Sequence[ProblemSamples], ks: Sequence[int]) -> dict[str
     n = len(problems[0].correct)
     if any(len(p.correct) != n for p in problems):
         raise ValueError("every problem needs the same number of samples")
-    samples = [(c, f, key, length) for p in problems
-               for c, f, key, length in zip(p.correct, p.formatted, p.keys, p.lengths, strict=True)]
+    samples = [
+        (c, f, key, length)
+        for p in problems
+        for c, f, key, length in zip(p.correct, p.formatted, p.keys, p.lengths, strict=True)
+    ]
     out: dict[str, Any] = {
         "problems": len(problems),
         "samples_per_problem": n,
@@ -190,8 +194,9 @@ def _sort_key(value: str) -> tuple:
         return (1, 0.0, value)
 
 
-def breakdown_columns(rows: Sequence[Mapping[str, Any]], requested: Sequence[str] | None = None,
-                      max_values: int = 50) -> list[str]:
+def breakdown_columns(
+    rows: Sequence[Mapping[str, Any]], requested: Sequence[str] | None = None, max_values: int = 50
+) -> list[str]:
     """The columns to break results down by: ``requested`` (each must exist), or else every
     column of :data:`BREAKDOWN_COLUMNS` that every row has with at most ``max_values`` distinct values."""
     if requested is not None:

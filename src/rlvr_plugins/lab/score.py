@@ -13,8 +13,8 @@ import math
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
-from ..train.data import DataError, read_jsonl_numbered
 from ..errors import columns_text
+from ..train.data import DataError, read_jsonl_numbered
 
 if TYPE_CHECKING:
     from ..manager import PluginSet
@@ -38,8 +38,10 @@ def describe_scoring(plugin_set: PluginSet) -> str:
 
     rewards = ", ".join(f"{r.name} x{r.weight:g}" for _, r in plugin_set.reward_functions()) or "none"
     penalties = [p.name for p in plugin_set.enabled if "rlvr_length_penalty" in implemented_hooks(type(p.instance))]
-    return (f"scoring with rewards {rewards}; length penalties {', '.join(penalties) or 'none'}; "
-            f"advantages by the estimator {plugin_set.winner('rlvr_compute_advantages')!r}, within each group")
+    return (
+        f"scoring with rewards {rewards}; length penalties {', '.join(penalties) or 'none'}; "
+        f"advantages by the estimator {plugin_set.winner('rlvr_compute_advantages')!r}, within each group"
+    )
 
 
 def group_warning(rows: list[dict[str, Any]]) -> str | None:
@@ -48,8 +50,10 @@ def group_warning(rows: list[dict[str, Any]]) -> str | None:
     if lone == 0 or len(rows) < 2:
         return None
     which = "no row has a" if lone == len(rows) else f"{lone} of {len(rows)} rows have no"
-    return (f"WARNING: {which} 'group' column, so each such row is its own group of one and its advantage is "
-            "0 (there is nothing to compare it with); give the completions of one prompt the same 'group' value")
+    return (
+        f"WARNING: {which} 'group' column, so each such row is its own group of one and its advantage is "
+        "0 (there is nothing to compare it with); give the completions of one prompt the same 'group' value"
+    )
 
 
 def load_completions(path: str) -> tuple[list[dict[str, Any]], list[int]]:
@@ -67,8 +71,9 @@ def load_completions(path: str) -> tuple[list[dict[str, Any]], list[int]]:
     return rows, lines
 
 
-def score_rows(rows: list[dict[str, Any]], plugin_set: PluginSet, engines: Engines, tokenizer,
-               step: int = LATE_STEP) -> list[dict[str, Any]]:
+def score_rows(
+    rows: list[dict[str, Any]], plugin_set: PluginSet, engines: Engines, tokenizer, step: int = LATE_STEP
+) -> list[dict[str, Any]]:
     """Every reward, penalty, total and advantage for ``rows``, exactly as training would compute them."""
     import torch
 
@@ -79,14 +84,20 @@ def score_rows(rows: list[dict[str, Any]], plugin_set: PluginSet, engines: Engin
     names = [r.name for _, r in rewards]
     weights = torch.tensor([float(r.weight) for _, r in rewards])
     completions = [r["completion"] for r in rows]
-    lengths = torch.tensor([len(tokenizer(message_text(c, sep=""), add_special_tokens=False)["input_ids"])
-                            for c in completions])
+    lengths = torch.tensor(
+        [len(tokenizer(message_text(c, sep=""), add_special_tokens=False)["input_ids"]) for c in completions]
+    )
     table = score_all(rewards, engines, [r["prompt"] for r in rows], completions, rows)
     values, failed = table.values.to(torch.float32), table.failed
     out: list[dict[str, Any]] = []
     for i, row in enumerate(rows):
-        out.append({"row": i, **({"group": row["group"]} if "group" in row else {}),
-                    **{name: _num(values[i, k].item()) for k, name in enumerate(names)}})
+        out.append(
+            {
+                "row": i,
+                **({"group": row["group"]} if "group" in row else {}),
+                **{name: _num(values[i, k].item()) for k, name in enumerate(names)},
+            }
+        )
     for members in group_rows(rows):
         idx = torch.tensor(members)
         _score_group(out, idx, values[idx], failed[idx], lengths[idx], names, weights, plugin_set, step)
@@ -117,8 +128,11 @@ def format_table(rows: list[dict[str, Any]], limit: int = 30) -> str:
         lines.append("  ".join(f"{_cell(row.get(c)):>14}" for c in columns))
     if len(rows) > limit:
         lines.append(f"... {len(rows) - limit} more rows")
-    means = {c: [row[c] for row in rows if isinstance(row.get(c), (int, float)) and not isinstance(row.get(c), bool)]
-             for c in columns if c not in ("row", "group")}
+    means = {
+        c: [row[c] for row in rows if isinstance(row.get(c), (int, float)) and not isinstance(row.get(c), bool)]
+        for c in columns
+        if c not in ("row", "group")
+    }
     lines.append("mean: " + ", ".join(f"{c} {sum(v) / len(v):.4f}" for c, v in means.items() if v))
     unscored = sum(not row["scored"] for row in rows)
     if unscored:

@@ -17,16 +17,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-TINY = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
-        "num_key_value_heads": 2, "head_dim": 16}
+TINY = {
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+}
 """The tiny Qwen3's sizes: two layers of width 32, about 20k parameters with the char vocabulary."""
 
 
 def shared_data() -> Path | None:
     """The shared math sets: ``$RLVR_SHARED_DATA``, else ``../shared/data`` next to the working directory's repo."""
     env = os.environ.get("RLVR_SHARED_DATA")
-    candidates = [Path(env)] if env else [Path.cwd().parent / "shared" / "data",
-                                          Path(__file__).resolve().parents[3] / "shared" / "data"]
+    candidates = (
+        [Path(env)]
+        if env
+        else [Path.cwd().parent / "shared" / "data", Path(__file__).resolve().parents[3] / "shared" / "data"]
+    )
     return next((p for p in candidates if p.is_dir()), None)
 
 
@@ -97,17 +106,37 @@ def grpo_args(tmp_path, **overrides: Any):
     from trl import GRPOConfig
 
     kwargs = dict(
-        output_dir=str(Path(tmp_path) / "run"), per_device_train_batch_size=8, num_generations=4,
-        max_completion_length=8, max_steps=2, learning_rate=1e-3, logging_steps=1, report_to="none",
-        save_strategy="no", use_cpu=True, bf16=False, gradient_checkpointing=False, seed=7, disable_tqdm=True,
+        output_dir=str(Path(tmp_path) / "run"),
+        per_device_train_batch_size=8,
+        num_generations=4,
+        max_completion_length=8,
+        max_steps=2,
+        learning_rate=1e-3,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        seed=7,
+        disable_tqdm=True,
         beta=0.0,
     )
     kwargs.update(overrides)
     return GRPOConfig(**kwargs)
 
 
-TINY_TRAINER = {"per_device_train_batch_size": 8, "num_generations": 4, "max_completion_length": 8, "max_steps": 2,
-                "learning_rate": 1e-3, "save_strategy": "no", "use_cpu": True, "disable_tqdm": True, "beta": 0.0}
+TINY_TRAINER = {
+    "per_device_train_batch_size": 8,
+    "num_generations": 4,
+    "max_completion_length": 8,
+    "max_steps": 2,
+    "learning_rate": 1e-3,
+    "save_strategy": "no",
+    "use_cpu": True,
+    "disable_tqdm": True,
+    "beta": 0.0,
+}
 """The ``trainer:`` section of :func:`tiny_trainer`: 2 steps of 8 completions in groups of 4, 8 new tokens."""
 
 
@@ -124,12 +153,21 @@ def tiny_trainer(tmp_path, plugins: dict, tokenizer=None, **trainer_overrides: A
     from ..trainer import RLVRTrainer
 
     tokenizer = tokenizer if tokenizer is not None else char_tokenizer()
-    config = {"output_dir": str(Path(tmp_path) / "run"), "seed": 7, "plugins": plugins,
-              "trainer": {**TINY_TRAINER, **trainer_overrides}}
+    config = {
+        "output_dir": str(Path(tmp_path) / "run"),
+        "seed": 7,
+        "plugins": plugins,
+        "trainer": {**TINY_TRAINER, **trainer_overrides},
+    }
     prepared = prepare(config)
-    return RLVRTrainer(plugin_set=prepared.plugin_set, engines=Engines(in_process=True),
-                       model=tiny_model(tokenizer), args=prepared.grpo_args,
-                       train_dataset=Dataset.from_list(tiny_rows()), processing_class=tokenizer)
+    return RLVRTrainer(
+        plugin_set=prepared.plugin_set,
+        engines=Engines(in_process=True),
+        model=tiny_model(tokenizer),
+        args=prepared.grpo_args,
+        train_dataset=Dataset.from_list(tiny_rows()),
+        processing_class=tokenizer,
+    )
 
 
 def adversarial_texts(size: int = 1_000_000) -> dict[str, str]:
@@ -140,6 +178,7 @@ def adversarial_texts(size: int = 1_000_000) -> dict[str, str]:
     runs of one character, and many complete blocks (fences, boxes, answer and think blocks).
     Every scanner of a completion should handle each in linear time.
     """
+
     def repeat(unit: str) -> str:
         return unit * max(1, size // len(unit))
 
@@ -235,9 +274,9 @@ def sft_policy(folder: str | Path, problems: int = 300, epochs: int = 2) -> Path
     right, so a GRPO step from it has rewards that differ within a group: a non-zero advantage,
     loss and gradient (a policy that scores every completion 0 has none).
     """
-    from ..train import data
     from ..demo.task import split_train_eval
     from ..manager import build_plugin_set
+    from ..train import data
     from ..train.sft import run_sft, save_trained
     from ..train.validate import SFTSection
 
@@ -245,10 +284,26 @@ def sft_policy(folder: str | Path, problems: int = 300, epochs: int = 2) -> Path
     tokenizer = char_tokenizer()
     rows, _ = split_train_eval(problems, 0, 0, max_digits=1)
     rendered = [r for plugins in SFT_TEMPLATES for r in data.render(rows, build_plugin_set(plugins), tokenizer, 0)]
-    section = SFTSection(trl={"per_device_train_batch_size": 16, "learning_rate": 1e-2, "lr_scheduler_type": "constant",
-                              "num_train_epochs": epochs, "use_cpu": True, "disable_tqdm": True, "logging_steps": 1000})
-    trainer = run_sft(tiny_model(tokenizer, max_position_embeddings=1024), tokenizer, rendered, section,
-                      folder / "sft", seed=0, max_completion_length=16)
+    section = SFTSection(
+        trl={
+            "per_device_train_batch_size": 16,
+            "learning_rate": 1e-2,
+            "lr_scheduler_type": "constant",
+            "num_train_epochs": epochs,
+            "use_cpu": True,
+            "disable_tqdm": True,
+            "logging_steps": 1000,
+        }
+    )
+    trainer = run_sft(
+        tiny_model(tokenizer, max_position_embeddings=1024),
+        tokenizer,
+        rendered,
+        section,
+        folder / "sft",
+        seed=0,
+        max_completion_length=16,
+    )
     save_trained(trainer, folder / "model")
     tokenizer.save_pretrained(folder / "model")
     return folder / "model"

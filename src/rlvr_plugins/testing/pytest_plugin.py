@@ -71,6 +71,7 @@ def reward_plugin() -> Iterator[Callable[..., Any]]:
     from . import reward_plugin_class
 
     with contextlib.ExitStack() as stack:
+
         def register(name: str, fn: Callable[..., Any], **reward: Any):
             return stack.enter_context(temporary_plugin(reward_plugin_class(name, fn, **reward)))
 
@@ -91,6 +92,7 @@ def rlvr_cli(capsys) -> Callable[..., CliResult]:
     """``rlvr_cli(*args)``: run ``rlvr <args>`` in this process (``rlvr_plugins.cli.main``) and return a
     :class:`CliResult`. Output written before the call is not part of it; an argparse error or another
     ``SystemExit`` gives its exit code (a message passed to ``SystemExit`` ends up on ``err``)."""
+
     def run(*args: Any) -> CliResult:
         from ..cli import main
 
@@ -152,4 +154,3 @@ def _rlvr_close_reward_engines() -> Iterator[None]:
         engine = ref()
         if engine is not None:
             engine.close()
-

@@ -8,20 +8,27 @@ Every problem is collected and reported in one :class:`ConfigError`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
 from ..errors import ConfigError, shown
 from .overrides import apply_overrides, removes  # noqa: F401  (re-exported)
-from .validate import (ANSWER_FORMATS, TOP_LEVEL, RunConfig, parsed_once, run_config, validate,  # noqa: F401
-                       where_of)
-from .yamlfile import (MAX_CONFIG_BYTES, lone_surrogate, parse_yaml, read_config_text,  # noqa: F401
-                       resolve_path, why_unreadable)
 
-def load_config(path: str | Path, overrides: list[str] | None = None, need_data: bool = True,
-                need_model: bool = True, need_files: bool = False) -> dict[str, Any]:
+# re-exported: the names a config reader imports from here
+from .validate import ANSWER_FORMATS, TOP_LEVEL, RunConfig, parsed_once, run_config, validate, where_of  # noqa: F401
+from .yamlfile import MAX_CONFIG_BYTES, lone_surrogate, parse_yaml, read_config_text, resolve_path, why_unreadable  # noqa: F401
+
+
+def load_config(
+    path: str | Path,
+    overrides: list[str] | None = None,
+    need_data: bool = True,
+    need_model: bool = True,
+    need_files: bool = False,
+) -> dict[str, Any]:
     """Read, override (``a.b=value``, value parsed as YAML) and validate a config file.
 
     ``need_data=False`` (``rlvr score``) accepts a config without a ``data`` section;
@@ -39,8 +46,9 @@ def load_config(path: str | Path, overrides: list[str] | None = None, need_data:
     lines = {k: v for k, v in lines.items() if not any(k == o or k.startswith(f"{o}.") for o in overridden)}
     config.setdefault("_config_dir", str(path.parent.resolve()))
     config["_config_file"], config["_lines"] = str(path), lines
-    config["_sections"] = parsed_once(config, validate(config, source=str(path), need_data=need_data,
-                                                       need_model=need_model))
+    config["_sections"] = parsed_once(
+        config, validate(config, source=str(path), need_data=need_data, need_model=need_model)
+    )
     missing = missing_data_files(config) if need_files else []
     if missing:
         raise ConfigError(missing, source=str(path))
@@ -53,8 +61,7 @@ CONFIG_DIR_COMMENT = "# relative paths of this config are relative to: "
 
 def run_config_text(config: Mapping[str, Any]) -> str:
     """A run folder's ``config.yaml``: the public config, after a comment naming the original config's folder."""
-    return (f"{CONFIG_DIR_COMMENT}{config.get('_config_dir', '.')}\n"
-            + dump_public(config))
+    return f"{CONFIG_DIR_COMMENT}{config.get('_config_dir', '.')}\n" + dump_public(config)
 
 
 def load_config_or_run(path: str | Path, overrides: list[str] | None = None, **kwargs: Any) -> dict[str, Any]:
@@ -66,13 +73,17 @@ def load_config_or_run(path: str | Path, overrides: list[str] | None = None, **k
         return load_config(path, overrides, **kwargs)
     config_file, final = folder / "config.yaml", folder / "final"
     if not config_file.is_file():
-        raise ConfigError(f"{folder} is a folder but not a run folder: it has no config.yaml (give a config "
-                          "file, or the output_dir of rlvr train)")
+        raise ConfigError(
+            f"{folder} is a folder but not a run folder: it has no config.yaml (give a config "
+            "file, or the output_dir of rlvr train)"
+        )
     if not final.is_dir():
-        raise ConfigError(f"{folder}: the run has no final/ model (unfinished?); give a config file with "
-                          f"model.name_or_path set to one of its checkpoint-N folders instead")
+        raise ConfigError(
+            f"{folder}: the run has no final/ model (unfinished?); give a config file with "
+            f"model.name_or_path set to one of its checkpoint-N folders instead"
+        )
     first = config_file.read_text(encoding="utf-8").partition("\n")[0]
-    config_dir = first[len(CONFIG_DIR_COMMENT):] if first.startswith(CONFIG_DIR_COMMENT) else str(folder.resolve())
+    config_dir = first[len(CONFIG_DIR_COMMENT) :] if first.startswith(CONFIG_DIR_COMMENT) else str(folder.resolve())
     run = [f"output_dir={folder}", "model.tiny=", "model.tokenizer=", f"model.name_or_path={final.resolve()}"]
     config = load_config(config_file, run + list(overrides or []), **kwargs)
     config["_config_dir"] = config_dir
@@ -96,8 +107,9 @@ def missing_data_files(config: Mapping[str, Any]) -> list[str]:
         if not isinstance(path, str) or not path:
             problems.append(f"{where}data.{split}.path must be a file path, got {shown(path)}")
         elif not Path(resolve_path(config, path)).is_file():
-            problems.append(f"{where}data.{split}.path: data file {shown(path, 300)} "
-                            f"{why_unreadable(resolve_path(config, path))}")
+            problems.append(
+                f"{where}data.{split}.path: data file {shown(path, 300)} {why_unreadable(resolve_path(config, path))}"
+            )
     return problems
 
 

@@ -9,9 +9,10 @@ Plots need matplotlib (``pip install rlvr-plugins[plots]``); without it nothing 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..errors import RLVRError, RunFolderError
 from .runfolder import read_json
@@ -91,6 +92,7 @@ class Run:
 
 # -- loading ---------------------------------------------------------------------------------
 
+
 def load_run(path: str | Path, label: str | None = None) -> Run:
     """Read a run folder; :class:`RunFolderError` naming the folder when it is not one or is unreadable."""
     folder = Path(path)
@@ -98,8 +100,11 @@ def load_run(path: str | Path, label: str | None = None) -> Run:
         raise RunFolderError(f"{folder}: not a folder (expected a run folder: the output_dir of rlvr train)")
     metrics = folder / "metrics.jsonl"
     if not metrics.is_file():
-        hint = " (the run has not logged a step yet)" if (folder / "config.yaml").is_file() else \
-            " (expected the output_dir of rlvr train)"
+        hint = (
+            " (the run has not logged a step yet)"
+            if (folder / "config.yaml").is_file()
+            else " (expected the output_dir of rlvr train)"
+        )
         raise RunFolderError(f"{folder} is not a run folder: it has no metrics.jsonl{hint}")
     rows = read_rows(metrics)
     if not rows:
@@ -140,8 +145,8 @@ def _is_number(value: Any) -> bool:
 def _read_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
-    from .config import parse_yaml, read_config_text
     from ..errors import ConfigError
+    from .config import parse_yaml, read_config_text
 
     try:
         value, _ = parse_yaml(read_config_text(path), str(path))
@@ -164,8 +169,9 @@ def plugin_labels(plugins_file: Mapping[str, Any], config: Mapping[str, Any]) ->
     return list(config.get("plugins") or {}), None
 
 
-def correctness_reward(config: Mapping[str, Any], plugins_file: Mapping[str, Any],
-                       rows: Mapping[int, Mapping[str, float]]) -> str | None:
+def correctness_reward(
+    config: Mapping[str, Any], plugins_file: Mapping[str, Any], rows: Mapping[int, Mapping[str, float]]
+) -> str | None:
     """The reward that defines *correct*: ``eval.reward``, else the first registered reward, as
     ``rlvr train`` and ``rlvr eval`` choose it (``plugins.json``, else the first ``rewards/<name>/mean``)."""
     chosen = (config.get("eval") or {}).get("reward")
@@ -177,7 +183,7 @@ def correctness_reward(config: Mapping[str, Any], plugins_file: Mapping[str, Any
     for row in rows.values():
         for key in row:
             if key.startswith("rewards/") and key.endswith("/mean"):
-                return key[len("rewards/"):-len("/mean")]
+                return key[len("rewards/") : -len("/mean")]
     return None
 
 
@@ -185,8 +191,10 @@ def check_labels(runs: Sequence[Run]) -> None:
     seen: dict[str, Path] = {}
     for run in runs:
         if run.label in seen:
-            raise RunFolderError(f"two runs have the label {run.label!r} ({seen[run.label]} and {run.path}); "
-                                 "give each run its own with --label")
+            raise RunFolderError(
+                f"two runs have the label {run.label!r} ({seen[run.label]} and {run.path}); "
+                "give each run its own with --label"
+            )
         seen[run.label] = run.path
 
 
@@ -194,6 +202,7 @@ def check_labels(runs: Sequence[Run]) -> None:
 
 
 # -- values ----------------------------------------------------------------------------------
+
 
 def smooth(points: Sequence[Point], window: int) -> list[Point]:
     """Trailing moving average: each value becomes the mean of itself and the ``window - 1`` values logged before it.
@@ -204,8 +213,10 @@ def smooth(points: Sequence[Point], window: int) -> list[Point]:
     if window < 1:
         raise ValueError(f"smoothing window must be >= 1, got {window}")
     values = [v for _, v in points]
-    return [(step, sum(values[max(0, i - window + 1):i + 1]) / (i + 1 - max(0, i - window + 1)))
-            for i, (step, _) in enumerate(points)]
+    return [
+        (step, sum(values[max(0, i - window + 1) : i + 1]) / (i + 1 - max(0, i - window + 1)))
+        for i, (step, _) in enumerate(points)
+    ]
 
 
 def ema(points: Sequence[Point], weight: float) -> list[Point]:
@@ -223,19 +234,22 @@ def ema(points: Sequence[Point], weight: float) -> list[Point]:
     out, last = [], 0.0
     for i, (step, value) in enumerate(points, start=1):
         last = weight * last + (1.0 - weight) * value
-        out.append((step, last / (1.0 - weight ** i)))
+        out.append((step, last / (1.0 - weight**i)))
     return out
 
 
 # -- plots -----------------------------------------------------------------------------------
+
 
 def _figure_class():
     """matplotlib's ``Figure`` (drawn with the Agg canvas; no pyplot, no display needed)."""
     try:
         from matplotlib.figure import Figure
     except ImportError as exc:
-        raise RLVRError(f"The plots are drawn with matplotlib, which is not installed: {PLOTS_HINT} "
-                        "(or pass --no-plots for the table alone)") from exc
+        raise RLVRError(
+            f"The plots are drawn with matplotlib, which is not installed: {PLOTS_HINT} "
+            "(or pass --no-plots for the table alone)"
+        ) from exc
     return Figure
 
 
@@ -261,8 +275,9 @@ def draw_group(figure_class, group, runs: Sequence[Any], window: int, path: Path
     colours = [f"C{i % 10}" for i in range(len(runs))]
     for ax, metric in zip(axes, shown):
         _draw_panel(ax, metric, runs, colours, window, ema)
-    axes[0].legend(handles=[Line2D([], [], color=c, marker=".", label=r.label) for r, c in zip(runs, colours)],
-                   fontsize=8)
+    axes[0].legend(
+        handles=[Line2D([], [], color=c, marker=".", label=r.label) for r, c in zip(runs, colours)], fontsize=8
+    )
     fig.savefig(path, dpi=100)
     return True
 
@@ -273,8 +288,9 @@ def _panels(figure_class, count: int, title: str, share_y: bool):
     rows = math.ceil(count / cols)
     width, height = max(6.5, 5.2 * cols), 3.8 * rows + 0.5
     fig = figure_class(figsize=(width, height))
-    fig.subplots_adjust(left=0.7 / width, right=1 - 0.2 / width, bottom=0.55 / height, top=1 - 0.7 / height,
-                        wspace=0.3, hspace=0.45)
+    fig.subplots_adjust(
+        left=0.7 / width, right=1 - 0.2 / width, bottom=0.55 / height, top=1 - 0.7 / height, wspace=0.3, hspace=0.45
+    )
     fig.suptitle(title)
     axes = [fig.add_subplot(rows, cols, 1)]
     for i in range(1, count):
@@ -305,12 +321,15 @@ def _draw_panel(ax, metric, runs: Sequence[Any], colours: Sequence[str], window:
 
 
 def _line(ax, points, colour: str, **style) -> None:
-    ax.plot([s for s, _ in points], [v for _, v in points], color=colour,
-            marker="." if len(points) < 30 else None, **style)
+    ax.plot(
+        [s for s, _ in points], [v for _, v in points], color=colour, marker="." if len(points) < 30 else None, **style
+    )
 
 
-CURVES = (("eval/accuracy", "held-out accuracy (greedy; step 0: before GRPO)"),
-          ("reward", "train reward (weighted total, mean over completions)"))
+CURVES = (
+    ("eval/accuracy", "held-out accuracy (greedy; step 0: before GRPO)"),
+    ("reward", "train reward (weighted total, mean over completions)"),
+)
 """What a run's ``curves.png`` shows: held-out accuracy during GRPO and the train reward, against step."""
 
 
@@ -321,8 +340,7 @@ def draw_curves(folder: str | Path, ema: float = DEFAULT_EMA) -> Path | None:
     except RLVRError:
         return None
     run = load_run(folder)
-    group = Group("curves", f"Learning curves: {run.label}",
-                          tuple(Metric(k, title, "max") for k, title in CURVES))
+    group = Group("curves", f"Learning curves: {run.label}", tuple(Metric(k, title, "max") for k, title in CURVES))
     path = Path(folder) / "curves.png"
     return path if draw_group(figure_class, group, [run], 1, path, ema) else None
 

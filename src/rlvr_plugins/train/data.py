@@ -18,13 +18,14 @@ import json
 import logging
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from .config import ANSWER_FORMATS, lone_surrogate, resolve_path, run_config
-from .sections import HubSplit, JsonlSplit, SplitSection, SyntheticSplit, given
 from ..errors import ConfigError, PluginValidationError, RLVRError, columns_text, shown, why_not_a_file
 from ..text import gsm8k_final, last_boxed
+from .config import ANSWER_FORMATS, lone_surrogate, resolve_path, run_config
+from .sections import HubSplit, JsonlSplit, SplitSection, SyntheticSplit, given
 
 SYNTHETIC_TASKS = ("arithmetic",)
 MAX_NAMED_ROWS = 5
@@ -78,8 +79,10 @@ def read_jsonl_numbered(path: str, max_bytes: int | None = None) -> list[tuple[i
         while line := fh.readline(limit + 1):
             lineno += 1
             if len(line) > limit and not line.endswith(b"\n"):
-                raise DataError(f"{path}:{lineno}: line longer than the limit of {limit} bytes; set "
-                                f"{MAX_LINE_MB_ENV} (MiB, default {DEFAULT_MAX_LINE_MB}) to allow longer lines")
+                raise DataError(
+                    f"{path}:{lineno}: line longer than the limit of {limit} bytes; set "
+                    f"{MAX_LINE_MB_ENV} (MiB, default {DEFAULT_MAX_LINE_MB}) to allow longer lines"
+                )
             if line.strip():
                 rows.append((lineno, _parse_line(line, path, lineno)))
     if not rows:
@@ -94,8 +97,10 @@ def _parse_line(line: bytes, path: str, lineno: int) -> dict[str, Any]:
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise DataError(f"{path}:{lineno}: not valid UTF-8 (byte 0x{line[exc.start]:02x} at column "
-                        f"{exc.start + 1}); save the file as UTF-8") from exc
+        raise DataError(
+            f"{path}:{lineno}: not valid UTF-8 (byte 0x{line[exc.start]:02x} at column "
+            f"{exc.start + 1}); save the file as UTF-8"
+        ) from exc
     try:
         row = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -110,8 +115,10 @@ def _parse_line(line: bytes, path: str, lineno: int) -> dict[str, Any]:
         except RecursionError as exc:
             raise DataError(f"{path}:{lineno}: JSON nested too deeply") from exc
         if column is not None:
-            raise DataError(f"{path}:{lineno}: column {shown(column)} has a lone surrogate escape (\\ud800-"
-                            "\\udfff without its pair), which is not Unicode text")
+            raise DataError(
+                f"{path}:{lineno}: column {shown(column)} has a lone surrogate escape (\\ud800-"
+                "\\udfff without its pair), which is not Unicode text"
+            )
     return row
 
 
@@ -120,8 +127,9 @@ def _synthetic(split: str, spec: SyntheticSplit, other: SplitSection | None) -> 
 
     task = spec.task
     if task not in SYNTHETIC_TASKS:
-        raise ConfigError(f"data.{split}.task {shown(task)} is unknown; built-in synthetic tasks: "
-                          f"{list(SYNTHETIC_TASKS)}")
+        raise ConfigError(
+            f"data.{split}.task {shown(task)} is unknown; built-in synthetic tasks: {list(SYNTHETIC_TASKS)}"
+        )
     sizes = {split: spec.size, "other": other.size if isinstance(other, SyntheticSplit) and other.task == task else 0}
     seed = spec.seed
     options = dict(spec.options or {})
@@ -169,8 +177,7 @@ def load_rows(config: Mapping[str, Any], split: str, plugin_set=None) -> list[di
     return rows
 
 
-def check_rows(plugin_set, rows: list[dict[str, Any]], split: str, where: str,
-               lines: list[int] | None = None) -> None:
+def check_rows(plugin_set, rows: list[dict[str, Any]], split: str, where: str, lines: list[int] | None = None) -> None:
     """Call ``rlvr_check_dataset`` once for ``rows`` and log one warning per plugin and problem
     (:func:`dataset_warnings`)."""
     for plugin, problems in plugin_set.call("rlvr_check_dataset", rows=rows, split=split):
@@ -178,8 +185,7 @@ def check_rows(plugin_set, rows: list[dict[str, Any]], split: str, where: str,
             logger.warning("%s", message)
 
 
-def dataset_warnings(plugin: str, problems: Any, n_rows: int, where: str,
-                     lines: list[int] | None = None) -> list[str]:
+def dataset_warnings(plugin: str, problems: Any, n_rows: int, where: str, lines: list[int] | None = None) -> list[str]:
     """One line per distinct problem that ``plugin`` reported: how many rows, the problem, the
     first :data:`MAX_NAMED_ROWS` rows (``row i (line n)``) and how many more.
 
@@ -188,23 +194,30 @@ def dataset_warnings(plugin: str, problems: Any, n_rows: int, where: str,
     """
     grouped: dict[str, list[int]] = {}
     for pair in problems or []:
-        if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], int)
-                and 0 <= pair[0] < n_rows and isinstance(pair[1], str)):
-            raise PluginValidationError(f"plugin {plugin!r}: rlvr_check_dataset returned {shown(pair)}; it returns "
-                                        f"(row index in 0..{n_rows - 1}, problem text) pairs")
+        if not (
+            isinstance(pair, tuple)
+            and len(pair) == 2
+            and isinstance(pair[0], int)
+            and 0 <= pair[0] < n_rows
+            and isinstance(pair[1], str)
+        ):
+            raise PluginValidationError(
+                f"plugin {plugin!r}: rlvr_check_dataset returned {shown(pair)}; it returns "
+                f"(row index in 0..{n_rows - 1}, problem text) pairs"
+            )
         grouped.setdefault(pair[1], []).append(pair[0])
     out = []
     for problem, indices in grouped.items():
         indices = sorted(set(indices))
         named = ", ".join(f"row {i}{_line(lines, i)}" for i in indices[:MAX_NAMED_ROWS])
         more = f" and {len(indices) - MAX_NAMED_ROWS} more" if len(indices) > MAX_NAMED_ROWS else ""
-        out.append(f"{plugin}: {where}: {len(indices)} row{'s' if len(indices) != 1 else ''}: {problem}: "
-                   f"{named}{more}")
+        out.append(f"{plugin}: {where}: {len(indices)} row{'s' if len(indices) != 1 else ''}: {problem}: {named}{more}")
     return out
 
 
-def rename_columns(rows: list[dict[str, Any]], columns: Mapping[str, str], where: str,
-                   lines: list[int] | None = None) -> list[dict[str, Any]]:
+def rename_columns(
+    rows: list[dict[str, Any]], columns: Mapping[str, str], where: str, lines: list[int] | None = None
+) -> list[dict[str, Any]]:
     """Apply ``{canonical: source_column}``; every row must end up with a ``prompt``.
 
     ``lines``: the file line of each row (JSONL), named in errors next to the row index.
@@ -311,8 +324,9 @@ _EXPECTED = {
 }
 
 
-def normalise_answers(rows: list[dict[str, Any]], answer_format: str, where: str,
-                      lines: list[int] | None = None) -> list[dict[str, Any]]:
+def normalise_answers(
+    rows: list[dict[str, Any]], answer_format: str, where: str, lines: list[int] | None = None
+) -> list[dict[str, Any]]:
     """Every row's ``answer`` normalised (:func:`normalise_answer`); the original is kept in ``raw_answer``.
 
     A row without an ``answer`` column, or whose answer lacks the format's marker, is a
@@ -324,14 +338,18 @@ def normalise_answers(rows: list[dict[str, Any]], answer_format: str, where: str
     for i, row in enumerate(rows):
         at = f"{where}:{lines[i]}" if lines is not None and i < len(lines) else f"{where}: row {i}"
         if "answer" not in row:
-            raise DataError(f"{at}: no 'answer' column to normalise (data.answer_format {answer_format}); map one "
-                            f"with data.columns (e.g. columns: {{answer: solution}}); "
-                            f"columns present: {columns_text(row)}")
+            raise DataError(
+                f"{at}: no 'answer' column to normalise (data.answer_format {answer_format}); map one "
+                f"with data.columns (e.g. columns: {{answer: solution}}); "
+                f"columns present: {columns_text(row)}"
+            )
         answer = normalise_answer(row["answer"], answer_format)
         if answer is None:
             tail = str(row["answer"])
             tail = tail if len(tail) <= 80 else "…" + tail[-80:]
-            raise DataError(f"{at}: answer_format {answer_format} expects {_EXPECTED[answer_format]} in the "
-                            f"'answer' column, got {tail!r}")
+            raise DataError(
+                f"{at}: answer_format {answer_format} expects {_EXPECTED[answer_format]} in the "
+                f"'answer' column, got {tail!r}"
+            )
         out.append({**row, "answer": answer, "raw_answer": row["answer"]})
     return out

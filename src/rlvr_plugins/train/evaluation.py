@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..errors import ConfigError
 from ..rewards import Engines, score_all
@@ -22,8 +23,9 @@ def prompt_texts(rows: Sequence[Mapping[str, Any]], tokenizer) -> list[str]:
     return out
 
 
-def evaluate(model, tokenizer, rows: list[dict[str, Any]], rewards, engines: Engines,
-             section: EvalSection) -> dict[str, Any]:
+def evaluate(
+    model, tokenizer, rows: list[dict[str, Any]], rewards, engines: Engines, section: EvalSection
+) -> dict[str, Any]:
     """Greedy-decode ``rows`` and score them with every reward; ``accuracy`` uses ``eval.reward``.
 
     :param rewards: ``[(plugin, RewardFunction)]`` from the plugin set.
@@ -36,8 +38,9 @@ def evaluate(model, tokenizer, rows: list[dict[str, Any]], rewards, engines: Eng
         raise ConfigError(f"eval.reward {target!r} is not a registered reward; registered: {names}")
     threshold = section.threshold
     greedy = SamplingOptions(temperature=0.0, max_new_tokens=section.max_new_tokens, batch_size=section.batch_size)
-    completions = [s[0].text for s in sample(prompt_texts(rows, tokenizer), greedy, model=model, tokenizer=tokenizer,
-                                             desc=None)]
+    completions = [
+        s[0].text for s in sample(prompt_texts(rows, tokenizer), greedy, model=model, tokenizer=tokenizer, desc=None)
+    ]
     table = score_all(rewards, engines, [r["prompt"] for r in rows], completions, rows)
     means, values = {}, {}
     for name in names:
@@ -45,8 +48,15 @@ def evaluate(model, tokenizer, rows: list[dict[str, Any]], rewards, engines: Eng
         scored = [v for v in values[name] if not math.isnan(v)]
         means[name] = sum(scored) / len(scored) if scored else float("nan")
     correct = [v >= threshold for v in values[target]]
-    samples = [{"prompt": rows[i]["prompt"], "completion": completions[i], "answer": rows[i].get("answer"),
-                **{n: values[n][i] for n in names}} for i in range(min(5, len(rows)))]
+    samples = [
+        {
+            "prompt": rows[i]["prompt"],
+            "completion": completions[i],
+            "answer": rows[i].get("answer"),
+            **{n: values[n][i] for n in names},
+        }
+        for i in range(min(5, len(rows)))
+    ]
     return {
         "accuracy": sum(correct) / len(correct) if correct else 0.0,
         "n": len(rows),
@@ -59,5 +69,8 @@ def evaluate(model, tokenizer, rows: list[dict[str, Any]], rewards, engines: Eng
 
 def metric_row(result: Mapping[str, Any]) -> dict[str, float]:
     """An evaluation as ``metrics.jsonl`` values: ``eval/accuracy``, ``eval/rewards/<name>``, ``eval/no_score``."""
-    return {"eval/accuracy": result["accuracy"], **{f"eval/rewards/{k}": v for k, v in result["rewards"].items()},
-            "eval/no_score": result["no_score"]}
+    return {
+        "eval/accuracy": result["accuracy"],
+        **{f"eval/rewards/{k}": v for k, v in result["rewards"].items()},
+        "eval/no_score": result["no_score"],
+    }

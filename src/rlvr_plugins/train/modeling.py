@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -55,14 +56,20 @@ def launch_problem(kwargs: Mapping[str, Any], env: Mapping[str, str], has_gpu: b
         return None
     precision = env.get("ACCELERATE_MIXED_PRECISION", "no")
     if not has_gpu and precision in ("bf16", "fp16") and not kwargs.get(precision):
-        return (f"accelerate launch asks DeepSpeed for mixed_precision: {precision}, but no GPU is visible and the "
-                f"trainer runs in float32 on the CPU; launch with mixed_precision: 'no' "
-                f"(configs/accelerate/cpu/zero2.yaml, configs/accelerate/cpu/zero3.yaml)")
-    if env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") == "3" and \
-            env.get("ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL", "false").lower() != "true":
-        return ("accelerate launch runs DeepSpeed ZeRO-3 without zero3_save_16bit_model: true, so the saved model "
-                "would be DeepSpeed shards that from_pretrained cannot load; set zero3_save_16bit_model: true "
-                "(as configs/accelerate/zero3.yaml does)")
+        return (
+            f"accelerate launch asks DeepSpeed for mixed_precision: {precision}, but no GPU is visible and the "
+            f"trainer runs in float32 on the CPU; launch with mixed_precision: 'no' "
+            f"(configs/accelerate/cpu/zero2.yaml, configs/accelerate/cpu/zero3.yaml)"
+        )
+    if (
+        env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") == "3"
+        and env.get("ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL", "false").lower() != "true"
+    ):
+        return (
+            "accelerate launch runs DeepSpeed ZeRO-3 without zero3_save_16bit_model: true, so the saved model "
+            "would be DeepSpeed shards that from_pretrained cannot load; set zero3_save_16bit_model: true "
+            "(as configs/accelerate/zero3.yaml does)"
+        )
     return None
 
 
@@ -93,8 +100,10 @@ def vllm_cpu_problem(config: Mapping[str, Any], where: str, has_gpu: bool) -> st
     size = None if has_gpu else head_dim(config)
     if size is None or size in VLLM_CPU_HEAD_SIZES:
         return None
-    return (f"{where}: the model's head_dim is {size}, but vLLM on the CPU supports head sizes "
-            f"{', '.join(map(str, VLLM_CPU_HEAD_SIZES))}; set model.tiny.head_dim to one of them, or do not use vLLM")
+    return (
+        f"{where}: the model's head_dim is {size}, but vLLM on the CPU supports head sizes "
+        f"{', '.join(map(str, VLLM_CPU_HEAD_SIZES))}; set model.tiny.head_dim to one of them, or do not use vLLM"
+    )
 
 
 def is_partitioned(model) -> bool:

@@ -32,8 +32,10 @@ def apply_overrides(config: Mapping[str, Any], overrides: list[str]) -> dict[str
             try:
                 parsed = parse_yaml(value, "--set")[0] if value.strip() else None
             except ConfigError as exc:
-                problems.append(f"override {shown(item)}: the value is not valid YAML ({exc.problems[0]}); "
-                                "quote it to pass text, e.g. --set 'key=\"a: b\"'")
+                problems.append(
+                    f"override {shown(item)}: the value is not valid YAML ({exc.problems[0]}); "
+                    "quote it to pass text, e.g. --set 'key=\"a: b\"'"
+                )
                 continue
             if not removes(parts, value, parsed):
                 node[parts[-1]] = parsed
@@ -43,8 +45,9 @@ def apply_overrides(config: Mapping[str, Any], overrides: list[str]) -> dict[str
                 enabled = list(out.get("plugins") or {})
                 close = difflib.get_close_matches(parts[1], enabled, n=3)
                 hint = f"did you mean {', '.join(close)}?" if close else f"enabled: {', '.join(enabled) or '(none)'}"
-                problems.append(f"override {shown(item)}: plugin {shown(parts[1])} is not enabled, so it cannot be "
-                                f"disabled; {hint}")
+                problems.append(
+                    f"override {shown(item)}: plugin {shown(parts[1])} is not enabled, so it cannot be disabled; {hint}"
+                )
     if problems:
         raise ConfigError(problems, source="--set")
     return out

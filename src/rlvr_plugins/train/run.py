@@ -12,19 +12,31 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-
-from . import config as cfg
+from ..checkpoints import writing
 from ..errors import ConfigError
 from ..manager import PluginSet, build_plugin_set
-from .modeling import cpu_defaults, has_accelerator, vllm_cpu_problem
-from .validate import SFTSection, model_section, run_config
-from ..checkpoints import writing
 from ..outputs import is_main_process, write_atomic
-from .runfolder import FINAL_DIR, SUMMARY_FILE, RunStart, check_more_steps, check_still_free, clear_run, continue_in, \
-    exclusive, output_dir, plan_run, read_json, run_header
+from . import config as cfg
+from .modeling import cpu_defaults, has_accelerator, vllm_cpu_problem
+from .runfolder import (
+    FINAL_DIR,
+    SUMMARY_FILE,
+    RunStart,
+    check_more_steps,
+    check_still_free,
+    clear_run,
+    continue_in,
+    exclusive,
+    output_dir,
+    plan_run,
+    read_json,
+    run_header,
+)
+from .validate import SFTSection, model_section, run_config
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +44,7 @@ TRAINER_OWNED = {
     "output_dir": "set output_dir at the top level of the config, not in trainer:",
     "reward_weights": "set each reward's weight in its plugin's options (e.g. plugins: {r1-format: {weight: 0.5}})",
     "multi_objective_aggregation": "advantages come from the estimator plugin (grpo, rloo, batch-std, dr-grpo, ...); "
-                                   "enable normalize-then-sum for TRL's 'normalize_then_sum'",
+    "enable normalize-then-sum for TRL's 'normalize_then_sum'",
 }
 
 RUN_DEFAULTS = {"report_to": "none", "logging_steps": 1, "save_strategy": "steps", "save_steps": 100}
@@ -44,7 +56,7 @@ def grpo_kwargs(config: Mapping[str, Any], plugin_set: PluginSet) -> dict[str, A
     kwargs = {**RUN_DEFAULTS, **trainer, "output_dir": str(output_dir(config))}
     kwargs.setdefault("seed", run_config(config).seed)
     cpu_defaults(kwargs)
-    for name, value in trainer.items():
+    for name in trainer:
         if name in TRAINER_OWNED:
             raise ConfigError(f"trainer.{name}: {TRAINER_OWNED[name]}")
     adjust_grpo_config(plugin_set, kwargs, trainer)
@@ -145,8 +157,9 @@ def write_run_header(out: Path, prepared: Prepared) -> None:
     (out / "config.yaml").write_text(cfg.run_config_text(prepared.config), encoding="utf-8")
 
 
-def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: bool = False,
-          start: RunStart | None = None) -> dict[str, Any]:
+def train(
+    config: dict[str, Any], resume: str | bool | None = None, overwrite: bool = False, start: RunStart | None = None
+) -> dict[str, Any]:
     """Run the whole pipeline; return the summary (also written to ``summary.json``).
 
     ``resume`` (True for the newest complete checkpoint, or a checkpoint folder) skips the
@@ -159,8 +172,10 @@ def train(config: dict[str, Any], resume: str | bool | None = None, overwrite: b
     """
     start = start or plan_run(config, resume, overwrite)
     if start.finished and _complete(start.out):
-        print(f"the run in {start.out} is already complete (step {start.step}, {SUMMARY_FILE} written): nothing "
-              "to do", flush=True)
+        print(
+            f"the run in {start.out} is already complete (step {start.step}, {SUMMARY_FILE} written): nothing to do",
+            flush=True,
+        )
         return read_json(start.out / SUMMARY_FILE) or {}
     prepared = prepare(config)  # every config and launch check before the folder is made
     check_prepared_start(start, prepared)
@@ -173,12 +188,13 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     import torch
     from datasets import Dataset
     from transformers import set_seed
+
+    from ..rewards import Engines, probe_rewards
+    from ..trainer import RLVRTrainer
     from . import data, modeling
     from .evaluation import evaluate, metric_row
-    from ..rewards import Engines, probe_rewards
-    from .runlog import GracefulStop, MetricsWriter, PeriodicEval, SeedAtTrainBegin, compact_console
     from .runfolder import truncate_metrics
-    from ..trainer import RLVRTrainer
+    from .runlog import GracefulStop, MetricsWriter, PeriodicEval, SeedAtTrainBegin, compact_console
 
     started = time.perf_counter()
     out = start.out
@@ -208,8 +224,9 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
         from .sft import sft_examples
 
         sft_rows, train_rows = _split_for_sft(train_rows, sft_section)
-        sft_rows, _ = sft_examples(prepared.plugin_set, raw_train[:len(sft_rows)],
-                                   sft_section.completion_column, seed, tokenizer, sft_rows)
+        sft_rows, _ = sft_examples(
+            prepared.plugin_set, raw_train[: len(sft_rows)], sft_section.completion_column, seed, tokenizer, sft_rows
+        )
     engines = Engines(**engine_options(config))
     rewards = prepared.plugin_set.reward_functions()
     probe_rewards(rewards, engines)
@@ -227,8 +244,11 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
             result = evaluate(model, tokenizer, eval_rows, rewards, engines, eval_section)
         result["seconds"] = round(time.perf_counter() - t, 1)
         if is_main_process():
-            print(f"[eval {tag}] accuracy {100 * result['accuracy']:.1f}% on {result['n']} held-out problems "
-                  f"({result['reward']}); rewards {_fmt(result['rewards'])}", flush=True)
+            print(
+                f"[eval {tag}] accuracy {100 * result['accuracy']:.1f}% on {result['n']} held-out problems "
+                f"({result['reward']}); rewards {_fmt(result['rewards'])}",
+                flush=True,
+            )
         return result
 
     def run_eval(tag: str, model, step: int, engine=None):
@@ -274,8 +294,11 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     callbacks = [metrics, stop, SeedAtTrainBegin()]
     every = sections.eval.every_steps
     if every and eval_rows:  # the trainer's wrapped model: under ZeRO-3 its weights are gathered for generation
-        callbacks.append(PeriodicEval(
-            every, lambda step, _: measure(f"step {step}", trainer.model, trainer.model_wrapped), metrics.write))
+        callbacks.append(
+            PeriodicEval(
+                every, lambda step, _: measure(f"step {step}", trainer.model, trainer.model_wrapped), metrics.write
+            )
+        )
     t = time.perf_counter()
     trainer = RLVRTrainer(
         plugin_set=prepared.plugin_set,
@@ -302,15 +325,19 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     if stop.signal_name:
         summary["stopped_by"] = stop.signal_name
         if is_main_process():
-            print(f"stopped by {stop.signal_name} at step {trainer.state.global_step}; checkpoint written. "
-                  f"Continue with: rlvr train CONFIG --resume", flush=True)
+            print(
+                f"stopped by {stop.signal_name} at step {trainer.state.global_step}; checkpoint written. "
+                f"Continue with: rlvr train CONFIG --resume",
+                flush=True,
+            )
     else:
         if not (start.finished and (out / FINAL_DIR).is_dir()):
             save_final(trainer, out, dist)
         run_eval("after", trainer.model, summary["grpo_steps"], trainer.model_wrapped)
     if "eval_before" in summary and "eval_after" in summary:
         summary["accuracy_gain_points"] = round(
-            100 * (summary["eval_after"]["accuracy"] - summary["eval_before"]["accuracy"]), 1)
+            100 * (summary["eval_after"]["accuracy"] - summary["eval_before"]["accuracy"]), 1
+        )
     summary["reward_engine"] = engines.stats()
     summary["reward_failures"] = engines.failures()
     engines.close()
@@ -362,12 +389,17 @@ def _write_curves(out: Path) -> None:
     from .curves import draw_curves
 
     path = draw_curves(out)
-    print(f"learning curves: {path}" if path else "learning curves not drawn (matplotlib is not installed: "
-          "pip install rlvr-plugins[plots])", flush=True)
+    print(
+        f"learning curves: {path}"
+        if path
+        else "learning curves not drawn (matplotlib is not installed: pip install rlvr-plugins[plots])",
+        flush=True,
+    )
 
 
 def _policy_path(model, tokenizer, folder: Path) -> str:
-    """Save a policy built or fine-tuned in this run, so TRL loads it (and its reference copy for ``beta > 0``) by path."""
+    """Save a policy built or fine-tuned in this run, so TRL loads it (and its reference copy for ``beta > 0``)
+    by path."""
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)
@@ -416,7 +448,8 @@ def failure_line(failures: Mapping[str, Mapping[str, int]]) -> str:
     if not failures:
         return "reward failures: none scored"
     return "reward failures (no score, masked): " + ", ".join(
-        f"{name} {c['failed']} of {c['items']} items" for name, c in failures.items())
+        f"{name} {c['failed']} of {c['items']} items" for name, c in failures.items()
+    )
 
 
 def configure_threads() -> None:

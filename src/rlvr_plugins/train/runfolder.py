@@ -24,9 +24,10 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import yaml
 
@@ -53,18 +54,33 @@ STAGING_DIR = ".rlvr-resume-partial"  # continue_in copies here first
 # What rlvr train writes into output_dir (besides checkpoint-*). The first group marks a folder
 # as holding a run; config.yaml and README.md are also removed by --overwrite, but alone they
 # may be the user's own files.
-RUN_MARKS = ("plugins.json", "metrics.jsonl", "metrics.tmp", SUMMARY_FILE, "sft", "policy-init", FINAL_DIR,
-             FINAL_DIR + ".partial")
+RUN_MARKS = (
+    "plugins.json",
+    "metrics.jsonl",
+    "metrics.tmp",
+    SUMMARY_FILE,
+    "sft",
+    "policy-init",
+    FINAL_DIR,
+    FINAL_DIR + ".partial",
+)
 RUN_EXTRAS = (CONFIG_FILE, "README.md")
 
 # Config keys a resumed run may change: where things are written and how often, never what is
 # trained (the learning-rate schedule, the rewards, the data, the engine's deadline all stay).
-RESUME_MAY_DIFFER = frozenset({
-    "output_dir",
-    "trainer.logging_steps", "trainer.save_steps", "trainer.save_total_limit", "trainer.disable_tqdm",
-    "trainer.report_to", "trainer.run_name", "trainer.logging_dir",
-    "engine.workers",
-})
+RESUME_MAY_DIFFER = frozenset(
+    {
+        "output_dir",
+        "trainer.logging_steps",
+        "trainer.save_steps",
+        "trainer.save_total_limit",
+        "trainer.disable_tqdm",
+        "trainer.report_to",
+        "trainer.run_name",
+        "trainer.logging_dir",
+        "engine.workers",
+    }
+)
 
 # trainer.max_steps may grow on --resume only under these schedules: transformers builds the scheduler
 # again from the new max_steps and a checkpoint restores only its step count (schedule_needs_max_steps).
@@ -130,14 +146,16 @@ def check_resume_target(out: Path, checkpoint: Path, step: int) -> None:
         if entries:
             raise RunFolderError(
                 f"--resume {checkpoint}: output_dir {out} holds another run ({_listing(entries)}); resume into the "
-                f"checkpoint's own folder {run_folder} or into an output_dir that holds no run")
+                f"checkpoint's own folder {run_folder} or into an output_dir that holds no run"
+            )
         check_no_user_files(out)
     else:
         newer = [name for s, name in complete_checkpoints(out) if s > step]
         if newer:
             raise RunFolderError(
                 f"--resume {checkpoint}: {out} holds newer complete checkpoints ({_listing(newer)}) that the resumed "
-                "run would mix with its own; resume from the newest (--resume alone), or move them away")
+                "run would mix with its own; resume from the newest (--resume alone), or move them away"
+            )
 
 
 def check_still_free(start: RunStart) -> None:
@@ -156,7 +174,8 @@ def check_no_run(out: Path) -> None:
     if entries:
         raise RunFolderError(
             f"output_dir {out} already holds a run ({_listing(entries)}): continue it with --resume, start it "
-            "over with --overwrite (removes those entries), or choose another output_dir")
+            "over with --overwrite (removes those entries), or choose another output_dir"
+        )
 
 
 def check_no_user_files(out: Path) -> None:
@@ -167,7 +186,8 @@ def check_no_user_files(out: Path) -> None:
     if mine:
         raise RunFolderError(
             f"output_dir {out} holds {_listing(mine)} of your own (no run beside it), which the run would overwrite "
-            "with its resolved config and TRL's model card; move it, or choose another output_dir")
+            "with its resolved config and TRL's model card; move it, or choose another output_dir"
+        )
 
 
 @contextlib.contextmanager
@@ -187,8 +207,10 @@ def exclusive(out: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
-            raise RunFolderError(f"output_dir {out} is in use by another rlvr train that is running now; wait for it "
-                                 "to end, or choose another output_dir") from exc
+            raise RunFolderError(
+                f"output_dir {out} is in use by another rlvr train that is running now; wait for it "
+                "to end, or choose another output_dir"
+            ) from exc
         except OSError as exc:
             logger.warning("output_dir %s cannot be locked (%s): nothing stops a second run into it", out, exc.strerror)
         yield
@@ -204,9 +226,14 @@ def continue_in(out: Path, start: RunStart) -> None:
     end, so that a full disk or a kill mid-copy leaves no half ``policy-init/`` (which would
     make ``out`` look like another run's folder and stop the retried resume)."""
     source = start.run_folder
-    names = [name for name, there in (("policy-init", (source / "policy-init").is_dir()),
-                                      ("metrics.jsonl", (source / "metrics.jsonl").is_file()))
-             if there and not (out / name).exists()]
+    names = [
+        name
+        for name, there in (
+            ("policy-init", (source / "policy-init").is_dir()),
+            ("metrics.jsonl", (source / "metrics.jsonl").is_file()),
+        )
+        if there and not (out / name).exists()
+    ]
     staging = out / STAGING_DIR
     shutil.rmtree(staging, ignore_errors=True)  # left by a kill mid-copy
     try:
@@ -230,8 +257,10 @@ def check_output_dir(out: Path) -> None:
         existing = existing.parent
     if existing.is_symlink() and not existing.exists():
         where = "is a symlink" if existing == out else f"is under {existing}, a symlink"
-        raise RunFolderError(f"output_dir {out} {where} to {os.readlink(existing)}, which does not resolve (missing, "
-                             "or a loop); point it at a folder, or remove it")
+        raise RunFolderError(
+            f"output_dir {out} {where} to {os.readlink(existing)}, which does not resolve (missing, "
+            "or a loop); point it at a folder, or remove it"
+        )
     if existing.exists() and not existing.is_dir():
         where = "is a file" if existing == out else f"is under {existing}, which is a file"
         raise RunFolderError(f"output_dir {out} {where}; output_dir must be a folder (created if missing)")
@@ -282,7 +311,8 @@ def find_checkpoint(out: Path, resume: str | bool) -> Path:
     if not (path / PLUGIN_STATE_FILE).is_file():
         raise RunFolderError(
             f"--resume {path}: not a complete checkpoint of rlvr train (no {PLUGIN_STATE_FILE}, its last file: the "
-            "save was interrupted, or it is not a checkpoint)")
+            "save was interrupted, or it is not a checkpoint)"
+        )
     return path
 
 
@@ -305,8 +335,9 @@ def check_same_config(checkpoint: Path, config: Mapping[str, Any]) -> int:
     try:
         before = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
-        raise RunFolderError(f"--resume {checkpoint}: cannot read the run's config {path} to check that this config "
-                             f"continues it: {exc}") from exc
+        raise RunFolderError(
+            f"--resume {checkpoint}: cannot read the run's config {path} to check that this config continues it: {exc}"
+        ) from exc
     now = yaml.safe_load(dump_public(config))
     differ = [key for key in config_differences(before, now) if key not in RESUME_MAY_DIFFER]
     old, new = _get(before, "trainer.max_steps"), _get(now, "trainer.max_steps")
@@ -318,12 +349,14 @@ def check_same_config(checkpoint: Path, config: Mapping[str, Any]) -> int:
         if schedule_needs_max_steps(*schedule) is None:
             differ.remove("trainer.max_steps")
     if differ:
-        shown = "; ".join(f"{key}: {_short(_get(before, key))} in the run, {_short(_get(now, key))} now"
-                          for key in differ[:8])
+        shown = "; ".join(
+            f"{key}: {_short(_get(before, key))} in the run, {_short(_get(now, key))} now" for key in differ[:8]
+        )
         more = f" (and {len(differ) - 8} more)" if len(differ) > 8 else ""
         raise RunFolderError(
             f"--resume {checkpoint}: this config differs from the run's ({path}): {shown}{more}; resume with the "
-            "run's config, or start a new run in another output_dir")
+            "run's config, or start a new run in another output_dir"
+        )
     return old if raised else 0
 
 
@@ -359,7 +392,8 @@ def check_more_steps(checkpoint: Path, before: int, now: int, lr_scheduler_type:
         f"would jump at the resumed step; max_steps may grow only with lr_scheduler_type "
         f"{', '.join(SCHEDULES_WITHOUT_MAX_STEPS[:-1])} or {SCHEDULES_WITHOUT_MAX_STEPS[-1]} and warmup_steps 0 or "
         f">= 1. To train longer, {first}start a new "
-        f"run from its final model: model.name_or_path: {final}, in another output_dir")
+        f"run from its final model: model.name_or_path: {final}, in another output_dir"
+    )
 
 
 _MISSING = object()
@@ -370,8 +404,17 @@ def config_differences(a: Any, b: Any, prefix: str = "") -> list[str]:
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         keys = list(a) + [k for k in b if k not in a]
         return [d for k in keys for d in config_differences(a.get(k, _MISSING), b.get(k, _MISSING), f"{prefix}{k}.")]
-    same = type(a) is type(b) and a == b or (isinstance(a, (int, float)) and isinstance(b, (int, float))
-                                             and not isinstance(a, bool) and not isinstance(b, bool) and a == b)
+    same = (
+        type(a) is type(b)
+        and a == b
+        or (
+            isinstance(a, (int, float))
+            and isinstance(b, (int, float))
+            and not isinstance(a, bool)
+            and not isinstance(b, bool)
+            and a == b
+        )
+    )
     return [] if same else [prefix.rstrip(".")]
 
 
@@ -383,7 +426,7 @@ def _get(tree: Any, key: str, default: Any = _MISSING) -> Any:
 
 def _short(value: Any) -> str:
     text = "(not set)" if value is _MISSING else repr(value)
-    return text if len(text) <= _SHOWN else text[:_SHOWN - 3] + "..."
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
 
 
 def _listing(names: list[str], shown: int = 6) -> str:
@@ -411,8 +454,10 @@ def run_header(plugin_set) -> dict[str, Any]:
     plugins (``PluginSet.describe()``), every reward with its plugin, weight and isolation, and :func:`versions`."""
     return {
         "plugins": plugin_set.describe(),
-        "rewards": [{"plugin": p, "name": r.name, "weight": r.weight, "isolated": r.isolated}
-                    for p, r in plugin_set.reward_functions()],
+        "rewards": [
+            {"plugin": p, "name": r.name, "weight": r.weight, "isolated": r.isolated}
+            for p, r in plugin_set.reward_functions()
+        ],
         "versions": versions(),
     }
 
@@ -443,8 +488,11 @@ def truncate_metrics(path: str | Path, last_step: int) -> None:
     path = Path(path)
     if not path.exists():
         return
-    kept = [line for line in path.read_text(encoding="utf-8").splitlines()
-            if (row := _row(line)) is not None and row.get("step", 0) <= last_step]
+    kept = [
+        line
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if (row := _row(line)) is not None and row.get("step", 0) <= last_step
+    ]
     write_atomic(path, (line + "\n" for line in kept), what="metrics file")
 
 

@@ -8,16 +8,16 @@ import math
 import os
 import signal
 import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
 
 from ..checkpoints import writing
 
-SHOWN = ("reward", "rlvr/frac_zero_variance_groups", "completions/mean_length", "kl", "entropy",
-         "mean_token_accuracy")
+SHOWN = ("reward", "rlvr/frac_zero_variance_groups", "completions/mean_length", "kl", "entropy", "mean_token_accuracy")
 
 
 class MetricsWriter(TrainerCallback):
@@ -102,8 +102,9 @@ class CompactProgress(ProgressCallback):
             return
         parts = [f"step {state.global_step}"]
         for key, value in logs.items():
-            if (key in SHOWN or key == "loss" or (key.startswith(("rewards/", "penalties/")) and key.endswith("/mean"))) \
-                    and isinstance(value, (int, float)):
+            if (
+                key in SHOWN or key == "loss" or (key.startswith(("rewards/", "penalties/")) and key.endswith("/mean"))
+            ) and isinstance(value, (int, float)):
                 parts.append(f"{key.removesuffix('/mean').replace('rlvr/', '')} {value:.3f}")
         if len(parts) > 1:
             (self.training_bar.write if self.training_bar is not None else print)("  ".join(parts))
@@ -158,9 +159,16 @@ class PeriodicEval(TrainerCallback):
     when ``log`` is given, ``log(step, metric_row(result))`` (:func:`rlvr_plugins.train.evaluation.metric_row`).
     ``stop_when(result)`` true stops training (e.g. a target accuracy reached)."""
 
-    def __init__(self, every_steps: int, measure: Callable[[int, Any], Mapping[str, Any] | None],
-                 log: Callable[[int, dict[str, float]], None] | None, *, at_start: bool = False,
-                 at_last: bool = False, stop_when: Callable[[Mapping[str, Any]], bool] | None = None):
+    def __init__(
+        self,
+        every_steps: int,
+        measure: Callable[[int, Any], Mapping[str, Any] | None],
+        log: Callable[[int, dict[str, float]], None] | None,
+        *,
+        at_start: bool = False,
+        at_last: bool = False,
+        stop_when: Callable[[Mapping[str, Any]], bool] | None = None,
+    ):
         self.every_steps = every_steps
         self.measure = measure
         self.log = log

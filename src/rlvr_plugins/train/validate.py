@@ -24,11 +24,11 @@ TOP_LEVEL = {
     "trainer": "any field of trl.GRPOConfig",
     "sft": "optional SFT cold start before RL: any field of trl.SFTConfig, plus completion_column",
     "eval": "held-out accuracy before and after training: {reward, threshold, max_new_tokens, batch_size}; "
-            "rlvr eval: {mode, shots, n, temperature, k, backend, ...}",
+    "rlvr eval: {mode, shots, n, temperature, k, backend, ...}",
     "engine": "reward engine: {workers, timeout_s, max_consecutive_failures, nonfinite, in_process, memory_limit_mb, "
-              "max_abs_reward}",
+    "max_abs_reward}",
     "filter": "rlvr filter: data hygiene and difficulty filtering by pass rate "
-              "{hygiene, difficulty, n, temperature, min_pass_rate, max_pass_rate, ...}",
+    "{hygiene, difficulty, n, temperature, min_pass_rate, max_pass_rate, ...}",
     "distill": "rlvr distill: rejection sampling of teacher traces {n, temperature, thresholds, max_per_prompt, ...}",
     "output_dir": "the run folder",
     "seed": "the run's seed (also GRPOConfig.seed unless trainer.seed is set)",
@@ -77,11 +77,13 @@ def where_of(config: Mapping[str, Any]) -> s.Where:
     def where(key: str) -> str:
         line = lines.get(key)
         return f"{source}:{line}: " if line and source else ""
+
     return where
 
 
-def validate(config: Mapping[str, Any], source: str | None = None, need_data: bool = True,
-             need_model: bool = True) -> RunConfig:
+def validate(
+    config: Mapping[str, Any], source: str | None = None, need_data: bool = True, need_model: bool = True
+) -> RunConfig:
     """The :class:`RunConfig` of ``config``, or one :class:`ConfigError` with every problem."""
     built, problems = _build(config, need_data, need_model)
     if problems:
@@ -102,8 +104,9 @@ def model_section(config: Mapping[str, Any]) -> s.ModelSection:
     """The config's ``model`` section; one line naming what is missing when the config has none."""
     model = run_config(config).model
     if model is None:
-        raise ConfigError("the config has no model section; give model: {name_or_path: <hub id or folder>} or "
-                          "model: {tiny: {}}")
+        raise ConfigError(
+            "the config has no model section; give model: {name_or_path: <hub id or folder>} or model: {tiny: {}}"
+        )
     return model
 
 
@@ -159,18 +162,31 @@ def _build(config: Mapping[str, Any], need_data: bool, need_model: bool) -> tupl
     hygiene = None
     if isinstance(config.get("filter"), Mapping):
         hygiene, more = s.hygiene_problems(
-            commands["filter"], config.get("data"), where,
-            lambda path: None if Path(resolve_path(config, path)).is_file()
-            else why_unreadable(resolve_path(config, path)))
+            commands["filter"],
+            config.get("data"),
+            where,
+            lambda path: (
+                None if Path(resolve_path(config, path)).is_file() else why_unreadable(resolve_path(config, path))
+            ),
+        )
         problems += more
     problems += _check_keys("engine", config.get("engine", {}), ENGINE_KEYS)
     engine, more = _engine_section(config.get("engine") or {}, where)
     problems += more
-    built = RunConfig(model=model, data=data, plugins=dict(plugins) if isinstance(plugins, Mapping) else {},
-                      trainer=trainer, sft=sft, eval=commands["eval"], filter=commands["filter"],
-                      distill=commands["distill"], hygiene=hygiene,
-                      engine=engine,
-                      output_dir=config.get("output_dir"), seed=seed if isinstance(seed, int) else DEFAULT_SEED)
+    built = RunConfig(
+        model=model,
+        data=data,
+        plugins=dict(plugins) if isinstance(plugins, Mapping) else {},
+        trainer=trainer,
+        sft=sft,
+        eval=commands["eval"],
+        filter=commands["filter"],
+        distill=commands["distill"],
+        hygiene=hygiene,
+        engine=engine,
+        output_dir=config.get("output_dir"),
+        seed=seed if isinstance(seed, int) else DEFAULT_SEED,
+    )
     return built, problems
 
 
@@ -191,8 +207,11 @@ def _trl_section(config: Mapping[str, Any], section: str, extra: Mapping[str, An
     for p in found:
         if p.kind == "unknown":
             problems.append(where(f"{section}.{p.key}") + s.unknown(f"{section} field", p.key, types))
-    problems += [f"{where(f'{section}.{k}')}{section}.{k} must be from 0 to 2**32 - 1, got {value[k]}"
-                 for k in ("seed", "data_seed") if fields.check(value.get(k), int)[0] and not _seed_in_range(value[k])]
+    problems += [
+        f"{where(f'{section}.{k}')}{section}.{k} must be from 0 to 2**32 - 1, got {value[k]}"
+        for k in ("seed", "data_seed")
+        if fields.check(value.get(k), int)[0] and not _seed_in_range(value[k])
+    ]
     problems += [s.problem_text(p, section, where) for p in found if p.kind != "unknown"]
     return {k: value[k] for k in values}, problems  # as given: TRL converts its own fields
 
@@ -214,21 +233,29 @@ def _engine_section(engine: Any, where: s.Where) -> tuple[EngineOptions, list[st
     """``engine``: :class:`~rlvr_plugins.engine.EngineOptions` under the config's key names, by its rules."""
     if not isinstance(engine, Mapping):
         return EngineOptions(), []
-    problems = [f"{where(f'engine.{key}')}engine.{key} {problem}"
-                for key, problem in EngineOptions.config_problems(engine)]
+    problems = [
+        f"{where(f'engine.{key}')}engine.{key} {problem}" for key, problem in EngineOptions.config_problems(engine)
+    ]
     known = {k: v for k, v in engine.items() if k in ENGINE_KEYS}
     return (EngineOptions() if problems else EngineOptions.from_config(known)), problems
 
 
 def section_defaults() -> dict[str, dict[str, Any]]:
     """``{section: {key: default}}`` of every typed section, for the docs test (``None``: derived or not given)."""
-    out = {name: s.defaults(cls) for name, cls in (
-        ("model", s.ModelSection), ("model.lora", s.LoraSection), ("eval", s.EvalSection),
-        ("filter", s.FilterSection), ("filter.hygiene", s.HygieneSection),
-        ("filter.hygiene.decontaminate", s.DecontaminateSection), ("distill", s.DistillSection),
-        ("sft", s.SFTExtra))}
+    out = {
+        name: s.defaults(cls)
+        for name, cls in (
+            ("model", s.ModelSection),
+            ("model.lora", s.LoraSection),
+            ("eval", s.EvalSection),
+            ("filter", s.FilterSection),
+            ("filter.hygiene", s.HygieneSection),
+            ("filter.hygiene.decontaminate", s.DecontaminateSection),
+            ("distill", s.DistillSection),
+            ("sft", s.SFTExtra),
+        )
+    }
     out["data"] = {k: v for k, v in s.defaults(s.DataSection).items()}
     for source, cls in s.SOURCES.items():
         out[f"data.<split> ({source})"] = s.defaults(cls)
     return out
-

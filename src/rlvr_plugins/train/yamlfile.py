@@ -23,14 +23,20 @@ class _Loader(yaml.SafeLoader):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise yaml.composer.ComposerError(
-                None, None, f"YAML aliases (*{shown(event.anchor, 40)[1:-1]}) are not allowed in a config; write the "
-                "value out where it is used", event.start_mark)
+                None,
+                None,
+                f"YAML aliases (*{shown(event.anchor, 40)[1:-1]}) are not allowed in a config; write the "
+                "value out where it is used",
+                event.start_mark,
+            )
         return super().compose_node(parent, index)
 
 
 _Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."))
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
 
 
 def parse_yaml(text: str, source: str) -> tuple[Any, dict[str, int]]:
@@ -44,8 +50,9 @@ def parse_yaml(text: str, source: str) -> tuple[Any, dict[str, int]]:
         mark = exc.problem_mark or exc.context_mark
         at = f"{source}:{mark.line + 1}" if mark is not None else source
         what = " ".join(str(x) for x in (exc.context, exc.problem) if x)
-        raise ConfigError(f"{at}: not valid YAML: {bounded(what, 300)}"
-                          + (f" (column {mark.column + 1})" if mark is not None else "")) from exc
+        raise ConfigError(
+            f"{at}: not valid YAML: {bounded(what, 300)}" + (f" (column {mark.column + 1})" if mark is not None else "")
+        ) from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: not valid YAML: {bounded(str(exc), 300)}") from exc
     except RecursionError as exc:
@@ -57,8 +64,10 @@ def parse_yaml(text: str, source: str) -> tuple[Any, dict[str, int]]:
     key = lone_surrogate(value)
     if key is not None:
         at = f"{source}:{lines[key]}" if key in lines else source
-        problems.append(f"{at}: {shown(key)} has a lone surrogate escape (\\ud800-\\udfff without its pair), "
-                        "which is not Unicode text")
+        problems.append(
+            f"{at}: {shown(key)} has a lone surrogate escape (\\ud800-\\udfff without its pair), "
+            "which is not Unicode text"
+        )
     if problems:
         raise ConfigError(problems)
     return value, lines
@@ -108,8 +117,9 @@ def read_config_text(path: Path) -> str:
         raise ConfigError(f"config file {shown(str(path), 300)} {why_not_a_file(path)}")
     size = path.stat().st_size
     if size > MAX_CONFIG_BYTES:
-        raise ConfigError(f"config file {shown(str(path), 300)} is {size} bytes; a config is at most "
-                          f"{MAX_CONFIG_BYTES} bytes")
+        raise ConfigError(
+            f"config file {shown(str(path), 300)} is {size} bytes; a config is at most {MAX_CONFIG_BYTES} bytes"
+        )
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -119,8 +129,10 @@ def read_config_text(path: Path) -> str:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise ConfigError(f"{path}:{line}: not valid UTF-8 (byte 0x{data[exc.start]:02x} at column {column}); "
-                          "save the config as UTF-8") from exc
+        raise ConfigError(
+            f"{path}:{line}: not valid UTF-8 (byte 0x{data[exc.start]:02x} at column {column}); "
+            "save the config as UTF-8"
+        ) from exc
 
 
 def why_unreadable(resolved: str) -> str:

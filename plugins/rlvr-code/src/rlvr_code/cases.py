@@ -10,13 +10,25 @@ import builtins
 import json
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from rlvr_plugins.text import answer_part
 
-__all__ = ["TestCase", "AssertTests", "extract_program", "fenced_blocks", "load_cases", "load_assert_tests",
-           "normalise_output", "outputs_match", "program_names", "unimported_modules", "PYTHON_TAGS"]
+__all__ = [
+    "TestCase",
+    "AssertTests",
+    "extract_program",
+    "fenced_blocks",
+    "load_cases",
+    "load_assert_tests",
+    "normalise_output",
+    "outputs_match",
+    "program_names",
+    "unimported_modules",
+    "PYTHON_TAGS",
+]
 
 PYTHON_TAGS = ("python", "python3", "py")
 
@@ -60,7 +72,7 @@ def fenced_blocks(text: str):
     opened = None
     for line in _FENCE_LINE.finditer(text):
         if opened is not None and _CLOSER_REST.fullmatch(line.group(1) + line.group(2)):
-            yield opened[0], text[opened[1]: line.start()]
+            yield opened[0], text[opened[1] : line.start()]
             opened = None
         elif opened is None and line.group(3):
             opened = (line.group(1), line.end())
@@ -113,8 +125,10 @@ def load_cases(raw: Any) -> list[TestCase]:
         inputs = raw.get("inputs", raw.get("input"))
         outputs = raw.get("outputs", raw.get("output"))
         if not isinstance(inputs, list) or not isinstance(outputs, list) or len(inputs) != len(outputs):
-            raise ValueError("tests mapping needs parallel lists 'inputs'/'outputs' (or 'input'/'output') "
-                             f"of equal length; keys present: {sorted(raw)}")
+            raise ValueError(
+                "tests mapping needs parallel lists 'inputs'/'outputs' (or 'input'/'output') "
+                f"of equal length; keys present: {sorted(raw)}"
+            )
         return [TestCase(_text(i, "input"), _text(o, "output")) for i, o in zip(inputs, outputs)]
     if isinstance(raw, list):
         cases = []
@@ -145,8 +159,10 @@ def load_assert_tests(test: Any, *, entry_point: Any = None, setup: Any = None) 
     modules = unimported_modules(code, free)
     names = tuple(name for name in free if name not in modules)
     if not names:
-        raise ValueError("the test code uses no function of the program (every name it reads it defines itself): "
-                         "it cannot tell a right program from a wrong one")
+        raise ValueError(
+            "the test code uses no function of the program (every name it reads it defines itself): "
+            "it cannot tell a right program from a wrong one"
+        )
     return AssertTests(code, names, modules)
 
 

@@ -80,8 +80,14 @@ class CodeTestsOptions:
     @property
     def limits(self) -> Limits:
         """The sandbox limits of one run."""
-        return Limits(time_s=self.time_limit_s, memory_mb=self.memory_mb, max_processes=self.max_processes,
-                      output_bytes=self.output_limit_kb * 1024, open_files=self.open_files, disk_mb=self.disk_mb)
+        return Limits(
+            time_s=self.time_limit_s,
+            memory_mb=self.memory_mb,
+            max_processes=self.max_processes,
+            output_bytes=self.output_limit_kb * 1024,
+            open_files=self.open_files,
+            disk_mb=self.disk_mb,
+        )
 
 
 @dataclass(frozen=True)
@@ -102,9 +108,11 @@ class CodeTestsScorer:
     def __call__(self, *, prompt, completion, example):
         cases: list[TestCase] | AssertTests | None = load_cases(example.get(self.options.tests_column))
         if not cases:
-            cases = load_assert_tests(example.get(self.options.test_code_column),
-                                      entry_point=example.get(self.options.entry_point_column),
-                                      setup=example.get(self.options.setup_column))
+            cases = load_assert_tests(
+                example.get(self.options.test_code_column),
+                entry_point=example.get(self.options.entry_point_column),
+                setup=example.get(self.options.setup_column),
+            )
         if not cases:
             return None
         program = extract_program(completion, think_opened=self.options.think_opened)
@@ -123,8 +131,14 @@ class CodeTestsScorer:
         return dataclasses.replace(self.options.limits, time_s=time_s, output_bytes=output)
 
     def _start(self, source: str, limits: Limits, argv: list[str], **kwargs):
-        return start_python(source, limits=limits, isolation=self.options.isolation, argv=argv,
-                            interpreter=self.options.python or None, **kwargs)
+        return start_python(
+            source,
+            limits=limits,
+            isolation=self.options.isolation,
+            argv=argv,
+            interpreter=self.options.python or None,
+            **kwargs,
+        )
 
     def run_cases(self, program: str, cases: list[TestCase]) -> float:
         """Run the program once per case, within the total time budget; cases not run fail.
@@ -138,7 +152,9 @@ class CodeTestsScorer:
             left = end - time.monotonic()
             if left < MIN_CASE_TIME_S:
                 break
-            limits = self._limits(min(self.options.limits.time_s, left), len(case.output.encode("utf-8", "surrogatepass")))
+            limits = self._limits(
+                min(self.options.limits.time_s, left), len(case.output.encode("utf-8", "surrogatepass"))
+            )
             with self._start(program, limits, ["-c", STDIN_HARNESS], stdin=case.input) as run:
                 result = run.wait()
             ok = result.ok and outputs_match(result.stdout.decode("utf-8", "surrogateescape"), case.output)
@@ -158,9 +174,15 @@ class CodeTestsScorer:
         answers_r, answers_w = os.pipe()
         pipes = [calls_r, calls_w, answers_r, answers_w]
         try:
-            with self._start(program, limits, ["-c", CALLS_SOURCE, "serve"], pass_fds=(calls_r, answers_w)) as served, \
-                    self._start(tests.code, limits, ["-c", CALLS_SOURCE, "check", *tests.names, "--", *tests.modules],
-                                pass_fds=(answers_r, calls_w)) as checker:
+            with (
+                self._start(program, limits, ["-c", CALLS_SOURCE, "serve"], pass_fds=(calls_r, answers_w)) as served,
+                self._start(
+                    tests.code,
+                    limits,
+                    ["-c", CALLS_SOURCE, "check", *tests.names, "--", *tests.modules],
+                    pass_fds=(answers_r, calls_w),
+                ) as checker,
+            ):
                 for fd in pipes:
                     os.close(fd)
                 pipes = []
@@ -196,4 +218,6 @@ class CodeTestsPlugin(Plugin):
                 f"plugin {self.name!r}: option total_time_s={budget:g} does not fit under the reward engine's "
                 f"deadline engine.timeout_s={engine_timeout_s:g}: the engine would kill the worker mid-item and the "
                 f"completion would be masked instead of scored. Set total_time_s below it (leave ~1 s for the "
-                f"sandbox set-up) or raise engine.timeout_s.", source="plugins")
+                f"sandbox set-up) or raise engine.timeout_s.",
+                source="plugins",
+            )

@@ -11,7 +11,8 @@ Dr. GRPO (Liu et al. 2025) removes the two normalisations of GRPO that bias its 
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from rlvr_plugins import Plugin, hookimpl
 from rlvr_plugins.advantages import mean_baseline_advantages

@@ -51,8 +51,13 @@ class VerdictCache:
         if self.path is None:
             return
         judge, answer, reference, question = key
-        line = json.dumps({"judge": judge, "answer": answer, "reference": reference, "question": question,
-                           "equivalent": verdict}, ensure_ascii=False) + "\n"
+        line = (
+            json.dumps(
+                {"judge": judge, "answer": answer, "reference": reference, "question": question, "equivalent": verdict},
+                ensure_ascii=False,
+            )
+            + "\n"
+        )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:

@@ -72,8 +72,10 @@ def check_template(template: str, include_question: bool) -> list[str]:
         fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
     except ValueError as exc:
         return [f"template is not a valid format string ({exc}); write literal braces as {{{{ }}}}"]
-    problems = [f"template uses unknown placeholder {{{f}}}; known: {', '.join(PLACEHOLDERS)}"
-                for f in sorted(fields - set(PLACEHOLDERS))]
+    problems = [
+        f"template uses unknown placeholder {{{f}}}; known: {', '.join(PLACEHOLDERS)}"
+        for f in sorted(fields - set(PLACEHOLDERS))
+    ]
     problems += [f"template must contain {{{f}}}" for f in ("answer", "reference") if f not in fields]
     if include_question and not fields & {"question", "question_block"}:
         problems.append("include_question is true but the template has neither {question} nor {question_block}")
@@ -136,10 +138,17 @@ class HttpJudge:
 
     def complete(self, prompt: str) -> str:
         """The reply's text, after the retries; raises :class:`JudgeError`."""
-        body = json.dumps({"model": self.model, "messages": [{"role": "user", "content": prompt}],
-                           "max_tokens": self.max_tokens, "temperature": 0}).encode()
-        request = urllib.request.Request(self.base_url.rstrip("/") + "/chat/completions", data=body,
-                                         headers=self._headers(), method="POST")
+        body = json.dumps(
+            {
+                "model": self.model,
+                "messages": [{"role": "user", "content": prompt}],
+                "max_tokens": self.max_tokens,
+                "temperature": 0,
+            }
+        ).encode()
+        request = urllib.request.Request(
+            self.base_url.rstrip("/") + "/chat/completions", data=body, headers=self._headers(), method="POST"
+        )
         started, errors = time.monotonic(), []
         for attempt in range(self.retries + 1):
             if attempt:
@@ -152,16 +161,20 @@ class HttpJudge:
                 return _reply_text(self._post(request, max(0.05, min(self.timeout_s, remaining))))
             except _Transient as exc:
                 errors.append(str(exc))
-        raise JudgeUnavailable(f"judge at {self.base_url} gave no reply after {len(errors)} attempt(s) "
-                               f"in {time.monotonic() - started:.1f}s: " + "; ".join(errors))
+        raise JudgeUnavailable(
+            f"judge at {self.base_url} gave no reply after {len(errors)} attempt(s) "
+            f"in {time.monotonic() - started:.1f}s: " + "; ".join(errors)
+        )
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
         if self.api_key_env:
             key = os.environ.get(self.api_key_env)
             if not key:
-                raise JudgeError(f"environment variable {self.api_key_env} (api_key_env) is not set in the "
-                                 "reward worker; set it before the run starts")
+                raise JudgeError(
+                    f"environment variable {self.api_key_env} (api_key_env) is not set in the "
+                    "reward worker; set it before the run starts"
+                )
             headers["Authorization"] = f"Bearer {key}"
         return headers
 
@@ -175,8 +188,9 @@ class HttpJudge:
             detail = f"HTTP {exc.code} {exc.reason}"
             if exc.code in RETRY_STATUS:
                 raise _Transient(detail) from exc
-            raise JudgeUnavailable(f"judge at {self.base_url} refused the request: {detail}: "
-                                   f"{exc.read()[:200]!r}") from exc
+            raise JudgeUnavailable(
+                f"judge at {self.base_url} refused the request: {detail}: {exc.read()[:200]!r}"
+            ) from exc
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
             kind = "timeout" if isinstance(reason, (TimeoutError, socket.timeout)) else type(reason).__name__
@@ -227,9 +241,10 @@ class LocalJudge:
 
         tokenizer, model = self.load()
         if getattr(tokenizer, "chat_template", None):
-            prompt = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                                   add_generation_prompt=True)
-        ids = tokenizer(prompt, return_tensors="pt")["input_ids"][:, -self.max_prompt_tokens:]
+            prompt = tokenizer.apply_chat_template(
+                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+            )
+        ids = tokenizer(prompt, return_tensors="pt")["input_ids"][:, -self.max_prompt_tokens :]
         yes, no = self.candidate_ids(tokenizer)
         with torch.no_grad():
             logits = model(input_ids=ids.to(model.device)).logits[0, -1]
@@ -242,8 +257,10 @@ class LocalJudge:
     def candidate_ids(self, tokenizer) -> tuple[int, int]:
         ids = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in (self.yes_token, self.no_token)]
         if not ids[0] or not ids[1] or ids[0][0] == ids[1][0]:
-            raise JudgeError(f"local judge {self.model}: yes_token {self.yes_token!r} and no_token "
-                             f"{self.no_token!r} must start with different tokens, got {ids}")
+            raise JudgeError(
+                f"local judge {self.model}: yes_token {self.yes_token!r} and no_token "
+                f"{self.no_token!r} must start with different tokens, got {ids}"
+            )
         return ids[0][0], ids[1][0]
 
     def load(self) -> tuple[Any, Any]:

@@ -9,12 +9,11 @@ import os
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
-from rlvr_r1.answers import DEADLINE_MARGIN_S, reference_answer
-from rlvr_r1.plugins import reference_check
-
 from rlvr_plugins import Plugin, RewardFunction, hookimpl
 from rlvr_plugins.errors import ConfigError
 from rlvr_plugins.text import message_text
+from rlvr_r1.answers import DEADLINE_MARGIN_S, reference_answer
+from rlvr_r1.plugins import reference_check
 
 from .cache import VerdictCache, make_key
 from .judges import (
@@ -69,13 +68,20 @@ class JudgeScorer:
         if reference is None:
             return None
         reference = str(reference)
-        rules = rule_verdict(completion, reference, think_opened=self.think_opened, fallback=self.fallback,
-                             time_budget_s=self.rules_budget_s)
+        rules = rule_verdict(
+            completion,
+            reference,
+            think_opened=self.think_opened,
+            fallback=self.fallback,
+            time_budget_s=self.rules_budget_s,
+        )
         if rules.value is not None:
             failures = _FAILURES.get(self.judge, 0)
             if self.down_after and failures >= self.down_after:
-                raise JudgeUnavailable(f"the judge failed on its last {failures} calls in this worker (down_after="
-                                       f"{self.down_after}); rows the rules decide are masked too until it answers")
+                raise JudgeUnavailable(
+                    f"the judge failed on its last {failures} calls in this worker (down_after="
+                    f"{self.down_after}); rows the rules decide are masked too until it answers"
+                )
             return rules.value
         return float(self.ask(rules.answer, reference_answer(reference), self._question(prompt, example)))
 
@@ -85,8 +91,12 @@ class JudgeScorer:
         cache = verdict_cache(self.cache_path)
         verdict = cache.get(key)
         if verdict is None:
-            prompt = render_prompt(self.template, answer=key[1], reference=key[2],
-                                   question=question.strip() if question is not None else None)
+            prompt = render_prompt(
+                self.template,
+                answer=key[1],
+                reference=key[2],
+                question=question.strip() if question is not None else None,
+            )
             try:
                 verdict = self.judge.judge(prompt)
             except Exception:
@@ -105,8 +115,9 @@ class JudgeScorer:
             return None
         if self.question_column is not None:
             if self.question_column not in example:
-                raise ValueError(f"question_column {self.question_column!r} is not a column of this row; "
-                                 f"columns: {sorted(example)}")
+                raise ValueError(
+                    f"question_column {self.question_column!r} is not a column of this row; columns: {sorted(example)}"
+                )
             return message_text(example[self.question_column], roles=("user",))
         return message_text(prompt, roles=("user",))
 
@@ -127,8 +138,10 @@ def _fingerprint(judge: HttpJudge | LocalJudge, template: str) -> str:
 
 class JudgeEquivalencePlugin(Plugin):
     name = "judge-equivalence"
-    description = ("accuracy by rlvr-r1's rules, with a judge model (local or OpenAI-compatible HTTP) "
-                   "for answers the rules cannot compare; replaces r1-accuracy")
+    description = (
+        "accuracy by rlvr-r1's rules, with a judge model (local or OpenAI-compatible HTTP) "
+        "for answers the rules cannot compare; replaces r1-accuracy"
+    )
 
     @dataclass
     class Options:
@@ -168,8 +181,12 @@ class JudgeEquivalencePlugin(Plugin):
 
     @hookimpl
     def rlvr_check_dataset(self, rows):
-        return reference_check(rows, self.options.answer_column, self.name,
-                               "compared by the rules only as a plain decimal or as text, and by the judge otherwise")
+        return reference_check(
+            rows,
+            self.options.answer_column,
+            self.name,
+            "compared by the rules only as a plain decimal or as text, and by the judge otherwise",
+        )
 
     @hookimpl
     def rlvr_validate_run(self, reward_names, engine_timeout_s):
@@ -201,10 +218,12 @@ def deadline_problem(o: Any, engine_timeout_s: float | None) -> str | None:
     if o.backend == "http":
         parts += f" + budget_s={o.budget_s:g} (the judge's HTTP time with retries)"
         lower = f"budget_s to at most {engine_timeout_s - DEADLINE_MARGIN_S - o.rules_budget_s:g} or rules_budget_s"
-    return (f"the worst case of one item, {parts} + {DEADLINE_MARGIN_S:g} s margin (math-verify's whole-second "
-            f"timeouts, the first call's import of sympy) = {worst:g} s, does not fit under the reward engine's "
-            f"deadline engine.timeout_s={engine_timeout_s:g}: a slow item would be masked instead of judged. Lower "
-            f"{lower}, or raise engine.timeout_s to at least {worst:g}.")
+    return (
+        f"the worst case of one item, {parts} + {DEADLINE_MARGIN_S:g} s margin (math-verify's whole-second "
+        f"timeouts, the first call's import of sympy) = {worst:g} s, does not fit under the reward engine's "
+        f"deadline engine.timeout_s={engine_timeout_s:g}: a slow item would be masked instead of judged. Lower "
+        f"{lower}, or raise engine.timeout_s to at least {worst:g}."
+    )
 
 
 def option_problems(o: Any) -> list[str]:
@@ -226,8 +245,10 @@ def option_problems(o: Any) -> list[str]:
     template = o.template if o.template is not None else default_template(o.backend)
     problems += check_template(template, o.include_question)
     if o.api_key_env is not None and not os.environ.get(o.api_key_env):
-        problems.append(f"api_key_env names {o.api_key_env!r}, which is not set in the environment "
-                        "(put the key in that variable, never in the config)")
+        problems.append(
+            f"api_key_env names {o.api_key_env!r}, which is not set in the environment "
+            "(put the key in that variable, never in the config)"
+        )
     return problems
 
 

@@ -42,6 +42,7 @@ import re
 import time
 from dataclasses import dataclass
 
+from rlvr_plugins.text import BOXED, answer_block, answer_part
 from rlvr_r1.answers import (
     OutOfTime,
     accuracy,
@@ -52,16 +53,42 @@ from rlvr_r1.answers import (
     reference_answer,
     time_budget,
 )
-from rlvr_plugins.text import BOXED, answer_block, answer_part
 
 RULES_BUDGET_S = 2.0
 
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
 _WORD = re.compile(r"[^\W\d_]{2,}")
-MATH_WORDS = frozenset({
-    "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
-    "log", "ln", "lg", "exp", "pi", "oo", "inf", "infty", "mod", "gcd", "lcm", "max", "min", "det",
-})
+MATH_WORDS = frozenset(
+    {
+        "sqrt",
+        "sin",
+        "cos",
+        "tan",
+        "cot",
+        "sec",
+        "csc",
+        "arcsin",
+        "arccos",
+        "arctan",
+        "sinh",
+        "cosh",
+        "tanh",
+        "log",
+        "ln",
+        "lg",
+        "exp",
+        "pi",
+        "oo",
+        "inf",
+        "infty",
+        "mod",
+        "gcd",
+        "lcm",
+        "max",
+        "min",
+        "det",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -99,8 +126,14 @@ def _sprayed(completion: str, answer: str, reference: str, think_opened: bool) -
     return not answer_block(rest)[0] and len(BOXED.findall(rest)) > 1
 
 
-def rule_verdict(completion: str, reference: str, *, think_opened: bool = False,
-                 fallback: str | None = "gsm8k", time_budget_s: float | None = RULES_BUDGET_S) -> RuleVerdict:
+def rule_verdict(
+    completion: str,
+    reference: str,
+    *,
+    think_opened: bool = False,
+    fallback: str | None = "gsm8k",
+    time_budget_s: float | None = RULES_BUDGET_S,
+) -> RuleVerdict:
     """The rules' verdict on one completion against one reference (see the module docstring);
     ``time_budget_s``: the math-verify time they share (None: no budget)."""
     answer = extract_answer(completion, think_opened=think_opened, fallback=fallback)
@@ -109,8 +142,10 @@ def rule_verdict(completion: str, reference: str, *, think_opened: bool = False,
     if _sprayed(completion, answer, reference, think_opened):
         return RuleVerdict(0.0, answer, "sprayed")
     started = time.monotonic()
-    if accuracy(completion, reference, think_opened=think_opened, fallback=fallback,
-                time_budget_s=time_budget_s) == 1.0:
+    if (
+        accuracy(completion, reference, think_opened=think_opened, fallback=fallback, time_budget_s=time_budget_s)
+        == 1.0
+    ):
         return RuleVerdict(1.0, answer, "rules-equal")
     if answer_too_long(answer, reference):
         return RuleVerdict(0.0, answer, "too-long")

@@ -13,15 +13,17 @@ completions of one prompt contiguous.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
 SCHEDULES = ("linear", "step", "none")
 
 
-def admitted_fraction(step: int, *, schedule: str = "linear", start_quantile: float = 0.25,
-                      full_at_step: int = 100, num_stages: int = 4) -> float:
+def admitted_fraction(
+    step: int, *, schedule: str = "linear", start_quantile: float = 0.25, full_at_step: int = 100, num_stages: int = 4
+) -> float:
     """The fraction ``q(t)`` of prompts, easiest first, admitted at optimizer step ``t``.
 
     With ``q0 = start_quantile``, ``T = full_at_step``, ``K = num_stages`` and
@@ -88,8 +90,9 @@ def admitted(difficulties: torch.Tensor, step: int, *, min_count: int = 1, **sch
     return torch.nonzero(difficulties.to(torch.float64) <= d_max).flatten()
 
 
-def success_rates(successes: torch.Tensor, attempts: torch.Tensor, *, prior_success: float = 0.5,
-                  prior_strength: float = 2.0) -> torch.Tensor:
+def success_rates(
+    successes: torch.Tensor, attempts: torch.Tensor, *, prior_success: float = 0.5, prior_strength: float = 2.0
+) -> torch.Tensor:
     """Each prompt's success rate with a Beta prior of mean ``p0`` and ``m`` pseudo-attempts::
 
         s_i = (successes_i + m * p0) / (attempts_i + m)
@@ -110,8 +113,14 @@ def success_rates(successes: torch.Tensor, attempts: torch.Tensor, *, prior_succ
     return torch.where(denom == 0, torch.full_like(rate, prior_success), rate)
 
 
-def sampling_weights(successes: torch.Tensor, attempts: torch.Tensor, *, floor: float = 0.05,
-                     prior_success: float = 0.5, prior_strength: float = 2.0) -> torch.Tensor:
+def sampling_weights(
+    successes: torch.Tensor,
+    attempts: torch.Tensor,
+    *,
+    floor: float = 0.05,
+    prior_success: float = 0.5,
+    prior_strength: float = 2.0,
+) -> torch.Tensor:
     """Kimi k1.5's prioritised sampling weight ``w_i = max(1 - s_i, floor)``.
 
     ``s_i`` is :func:`success_rates`; a prompt is drawn with probability ``w_i / sum_j w_j``
@@ -139,8 +148,10 @@ def group_outcomes(correct: torch.Tensor, counted: torch.Tensor, num_generations
     [[1, 1], [2, 1]]
     """
     if correct.shape != counted.shape or correct.dim() != 1 or correct.numel() % num_generations:
-        raise ValueError(f"correct {tuple(correct.shape)} and counted {tuple(counted.shape)} must both be (N,) "
-                         f"with N a multiple of num_generations={num_generations}")
+        raise ValueError(
+            f"correct {tuple(correct.shape)} and counted {tuple(counted.shape)} must both be (N,) "
+            f"with N a multiple of num_generations={num_generations}"
+        )
     c = counted.to(torch.bool).view(-1, num_generations)
     ok = correct.to(torch.bool).view(-1, num_generations) & c
     return ok.sum(dim=1).long(), c.sum(dim=1).long()
@@ -160,9 +171,13 @@ def success_histogram(rates: torch.Tensor, bins: int = 5) -> dict[str, float]:
     return {f"{i / bins:.1f}-{(i + 1) / bins:.1f}": counts[i] / total for i in range(bins)}
 
 
-def difficulties_from_column(values: Sequence[Any], *, column: str = "difficulty",
-                             labels: Mapping[str, float] | None = None,
-                             from_pass_rate: bool = False) -> list[float]:
+def difficulties_from_column(
+    values: Sequence[Any],
+    *,
+    column: str = "difficulty",
+    labels: Mapping[str, float] | None = None,
+    from_pass_rate: bool = False,
+) -> list[float]:
     """Turn a dataset column into one float difficulty per prompt (higher is harder).
 
     * a number is used as is;
@@ -181,16 +196,21 @@ def difficulties_from_column(values: Sequence[Any], *, column: str = "difficulty
     for row, value in enumerate(values):
         if isinstance(value, str) and not from_pass_rate:
             if labels is None:
-                raise ValueError(f"column {column!r}, row {row}: label {value!r} is not a number; "
-                                 "set difficulty_labels to map labels to numbers")
+                raise ValueError(
+                    f"column {column!r}, row {row}: label {value!r} is not a number; "
+                    "set difficulty_labels to map labels to numbers"
+                )
             if value not in labels:
-                raise ValueError(f"column {column!r}, row {row}: unknown label {value!r}; "
-                                 f"difficulty_labels has {sorted(labels)}")
+                raise ValueError(
+                    f"column {column!r}, row {row}: unknown label {value!r}; difficulty_labels has {sorted(labels)}"
+                )
             out.append(float(labels[value]))
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValueError(f"column {column!r}, row {row}: difficulty must be a finite number"
-                             f"{'' if from_pass_rate else ' or a label'}, got {value!r}")
+            raise ValueError(
+                f"column {column!r}, row {row}: difficulty must be a finite number"
+                f"{'' if from_pass_rate else ' or a label'}, got {value!r}"
+            )
         if from_pass_rate:
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"column {column!r}, row {row}: a pass rate must lie in [0, 1], got {value!r}")

@@ -34,7 +34,9 @@ def kimi_length_reward(lengths: torch.Tensor, correct: torch.Tensor, num_generat
     groups = lengths.to(torch.float64).view(-1, num_generations)
     min_len = groups.min(dim=1, keepdim=True).values
     span = groups.max(dim=1, keepdim=True).values - min_len
-    lam = torch.where(span > 0, 0.5 - (groups - min_len) / span.masked_fill(span == 0, 1.0), torch.zeros_like(groups)).view(-1)
+    lam = torch.where(
+        span > 0, 0.5 - (groups - min_len) / span.masked_fill(span == 0, 1.0), torch.zeros_like(groups)
+    ).view(-1)
     reward = torch.where(correct.to(torch.bool), lam, lam.clamp(max=0.0))
     return reward.to(torch.float32)
 

@@ -21,7 +21,6 @@ from .sampler import CurriculumSampler, CurriculumState
 logger = logging.getLogger(__name__)
 
 
-
 def missing_reward_message(plugin: str, correctness_reward: str, reward_names) -> str:
     """The error for a ``correctness_reward`` option that names no reward of the run."""
     return (
@@ -29,6 +28,7 @@ def missing_reward_message(plugin: str, correctness_reward: str, reward_names) -
         f"of this run. Available rewards: {list(reward_names)}. Enable the plugin that registers it or set "
         "correctness_reward to one of these."
     )
+
 
 class KimiLengthPenalty(Plugin):
     """Adds ``weight * kimi_length_reward`` to the reward from step ``warmup_steps`` on.
@@ -87,8 +87,10 @@ class KimiCurriculum(Plugin):
     """
 
     name = "kimi-curriculum"
-    description = ("Kimi k1.5 sampling: curriculum from easy to hard, prompts drawn with probability "
-                   "proportional to max(1 - success rate, floor)")
+    description = (
+        "Kimi k1.5 sampling: curriculum from easy to hard, prompts drawn with probability "
+        "proportional to max(1 - success rate, floor)"
+    )
 
     @dataclass
     class Options:
@@ -118,8 +120,11 @@ class KimiCurriculum(Plugin):
             if not self.difficulty_column:
                 raise ValueError("option 'difficulty_column' must name a column, got ''")
             if self.difficulty_labels is not None:
-                bad = {k: v for k, v in self.difficulty_labels.items()
-                       if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)}
+                bad = {
+                    k: v
+                    for k, v in self.difficulty_labels.items()
+                    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                }
                 if bad:
                     raise ValueError(f"option 'difficulty_labels' must map labels to finite numbers, got {bad!r}")
             if self.difficulty_labels is not None and self.difficulty_from_pass_rate:
@@ -135,8 +140,9 @@ class KimiCurriculum(Plugin):
             if not (self.prior_strength >= 0.0 and math.isfinite(self.prior_strength)):
                 raise ValueError(f"option 'prior_strength' must be a finite number >= 0, got {self.prior_strength!r}")
             if self.skip_zero_variance_steps < 0:
-                raise ValueError("option 'skip_zero_variance_steps' must be >= 0, "
-                                 f"got {self.skip_zero_variance_steps!r}")
+                raise ValueError(
+                    f"option 'skip_zero_variance_steps' must be >= 0, got {self.skip_zero_variance_steps!r}"
+                )
 
     def __init__(self, options=None):
         super().__init__(options)
@@ -152,8 +158,10 @@ class KimiCurriculum(Plugin):
     @hookimpl
     def rlvr_adjust_grpo_config(self, grpo_kwargs, trainer_section):
         if self.curriculum_on and trainer_section.get("remove_unused_columns"):
-            raise ConfigError(f"plugin {self.name!r} reads the column {self.options.difficulty_column!r}: "
-                              "trainer.remove_unused_columns=true would drop it; remove that setting")
+            raise ConfigError(
+                f"plugin {self.name!r} reads the column {self.options.difficulty_column!r}: "
+                "trainer.remove_unused_columns=true would drop it; remove that setting"
+            )
 
     @hookimpl
     def rlvr_validate_run(self, reward_names):
@@ -171,13 +179,18 @@ class KimiCurriculum(Plugin):
         if self.curriculum_on:
             columns = list(dataset.column_names)
             if o.difficulty_column not in columns:
-                raise PluginError(f"plugin {self.name!r}: the train set has no column {o.difficulty_column!r} "
-                                f"(option difficulty_column) for the curriculum; columns present: {columns}. "
-                                "Map one with data.columns, set difficulty_column, or set schedule: none")
+                raise PluginError(
+                    f"plugin {self.name!r}: the train set has no column {o.difficulty_column!r} "
+                    f"(option difficulty_column) for the curriculum; columns present: {columns}. "
+                    "Map one with data.columns, set difficulty_column, or set schedule: none"
+                )
             try:
-                values = difficulties_from_column(dataset[o.difficulty_column], column=o.difficulty_column,
-                                                  labels=o.difficulty_labels,
-                                                  from_pass_rate=o.difficulty_from_pass_rate)
+                values = difficulties_from_column(
+                    dataset[o.difficulty_column],
+                    column=o.difficulty_column,
+                    labels=o.difficulty_labels,
+                    from_pass_rate=o.difficulty_from_pass_rate,
+                )
             except ValueError as exc:
                 raise PluginError(f"plugin {self.name!r}: {exc}") from exc
             difficulties = torch.tensor(values, dtype=torch.float64)
@@ -195,20 +208,30 @@ class KimiCurriculum(Plugin):
             self.state = CurriculumState.fresh(n)
         try:
             self.sampler = CurriculumSampler(
-                num_prompts=n, difficulties=difficulties, state=self.state, rules=o,
-                num_generations=num_generations, prompts_per_batch=prompts_per_batch, repeat_count=repeat_count,
-                seed=seed, gradient_accumulation_steps=int(getattr(grpo_args, "gradient_accumulation_steps", 1) or 1),
-                ignore_data_skip=bool(getattr(grpo_args, "ignore_data_skip", False)))
+                num_prompts=n,
+                difficulties=difficulties,
+                state=self.state,
+                rules=o,
+                num_generations=num_generations,
+                prompts_per_batch=prompts_per_batch,
+                repeat_count=repeat_count,
+                seed=seed,
+                gradient_accumulation_steps=int(getattr(grpo_args, "gradient_accumulation_steps", 1) or 1),
+                ignore_data_skip=bool(getattr(grpo_args, "ignore_data_skip", False)),
+            )
         except ValueError as exc:
             raise PluginContractError(f"plugin {self.name!r}: {exc}") from exc
         return self.sampler
 
     @hookimpl
-    def rlvr_on_rewards(self, example_indices, rewards, rewards_per_func, reward_names, valid, num_generations,
-                        log_metric):
+    def rlvr_on_rewards(
+        self, example_indices, rewards, rewards_per_func, reward_names, valid, num_generations, log_metric
+    ):
         if self.sampler is None:
-            raise PluginContractError(f"plugin {self.name!r}: rewards arrived before the sampler was built; "
-                                      "the training prompts must come from this plugin's sampler")
+            raise PluginContractError(
+                f"plugin {self.name!r}: rewards arrived before the sampler was built; "
+                "the training prompts must come from this plugin's sampler"
+            )
         o = self.options
         if o.correctness_reward not in reward_names:
             raise PluginContractError(self._missing_reward(reward_names))
@@ -223,8 +246,11 @@ class KimiCurriculum(Plugin):
         except (KeyError, ValueError) as exc:
             raise PluginContractError(f"plugin {self.name!r}: {exc}") from exc
         if metrics is None:
-            logger.warning("%s: the prompts of the last counted chunk were generated again (a resume inside a "
-                           "generation batch); their rewards are not counted twice", self.name)
+            logger.warning(
+                "%s: the prompts of the last counted chunk were generated again (a resume inside a "
+                "generation batch); their rewards are not counted twice",
+                self.name,
+            )
             return
         for key, value in metrics.items():
             log_metric(f"curriculum/{key}", value)

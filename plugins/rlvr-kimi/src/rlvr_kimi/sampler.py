@@ -11,8 +11,9 @@ later chunk from the same statistics as the uninterrupted run.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils.data import Sampler
@@ -27,8 +28,12 @@ STATE_VERSION = 1
 
 def schedule_kwargs(rules: KimiCurriculum.Options) -> dict[str, Any]:
     """The options of :func:`~rlvr_kimi.curriculum.admitted` among the plugin's options."""
-    return {"schedule": rules.schedule, "start_quantile": rules.start_quantile,
-            "full_at_step": rules.full_at_step, "num_stages": rules.num_stages}
+    return {
+        "schedule": rules.schedule,
+        "start_quantile": rules.start_quantile,
+        "full_at_step": rules.full_at_step,
+        "num_stages": rules.num_stages,
+    }
 
 
 @dataclass
@@ -62,7 +67,7 @@ class CurriculumState:
     cursor: int = 0
 
     @classmethod
-    def fresh(cls, num_prompts: int) -> "CurriculumState":
+    def fresh(cls, num_prompts: int) -> CurriculumState:
         return cls([0] * num_prompts, [0] * num_prompts, [0] * num_prompts)
 
     @property
@@ -70,24 +75,39 @@ class CurriculumState:
         return len(self.successes)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"version": STATE_VERSION, "num_prompts": self.num_prompts, "seed": self.seed,
-                "observed": self.observed, "drawn": self.drawn,
-                "pending": {str(c): list(ids) for c, ids in sorted(self.pending.items())},
-                "last_observed": list(self.last_observed), "successes": list(self.successes),
-                "attempts": list(self.attempts), "blocked_until": list(self.blocked_until)}
+        return {
+            "version": STATE_VERSION,
+            "num_prompts": self.num_prompts,
+            "seed": self.seed,
+            "observed": self.observed,
+            "drawn": self.drawn,
+            "pending": {str(c): list(ids) for c, ids in sorted(self.pending.items())},
+            "last_observed": list(self.last_observed),
+            "successes": list(self.successes),
+            "attempts": list(self.attempts),
+            "blocked_until": list(self.blocked_until),
+        }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], num_prompts: int) -> "CurriculumState":
+    def from_dict(cls, data: dict[str, Any], num_prompts: int) -> CurriculumState:
         if data.get("version") != STATE_VERSION:
             raise ValueError(f"curriculum state version {data.get('version')!r} is not {STATE_VERSION}")
         if data["num_prompts"] != num_prompts:
-            raise ValueError(f"the checkpoint's curriculum state covers {data['num_prompts']} prompts but the train "
-                             f"set has {num_prompts}; resume with the same data")
-        return cls(successes=[int(x) for x in data["successes"]], attempts=[int(x) for x in data["attempts"]],
-                   blocked_until=[int(x) for x in data["blocked_until"]], observed=int(data["observed"]),
-                   drawn=int(data["drawn"]), pending={int(c): [int(i) for i in ids]
-                                                      for c, ids in data["pending"].items()},
-                   last_observed=[int(i) for i in data["last_observed"]], seed=data.get("seed"), resumed=True)
+            raise ValueError(
+                f"the checkpoint's curriculum state covers {data['num_prompts']} prompts but the train "
+                f"set has {num_prompts}; resume with the same data"
+            )
+        return cls(
+            successes=[int(x) for x in data["successes"]],
+            attempts=[int(x) for x in data["attempts"]],
+            blocked_until=[int(x) for x in data["blocked_until"]],
+            observed=int(data["observed"]),
+            drawn=int(data["drawn"]),
+            pending={int(c): [int(i) for i in ids] for c, ids in data["pending"].items()},
+            last_observed=[int(i) for i in data["last_observed"]],
+            seed=data.get("seed"),
+            resumed=True,
+        )
 
 
 def chunk_seed(seed: int, chunk: int) -> int:
@@ -113,20 +133,35 @@ class CurriculumSampler(Sampler[int]):
         batches it already trained on (False, the default) or starts afresh (True).
     """
 
-    def __init__(self, *, num_prompts: int, difficulties: torch.Tensor | None, state: CurriculumState,
-                 rules: KimiCurriculum.Options, num_generations: int, prompts_per_batch: int, repeat_count: int,
-                 seed: int, gradient_accumulation_steps: int = 1, ignore_data_skip: bool = False):
+    def __init__(
+        self,
+        *,
+        num_prompts: int,
+        difficulties: torch.Tensor | None,
+        state: CurriculumState,
+        rules: KimiCurriculum.Options,
+        num_generations: int,
+        prompts_per_batch: int,
+        repeat_count: int,
+        seed: int,
+        gradient_accumulation_steps: int = 1,
+        ignore_data_skip: bool = False,
+    ):
         if num_prompts < prompts_per_batch:
-            raise ValueError(f"the train set has {num_prompts} prompts; a batch needs {prompts_per_batch} distinct "
-                             "prompts (generation_batch_size / num_generations)")
+            raise ValueError(
+                f"the train set has {num_prompts} prompts; a batch needs {prompts_per_batch} distinct "
+                "prompts (generation_batch_size / num_generations)"
+            )
         if state.num_prompts != num_prompts:
             raise ValueError(f"curriculum state covers {state.num_prompts} prompts, the train set has {num_prompts}")
         sizes = {len(ids) for ids in [*state.pending.values(), *([state.last_observed] if state.last_observed else [])]}
         if sizes - {prompts_per_batch}:
-            raise ValueError(f"the saved chunks hold {sorted(sizes)} prompts but a batch now needs "
-                             f"{prompts_per_batch}; resume with the same batch settings "
-                             "(per_device_train_batch_size, num_generations, steps_per_generation, "
-                             "number of processes)")
+            raise ValueError(
+                f"the saved chunks hold {sorted(sizes)} prompts but a batch now needs "
+                f"{prompts_per_batch}; resume with the same batch settings "
+                "(per_device_train_batch_size, num_generations, steps_per_generation, "
+                "number of processes)"
+            )
         self.num_prompts = num_prompts
         self.difficulties = None if difficulties is None else difficulties.to(torch.float64)
         self.state = state
@@ -148,8 +183,11 @@ class CurriculumSampler(Sampler[int]):
         if state.resumed:
             # The Trainer skips the batches of the resumed epoch it already trained on
             # (skip_first_batches) unless ignore_data_skip, in which case it starts afresh.
-            start = state.observed if self.ignore_data_skip else \
-                (state.observed // self.chunks_per_epoch) * self.chunks_per_epoch
+            start = (
+                state.observed
+                if self.ignore_data_skip
+                else (state.observed // self.chunks_per_epoch) * self.chunks_per_epoch
+            )
             state.resumed = False
         else:
             start = state.cursor
@@ -186,8 +224,9 @@ class CurriculumSampler(Sampler[int]):
         """``(m,)`` long: the prompts the curriculum admits for chunk ``c`` (all when it is off)."""
         if self.difficulties is None or self.rules.schedule == "none":
             return torch.arange(self.num_prompts)
-        return admitted(self.difficulties, self.chunk_step(c), min_count=self.prompts_per_batch,
-                        **schedule_kwargs(self.rules))
+        return admitted(
+            self.difficulties, self.chunk_step(c), min_count=self.prompts_per_batch, **schedule_kwargs(self.rules)
+        )
 
     def draw(self, c: int) -> list[int]:
         """Draw chunk ``c`` from the current statistics: a pure function of ``(seed, c, state)``.
@@ -206,16 +245,21 @@ class CurriculumSampler(Sampler[int]):
             extra = [i for _, i in rest[: self.prompts_per_batch - eligible.numel()]]
             eligible = torch.cat([eligible, torch.tensor(extra, dtype=torch.long)])
         r = self.rules
-        weights = sampling_weights(torch.tensor(self.state.successes)[eligible],
-                                   torch.tensor(self.state.attempts)[eligible],
-                                   floor=r.floor, prior_success=r.prior_success, prior_strength=r.prior_strength)
+        weights = sampling_weights(
+            torch.tensor(self.state.successes)[eligible],
+            torch.tensor(self.state.attempts)[eligible],
+            floor=r.floor,
+            prior_success=r.prior_success,
+            prior_strength=r.prior_strength,
+        )
         generator = torch.Generator().manual_seed(chunk_seed(self.seed, c))
         picked = torch.multinomial(weights, self.prompts_per_batch, replacement=False, generator=generator)
         return eligible[picked].tolist()
 
     # -- statistics -----------------------------------------------------------------------
-    def observe(self, ids: list[int], successes: list[int], attempts: list[int],
-                zero_variance: list[bool]) -> dict[str, float] | None:
+    def observe(
+        self, ids: list[int], successes: list[int], attempts: list[int], zero_variance: list[bool]
+    ) -> dict[str, float] | None:
         """Count one scored chunk (the groups of prompts ``ids``); return the metrics to log.
 
         The chunk must be the next one not yet counted (chunk ``observed``), in any group
@@ -230,8 +274,10 @@ class CurriculumSampler(Sampler[int]):
         if expected is None or sorted(ids) != sorted(expected):
             if state.last_observed and sorted(ids) == sorted(state.last_observed):
                 return None
-            raise ValueError(f"the scored batch holds prompts {sorted(ids)}, but the next chunk this sampler drew "
-                             f"(#{k}) holds {None if expected is None else sorted(expected)}")
+            raise ValueError(
+                f"the scored batch holds prompts {sorted(ids)}, but the next chunk this sampler drew "
+                f"(#{k}) holds {None if expected is None else sorted(expected)}"
+            )
         block = self.rules.skip_zero_variance_steps
         for i, s, a, z in zip(ids, successes, attempts, zero_variance, strict=True):
             state.successes[i] += int(s)
@@ -248,15 +294,22 @@ class CurriculumSampler(Sampler[int]):
         pool = self.admitted_pool(k)
         attempts = torch.tensor(state.attempts)
         seen = attempts > 0
-        rates = success_rates(torch.tensor(state.successes)[seen], attempts[seen],
-                              prior_success=r.prior_success, prior_strength=r.prior_strength)
-        out = {"admitted_prompts": float(pool.numel()), "prompts_seen": float(seen.sum()),
-               "zero_variance_share": sum(map(bool, zero_variance)) / max(1, len(zero_variance)),
-               "draw_lead": float(state.drawn - 1 - k)}
+        rates = success_rates(
+            torch.tensor(state.successes)[seen],
+            attempts[seen],
+            prior_success=r.prior_success,
+            prior_strength=r.prior_strength,
+        )
+        out = {
+            "admitted_prompts": float(pool.numel()),
+            "prompts_seen": float(seen.sum()),
+            "zero_variance_share": sum(map(bool, zero_variance)) / max(1, len(zero_variance)),
+            "draw_lead": float(state.drawn - 1 - k),
+        }
         if self.difficulties is not None and r.schedule != "none":
-            out["admitted_difficulty"] = admitted_difficulty(self.difficulties, self.chunk_step(k),
-                                                             min_count=self.prompts_per_batch,
-                                                             **schedule_kwargs(r))
+            out["admitted_difficulty"] = admitted_difficulty(
+                self.difficulties, self.chunk_step(k), min_count=self.prompts_per_batch, **schedule_kwargs(r)
+            )
         if r.skip_zero_variance_steps > 0:
             out["blocked_prompts"] = float(sum(b > state.drawn for b in state.blocked_until))
         out.update({f"success_hist/{name}": share for name, share in success_histogram(rates).items()})

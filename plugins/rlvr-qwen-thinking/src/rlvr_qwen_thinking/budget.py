@@ -26,8 +26,10 @@ def single_token_id(tokenizer: Any, text: str) -> int:
     """The id of ``text`` when the tokenizer encodes it as exactly one token; else a ValueError."""
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     if len(ids) != 1:
-        raise ValueError(f"the thinking budget needs {text!r} to be a single token of the tokenizer; it encodes "
-                         f"as {len(ids)} tokens {ids}")
+        raise ValueError(
+            f"the thinking budget needs {text!r} to be a single token of the tokenizer; it encodes "
+            f"as {len(ids)} tokens {ids}"
+        )
     return ids[0]
 
 
@@ -43,8 +45,9 @@ def _cut(new: list[int], stops: set[int], max_new_tokens: int) -> int:
     return min(end, max_new_tokens)
 
 
-def _generate(model, rows: list[list[int]], max_new_tokens: int, stop_ids: list[int], pad_id: int,
-              sampling: dict[str, Any]) -> list[tuple[list[int], None]]:
+def _generate(
+    model, rows: list[list[int]], max_new_tokens: int, stop_ids: list[int], pad_id: int, sampling: dict[str, Any]
+) -> list[tuple[list[int], None]]:
     """Sample a continuation of each row with transformers (left-padded batch), each cut after its first stop token.
 
     :param rows: ``B`` prefixes of token ids (any lengths).
@@ -59,13 +62,13 @@ def _generate(model, rows: list[list[int]], max_new_tokens: int, stop_ids: list[
     attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
     for i, row in enumerate(rows):
         if row:
-            input_ids[i, width - len(row):] = torch.tensor(row, dtype=torch.long)
-            attention_mask[i, width - len(row):] = 1
+            input_ids[i, width - len(row) :] = torch.tensor(row, dtype=torch.long)
+            attention_mask[i, width - len(row) :] = 1
     device = getattr(model, "device", None) or torch.device("cpu")
     kwargs = {**sampling, "max_new_tokens": max_new_tokens, "eos_token_id": stop_ids, "pad_token_id": pad_id}
     out = model.generate(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), **kwargs)
     stops = set(stop_ids)
-    return [(new[:_cut(new, stops, max_new_tokens)], None) for new in out[:, width:].tolist()]
+    return [(new[: _cut(new, stops, max_new_tokens)], None) for new in out[:, width:].tolist()]
 
 
 def vllm_generate(llm: Any, sampling: dict[str, Any]) -> Callable:
@@ -90,8 +93,11 @@ def vllm_generate(llm: Any, sampling: dict[str, Any]) -> Callable:
             sample = output.outputs[0]
             new = list(sample.token_ids)
             keep = _cut(new, stops, max_new_tokens)
-            logps = None if sample.logprobs is None else [
-                None if math.isnan(step[t].logprob) else step[t].logprob for t, step in zip(new, sample.logprobs)]
+            logps = (
+                None
+                if sample.logprobs is None
+                else [None if math.isnan(step[t].logprob) else step[t].logprob for t, step in zip(new, sample.logprobs)]
+            )
             result.append((new[:keep], None if logps is None else logps[:keep]))
         return result
 
@@ -130,8 +136,16 @@ def generate_with_budget(
     def generate(rows, max_new, stop_ids):
         return _generate(model, rows, max_new, stop_ids, pad_id, sampling)
 
-    completions, masks, _ = two_phase_budget(generate, tokenizer, prompt_ids, budget, max_new_tokens,
-                                             apply_budget=apply_budget, eos_token_id=eos, stop_text=stop_text)
+    completions, masks, _ = two_phase_budget(
+        generate,
+        tokenizer,
+        prompt_ids,
+        budget,
+        max_new_tokens,
+        apply_budget=apply_budget,
+        eos_token_id=eos,
+        stop_text=stop_text,
+    )
     return completions, masks
 
 
@@ -181,7 +195,8 @@ def two_phase_budget(
         raise ValueError(
             f"thinking budget {budget} + the early-stop text ({len(stop_ids)} tokens) leaves no room for the answer "
             f"in max_new_tokens={max_new_tokens}; raise max_completion_length above {budget + len(stop_ids)} "
-            "or lower the budget")
+            "or lower the budget"
+        )
     eos = _ids(eos_token_id) or _ids(tokenizer.eos_token_id)
     n = len(prompt_ids)
     apply = [True] * n if apply_budget is None else [bool(a) for a in apply_budget]
@@ -216,11 +231,11 @@ def two_phase_budget(
         longest = max(remaining[i] for i in rows)
         phase2 = generate([list(prompt_ids[i]) + completions[i] for i in rows], longest, eos)
         for i, (new, logps) in zip(rows, phase2, strict=True):
-            new = new[:remaining[i]]
+            new = new[: remaining[i]]
             completions[i] += new
             masks[i] += [1] * len(new)
             scored = scored and logps is not None
-            logprobs[i] += list(logps[:len(new)]) if logps is not None else []
+            logprobs[i] += list(logps[: len(new)]) if logps is not None else []
     return completions, masks, (logprobs if scored else None)
 
 
@@ -248,9 +263,14 @@ class ThinkingBudgetRollout:
         import torch
 
         tokenizer = trainer.processing_class
-        texts = [p if isinstance(p, str) else tokenizer.apply_chat_template(
-            p, tokenize=False, add_generation_prompt=True, **(getattr(trainer, "chat_template_kwargs", None) or {}))
-            for p in prompts]
+        texts = [
+            p
+            if isinstance(p, str)
+            else tokenizer.apply_chat_template(
+                p, tokenize=False, add_generation_prompt=True, **(getattr(trainer, "chat_template_kwargs", None) or {})
+            )
+            for p in prompts
+        ]
         prompt_ids = [list(ids) for ids in tokenizer(text=texts)["input_ids"]]
         apply_budget = [rendered_mode(text)[0] for text in texts]
         if trainer.use_vllm:
@@ -261,10 +281,14 @@ class ThinkingBudgetRollout:
         hit = [0 in mask for mask in env_mask]
         mode = "train" if trainer.model.training else "eval"
         local = torch.tensor(hit, dtype=torch.float32, device=trainer.accelerator.device)
-        trainer._metrics[mode]["qwen_thinking/budget_hit_ratio"].append(
-            trainer.accelerator.gather(local).mean().item())
-        return {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "logprobs": logprobs,
-                "env_mask": env_mask, "thinking_budget_hit": hit}
+        trainer._metrics[mode]["qwen_thinking/budget_hit_ratio"].append(trainer.accelerator.gather(local).mean().item())
+        return {
+            "prompt_ids": prompt_ids,
+            "completion_ids": completion_ids,
+            "logprobs": logprobs,
+            "env_mask": env_mask,
+            "thinking_budget_hit": hit,
+        }
 
     def _sample_with_transformers(self, trainer, tokenizer, prompt_ids, apply_budget):
         import torch
@@ -282,18 +306,36 @@ class ThinkingBudgetRollout:
             torch.no_grad(),
         ):
             return generate_with_budget(
-                model, tokenizer, prompt_ids, self.budget, int(trainer.max_completion_length),
-                apply_budget=apply_budget, eos_token_id=list(trainer.eos_token_ids), stop_text=self.stop_text,
-                generation_config=trainer.generation_config)
+                model,
+                tokenizer,
+                prompt_ids,
+                self.budget,
+                int(trainer.max_completion_length),
+                apply_budget=apply_budget,
+                eos_token_id=list(trainer.eos_token_ids),
+                stop_text=self.stop_text,
+                generation_config=trainer.generation_config,
+            )
 
     def _sample_with_vllm(self, trainer, tokenizer, prompt_ids, apply_budget):
         """With the trainer's colocated vLLM (TRL synced its weights before calling the rollout)."""
         generation = trainer.vllm_generation
-        sampling = {"repetition_penalty": generation.repetition_penalty, "temperature": generation.temperature,
-                    "top_p": generation.top_p, "top_k": generation.top_k,
-                    "min_p": 0.0 if generation.min_p is None else generation.min_p, "logprobs": generation.logprobs,
-                    **(generation.generation_kwargs or {})}
+        sampling = {
+            "repetition_penalty": generation.repetition_penalty,
+            "temperature": generation.temperature,
+            "top_p": generation.top_p,
+            "top_k": generation.top_k,
+            "min_p": 0.0 if generation.min_p is None else generation.min_p,
+            "logprobs": generation.logprobs,
+            **(generation.generation_kwargs or {}),
+        }
         return two_phase_budget(
-            vllm_generate(generation.llm, sampling), tokenizer, prompt_ids, self.budget,
-            int(trainer.max_completion_length), apply_budget=apply_budget, eos_token_id=list(trainer.eos_token_ids),
-            stop_text=self.stop_text)
+            vllm_generate(generation.llm, sampling),
+            tokenizer,
+            prompt_ids,
+            self.budget,
+            int(trainer.max_completion_length),
+            apply_budget=apply_budget,
+            eos_token_id=list(trainer.eos_token_ids),
+            stop_text=self.stop_text,
+        )

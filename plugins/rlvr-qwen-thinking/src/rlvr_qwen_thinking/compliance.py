@@ -42,14 +42,14 @@ def mode_compliance(prompt: Any, completion: str) -> float:
             opened = _OPEN.match(text)
             if opened is None:
                 return 0.0
-            text = text[opened.end():]
+            text = text[opened.end() :]
         thought, closed, _ = text.partition("</think>")
         return 1.0 if closed and thought.strip() and "<think>" not in thought else 0.0
     if not block_in_prompt:
         block = _EMPTY_BLOCK.match(text)
         if block is None:
             return 0.0
-        text = text[block.end():]
+        text = text[block.end() :]
     return 1.0 if text.strip() and "<think>" not in text and "</think>" not in text else 0.0
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 THINK_FLAG = "/think"
 NO_THINK_FLAG = "/no_think"
@@ -124,13 +125,16 @@ def render_prompt(prompt: str | Sequence[Mapping[str, Any]], tokenizer: Any, thi
     """
     if not getattr(tokenizer, "chat_template", None):
         if not isinstance(prompt, str):
-            raise ValueError("qwen-thinking: the prompt is a list of chat messages but the tokenizer has no chat "
-                             "template; give plain-text prompts or a tokenizer with a chat template")
+            raise ValueError(
+                "qwen-thinking: the prompt is a list of chat messages but the tokenizer has no chat "
+                "template; give plain-text prompts or a tokenizer with a chat template"
+            )
         return prompt if thinking else prompt + EMPTY_THINK_BLOCK
     messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
     if template_understands_thinking(tokenizer):
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
-                                             enable_thinking=thinking)
+        return tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True, enable_thinking=thinking
+        )
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     return text if thinking else text + EMPTY_THINK_BLOCK
 

@@ -21,8 +21,10 @@ class QwenThinkingPlugin(Plugin):
     ``no_think_share``), optionally rewards mode compliance and enforces a thinking budget."""
 
     name = "qwen-thinking"
-    description = ("Qwen3 thinking-mode fusion: /think and /no_think flags, a share of unflagged prompts in "
-                   "non-thinking mode, a mode-compliance reward and a thinking budget")
+    description = (
+        "Qwen3 thinking-mode fusion: /think and /no_think flags, a share of unflagged prompts in "
+        "non-thinking mode, a mode-compliance reward and a thinking budget"
+    )
 
     @dataclass
     class Options:
@@ -56,8 +58,11 @@ class QwenThinkingPlugin(Plugin):
     @hookimpl
     def rlvr_reward_functions(self, register):
         if self.options.compliance_weight > 0:
-            register(RewardFunction(COMPLIANCE_REWARD, ModeComplianceScorer(), self.options.compliance_weight,
-                                    isolated=False))
+            register(
+                RewardFunction(
+                    COMPLIANCE_REWARD, ModeComplianceScorer(), self.options.compliance_weight, isolated=False
+                )
+            )
 
     @hookimpl
     def rlvr_validate_run(self, grpo_args):
@@ -66,17 +71,23 @@ class QwenThinkingPlugin(Plugin):
             return
         problems = []
         if grpo_args.use_vllm and grpo_args.vllm_mode != "colocate":
-            problems.append(f"plugins.qwen-thinking.thinking_budget samples with a colocated vLLM, not "
-                            f"trainer.vllm_mode={grpo_args.vllm_mode!r}; set trainer.vllm_mode to 'colocate', "
-                            "trainer.use_vllm to false, or remove thinking_budget")
+            problems.append(
+                f"plugins.qwen-thinking.thinking_budget samples with a colocated vLLM, not "
+                f"trainer.vllm_mode={grpo_args.vllm_mode!r}; set trainer.vllm_mode to 'colocate', "
+                "trainer.use_vllm to false, or remove thinking_budget"
+            )
         if grpo_args.use_vllm and grpo_args.vllm_tensor_parallel_size != 1:
-            problems.append(f"plugins.qwen-thinking.thinking_budget samples with vLLM on each process's own prompts; "
-                            f"trainer.vllm_tensor_parallel_size={grpo_args.vllm_tensor_parallel_size} must be 1")
+            problems.append(
+                f"plugins.qwen-thinking.thinking_budget samples with vLLM on each process's own prompts; "
+                f"trainer.vllm_tensor_parallel_size={grpo_args.vllm_tensor_parallel_size} must be 1"
+            )
         max_len = grpo_args.max_completion_length
         if max_len is None or budget >= max_len:
-            problems.append(f"plugins.qwen-thinking.thinking_budget={budget} must be below "
-                            f"trainer.max_completion_length={max_len}, with room for the early-stop text and "
-                            "the answer")
+            problems.append(
+                f"plugins.qwen-thinking.thinking_budget={budget} must be below "
+                f"trainer.max_completion_length={max_len}, with room for the early-stop text and "
+                "the answer"
+            )
         if problems:
             raise ConfigError(problems, source="plugins.qwen-thinking")
 
@@ -96,5 +107,6 @@ class QwenThinkingPlugin(Plugin):
                 raise ConfigError(
                     f"plugins.qwen-thinking.thinking_budget={budget} + the early-stop text ({stop} tokens) leaves no "
                     f"room for the answer in trainer.max_completion_length={max_len}; raise it above {budget + stop}",
-                    source="plugins.qwen-thinking")
+                    source="plugins.qwen-thinking",
+                )
         return ThinkingBudgetRollout(budget)

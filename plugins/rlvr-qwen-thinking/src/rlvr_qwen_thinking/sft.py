@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from .modes import EMPTY_THINK_BLOCK, explicit_flag, fused_no_think, with_no_think_flag
 from .budget import THINK_END
+from .modes import EMPTY_THINK_BLOCK, explicit_flag, fused_no_think, with_no_think_flag
 
 
-def build_fusion_sft(rows: Iterable[Mapping[str, Any]], *, no_think_share: float, seed: int,
-                     think_column: str = "solution") -> list[dict[str, Any]]:
+def build_fusion_sft(
+    rows: Iterable[Mapping[str, Any]], *, no_think_share: float, seed: int, think_column: str = "solution"
+) -> list[dict[str, Any]]:
     """Prompt/completion rows mixing thinking and non-thinking examples, reproducibly.
 
     Row ``i``'s mode: its prompt's explicit flag if it has one, else non-thinking iff
@@ -37,8 +39,10 @@ def build_fusion_sft(rows: Iterable[Mapping[str, Any]], *, no_think_share: float
     for i, row in enumerate(rows):
         solution = row.get(think_column)
         if not isinstance(solution, str) or THINK_END not in solution:
-            raise ValueError(f"row {i}: column {think_column!r} must hold a worked solution with a think block "
-                             f"(<think>...</think> then the answer), got {solution!r}")
+            raise ValueError(
+                f"row {i}: column {think_column!r} must hold a worked solution with a think block "
+                f"(<think>...</think> then the answer), got {solution!r}"
+            )
         prompt = row["prompt"]
         flag = explicit_flag(prompt)
         thinking = flag if flag is not None else not fused_no_think(seed, i, no_think_share)
@@ -52,8 +56,9 @@ def build_fusion_sft(rows: Iterable[Mapping[str, Any]], *, no_think_share: float
     return out
 
 
-def sft_examples(rows: list[dict[str, Any]], *, column: str, no_think_share: float, seed: int
-                 ) -> list[dict[str, Any]] | None:
+def sft_examples(
+    rows: list[dict[str, Any]], *, column: str, no_think_share: float, seed: int
+) -> list[dict[str, Any]] | None:
     """The SFT rows for the plugin's template (the ``rlvr_sft_examples`` hook), or ``None`` when they need no change.
 
     With ``no_think_share > 0`` the rows are mixed by :func:`build_fusion_sft` (target in
@@ -78,6 +83,6 @@ def sft_examples(rows: list[dict[str, Any]], *, column: str, no_think_share: flo
         non_thinking = flag is False or (flag is None and fused_no_think(seed, i, no_think_share))
         target = row.get(column)
         if non_thinking and isinstance(target, str) and target.startswith(EMPTY_THINK_BLOCK):
-            row, changed = {**row, column: target[len(EMPTY_THINK_BLOCK):]}, True
+            row, changed = {**row, column: target[len(EMPTY_THINK_BLOCK) :]}, True
         out.append(row)
     return out if changed else None

@@ -18,10 +18,10 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from itertools import islice
-from typing import Callable, Sequence
 
 from rlvr_plugins.text import BOXED, answer_block, gsm8k_final, last_boxed, matching_brace, split_think
 
@@ -55,7 +55,9 @@ __all__ = [
 PARSE_TIMEOUT_S = 5
 VERIFY_TIMEOUT_S = 5
 TIME_BUDGET_S = 5.0
-DEADLINE_MARGIN_S = 3.0  # under an engine deadline: 1 s for math-verify's whole-second timeouts, 2 s for importing sympy
+DEADLINE_MARGIN_S = (
+    3.0  # under an engine deadline: 1 s for math-verify's whole-second timeouts, 2 s for importing sympy
+)
 MAX_ANSWER_CHARS = 1000
 MAX_NUMBER_DIGITS = 100_000
 CHECK_BUDGET_S = 3.0
@@ -88,9 +90,7 @@ def _count_boxes(text: str, limit: int = 2) -> int:
 FALLBACKS: dict[str, Callable[[str], str | None]] = {"gsm8k": gsm8k_final}
 
 
-def _locate_answer(
-    completion: str, think_opened: bool, fallback: str | None
-) -> tuple[str | None, str]:
+def _locate_answer(completion: str, think_opened: bool, fallback: str | None) -> tuple[str | None, str]:
     """(answer, region the answer was read from)."""
     if fallback is not None and fallback not in FALLBACKS:
         raise ValueError(f"unknown fallback {fallback!r}; choose from {sorted(FALLBACKS)} or None")
@@ -107,9 +107,7 @@ def _locate_answer(
     return answer, answer or ""
 
 
-def extract_answer(
-    completion: str, *, think_opened: bool = False, fallback: str | None = "gsm8k"
-) -> str | None:
+def extract_answer(completion: str, *, think_opened: bool = False, fallback: str | None = "gsm8k") -> str | None:
     r"""The final answer, read only from the part after the thinking (see ``split_completion``).
 
     1. exactly one complete ``<answer>…</answer>`` block → its stripped content (None if empty;
@@ -133,19 +131,19 @@ def _unbox(text: str) -> str:
     box = _BOX.match(core)
     if box is None or matching_brace(core, box.end() - 1) != len(core) - 1:
         return text
-    return core[box.end(): -1]
+    return core[box.end() : -1]
 
 
 _ASCII_FORMS = str.maketrans(
     {
         **{chr(zero + d): str(d) for zero in (0xFF10, 0x0660, 0x06F0) for d in range(10)},
         "\u2212": "-",  # minus sign
-        "\uFF0D": "-",  # full-width hyphen-minus
-        "\uFF0B": "+",  # full-width plus
-        "\uFF0F": "/",  # full-width solidus
-        "\uFF0E": ".",  # full-width full stop
-        "\u066B": ".",  # Arabic decimal separator
-        "\u066C": ",",  # Arabic thousands separator
+        "\uff0d": "-",  # full-width hyphen-minus
+        "\uff0b": "+",  # full-width plus
+        "\uff0f": "/",  # full-width solidus
+        "\uff0e": ".",  # full-width full stop
+        "\u066b": ".",  # Arabic decimal separator
+        "\u066c": ",",  # Arabic thousands separator
     }
 )
 
@@ -293,8 +291,9 @@ def bound_library_logs() -> None:
     """Install ``_BoundedRecord`` on every logger of math-verify, latex2sympy and sympy that exists
     (a filter acts only on the logger a record is made on, so each module's logger gets one).
     Called when math-verify is first imported; idempotent."""
-    names = [name for name in list(logging.Logger.manager.loggerDict)
-             if name.split(".", 1)[0] in _VERBOSE_LOGGERS] + list(_VERBOSE_LOGGERS)
+    names = [
+        name for name in list(logging.Logger.manager.loggerDict) if name.split(".", 1)[0] in _VERBOSE_LOGGERS
+    ] + list(_VERBOSE_LOGGERS)
     for name in names:
         logger = logging.getLogger(name)
         if not any(isinstance(f, _BoundedRecord) for f in logger.filters):
@@ -409,8 +408,10 @@ def reference_problem(reference: str) -> str | None:
     number or as plain text)."""
     digits = _longest_number(reference_answer(reference))
     if digits > MAX_NUMBER_DIGITS:
-        return (f"the reference answer holds a number of {digits} digits; numbers of more than "
-                f"{MAX_NUMBER_DIGITS} digits are compared only as plain decimals or as plain text")
+        return (
+            f"the reference answer holds a number of {digits} digits; numbers of more than "
+            f"{MAX_NUMBER_DIGITS} digits are compared only as plain decimals or as plain text"
+        )
     return None
 
 
@@ -418,8 +419,9 @@ TOO_MANY_DIGITS = "too-many-digits"
 UNPARSEABLE = "unparseable"
 
 
-def check_references(references: Sequence[str | None], *, budget_s: float = CHECK_BUDGET_S
-                     ) -> tuple[list[tuple[int, str]], int]:
+def check_references(
+    references: Sequence[str | None], *, budget_s: float = CHECK_BUDGET_S
+) -> tuple[list[tuple[int, str]], int]:
     """Which references math-verify can never parse, cheaply, for a dataset check at load.
 
     Returns ``([(index, kind)], unchecked)``: ``kind`` is :data:`TOO_MANY_DIGITS`

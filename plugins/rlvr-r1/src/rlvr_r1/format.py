@@ -58,9 +58,9 @@ def format_score(completion: str, *, think_opened: bool = False) -> float:
         think_open, think_close, answer_open, answer_close = tags
         if not _blank(completion[: think_open.start()]):
             return 0.0
-        think = completion[think_open.end(): think_close.start()]
-    between = completion[think_close.end(): answer_open.start()]
-    answer = completion[answer_open.end(): answer_close.start()]
-    tail = completion[answer_close.end():]
+        think = completion[think_open.end() : think_close.start()]
+    between = completion[think_close.end() : answer_open.start()]
+    answer = completion[answer_open.end() : answer_close.start()]
+    tail = completion[answer_close.end() :]
     ok = not _blank(think) and _blank(between) and _blank(tail) and has_extractable_answer(answer)
     return float(ok)

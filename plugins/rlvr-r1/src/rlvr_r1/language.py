@@ -48,9 +48,22 @@ _NAME_PREFIXES = (
 _DELIMITER = re.compile(r"\\\$|\$\$|\$|\\\[|\\\]|\\\(|\\\)|\n")
 _CLOSER = {"$$": "$$", "$": "$", "\\[": "\\]", "\\(": "\\)"}
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
-TEXT_COMMANDS = ("text", "textbf", "textit", "textrm", "textsf", "texttt", "textnormal", "textup", "textsl",
-                 "emph", "mbox", "hbox", "intertext")
-_TEXT_ARGUMENT_TOKEN = re.compile(r"\\(?:%s)\s*\{|\\.|[{}]" % "|".join(TEXT_COMMANDS), re.DOTALL)
+TEXT_COMMANDS = (
+    "text",
+    "textbf",
+    "textit",
+    "textrm",
+    "textsf",
+    "texttt",
+    "textnormal",
+    "textup",
+    "textsl",
+    "emph",
+    "mbox",
+    "hbox",
+    "intertext",
+)
+_TEXT_ARGUMENT_TOKEN = re.compile(r"\\(?:" + "|".join(TEXT_COMMANDS) + r")\s*\{|\\.|[{}]", re.DOTALL)
 _LETTER_RUN = re.compile(r"[^\W\d_]+")
 MATH_SCRIPTS = frozenset({"Latin", "Greek"})
 
@@ -128,11 +141,11 @@ def _text_arguments(math: str) -> tuple[list[str], list[str]]:
         if kind == "}":
             depth = max(depth - 1, 0)
             if opened_at is not None and depth == 0:
-                arguments.append(math[opened_at: token.start()])
+                arguments.append(math[opened_at : token.start()])
                 opened_at, previous = None, token.end()
         elif kind == "{" or kind.endswith("{"):
             if opened_at is None and kind != "{":
-                outside.append(math[previous: token.start()])
+                outside.append(math[previous : token.start()])
                 opened_at = token.end()
                 depth = 0
             depth += 1

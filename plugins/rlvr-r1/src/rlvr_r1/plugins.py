@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 from rlvr_plugins import Plugin, RewardFunction, hookimpl
 from rlvr_plugins.errors import ConfigError
@@ -20,12 +21,15 @@ from .answers import (
     accuracy,
     check_references,
 )
+from .format import format_score
+from .language import TARGET_SCRIPTS, language_consistency, thinking_text
 
 logger = logging.getLogger(__name__)
 
 
-def reference_check(rows: Sequence[Mapping[str, Any]], column: str, plugin: str, compared: str,
-                    budget_s: float = CHECK_BUDGET_S) -> list[tuple[int, str]]:
+def reference_check(
+    rows: Sequence[Mapping[str, Any]], column: str, plugin: str, compared: str, budget_s: float = CHECK_BUDGET_S
+) -> list[tuple[int, str]]:
     """``rlvr_check_dataset`` for a reward that compares ``column`` with math-verify
     (``check_references``): ``(row, problem)`` for every reference math-verify can never parse,
     the problem saying how it is ``compared`` instead; references left unchecked when the
@@ -33,16 +37,18 @@ def reference_check(rows: Sequence[Mapping[str, Any]], column: str, plugin: str,
     references = [None if row.get(column) is None else str(row[column]) for row in rows]
     found, unchecked = check_references(references, budget_s=budget_s)
     if unchecked:
-        logger.info("%s: %d distinct references not checked at load (%g s budget spent); they are checked when "
-                    "scored", plugin, unchecked, budget_s)
+        logger.info(
+            "%s: %d distinct references not checked at load (%g s budget spent); they are checked when scored",
+            plugin,
+            unchecked,
+            budget_s,
+        )
     problems = {
         TOO_MANY_DIGITS: f"the reference answer (column {column!r}) holds a number of more than {MAX_NUMBER_DIGITS} "
-                         f"digits, which math-verify cannot parse; it is {compared}",
+        f"digits, which math-verify cannot parse; it is {compared}",
         UNPARSEABLE: f"math-verify cannot parse the reference answer (column {column!r}); it is {compared}",
     }
     return [(index, problems[kind]) for index, kind in found]
-from .format import format_score
-from .language import TARGET_SCRIPTS, language_consistency, thinking_text
 
 
 @dataclass(frozen=True)
@@ -58,8 +64,13 @@ class AccuracyScorer:
         reference = example.get(self.answer_column)
         if reference is None:
             return None
-        return accuracy(completion, str(reference), think_opened=self.think_opened, fallback=self.fallback,
-                        time_budget_s=self.time_budget_s)
+        return accuracy(
+            completion,
+            str(reference),
+            think_opened=self.think_opened,
+            fallback=self.fallback,
+            time_budget_s=self.time_budget_s,
+        )
 
 
 @dataclass(frozen=True)
@@ -98,35 +109,49 @@ class AccuracyPlugin(Plugin):
     @hookimpl
     def rlvr_reward_functions(self, register):
         o = self.options
-        register(RewardFunction(self.name, AccuracyScorer(o.answer_column, o.think_opened, o.fallback,
-                                                          o.time_budget_s), o.weight,
-                                example=example_item(o.think_opened, {o.answer_column: "2"})))
+        register(
+            RewardFunction(
+                self.name,
+                AccuracyScorer(o.answer_column, o.think_opened, o.fallback, o.time_budget_s),
+                o.weight,
+                example=example_item(o.think_opened, {o.answer_column: "2"}),
+            )
+        )
 
     @hookimpl
     def rlvr_check_dataset(self, rows):
-        return reference_check(rows, self.options.answer_column, self.name,
-                               "compared only as a plain decimal or as text")
+        return reference_check(
+            rows, self.options.answer_column, self.name, "compared only as a plain decimal or as text"
+        )
 
     @hookimpl
     def rlvr_validate_run(self, engine_timeout_s):
         budget = self.options.time_budget_s
         if not budget >= 1:
-            raise ConfigError(f"plugin {self.name!r}: option time_budget_s={budget:g} must be at least 1 "
-                              f"(math-verify times out in whole seconds)", source="plugins")
+            raise ConfigError(
+                f"plugin {self.name!r}: option time_budget_s={budget:g} must be at least 1 "
+                f"(math-verify times out in whole seconds)",
+                source="plugins",
+            )
         if engine_timeout_s is not None and budget + DEADLINE_MARGIN_S > engine_timeout_s:
             raise ConfigError(
                 f"plugin {self.name!r}: option time_budget_s={budget:g} (math-verify's time per answer) does not fit "
                 f"under the reward engine's deadline engine.timeout_s={engine_timeout_s:g} with "
                 f"{DEADLINE_MARGIN_S:g} s to spare (1 s for math-verify's whole-second timeouts, 2 s for the first "
                 f"call's import of sympy): a slow answer would be masked instead of scored 0. Set time_budget_s to at "
-                f"most {engine_timeout_s - DEADLINE_MARGIN_S:g} or raise engine.timeout_s.", source="plugins")
+                f"most {engine_timeout_s - DEADLINE_MARGIN_S:g} or raise engine.timeout_s.",
+                source="plugins",
+            )
 
 
 def example_item(think_opened: bool, row: dict) -> dict:
     """A correct, well-formed completion of ``1+1=``: the item ``rlvr train --check`` scores once."""
     completion = "<think>1+1=2</think><answer>2</answer>"
-    return {"prompt": "1+1=", "completion": completion.removeprefix("<think>") if think_opened else completion,
-            "example": row}
+    return {
+        "prompt": "1+1=",
+        "completion": completion.removeprefix("<think>") if think_opened else completion,
+        "example": row,
+    }
 
 
 class FormatPlugin(Plugin):
@@ -140,8 +165,14 @@ class FormatPlugin(Plugin):
 
     @hookimpl
     def rlvr_reward_functions(self, register):
-        register(RewardFunction(self.name, FormatScorer(self.options.think_opened), self.options.weight,
-                                example=example_item(self.options.think_opened, {})))
+        register(
+            RewardFunction(
+                self.name,
+                FormatScorer(self.options.think_opened),
+                self.options.weight,
+                example=example_item(self.options.think_opened, {}),
+            )
+        )
 
 
 class LanguagePlugin(Plugin):

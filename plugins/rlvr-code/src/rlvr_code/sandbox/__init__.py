@@ -61,8 +61,19 @@ from .libc import libc
 from .records import Isolation, KeeperConfig, Limits, RunResult, SandboxError
 from .syscalls import seccomp_filter
 
-__all__ = ["Limits", "RunResult", "Running", "SandboxError", "run_python", "start_python", "namespaces_available",
-           "remove_stale_dirs", "seccomp_filter", "RUN_UID_BASE", "SHARED_WRITABLE"]
+__all__ = [
+    "Limits",
+    "RunResult",
+    "Running",
+    "SandboxError",
+    "run_python",
+    "start_python",
+    "namespaces_available",
+    "remove_stale_dirs",
+    "seccomp_filter",
+    "RUN_UID_BASE",
+    "SHARED_WRITABLE",
+]
 
 logger = logging.getLogger("rlvr_code.sandbox")
 
@@ -108,22 +119,37 @@ class Running:
         started = reports[0].pid if reports and reports[0].kind is ReportKind.STARTED else None
         final = reports[-1] if reports else None
         if started is None or final is None or final.kind is ReportKind.ERROR:
-            raise SandboxError(f"sandbox keeper failed ({self.mode}): {final.describe() if final else 'no report'}"
-                               + (" (killed after its grace period)" if keeper_late else ""))
+            raise SandboxError(
+                f"sandbox keeper failed ({self.mode}): {final.describe() if final else 'no report'}"
+                + (" (killed after its grace period)" if keeper_late else "")
+            )
         stdout, exceeded = _read_capped(os.path.join(self.tmp, "stdout"), self.limits.output_bytes)
         stderr, _ = _read_capped(os.path.join(self.tmp, "stderr"), self.limits.output_bytes)
         if final.kind is not ReportKind.FINISHED or keeper_late:
             self._kill_orphans(pid, started)
-            return RunResult(stdout=stdout, stderr=stderr, exit_code=None, signal=None, timed_out=keeper_late,
-                             output_exceeded=exceeded, elapsed_s=time.monotonic() - self.start, isolation=self.mode,
-                             pgid=pid, keeper_lost=True)
+            return RunResult(
+                stdout=stdout,
+                stderr=stderr,
+                exit_code=None,
+                signal=None,
+                timed_out=keeper_late,
+                output_exceeded=exceeded,
+                elapsed_s=time.monotonic() - self.start,
+                isolation=self.mode,
+                pgid=pid,
+                keeper_lost=True,
+            )
         status = final.status
         return RunResult(
-            stdout=stdout, stderr=stderr,
+            stdout=stdout,
+            stderr=stderr,
             exit_code=os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
             signal=os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-            timed_out=final.timed_out, output_exceeded=exceeded, elapsed_s=final.elapsed_s,
-            isolation=self.mode, pgid=pid,
+            timed_out=final.timed_out,
+            output_exceeded=exceeded,
+            elapsed_s=final.elapsed_s,
+            isolation=self.mode,
+            pgid=pid,
         )
 
     def _kill_orphans(self, keeper_pid: int, program: int | None) -> None:
@@ -173,9 +199,16 @@ class Running:
             self.close()
 
 
-def start_python(source: str, *, stdin: str | bytes = b"", limits: Limits = Limits(),
-                 isolation: Isolation = "auto", argv: list[str] | None = None,
-                 interpreter: str | None = None, pass_fds: tuple[int, ...] = ()) -> Running:
+def start_python(
+    source: str,
+    *,
+    stdin: str | bytes = b"",
+    limits: Limits = Limits(),
+    isolation: Isolation = "auto",
+    argv: list[str] | None = None,
+    interpreter: str | None = None,
+    pass_fds: tuple[int, ...] = (),
+) -> Running:
     """Start ``source`` (saved as ``solution.py`` in the working directory) with ``stdin``;
     returns at once (see :class:`Running`), so that several programs can run side by side.
 
@@ -207,12 +240,23 @@ def start_python(source: str, *, stdin: str | bytes = b"", limits: Limits = Limi
         os.mkdir(root, 0o755)
         if os.geteuid() == 0:
             os.chmod(tmp, 0o711)
-        run.fds = [_stdin_fd(tmp, data),
-                   os.open(os.path.join(tmp, "stdout"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600),
-                   os.open(os.path.join(tmp, "stderr"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)]
-        cfg = KeeperConfig(source=source.encode("utf-8", "surrogatepass"), argv=argv or ["solution.py"],
-                           limits=limits, interpreter=interpreter, isolation=mode, root=root, caller=os.getpid(),
-                           fds=(*run.fds, *pass_fds), report=report_w, stdin_path=os.path.join(tmp, "stdin"))
+        run.fds = [
+            _stdin_fd(tmp, data),
+            os.open(os.path.join(tmp, "stdout"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600),
+            os.open(os.path.join(tmp, "stderr"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600),
+        ]
+        cfg = KeeperConfig(
+            source=source.encode("utf-8", "surrogatepass"),
+            argv=argv or ["solution.py"],
+            limits=limits,
+            interpreter=interpreter,
+            isolation=mode,
+            root=root,
+            caller=os.getpid(),
+            fds=(*run.fds, *pass_fds),
+            report=report_w,
+            stdin_path=os.path.join(tmp, "stdin"),
+        )
         run.start = time.monotonic()
         pid = os.fork()
         if pid == 0:
@@ -227,9 +271,15 @@ def start_python(source: str, *, stdin: str | bytes = b"", limits: Limits = Limi
     return run
 
 
-def run_python(source: str, *, stdin: str | bytes = b"", limits: Limits = Limits(),
-               isolation: Isolation = "auto", argv: list[str] | None = None,
-               interpreter: str | None = None) -> RunResult:
+def run_python(
+    source: str,
+    *,
+    stdin: str | bytes = b"",
+    limits: Limits = Limits(),
+    isolation: Isolation = "auto",
+    argv: list[str] | None = None,
+    interpreter: str | None = None,
+) -> RunResult:
     """Run ``source`` (saved as ``solution.py`` in the working directory) with ``stdin``.
 
     ``argv`` is passed to the interpreter after ``-I -S -B`` (default ``["solution.py"]``);
@@ -237,8 +287,9 @@ def run_python(source: str, *, stdin: str | bytes = b"", limits: Limits = Limits
     Raises :class:`SandboxError` when the sandbox cannot be built; the program's own
     failures are reported in the result.
     """
-    with start_python(source, stdin=stdin, limits=limits, isolation=isolation, argv=argv,
-                      interpreter=interpreter) as run:
+    with start_python(
+        source, stdin=stdin, limits=limits, isolation=isolation, argv=argv, interpreter=interpreter
+    ) as run:
         return run.wait()
 
 
@@ -253,7 +304,7 @@ def remove_stale_dirs(base: str | None = None) -> list[str]:
     base = base or tempfile.gettempdir()
     removed = []
     for name in os.listdir(base):
-        owner = name[len(DIR_PREFIX):].split("-", 1)[0]
+        owner = name[len(DIR_PREFIX) :].split("-", 1)[0]
         if not name.startswith(DIR_PREFIX) or not owner.isdigit():
             continue
         try:
@@ -307,8 +358,11 @@ def namespaces_available() -> bool:
             if _probed["namespaces"]:
                 break
         if not _probed["namespaces"]:
-            logger.warning("code sandbox: namespaces unavailable, falling back to basic isolation "
-                           "(no filesystem isolation, see the rlvr-code README): %s", why)
+            logger.warning(
+                "code sandbox: namespaces unavailable, falling back to basic isolation "
+                "(no filesystem isolation, see the rlvr-code README): %s",
+                why,
+            )
     return _probed["namespaces"]
 
 

@@ -18,8 +18,7 @@ import stat
 
 from .libc import PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE, check, libc, prctl
 from .records import KeeperConfig, SandboxError
-from .syscalls import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER, CLONE_NEWUTS,
-                       arch_table)
+from .syscalls import CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER, CLONE_NEWUTS, arch_table
 
 NOBODY = 65534
 INNER_UID = 1000
@@ -29,13 +28,39 @@ SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm")  # basic mode as root: swept 
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 16384, 1 << 18
 _MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME = 1024, 2048, 1 << 21
-_ST_TO_MS = {1: _MS_RDONLY, 2: _MS_NOSUID, 4: _MS_NODEV, 8: _MS_NOEXEC, 1024: _MS_NOATIME,
-             2048: _MS_NODIRATIME, 4096: _MS_RELATIME}
+_ST_TO_MS = {
+    1: _MS_RDONLY,
+    2: _MS_NOSUID,
+    4: _MS_NODEV,
+    8: _MS_NOEXEC,
+    1024: _MS_NOATIME,
+    2048: _MS_NODIRATIME,
+    4096: _MS_RELATIME,
+}
 _MNT_DETACH = 2
 _READ_ONLY_TREES = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 _DEVICES = ("null", "zero", "random", "urandom")
-_SHARED_DIRS = frozenset({"/", "/tmp", "/var/tmp", "/dev", "/dev/shm", "/home", "/root", "/etc", "/proc", "/sys",
-                          "/run", "/var", "/mnt", "/media", "/srv", "/opt", "/work"})
+_SHARED_DIRS = frozenset(
+    {
+        "/",
+        "/tmp",
+        "/var/tmp",
+        "/dev",
+        "/dev/shm",
+        "/home",
+        "/root",
+        "/etc",
+        "/proc",
+        "/sys",
+        "/run",
+        "/var",
+        "/mnt",
+        "/media",
+        "/srv",
+        "/opt",
+        "/work",
+    }
+)
 
 
 def drop_root(uid: int = NOBODY) -> None:
@@ -54,8 +79,10 @@ def interpreter_prefix(interpreter: str) -> str:
     (``<prefix>/bin/python3``); refused when that is a shared directory of the host."""
     prefix = os.path.dirname(os.path.dirname(os.path.realpath(interpreter)))
     if prefix in _SHARED_DIRS:
-        raise SandboxError(f"the interpreter {interpreter} lives directly under {prefix}, which would be bound "
-                           "into the sandbox whole; install it under its own prefix (<prefix>/bin/python3)")
+        raise SandboxError(
+            f"the interpreter {interpreter} lives directly under {prefix}, which would be bound "
+            "into the sandbox whole; install it under its own prefix (<prefix>/bin/python3)"
+        )
     return prefix
 
 
@@ -193,9 +220,11 @@ def setup_basic(cfg: KeeperConfig) -> None:
         os.chmod(work, 0o700)
         _output_files(cfg, cfg.run_uid)
         if not traversable_by_others(cfg.interpreter):
-            raise PermissionError(f"basic isolation as root runs the program as an unprivileged uid, which cannot "
-                                  f"execute {cfg.interpreter}; choose an interpreter every user can run "
-                                  "(option python, e.g. /usr/bin/python3)")
+            raise PermissionError(
+                f"basic isolation as root runs the program as an unprivileged uid, which cannot "
+                f"execute {cfg.interpreter}; choose an interpreter every user can run "
+                "(option python, e.g. /usr/bin/python3)"
+            )
     else:
         prctl(PR_SET_DUMPABLE, 0, "prctl(PR_SET_DUMPABLE)")  # the program (same uid) cannot read our memory
 

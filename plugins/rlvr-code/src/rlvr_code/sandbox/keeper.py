@@ -24,8 +24,11 @@ from .libc import die_with_parent
 from .records import KeeperConfig, Limits, SandboxError
 from .syscalls import install_seccomp
 
-PROGRAM_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work",
-               "MALLOC_ARENA_MAX": "2"}  # glibc reserves 64 MB of address space per thread arena otherwise
+PROGRAM_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/work",
+    "MALLOC_ARENA_MAX": "2",
+}  # glibc reserves 64 MB of address space per thread arena otherwise
 STACK_BYTES = 256 << 20  # deep recursion in C (sorting keys, repr) as judges allow it
 
 
@@ -54,8 +57,11 @@ _MESSAGE_BYTES = 2000  # a whole report stays under PIPE_BUF, so each write is a
 
 def write_report(fd: int, report: KeeperReport) -> None:
     message = report.message.encode(errors="replace")[:_MESSAGE_BYTES]
-    os.write(fd, _HEAD.pack(report.kind.value, report.pid, report.status, report.timed_out, report.elapsed_s,
-                            len(message)) + message)
+    os.write(
+        fd,
+        _HEAD.pack(report.kind.value, report.pid, report.status, report.timed_out, report.elapsed_s, len(message))
+        + message,
+    )
 
 
 def read_reports(fd: int) -> list[KeeperReport]:
@@ -69,7 +75,7 @@ def read_reports(fd: int) -> list[KeeperReport]:
         at += _HEAD.size + length
         if at > len(data):  # cut short: writes under PIPE_BUF are atomic, so never in practice
             break
-        message = data[at - length:at].decode(errors="replace")
+        message = data[at - length : at].decode(errors="replace")
         reports.append(KeeperReport(ReportKind(kind), pid, status, bool(timed_out), elapsed_s, message))
     return reports
 
@@ -223,8 +229,9 @@ def run_keeper(cfg: KeeperConfig) -> None:
         elapsed = time.monotonic() - start
         if cfg.run_uid is not None:
             isolation.remove_files_of(cfg.run_uid)
-        write_report(cfg.report, KeeperReport(ReportKind.FINISHED, status=status, timed_out=timed_out,
-                                              elapsed_s=elapsed))
+        write_report(
+            cfg.report, KeeperReport(ReportKind.FINISHED, status=status, timed_out=timed_out, elapsed_s=elapsed)
+        )
         code = 0
     except BaseException as exc:
         try:

@@ -19,33 +19,103 @@ from .libc import PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, check, libc, prctl
 from .records import SandboxError
 
 X86_64 = {
-    "clone": 56, "clone3": 435, "sendto": 44,
-    "socket": 41, "connect": 42, "bind": 49, "sendmsg": 46, "sendmmsg": 307,
-    "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-    "unshare": 272, "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161,
-    "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
+    "clone": 56,
+    "clone3": 435,
+    "sendto": 44,
+    "socket": 41,
+    "connect": 42,
+    "bind": 49,
+    "sendmsg": 46,
+    "sendmmsg": 307,
+    "io_uring_setup": 425,
+    "io_uring_enter": 426,
+    "io_uring_register": 427,
+    "unshare": 272,
+    "setns": 308,
+    "mount": 165,
+    "umount2": 166,
+    "pivot_root": 155,
+    "chroot": 161,
+    "open_tree": 428,
+    "move_mount": 429,
+    "fsopen": 430,
+    "fsconfig": 431,
+    "fsmount": 432,
+    "fspick": 433,
     "mount_setattr": 442,
-    "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311,
-    "bpf": 321, "perf_event_open": 298, "userfaultfd": 323,
-    "add_key": 248, "request_key": 249, "keyctl": 250, "name_to_handle_at": 303, "open_by_handle_at": 304,
-    "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67,
-    "semget": 64, "semop": 65, "semctl": 66, "semtimedop": 220,
-    "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71,
+    "ptrace": 101,
+    "process_vm_readv": 310,
+    "process_vm_writev": 311,
+    "bpf": 321,
+    "perf_event_open": 298,
+    "userfaultfd": 323,
+    "add_key": 248,
+    "request_key": 249,
+    "keyctl": 250,
+    "name_to_handle_at": 303,
+    "open_by_handle_at": 304,
+    "shmget": 29,
+    "shmat": 30,
+    "shmctl": 31,
+    "shmdt": 67,
+    "semget": 64,
+    "semop": 65,
+    "semctl": 66,
+    "semtimedop": 220,
+    "msgget": 68,
+    "msgsnd": 69,
+    "msgrcv": 70,
+    "msgctl": 71,
 }
 
 AARCH64 = {
-    "clone": 220, "clone3": 435, "sendto": 206,
-    "socket": 198, "connect": 203, "bind": 200, "sendmsg": 211, "sendmmsg": 269,
-    "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-    "unshare": 97, "setns": 268, "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51,
-    "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
+    "clone": 220,
+    "clone3": 435,
+    "sendto": 206,
+    "socket": 198,
+    "connect": 203,
+    "bind": 200,
+    "sendmsg": 211,
+    "sendmmsg": 269,
+    "io_uring_setup": 425,
+    "io_uring_enter": 426,
+    "io_uring_register": 427,
+    "unshare": 97,
+    "setns": 268,
+    "mount": 40,
+    "umount2": 39,
+    "pivot_root": 41,
+    "chroot": 51,
+    "open_tree": 428,
+    "move_mount": 429,
+    "fsopen": 430,
+    "fsconfig": 431,
+    "fsmount": 432,
+    "fspick": 433,
     "mount_setattr": 442,
-    "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
-    "bpf": 280, "perf_event_open": 241, "userfaultfd": 282,
-    "add_key": 217, "request_key": 218, "keyctl": 219, "name_to_handle_at": 264, "open_by_handle_at": 265,
-    "shmget": 194, "shmat": 196, "shmctl": 195, "shmdt": 197,
-    "semget": 190, "semop": 193, "semctl": 191, "semtimedop": 192,
-    "msgget": 186, "msgsnd": 189, "msgrcv": 188, "msgctl": 187,
+    "ptrace": 117,
+    "process_vm_readv": 270,
+    "process_vm_writev": 271,
+    "bpf": 280,
+    "perf_event_open": 241,
+    "userfaultfd": 282,
+    "add_key": 217,
+    "request_key": 218,
+    "keyctl": 219,
+    "name_to_handle_at": 264,
+    "open_by_handle_at": 265,
+    "shmget": 194,
+    "shmat": 196,
+    "shmctl": 195,
+    "shmdt": 197,
+    "semget": 190,
+    "semop": 193,
+    "semctl": 191,
+    "semtimedop": 192,
+    "msgget": 186,
+    "msgsnd": 189,
+    "msgrcv": 188,
+    "msgctl": 187,
 }
 
 
@@ -65,22 +135,56 @@ ARCHES = {
 
 DENIED = (  # fail with EACCES
     "socket",  # every address family: neither ctypes nor _socket can open one
-    "io_uring_setup", "io_uring_enter", "io_uring_register",  # io_uring can open sockets
-    "unshare", "setns", "mount", "umount2", "pivot_root", "chroot",
-    "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
-    "ptrace", "process_vm_readv", "process_vm_writev",
-    "bpf", "perf_event_open", "userfaultfd",
-    "add_key", "request_key", "keyctl", "name_to_handle_at", "open_by_handle_at",
-    "connect", "bind", "sendmsg", "sendmmsg",  # a socketpair's socket could reach a host Unix socket by address
-    "shmget", "shmat", "shmctl", "shmdt",  # SysV IPC: segments outside RLIMIT_AS that outlive the process
-    "semget", "semop", "semctl", "semtimedop",
-    "msgget", "msgsnd", "msgrcv", "msgctl",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",  # io_uring can open sockets
+    "unshare",
+    "setns",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "open_tree",
+    "move_mount",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "add_key",
+    "request_key",
+    "keyctl",
+    "name_to_handle_at",
+    "open_by_handle_at",
+    "connect",
+    "bind",
+    "sendmsg",
+    "sendmmsg",  # a socketpair's socket could reach a host Unix socket by address
+    "shmget",
+    "shmat",
+    "shmctl",
+    "shmdt",  # SysV IPC: segments outside RLIMIT_AS that outlive the process
+    "semget",
+    "semop",
+    "semctl",
+    "semtimedop",
+    "msgget",
+    "msgsnd",
+    "msgrcv",
+    "msgctl",
 )
 
 CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x02000000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
-CLONE_NAMESPACES = (CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER
-                    | CLONE_NEWPID | CLONE_NEWNET)
+CLONE_NAMESPACES = (
+    CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
+)
 
 # struct seccomp_data: nr (u32), arch (u32), instruction_pointer (u64), args (u64[6])
 NR, AUDIT_ARCH = 0, 4
@@ -140,8 +244,10 @@ class Bpf:
 
     def assemble(self) -> bytes:
         """The ``struct sock_filter`` array."""
-        return b"".join(struct.pack("HBBI", op, self._skip(at, jt), self._skip(at, jf), k)
-                        for at, (op, jt, jf, k) in enumerate(self.code))
+        return b"".join(
+            struct.pack("HBBI", op, self._skip(at, jt), self._skip(at, jf), k)
+            for at, (op, jt, jf, k) in enumerate(self.code)
+        )
 
     def _skip(self, at: int, label: str | None) -> int:
         if label is None:
@@ -150,12 +256,14 @@ class Bpf:
             raise ValueError(f"Unknown label: {label!r}. Defined: {sorted(self.labels)}")
         skip = self.labels[label] - at - 1
         if not 0 <= skip <= 255:
-            raise ValueError(f"instruction {at} cannot jump to {label!r} at {self.labels[label]}: "
-                             "BPF jumps go 0-255 instructions forward")
+            raise ValueError(
+                f"instruction {at} cannot jump to {label!r} at {self.labels[label]}: "
+                "BPF jumps go 0-255 instructions forward"
+            )
         return skip
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def seccomp_filter(arch: str | None = None) -> bytes:
     """The BPF program (``struct sock_filter`` array) for ``arch`` (default: this machine's).
 
@@ -209,5 +317,4 @@ def install_seccomp() -> None:
     fprog = struct.pack("HxxxxxxP", len(code) // 8, ctypes.addressof(buf))
     fbuf = ctypes.create_string_buffer(fprog)
     prctl(PR_SET_NO_NEW_PRIVS, 1, "prctl(PR_SET_NO_NEW_PRIVS)")
-    check(libc().prctl(PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fbuf), 0, 0),
-          "prctl(PR_SET_SECCOMP)")
+    check(libc().prctl(PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fbuf), 0, 0), "prctl(PR_SET_SECCOMP)")
