@@ -137,14 +137,7 @@ def _plugins_arguments(p) -> None:
 
 def _train_arguments(p) -> None:
     p.add_argument("config")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value, e.g. --set trainer.learning_rate=1e-6 (repeatable)",
-    )
+    add_set(p, "trainer.learning_rate=1e-6")
     p.add_argument(
         "--resume",
         nargs="?",
@@ -166,7 +159,7 @@ def _score_arguments(p) -> None:
     p.add_argument("config", **RUN_DIR_ARGUMENT)
     p.add_argument("completions", help="JSONL rows: prompt, completion, answer, optional group")
     p.add_argument("--output", help="write one scored JSONL row per input row")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    add_set(p)
     add_disable(p)
     p.add_argument(
         "--step",
@@ -178,14 +171,7 @@ def _score_arguments(p) -> None:
 
 def _config_arguments(p, run_dir: bool = False) -> None:
     p.add_argument("config", **RUN_DIR_ARGUMENT if run_dir else {})
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value, e.g. --set eval.n=8 (repeatable)",
-    )
+    add_set(p, "eval.n=8")
     add_disable(p)
 
 
@@ -197,6 +183,12 @@ RUN_DIR_ARGUMENT = {
     "metavar": "CONFIG|RUN_DIR",
     "help": "a config file, or a run folder: its final/ model with the run's own config.yaml",
 }
+
+
+def add_set(parser, example: str | None = None) -> None:
+    """``--set KEY=VALUE`` (repeatable), the config override every command that reads a config takes."""
+    help_text = f"override a config value, e.g. --set {example} (repeatable)" if example else None
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help_text)
 
 
 def add_disable(parser) -> None:
