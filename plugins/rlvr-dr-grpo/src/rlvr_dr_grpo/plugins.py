@@ -57,7 +57,7 @@ class DrGRPO(Plugin):
     """``A_i = r_i - mean(r)`` per prompt group and TRL's constant-normalised ``dr_grpo`` loss."""
 
     name = "dr-grpo"
-    trl_scale_rewards = "none"
+    trl_scale_rewards = REQUIRED_TRAINER_SETTINGS["scale_rewards"]  # the one place this plugin states it
     description = "Dr. GRPO: advantage r - group mean (no std division), loss divided by a constant (TRL dr_grpo)"
 
     @hookimpl
