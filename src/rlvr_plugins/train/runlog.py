@@ -153,6 +153,17 @@ class GracefulStop(TrainerCallback):
             control.should_training_stop = True
 
 
+class TrainRewardTap(TrainerCallback):
+    """Hand every logged train reward (TRL's ``reward``) to ``receive``, on the main process."""
+
+    def __init__(self, receive: Callable[[float], None]):
+        self.receive = receive
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and logs and "reward" in logs:
+            self.receive(logs["reward"])
+
+
 class PeriodicEval(TrainerCallback):
     """Every ``every_steps`` optimiser steps (not at the last, which the final evaluation measures,
     unless ``at_last``; also before the first step when ``at_start``): ``measure(step, model)`` and,
