@@ -207,6 +207,9 @@ def reward_markdown(result: dict[str, Any]) -> str:
                 f"({', '.join(recall['styles'])}) scored {recall['expected']:g}, as the reward's own example does; "
                 f"masked {_rate(recall['masked_rate'])}."
             )
+            for shown in recall["shown"]:
+                text = shown["completion"].replace("\n", " ")
+                lines.append(f"- not credited (row {shown['row']}, score {shown['score']:g}): `{text}`")
         lines += [
             "",
             "| class | from | completions | accept | masked | n/a | cost (s) | description |",

@@ -128,7 +128,7 @@ def reference_value(reference: str) -> Fraction | None:
     >>> reference_value("12"), reference_value(r"\frac{1}{2}"), reference_value("-0.25"), reference_value("x+1")
     (Fraction(12, 1), Fraction(1, 2), Fraction(-1, 4), None)
     """
-    text = reference.strip().strip("$").replace(",", "").strip()
+    text = reference.strip().strip("$").strip()
     if _DECIMAL.fullmatch(text):
         return Fraction(text)
     match = _FRACTION.fullmatch(text)
@@ -406,9 +406,11 @@ def score_class(
     items: list[tuple[Mapping[str, Any], str]],
     result: ClassResult,
     accept: Callable[[float], bool],
+    show_rejected: bool = False,
 ) -> ClassResult:
     """Score ``items`` (``(row, completion)``) with ``reward`` through :func:`~rlvr_plugins.rewards.score_all`;
-    fill ``result``: an item counts as accepted when ``accept(value)``."""
+    fill ``result``: an item counts as accepted when ``accept(value)``. ``result.shown`` keeps the first
+    three accepted items (``show_rejected``: the first three scored and not accepted, with their reference)."""
     from ..rewards import score_all
 
     if not items:
@@ -420,15 +422,17 @@ def score_class(
     result.seconds += time.perf_counter() - start
     values, failed = table.column(reward.name), table.failed[:, 0].tolist()
     result.items += len(items)
-    for (_, completion), value, bad in zip(items, values, failed):
+    for (row, completion), value, bad in zip(items, values, failed):
         if bad:
             result.masked += 1
         elif math.isnan(value):
             result.not_applicable += 1
         elif accept(value):
             result.accepted += 1
-            if len(result.shown) < 3:
+            if len(result.shown) < 3 and not show_rejected:
                 result.shown.append({"completion": clip(completion), "score": value})
+        elif len(result.shown) < 3 and show_rejected:
+            result.shown.append({"completion": clip(completion), "score": value, "row": row.get("rlvr_index")})
     return result
 
 
@@ -448,7 +452,8 @@ def example_score(plugin: str, reward: RewardFunction, engines: Any, completion:
 
 def recall_styles(plugin: str, reward: RewardFunction, shape: RewardShape, engines: Any) -> list[str]:
     """The answer styles the reward credits on its own example as it credits the example: its own style
-    first, then every other :data:`ANSWER_STYLES` that scores the example's value."""
+    first, then every other :data:`ANSWER_STYLES` that scores the example's value (``gsm8k``, ``#### N``, is
+    then tried on numeric references only)."""
     if shape.reference_column is None or shape.example_score is None or reward.example is None:
         return [shape.form.answer]
     reference = str(reward.example["example"][shape.reference_column])
@@ -481,13 +486,14 @@ def audit_reward(
         probe = ClassResult("recall", CORE, f"the reference in the reward's own form ({', '.join(styles)})")
         source = with_reference if column is not None else list(rows)
         items = [
-            (row, shape.form.render(_thinking(row), str(row[column]) if column else "42", style))
+            (row, shape.form.render(_thinking(row), answer, style))
             for row in source
+            for answer in [str(row[column]) if column else "42"]
             for style in styles
+            if style != "gsm8k" or _DECIMAL.fullmatch(answer.strip())  # '#### N' holds a number
         ]
-        score_class(plugin, reward, engines, items, probe, lambda v: v >= expected - 1e-9)
+        score_class(plugin, reward, engines, items, probe, lambda v: v >= expected - 1e-9, show_rejected=True)
         recall = {**probe.as_dict(), "styles": styles, "expected": expected, "recall": round(probe.accept_rate, 4)}
-        recall["shown"] = []  # accepted items are the good ones here
     classes = []
     for generic in GENERIC:
         if generic.target != shape.target:
