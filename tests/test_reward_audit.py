@@ -310,7 +310,8 @@ def test_cli_data_replaces_the_train_split(tmp_path):
     data.write_text("".join(json.dumps({"prompt": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(3)))
     config = write_config(tmp_path, {"r1-accuracy": {}})
     report = tmp_path / "r"
-    assert main(["audit", "rewards", str(config), "--data", str(data), "--report", str(report)]) == 0
+    code = main(["audit", "rewards", str(config), "--data", str(data), "--report", str(report)])
     result = json.loads((report / "reward_audit.json").read_text())
+    assert code == (1 if result["failing"] else 0)
     assert result["rows"] == 3 and result["data"] == str(data)
     assert result["rewards"][0]["recall"]["items"] == 3 * len(result["rewards"][0]["recall"]["styles"])
