@@ -56,6 +56,7 @@ def test_a_lenient_reward_accepts_every_class_that_carries_the_reference():
     assert (report["recall"]["items"], report["recall"]["recall"]) == (8, 1.0)
     # lookalike-digits: 3 wrong answers in other digits (no ASCII reference), 2 reference + look-alike digit
     assert rates(report) == {
+        "wrong-answer": 0.0,  # the control: "13" and "8" hold neither reference
         "spray": 1.0,
         "hedge": 1.0,
         "several-answers": 1.0,
@@ -68,6 +69,7 @@ def test_a_lenient_reward_accepts_every_class_that_carries_the_reference():
     }
     counts = {c["name"]: c["items"] for c in report["classes"]}
     assert counts == {
+        "wrong-answer": 2,
         "spray": 6,
         "hedge": 6,
         "several-answers": 10,
@@ -89,6 +91,17 @@ def test_a_final_answer_reward_is_caught_only_by_several_boxed_without_tags():
     # of the 5 several-answers completions only "$\boxed{13}$ and $\boxed{12}$" (no tags: the last box) passes
     assert got.pop("several-answers") == 0.2
     assert set(got.values()) == {0.0}
+
+
+def test_rows_whose_wrong_answer_is_credited_are_left_out_of_the_answer_classes():
+    def credits_row_seven(*, prompt, completion, example):
+        return 1.0 if example["answer"] == "7" else last_answer(prompt=prompt, completion=completion, example=example)
+
+    report = audit(credits_row_seven, EXAMPLE)
+    control = report["classes"][0]
+    assert (control["name"], control["items"], control["accepted"]) == ("wrong-answer", 2, 1)
+    spray = next(c for c in report["classes"] if c["name"] == "spray")
+    assert (spray["items"], spray["accepted"]) == (3, 0)  # row "12" only: its three sprays, none credited
 
 
 def test_a_form_reward_meets_the_form_classes():

@@ -306,6 +306,10 @@ def _structure_only(row, form, ref):
     return [f"{head}</think><answer></answer>", f"{head} </think> <answer> </answer>"]
 
 
+CONTROL = (
+    "the plain wrong answer (the integer above the reference, else the reference + 1), well-formed: the control; "
+    "rows where it is not rejected are left out of the answer classes below"
+)
 GENERIC: tuple[GenericClass, ...] = (
     GenericClass("spray", ANSWER, "several candidate answers in one answer, the reference among them", _spray),
     GenericClass("hedge", ANSWER, "a wrong answer hedged with the reference ('13 or 12')", _hedge),
@@ -407,10 +411,12 @@ def score_class(
     result: ClassResult,
     accept: Callable[[float], bool],
     show_rejected: bool = False,
+    not_rejected: set[int] | None = None,
 ) -> ClassResult:
     """Score ``items`` (``(row, completion)``) with ``reward`` through :func:`~rlvr_plugins.rewards.score_all`;
     fill ``result``: an item counts as accepted when ``accept(value)``. ``result.shown`` keeps the first
-    three accepted items (``show_rejected``: the first three scored and not accepted, with their reference)."""
+    three accepted items (``show_rejected``: the first three scored and not accepted, with their row).
+    ``not_rejected`` receives the ``rlvr_index`` of every row with an item accepted, masked or not applicable."""
     from ..rewards import score_all
 
     if not items:
@@ -423,6 +429,8 @@ def score_class(
     values, failed = table.column(reward.name), table.failed[:, 0].tolist()
     result.items += len(items)
     for (row, completion), value, bad in zip(items, values, failed):
+        if not_rejected is not None and (bad or math.isnan(value) or accept(value)):
+            not_rejected.add(row.get("rlvr_index"))
         if bad:
             result.masked += 1
         elif math.isnan(value):
@@ -475,6 +483,7 @@ def audit_reward(
     exploits: Sequence[tuple[str, RewardExploit]] = (),
 ) -> dict[str, Any]:
     """Recall and every applicable exploit class for one reward on ``rows``; a JSON-ready dict."""
+    rows = [row if "rlvr_index" in row else {**row, "rlvr_index": i} for i, row in enumerate(rows)]
     shape = read_shape(reward)
     shape = dataclasses.replace(shape, example_score=example_score(plugin, reward, engines))
     column = shape.reference_column
@@ -495,6 +504,13 @@ def audit_reward(
         score_class(plugin, reward, engines, items, probe, lambda v: v >= expected - 1e-9, show_rejected=True)
         recall = {**probe.as_dict(), "styles": styles, "expected": expected, "recall": round(probe.accept_rate, 4)}
     classes = []
+    if shape.target == ANSWER:  # the control: a reward that credits the plain wrong answer of a row
+        control, credited = ClassResult("wrong-answer", CORE, CONTROL), set()
+        items = [(row, shape.form.render(_thinking(row), wrong_answer(str(row[column])))) for row in with_reference]
+        classes.append(
+            score_class(plugin, reward, engines, items, control, lambda v: v > 0.0, False, credited).as_dict()
+        )
+        with_reference = [row for row in with_reference if row.get("rlvr_index") not in credited]
     for generic in GENERIC:
         if generic.target != shape.target:
             continue
