@@ -397,7 +397,9 @@ def accuracy(
     0.0 when: no answer outside the thinking (``extract_answer``); the answer is sprayed
     (``is_sprayed(answer, reference)``, or several boxes in the region the answer was read from);
     it is not a plain decimal and is too long for math-verify (``answer_too_long``); math-verify
-    finds no answer; ``math_verify.verify(gold, answer)`` is False/times out; or math-verify's
+    finds no answer; a decimal answer against a reference that is one exact number is not that
+    number rounded to its own decimals (``rounds_to``); ``math_verify.verify(gold, answer)`` is
+    False/times out; or math-verify's
     calls for this answer (parses, verify) would run past ``time_budget_s`` (each call's timeout
     is cut to what is left, see ``_timeout``; None: no budget). Plain decimals are compared exactly, as
     digit strings, whatever their number of digits.
