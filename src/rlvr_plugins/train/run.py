@@ -140,10 +140,11 @@ def validate_scoring(config: Mapping[str, Any], plugin_set: PluginSet | None = N
 
 
 def probe_reward_examples(prepared: Prepared) -> None:
-    """``--check``: score each reward's own example once (:func:`rlvr_plugins.rewards.probe_rewards`)."""
+    """``--check``: score each reward's own example once (:func:`rlvr_plugins.rewards.probe_rewards`), with one
+    worker process: a few items need no more, whatever ``engine.workers`` says."""
     from ..rewards import Engines, probe_rewards
 
-    engines = Engines(**engine_options(prepared.config))
+    engines = Engines(**{**engine_options(prepared.config), "num_workers": 1})
     try:
         probe_rewards(prepared.plugin_set.reward_functions(), engines)
     finally:
