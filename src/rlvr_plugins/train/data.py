@@ -178,8 +178,14 @@ def load_rows(config: Mapping[str, Any], split: str, plugin_set=None) -> list[di
 
 
 def check_rows(plugin_set, rows: list[dict[str, Any]], split: str, where: str, lines: list[int] | None = None) -> None:
-    """Call ``rlvr_check_dataset`` once for ``rows`` and log one warning per plugin and problem
+    """Refuse a split that a reward can read nothing in (:func:`~rlvr_plugins.rewards.unread_columns`); then
+    call ``rlvr_check_dataset`` once for ``rows`` and log one warning per plugin and problem
     (:func:`dataset_warnings`)."""
+    from ..rewards import row_columns, unread_columns
+
+    problems = unread_columns(plugin_set.reward_functions(), *row_columns(rows), f"the {split} split ({where})")
+    if problems:
+        raise DataError("; ".join(problems))
     for plugin, problems in plugin_set.call("rlvr_check_dataset", rows=rows, split=split):
         for message in dataset_warnings(plugin, problems, len(rows), where, lines):
             logger.warning("%s", message)

@@ -151,6 +151,23 @@ def probe_reward_examples(prepared: Prepared) -> None:
         engines.close()
 
 
+def check_data(prepared: Prepared) -> None:
+    """``--check``: load every split whose data is on this machine (a ``jsonl`` file that exists, or
+    ``synthetic``; a hub dataset is not downloaded) and check it as a run does (:func:`data.check_rows`):
+    a reward that applies to no row of a split is refused here, not after the run."""
+    from . import data
+    from .sections import JsonlSplit, SyntheticSplit
+
+    sections = run_config(prepared.config).data
+    for split in ("train", "eval"):
+        spec = getattr(sections, split, None) if sections is not None else None
+        local = isinstance(spec, SyntheticSplit) or (
+            isinstance(spec, JsonlSplit) and Path(cfg.resolve_path(prepared.config, spec.path)).is_file()
+        )
+        if local:
+            data.load_rows(prepared.config, split, prepared.plugin_set)
+
+
 def write_run_header(out: Path, prepared: Prepared) -> None:
     out.mkdir(parents=True, exist_ok=True)
     plugins = run_header(prepared.plugin_set)
