@@ -31,6 +31,7 @@ from .runfolder import (
     clear_run,
     continue_in,
     exclusive,
+    mark_policy_complete,
     output_dir,
     plan_run,
     read_json,
@@ -211,7 +212,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     from ..trainer import RLVRTrainer
     from . import data, modeling
     from .evaluation import evaluate, metric_row
-    from .runfolder import truncate_metrics
+    from .runfolder import start_from_policy, truncate_metrics
     from .runlog import GracefulStop, MetricsWriter, PeriodicEval, SeedAtTrainBegin, compact_console
 
     started = time.perf_counter()
@@ -225,6 +226,8 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
             if checkpoint:
                 continue_in(out, start)
                 truncate_metrics(out / "metrics.jsonl", start.step)
+            elif start.from_policy:
+                start_from_policy(out)
             write_run_header(out, prepared)
     dist.wait_for_everyone()
     seed = int(prepared.grpo_args.seed)
@@ -282,6 +285,17 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
         summary.update(_carried_over(start.run_folder))
     if checkpoint and policy_dir.is_dir():
         policy = str(policy_dir)
+    elif start.from_policy:
+        if is_main_process():
+            print(
+                f"--resume: no complete GRPO checkpoint in {out}; GRPO starts from the complete {policy_dir} "
+                "(the SFT cold start is not redone)",
+                flush=True,
+            )
+        policy = str(policy_dir)
+        if sft_section:
+            summary["sft_examples"] = len(sft_rows)
+        run_eval("before", modeling.load_saved_policy(config, policy_dir), 0)
     else:
         model = modeling.load_model(config, tokenizer, seed)
         if sft_section:
@@ -294,6 +308,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
             summary["sft_final_loss"] = last_logged_loss(sft_trainer.state.log_history)
             with writing(policy_dir, out):
                 save_trained(sft_trainer, policy_dir)
+                mark_policy_complete(policy_dir)
             run_eval("before", sft_trainer.model, 0, sft_trainer.model_wrapped)
             end_stage(sft_trainer, prepared.grpo_args)
             del sft_trainer, model
@@ -304,6 +319,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
                 if is_main_process():
                     with writing(policy_dir, out):
                         _policy_path(model, tokenizer, policy_dir)
+                        mark_policy_complete(policy_dir)
                 dist.wait_for_everyone()
                 policy = str(policy_dir)
             else:
