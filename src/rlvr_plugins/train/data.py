@@ -25,6 +25,7 @@ from typing import Any
 from ..errors import ConfigError, PluginValidationError, RLVRError, columns_text, shown, why_not_a_file
 from ..text import gsm8k_final, last_boxed
 from .config import ANSWER_FORMATS, lone_surrogate, resolve_path, run_config
+from .yamlfile import digits_in, too_many_digits
 from .sections import HubSplit, JsonlSplit, SplitSection, SyntheticSplit, given
 
 SYNTHETIC_TASKS = ("arithmetic",)
@@ -107,6 +108,8 @@ def _parse_line(line: bytes, path: str, lineno: int) -> dict[str, Any]:
         raise DataError(f"{path}:{lineno}: malformed JSON ({exc.msg} at column {exc.colno})") from exc
     except RecursionError as exc:
         raise DataError(f"{path}:{lineno}: JSON nested too deeply") from exc
+    except ValueError as exc:  # int()'s digit limit
+        raise DataError(f"{path}:{lineno}: {too_many_digits(digits_in(exc), 'a JSONL value')}") from exc
     if not isinstance(row, dict):
         raise DataError(f"{path}:{lineno}: each line must be a JSON object, got {type(row).__name__}")
     if _SURROGATE_ESCAPE.search(line):
