@@ -25,8 +25,8 @@ from typing import Any
 from ..errors import ConfigError, PluginValidationError, RLVRError, columns_text, shown, why_not_a_file
 from ..text import gsm8k_final, last_boxed
 from .config import ANSWER_FORMATS, lone_surrogate, resolve_path, run_config
-from .yamlfile import digits_in, too_many_digits
 from .sections import HubSplit, JsonlSplit, SplitSection, SyntheticSplit, given
+from .yamlfile import digits_in, too_many_digits
 
 SYNTHETIC_TASKS = ("arithmetic",)
 MAX_NAMED_ROWS = 5
