@@ -31,6 +31,7 @@ from .errors import (
     PluginImportError,
     PluginValidationError,
     UnknownPluginError,
+    shown,
 )
 from .plugin import Plugin, RewardFunction, describe_options
 
@@ -518,6 +519,8 @@ def check_plugins_config(
     instance made: a name that is not installed, a plugin that cannot be imported, an unknown or
     ill-typed option or a misnamed hook is an error naming it. Imports only the named plugins'
     modules, so a command can run it before torch (the unknown names before any import)."""
+    if plugins_config is not None and not isinstance(plugins_config, Mapping):
+        raise PluginError(plugins_mapping_problem(plugins_config))
     available = discover() if available is None else available
     plugins_config = dict(plugins_config or {})
     unknown = [n for n in plugins_config if n not in available]
@@ -537,6 +540,19 @@ def check_plugins_config(
     if problems:
         raise ConfigError([str(p) for p in problems], source="plugins")
     return checked
+
+
+def plugins_mapping_problem(value: Any) -> str:
+    """The message for a ``plugins`` argument that is not a mapping (a list of names, a string).
+
+    >>> plugins_mapping_problem(["r1-accuracy"])
+    "plugins must be a mapping {plugin name: options}, got list ['r1-accuracy']; pass {'r1-accuracy': {}}"
+    """
+    names = [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple, set)) else None
+    hint = ""
+    if names is not None and len(names) <= 5 and all(isinstance(n, str) and len(n) <= 100 for n in names):
+        hint = "; pass {" + ", ".join(f"{n!r}: {{}}" for n in names) + "}"
+    return f"plugins must be a mapping {{plugin name: options}}, got {type(value).__name__} {shown(value)}{hint}"
 
 
 def build_plugin_set(plugins_config: Mapping[str, Any] | None) -> PluginSet:

@@ -208,7 +208,11 @@ class CodeTestsPlugin(Plugin):
 
     @hookimpl
     def rlvr_reward_functions(self, register):
-        register(RewardFunction(self.name, self.scorer(), self.options.weight))
+        register(
+            RewardFunction(
+                self.name, self.scorer(), self.options.weight, columns={"tests_column": self.options.tests_column}
+            )
+        )
 
     @hookimpl
     def rlvr_validate_run(self, engine_timeout_s):
