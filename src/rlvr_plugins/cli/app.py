@@ -250,7 +250,7 @@ def cmd_train(args) -> int:
     from ..train.run import check_prepared_start, configure_threads, prepare, probe_reward_examples, train
 
     if args.check:
-        prepared = prepare(config)
+        prepared = prepare(config, with_trl=False)
         check_prepared_start(start, prepared)
         probe_reward_examples(prepared)
         print(f"config OK; plugins: {', '.join(prepared.plugin_set.names)}")
