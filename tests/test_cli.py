@@ -336,3 +336,14 @@ def test_the_example_probe_is_not_counted_in_the_runs_reward_failures():
     assert engines.failures() == {}
     engines.score(reward, [dict(example), {**example, "completion": "x"}])
     assert engines.failures() == {"r": {"items": 2, "failed": 0}}
+
+
+def test_the_summary_says_after_sft_only_for_a_run_that_had_one(capsys):
+    from rlvr_plugins.train.run import _print_summary
+
+    summary = {"output_dir": "runs/x", "seconds": 3.0, "stages": {}, "eval_before": {"accuracy": 0.25, "n": 8}}
+    _print_summary(summary)
+    lines = capsys.readouterr().out.splitlines()
+    assert "held-out accuracy              before GRPO:  25.0%  (n=8)" in lines
+    _print_summary({**summary, "sft_examples": 32})
+    assert "held-out accuracy  after SFT (before GRPO):  25.0%  (n=8)" in capsys.readouterr().out.splitlines()

@@ -443,13 +443,25 @@ def _print_summary(summary: Mapping[str, Any]) -> None:
     for tag in ("before", "after"):
         if f"eval_{tag}" in summary:
             e = summary[f"eval_{tag}"]
-            label = "after SFT (before GRPO)" if tag == "before" else "after GRPO"
+            label = eval_label(tag, "sft_examples" in summary)
             print(f"held-out accuracy {label:>24}: {100 * e['accuracy']:5.1f}%  (n={e['n']})")
     if "accuracy_gain_points" in summary:
         print(f"gain from GRPO: {summary['accuracy_gain_points']:+.1f} points")
     print(f"time: {summary['seconds']:.0f}s  stages: {summary['stages']}")
     print(failure_line(summary.get("reward_failures") or {}))
     print("=" * 60, flush=True)
+
+
+def eval_label(tag: str, with_sft: bool) -> str:
+    """What the summary calls the evaluation ``tag`` (``before``/``after`` GRPO): "after SFT" only for a run
+    that had an SFT cold start.
+
+    >>> eval_label("before", True), eval_label("before", False), eval_label("after", False)
+    ('after SFT (before GRPO)', 'before GRPO', 'after GRPO')
+    """
+    if tag == "after":
+        return "after GRPO"
+    return "after SFT (before GRPO)" if with_sft else "before GRPO"
 
 
 def failure_line(failures: Mapping[str, Mapping[str, int]]) -> str:
