@@ -89,7 +89,7 @@ def run_sft(
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
     from .runlog import compact_console
 
-    compact_console(trainer, show_bar=not args.disable_tqdm)
+    compact_console(trainer, show_bar=not args.disable_tqdm, label="sft")
     trainer.train()
     return trainer
 
