@@ -169,6 +169,28 @@ class GracefulStop(TrainerCallback):
             control.should_training_stop = True
 
 
+@contextlib.contextmanager
+def interrupted_by_signal(stage: str, progress: Callable[[], str], after: str):
+    """Within the block, SIGINT / SIGTERM raise :class:`~rlvr_plugins.errors.Interrupted` naming ``stage``, how far it
+    got (``progress()``) and ``after`` (what to do now): for a stage without checkpoints (the SFT cold start), which
+    cannot stop gracefully as GRPO does (:class:`GracefulStop`). The previous handlers are restored after it."""
+    from ..errors import Interrupted
+
+    def handle(signum, frame):
+        name = signal.Signals(signum).name
+        raise Interrupted(signum, f"stopped by {name} during {stage} ({progress()}); {after}")
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 class PeriodicEval(TrainerCallback):
     """Every ``every_steps`` optimiser steps (not at the last, which the final evaluation measures,
     unless ``at_last``; also before the first step when ``at_start``): ``measure(step, model)`` and,
