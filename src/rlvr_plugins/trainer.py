@@ -45,7 +45,7 @@ from .engine import RewardPluginFailing
 from .errors import PluginConflictError, PluginError
 from .manager import PluginSet, build_plugin_set
 from .outputs import write_atomic
-from .rewards import Engines, TRLReward
+from .rewards import Engines, TRLBatchReward, TRLReward
 
 logger = logging.getLogger(__name__)
 
@@ -176,6 +176,12 @@ def trl_reward_names(reward_funcs: Sequence[Any]) -> list[str]:
     ]
 
 
+def _is_module(obj: Any) -> bool:
+    from torch import nn
+
+    return isinstance(obj, nn.Module)
+
+
 def merged_reward_weights(given: Sequence[float] | None, trl_count: int, plugin_weights: list[float]) -> list[float]:
     """``reward_weights`` for TRL's reward functions (first) and the plugins' rewards (after them).
 
@@ -240,7 +246,11 @@ class RLVRTrainer(GRPOTrainer):
         plugins' ``rlvr_adjust_grpo_config`` is applied to it (:func:`adjust_grpo_args`), as ``rlvr train`` does.
         Its ``scale_rewards`` / ``multi_objective_aggregation`` choose the estimator when no
         estimator plugin is enabled (:func:`with_trl_estimator`).
-    :param engines: the reward engines for the plugins' rewards (default: built from ``engine_options``).
+    :param isolate_reward_funcs: run the functions of ``reward_funcs`` through the reward engine
+        (:class:`~rlvr_plugins.rewards.TRLBatchReward`): each batch is one engine job, in a worker process
+        (unless ``engine_options`` has ``in_process``), with ``timeout_s`` as the deadline of the whole call.
+        Default ``False``: TRL calls them in this process. Reward models stay in this process either way.
+    :param engines: the reward engines (default: built from ``engine_options``).
     :param engine_options: ``RewardEngine`` options for the default engines; ``on_error``
         defaults to ``"raise"`` here (a reward that raises stops training, as in TRL);
         ``rlvr train`` passes the config's ``engine.on_error`` (default ``"mask"``).
@@ -265,6 +275,7 @@ class RLVRTrainer(GRPOTrainer):
         plugin_set: PluginSet | None = None,
         engines: Engines | None = None,
         engine_options: dict[str, Any] | None = None,
+        isolate_reward_funcs: bool = False,
         correctness_reward: str | None = None,
         correct_threshold: float = 1.0,
         **kwargs: Any,
@@ -313,6 +324,17 @@ class RLVRTrainer(GRPOTrainer):
             other_rewards=trl_names,
         )
         self.rlvr_rewards: list[Any] = [TRLReward(reward, owner, self.engines) for owner, reward in registered]
+        if isolate_reward_funcs:
+            if kwargs.get("environment_factory") is not None:
+                raise TypeError(
+                    "isolate_reward_funcs=True cannot be combined with environment_factory: the environments live "
+                    "in the trainer's process; leave isolate_reward_funcs at False"
+                )
+            trl_funcs = [
+                f if isinstance(f, str) or _is_module(f) else TRLBatchReward(f, name, self.engines)
+                for f, name in zip(trl_funcs, trl_names)
+            ]
+        self._rlvr_adapters: list[Any] = [f for f in trl_funcs if isinstance(f, TRLBatchReward)] + self.rlvr_rewards
         args.reward_weights = (
             merged_reward_weights(args.reward_weights, len(trl_funcs), [float(r.weight) for _, r in registered]) or None
         )
@@ -374,13 +396,16 @@ class RLVRTrainer(GRPOTrainer):
 
     # -- rewards, penalties, advantages --------------------------------------------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        for reward in self.rlvr_rewards:
+        for reward in self._rlvr_adapters:
             reward.pending_error = None
         with _quiet_trl_no_score_warning():
             rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._raise_on_every_rank()
         device = rewards_per_func.device
-        columns = [f.last_failed if isinstance(f, TRLReward) else [False] * len(prompts) for f in self.reward_funcs]
+        columns = [
+            f.last_failed if isinstance(f, (TRLReward, TRLBatchReward)) else [False] * len(prompts)
+            for f in self.reward_funcs
+        ]
         failed = torch.tensor(list(zip(*columns)), dtype=torch.long, device=device).view(len(prompts), len(columns))
         lengths = torch.tensor([len(ids) for ids in completion_ids_list], dtype=torch.long, device=device)
         indices = torch.tensor([int(x.get("rlvr_index", -1)) for x in inputs], dtype=torch.long, device=device)
@@ -405,10 +430,10 @@ class RLVRTrainer(GRPOTrainer):
         """
         errors = [
             f"{type(r.pending_error).__name__}: {r.pending_error}"
-            for r in self.rlvr_rewards
+            for r in self._rlvr_adapters
             if r.pending_error is not None
         ]
-        local = next((r.pending_error for r in self.rlvr_rewards if r.pending_error is not None), None)
+        local = next((r.pending_error for r in self._rlvr_adapters if r.pending_error is not None), None)
         if self.accelerator.num_processes == 1:
             if local is not None:
                 raise local

@@ -460,3 +460,73 @@ def test_plugins_by_name_change_exactly_what_the_plugin_says(tok, tmp_path):
     rewards = [length_mod_3([c])[0] + vowel_count([c])[0] for c in tok.batch_decode(ids, skip_special_tokens=True)]
     centred = [r - statistics.mean(rewards[g : g + 4]) for g in range(0, 8, 4) for r in rewards[g : g + 4]]
     assert advantages.tolist() == pytest.approx(centred, abs=1e-5)
+
+
+# -- reward_funcs through the reward engine (isolate_reward_funcs=True) ---------------------------------------------
+
+
+def test_reward_funcs_through_the_engine_train_the_same_at_every_step(tok, tmp_path):
+    """Each batch is one job in a worker process: TRL's batch call, the same run."""
+    trl, rlvr = same_run(tok, tmp_path, rlvr_extra={"isolate_reward_funcs": True})
+    assert_same_run(trl, rlvr)
+
+
+def batch_logging_reward(completions, trainer_state, log_metric, log_extra, **kwargs):
+    import os
+
+    log_metric("custom/calls_in_worker", float(os.getpid() != int(kwargs["parent_pid"][0])))
+    log_extra("step", [trainer_state.global_step] * len(completions))
+    return length_mod_3(completions)
+
+
+def test_a_batch_job_logs_and_sees_the_trainer_state_from_its_worker(tok, tmp_path):
+    import os
+
+    dataset = standard_dataset().map(lambda row: {"parent_pid": str(os.getpid())})
+    trainer = TRAINERS["rlvr"](
+        tiny_causal_lm(tok),
+        reward_funcs=[batch_logging_reward],
+        args=small_args(tmp_path, log_completions=True),
+        train_dataset=dataset,
+        processing_class=tok,
+        isolate_reward_funcs=True,
+    )
+    trainer.train()
+    assert trainer.args.reward_weights == [1.0] and not trainer.engines.settings().in_process
+    assert logged(trainer, "custom/calls_in_worker") == [1.0, 1.0]  # one job per batch, each in a worker
+    assert list(trainer._logs["extra"]["step"])[-4:] == [1, 1, 1, 1]
+
+
+def slow_reward(completions, **kwargs):
+    import time
+
+    time.sleep(30)
+    return length_mod_3(completions)
+
+
+def test_the_deadline_bounds_the_whole_call_and_leaves_the_batch_unscored(tok, tmp_path):
+    trainer = engine_trainer(tok, tmp_path, [slow_reward, length_mod_3], timeout_s=1.0, max_steps=1)
+    seen = capture_advantages(trainer)
+    trainer.train()
+    assert logged(trainer, "rlvr/failed/slow_reward") == [4]  # the batch: one call, 4 completions
+    assert logged(trainer, "rlvr/frac_no_score") == [1.0] and seen[0].tolist() == [0.0] * 4
+
+
+def test_an_exception_in_the_worker_stops_training_naming_the_function(tok, tmp_path):
+    from rlvr_plugins.engine import RewardFunctionError
+
+    trainer = engine_trainer(tok, tmp_path, [raising_reward], max_steps=1)
+    with pytest.raises(RewardFunctionError, match="ZeroDivisionError: reward bug"):
+        trainer.train()
+
+
+def engine_trainer(tok, tmp_path, reward_funcs, timeout_s=10.0, **overrides):
+    return TRAINERS["rlvr"](
+        tiny_causal_lm(tok),
+        reward_funcs=reward_funcs,
+        args=small_args(tmp_path / "rlvr", **overrides),
+        train_dataset=standard_dataset(),
+        processing_class=tok,
+        isolate_reward_funcs=True,
+        engine_options={"num_workers": 1, "timeout_s": timeout_s},
+    )
