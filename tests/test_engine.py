@@ -302,7 +302,8 @@ def test_unpicklable_function_is_a_contract_error():
     assert str(exc.value).endswith(
         "use a module-level function or class instance, or run rewards in the trainer's "
         "process, without workers or deadlines (config: engine: {in_process: true}; "
-        "Python: Engines(in_process=True))"
+        "Python: RLVRTrainer(..., engine_options={'in_process': True}), or engines=Engines(in_process=True) "
+        "with from rlvr_plugins.rewards import Engines)"
     )
 
 

@@ -53,6 +53,12 @@ DEFAULTS = {
     "rlvr_render_prompt": "plain-template",
 }
 
+NO_REWARD_SOURCE = (
+    "No reward source provided. Pass `reward_funcs`, or an `environment_factory` whose environment defines a "
+    "`get_reward` method."
+)
+"""TRL's ``GRPOTrainer`` error for a run without rewards; ours says it first (TRL users match on it), then adds."""
+
 HOOK_NAMES = tuple(name for name, obj in vars(hookspecs).items() if name.startswith("rlvr_") and callable(obj))
 
 _temporary: dict[str, PluginEntry] = {}
@@ -440,24 +446,29 @@ class PluginSet:
         return {key: plugin for key, (plugin, _) in owners.items()}
 
     def validate_run(
-        self, grpo_args: Any, engine_timeout_s: float | None = None, environment_factory: Any = None
+        self,
+        grpo_args: Any,
+        engine_timeout_s: float | None = None,
+        environment_factory: Any = None,
+        other_rewards: Sequence[str] = (),
     ) -> None:
         """Require a reward source, then let every plugin check the run (``rlvr_validate_run``).
 
-        A reward source is a reward plugin, or (as in TRL) an ``environment_factory`` whose
-        environment owns the reward through ``get_reward``; TRL checks the latter and raises
-        its own ``ValueError`` when the environment has none.
+        A reward source is a reward plugin, a reward of ``other_rewards`` (the names of the TRL
+        reward functions a script passed, which come first in ``reward_names``), or (as in TRL) an
+        ``environment_factory`` whose environment owns the reward through ``get_reward``; TRL checks
+        the latter and raises its own ``ValueError`` when the environment has none.
 
         Runs once per run: a second call with the same ``grpo_args`` object and deadline (``rlvr train``
         checks before the trainer is built, then builds it with those arguments) does nothing.
         """
         if self._validated is not None and self._validated[0] is grpo_args and self._validated[1] == engine_timeout_s:
             return
-        names = [reward.name for _, reward in self.reward_functions()]
+        names = [*other_rewards, *(reward.name for _, reward in self.reward_functions())]
         if not names and not environment_factory:
             raise PluginError(
-                "no reward function is enabled: enable at least one reward plugin (for example r1-accuracy), or pass "
-                "an environment_factory whose environment defines get_reward"
+                f"{NO_REWARD_SOURCE} rlvr-plugins: no reward function is enabled: enable at least one reward plugin "
+                "(for example r1-accuracy), or pass an environment_factory whose environment defines get_reward"
             )
         self.call("rlvr_validate_run", reward_names=names, grpo_args=grpo_args, engine_timeout_s=engine_timeout_s)
         self._validated = (grpo_args, engine_timeout_s)
