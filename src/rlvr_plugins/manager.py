@@ -33,7 +33,7 @@ from .errors import (
     UnknownPluginError,
     shown,
 )
-from .plugin import Plugin, RewardFunction, describe_options
+from .plugin import Plugin, RewardExploit, RewardFunction, describe_options
 
 BUILTIN_PLUGINS = {
     "grpo": "rlvr_plugins.builtin.estimators:GRPOEstimator",
@@ -421,6 +421,40 @@ class PluginSet:
             current["plugin"] = plugin
             self.call("rlvr_reward_functions", only=[plugin], register=register)
         return rewards
+
+    def reward_exploits(self) -> list[tuple[str, RewardExploit]]:
+        """Every exploit class the plugins ship (``rlvr_reward_exploits``) as ``(plugin name, RewardExploit)``,
+        each for a registered reward, ``(reward, name)`` unique."""
+        names = [reward.name for _, reward in self.reward_functions()]
+        exploits: list[tuple[str, RewardExploit]] = []
+        current = {"plugin": ""}
+
+        def register(exploit: RewardExploit) -> None:
+            plugin = current["plugin"]
+            if not isinstance(exploit, RewardExploit):
+                raise PluginValidationError(
+                    f"plugin {plugin!r} registered {type(exploit).__name__} {exploit!r}; "
+                    "register() takes an rlvr_plugins.RewardExploit"
+                )
+            if exploit.reward not in names:
+                raise PluginValidationError(
+                    f"plugin {plugin!r} registered exploit {exploit.name!r} for reward {exploit.reward!r}, "
+                    f"which is not registered; registered: {names}"
+                )
+            for owner, other in exploits:
+                if (other.reward, other.name) == (exploit.reward, exploit.name):
+                    raise PluginConflictError(
+                        f"rlvr_reward_exploits (exploit {exploit.name!r} of reward {exploit.reward!r})",
+                        [owner, plugin],
+                        f"exploit {exploit.name!r} of reward {exploit.reward!r} is registered by plugin {owner!r} "
+                        f"and by plugin {plugin!r}; exploit names must be unique per reward",
+                    )
+            exploits.append((plugin, exploit))
+
+        for plugin in self.implementers("rlvr_reward_exploits"):
+            current["plugin"] = plugin
+            self.call("rlvr_reward_exploits", only=[plugin], register=register, reward_names=list(names))
+        return exploits
 
     def adjust_grpo_config(self, kwargs: dict[str, Any], trainer_section: Mapping[str, Any]) -> dict[str, str]:
         """Let each plugin adjust ``kwargs`` (``rlvr_adjust_grpo_config``, config order); return which plugin

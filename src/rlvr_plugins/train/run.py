@@ -225,8 +225,16 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     from ..trainer import RLVRTrainer
     from . import data, modeling
     from .evaluation import evaluate, metric_row
+    from .integrity import IntegrityWatch, integrity_row
     from .runfolder import start_from_policy, truncate_metrics
-    from .runlog import GracefulStop, MetricsWriter, PeriodicEval, SeedAtTrainBegin, compact_console
+    from .runlog import (
+        GracefulStop,
+        MetricsWriter,
+        PeriodicEval,
+        SeedAtTrainBegin,
+        TrainRewardTap,
+        compact_console,
+    )
 
     started = time.perf_counter()
     out = start.out
@@ -341,11 +349,15 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     callbacks = [metrics, stop, SeedAtTrainBegin()]
     every = sections.eval.every_steps
     if every and eval_rows:  # the trainer's wrapped model: under ZeRO-3 its weights are gathered for generation
-        callbacks.append(
+        watch = IntegrityWatch(sections.eval.integrity_window)
+        callbacks += [
+            TrainRewardTap(watch.train_reward),
             PeriodicEval(
-                every, lambda step, _: measure(f"step {step}", trainer.model, trainer.model_wrapped), metrics.write
-            )
-        )
+                every,
+                lambda step, _: measure(f"step {step}", trainer.model, trainer.model_wrapped),
+                lambda step, row: metrics.write(step, {**row, **integrity_row(watch, row)}),
+            ),
+        ]
     t = time.perf_counter()
     trainer = RLVRTrainer(
         plugin_set=prepared.plugin_set,
