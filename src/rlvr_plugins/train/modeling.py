@@ -200,7 +200,7 @@ def load_saved_policy(config: Mapping[str, Any], folder: Path):
 
     model = model_section(config)
     return AutoModelForCausalLM.from_pretrained(
-        str(folder), dtype=DTYPES[model.dtype], trust_remote_code=model.trust_remote_code
+        str(folder), dtype=torch_dtype(model.dtype), trust_remote_code=model.trust_remote_code
     )
 
 
