@@ -294,6 +294,7 @@ def rlvr_compute_advantages(
     rewards_per_func: torch.Tensor,
     reward_names: list[str],
     reward_weights: torch.Tensor,
+    completion_lengths: torch.Tensor,
 ) -> torch.Tensor:
     """Turn the total reward of each completion into its advantage (the estimator).
 
@@ -315,6 +316,10 @@ def rlvr_compute_advantages(
     :param reward_names: the ``K`` reward names, in column order.
     :param reward_weights: ``(K,)`` float, the weight of each reward (``rewards`` is their
         weighted sum), for an estimator that combines the rewards itself.
+    :param completion_lengths: ``(N,)`` long, the number of tokens of each completion (what
+        ``rlvr_length_penalty`` receives), for a length-weighted baseline such as OPO's.
+        Opt-in: an implementation that does not name it does not receive it; ``rlvr audit``
+        passes the lengths of its bandit's answers.
     :returns: ``(N,)`` float tensor of advantages.
     """
 

@@ -75,6 +75,12 @@ class RewardFunction:
     that ``fn`` can score. ``rlvr train --check`` and the start of every run score it once,
     through the reward engine: a reward that raises on (or cannot be shipped for) its own
     example is refused before any model is loaded.
+
+    ``columns``: the dataset columns ``fn`` reads from ``example`` (returning ``None``, "not
+    applicable", for a row without a value), each under the name of the plugin option that
+    sets it: ``{"answer_column": "answer"}``. A split in which no row has a value in one of
+    them is refused when it is loaded (:func:`rlvr_plugins.rewards.unread_columns`): the reward
+    would apply to no item and the run would train without it.
     """
 
     name: str
@@ -83,8 +89,17 @@ class RewardFunction:
     isolated: bool = True
     completion_format: Literal["text", "messages"] = "text"
     example: Mapping[str, Any] | None = None
+    columns: Mapping[str, str] | None = None
 
     def __post_init__(self):
+        if self.columns is not None and not (
+            isinstance(self.columns, Mapping)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in self.columns.items())
+        ):
+            raise TypeError(
+                f"RewardFunction {self.name!r}: columns must map option names to column names "
+                f"({{'answer_column': 'answer'}}), got {self.columns!r}"
+            )
         if not self.name or not isinstance(self.name, str):
             raise TypeError(f"RewardFunction.name must be a non-empty string, got {self.name!r}")
         if not callable(self.fn):

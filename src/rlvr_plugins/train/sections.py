@@ -94,6 +94,7 @@ class SplitSection:
     source: str
     limit: int | None = None
     answer_format: AnswerFormat = None
+    columns: Columns = None  # type: ignore[assignment]
 
     required: ClassVar[str] = ""
 
@@ -135,7 +136,8 @@ SOURCES: dict[str, type[SplitSection]] = {"synthetic": SyntheticSplit, "jsonl": 
 
 @dataclass(frozen=True)
 class DataSection:
-    """``data``: the train split, optionally an eval split, column renames and the answer format of both."""
+    """``data``: the train split, optionally an eval split, column renames and the answer format of both
+    (``data.<split>.columns`` and ``data.<split>.answer_format`` win for their split)."""
 
     train: SplitSection | None = None
     eval: SplitSection | None = None

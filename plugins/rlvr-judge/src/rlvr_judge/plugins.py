@@ -177,7 +177,14 @@ class JudgeEquivalencePlugin(Plugin):
 
     @hookimpl
     def rlvr_reward_functions(self, register):
-        register(RewardFunction(self.name, build_scorer(self.options), self.options.weight))
+        register(
+            RewardFunction(
+                self.name,
+                build_scorer(self.options),
+                self.options.weight,
+                columns={"answer_column": self.options.answer_column},
+            )
+        )
 
     @hookimpl
     def rlvr_reward_exploits(self, register):

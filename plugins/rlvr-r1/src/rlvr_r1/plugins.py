@@ -115,6 +115,7 @@ class AccuracyPlugin(Plugin):
                 AccuracyScorer(o.answer_column, o.think_opened, o.fallback, o.time_budget_s),
                 o.weight,
                 example=example_item(o.think_opened, {o.answer_column: "2"}),
+                columns={"answer_column": o.answer_column},
             )
         )
 
