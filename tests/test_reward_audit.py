@@ -328,3 +328,30 @@ def test_cli_data_replaces_the_train_split(tmp_path):
     assert code == (1 if result["failing"] else 0)
     assert result["rows"] == 3 and result["data"] == str(data)
     assert result["rewards"][0]["recall"]["items"] == 3 * len(result["rewards"][0]["recall"]["styles"])
+
+
+def test_cli_a_hub_dataset_out_of_reach_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
+    import datasets
+
+    from rlvr_plugins.cli.app import main
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("Couldn't reach 'org/set' on the Hub (OfflineModeIsEnabled)")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    config = write_config(tmp_path, {"r1-accuracy": {}})
+    code = main(
+        [
+            "audit",
+            "rewards",
+            str(config),
+            "--report",
+            str(tmp_path / "r"),
+            "--set",
+            "data.train={source: hub, name: org/set}",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "hub dataset 'org/set' (config None, split 'train') cannot be loaded: Couldn't reach 'org/set'" in err
+    assert "(source: jsonl, path: FILE)" in err
