@@ -10,6 +10,9 @@ under per-response, constant and token-mean loss normalisation.
 
 Writes audit.md (tables), audit.json and PNG plots to --output. The default size takes
 seconds; --full is the publication size.
+
+``rlvr audit rewards CONFIG`` audits the config's rewards instead: recall on the data's
+references and a battery of known hacks (``rlvr audit rewards --help``).
 """
 
 from __future__ import annotations
