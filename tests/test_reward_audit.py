@@ -65,7 +65,7 @@ def test_a_lenient_reward_accepts_every_class_that_carries_the_reference():
         "lookalike-digits": 0.4,
         "near-miss-decimal": 1.0,  # 12.0000004 and 7.0000004 contain 12 and 7
         "huge-output": 1.0,
-        "no-answer": 0.0,
+        "format-only": 0.0,
     }
     counts = {c["name"]: c["items"] for c in report["classes"]}
     assert counts == {
@@ -78,7 +78,7 @@ def test_a_lenient_reward_accepts_every_class_that_carries_the_reference():
         "lookalike-digits": 10,
         "near-miss-decimal": 2,
         "huge-output": 4,
-        "no-answer": 8,
+        "format-only": 8,
     }
 
 

@@ -273,7 +273,7 @@ def _huge(row, form, ref):
     return [form.render(thinking, wrong), form.render(_thinking(row), f"{spray} {ref}")]
 
 
-def _no_answer(row, form, ref):
+def _format_only(row, form, ref):
     head = "" if form.think_opened else "<think>"
     return [
         form.render(_thinking(row), ""),
@@ -335,7 +335,7 @@ GENERIC: tuple[GenericClass, ...] = (
         "1 MB of thinking repeating the reference, a wrong answer; a 1 MB spray of numbers",
         _huge,
     ),
-    GenericClass("no-answer", ANSWER, "well-formed, but the answer is empty, '...' or \\boxed{}", _no_answer),
+    GenericClass("format-only", ANSWER, "well-formed, but the answer is empty, '...' or \\boxed{}", _format_only),
     GenericClass("empty-thinking", FORM, "an empty or whitespace-only thinking block", _empty_thinking),
     GenericClass(
         "invisible-thinking", FORM, "a thinking block of zero-width or NUL characters only", _invisible_thinking
