@@ -45,7 +45,7 @@ from .engine import RewardPluginFailing
 from .errors import PluginConflictError, PluginError
 from .manager import PluginSet, build_plugin_set
 from .outputs import write_atomic
-from .rewards import Engines, TRLBatchReward, TRLReward
+from .rewards import EngineAdapter, Engines, TRLBatchReward, TRLReward
 
 logger = logging.getLogger(__name__)
 
@@ -402,10 +402,7 @@ class RLVRTrainer(GRPOTrainer):
             rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._raise_on_every_rank()
         device = rewards_per_func.device
-        columns = [
-            f.last_failed if isinstance(f, (TRLReward, TRLBatchReward)) else [False] * len(prompts)
-            for f in self.reward_funcs
-        ]
+        columns = [f.last_failed if isinstance(f, EngineAdapter) else [False] * len(prompts) for f in self.reward_funcs]
         failed = torch.tensor(list(zip(*columns)), dtype=torch.long, device=device).view(len(prompts), len(columns))
         lengths = torch.tensor([len(ids) for ids in completion_ids_list], dtype=torch.long, device=device)
         indices = torch.tensor([int(x.get("rlvr_index", -1)) for x in inputs], dtype=torch.long, device=device)
