@@ -42,10 +42,20 @@ from .checkpoints import (
     writing,
 )
 from .engine import RewardPluginFailing
-from .errors import PluginConflictError, PluginError
+from .errors import PluginConflictError, PluginError, shown
 from .manager import PluginSet, build_plugin_set
 from .outputs import write_atomic
-from .rewards import EngineAdapter, Engines, TRLBatchReward, TRLReward
+from .rewards import (
+    MAX_NOT_APPLICABLE,
+    EngineAdapter,
+    Engines,
+    TRLBatchReward,
+    TRLReward,
+    engine_options_argument,
+    not_applicable_shares,
+    row_columns,
+    unread_columns,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +164,41 @@ def adjust_grpo_args(plugin_set: PluginSet, args: GRPOConfig) -> None:
             )
         setattr(args, key, value)
     plugin_set.adjusted_args = args
+
+
+def check_reward_columns(registered, dataset: Any) -> bool:
+    """Refuse a ``train_dataset`` in which a reward can read nothing (:func:`~rlvr_plugins.rewards.unread_columns`),
+    naming the reward, the column and the columns present. Returns False when the dataset cannot be
+    checked here (an ``IterableDataset``): the first batch is checked instead."""
+    from datasets import Dataset
+
+    if not isinstance(dataset, Dataset):
+        return False
+    present = list(dataset.column_names)
+    problems = unread_columns(
+        registered, present, lambda column: any(v is not None for v in dataset[column]), "train_dataset"
+    )
+    if problems:
+        raise PluginError("; ".join(problems))
+    return True
+
+
+def plugin_set_argument(plugin_set: Any) -> PluginSet:
+    """``RLVRTrainer``'s ``plugin_set``: a :class:`PluginSet` (default: the built-in defaults only), or a
+    :class:`PluginError` saying what to pass instead."""
+    if plugin_set is None:
+        return build_plugin_set(None)
+    if isinstance(plugin_set, PluginSet):
+        return plugin_set
+    hint = (
+        f"; build one from the mapping with build_plugin_set({shown(plugin_set)})"
+        if isinstance(plugin_set, Mapping)
+        else "; build one with build_plugin_set({plugin name: options})"
+    )
+    raise PluginError(
+        f"plugin_set must be a PluginSet (rlvr_plugins.manager.build_plugin_set), got "
+        f"{type(plugin_set).__name__} {shown(plugin_set)}{hint}"
+    )
 
 
 def _equal(a: Any, b: Any) -> bool:
@@ -299,12 +344,15 @@ class RLVRTrainer(GRPOTrainer):
             [] if reward_funcs is None else list(reward_funcs) if isinstance(reward_funcs, list) else [reward_funcs]
         )
         trl_classes = trl_processing_classes(kwargs.pop("reward_processing_classes", None), len(trl_funcs))
-        if plugin_set is None:
-            plugin_set = build_plugin_set(plugins)
+        plugin_set = build_plugin_set(plugins) if plugin_set is None else plugin_set_argument(plugin_set)
         adjust_grpo_args(plugin_set, args)
         plugin_set = with_trl_estimator(plugin_set, args)
         self.plugin_set = plugin_set
-        self.engines = engines if engines is not None else Engines(**{"on_error": "raise", **(engine_options or {})})
+        self.engines = (
+            engines
+            if engines is not None
+            else Engines(**{"on_error": "raise", **engine_options_argument(engine_options, "engine_options")})
+        )
         registered = plugin_set.reward_functions()
         trl_names = trl_reward_names(trl_funcs)
         plugin_names = [r.name for _, r in registered]
@@ -324,6 +372,8 @@ class RLVRTrainer(GRPOTrainer):
             other_rewards=trl_names,
         )
         self.rlvr_rewards: list[Any] = [TRLReward(reward, owner, self.engines) for owner, reward in registered]
+        self._rlvr_columns_checked = check_reward_columns(registered, kwargs.get("train_dataset"))
+        self._warned_not_applicable: set[str] = set()
         if isolate_reward_funcs:
             if kwargs.get("environment_factory") is not None:
                 raise TypeError(
@@ -404,6 +454,7 @@ class RLVRTrainer(GRPOTrainer):
         device = rewards_per_func.device
         columns = [f.last_failed if isinstance(f, EngineAdapter) else [False] * len(prompts) for f in self.reward_funcs]
         failed = torch.tensor(list(zip(*columns)), dtype=torch.long, device=device).view(len(prompts), len(columns))
+        self._check_applicable(inputs, rewards_per_func, failed.bool())
         lengths = torch.tensor([len(ids) for ids in completion_ids_list], dtype=torch.long, device=device)
         indices = torch.tensor([int(x.get("rlvr_index", -1)) for x in inputs], dtype=torch.long, device=device)
         self._rlvr_batch = {
@@ -413,6 +464,29 @@ class RLVRTrainer(GRPOTrainer):
             "indices": self._gather(indices),
         }
         return rewards_per_func
+
+    def _check_applicable(self, inputs, rewards_per_func: torch.Tensor, failed: torch.Tensor) -> None:
+        """The first batch of a dataset not checked at construction: a reward that can read nothing in it is
+        refused (:func:`~rlvr_plugins.rewards.unread_columns`). Every batch: a reward "not applicable" to more
+        than :data:`~rlvr_plugins.rewards.MAX_NOT_APPLICABLE` of the completions is warned about, once."""
+        registered = [(r.plugin, r.reward) for r in self.rlvr_rewards]
+        if not self._rlvr_columns_checked:
+            self._rlvr_columns_checked = True
+            problems = unread_columns(registered, *row_columns(inputs), "the first training batch")
+            if problems:
+                raise PluginError("; ".join(problems))
+        names = [getattr(f, "__name__", str(f)) for f in self.reward_funcs]
+        shares = not_applicable_shares(rewards_per_func.detach().cpu().double(), failed.cpu())
+        for name, share in zip(names, shares, strict=True):
+            if share > MAX_NOT_APPLICABLE and name not in self._warned_not_applicable:
+                self._warned_not_applicable.add(name)
+                logger.warning(
+                    "reward %r did not apply (returned None) to %.0f%% of a batch's completions (more than %.0f%%): "
+                    "those completions are trained without it; check the columns it reads (warned once)",
+                    name,
+                    100 * share,
+                    100 * MAX_NOT_APPLICABLE,
+                )
 
     def _gather(self, tensor: torch.Tensor) -> torch.Tensor:
         """accelerate's ``gather`` across processes; the tensor itself on one process."""
