@@ -221,6 +221,20 @@ def trl_reward_names(reward_funcs: Sequence[Any]) -> list[str]:
     ]
 
 
+def check_reward_names(trl_names: Sequence[str], registered: Sequence[tuple[str, Any]]) -> None:
+    """Refuse a function of ``reward_funcs`` named like a plugin's reward (their metrics and columns would clash),
+    naming the plugin."""
+    owners = {reward.name: owner for owner, reward in registered}
+    clash = next((name for name in trl_names if name in owners), None)
+    if clash is not None:
+        raise PluginConflictError(
+            "rlvr_reward_functions",
+            [owners[clash]],
+            f"reward name {clash!r} is both a function of reward_funcs and a reward of plugin "
+            f"{owners[clash]!r}; reward names must be unique (rename the function)",
+        )
+
+
 def _is_module(obj: Any) -> bool:
     from torch import nn
 
@@ -356,15 +370,7 @@ class RLVRTrainer(GRPOTrainer):
         registered = plugin_set.reward_functions()
         trl_names = trl_reward_names(trl_funcs)
         plugin_names = [r.name for _, r in registered]
-        clash = sorted(set(trl_names) & set(plugin_names))
-        if clash:
-            owners = {r.name: owner for owner, r in registered}
-            raise PluginConflictError(
-                "rlvr_reward_functions",
-                [owners[clash[0]]],
-                f"reward name {clash[0]!r} is both a function of reward_funcs and a reward of plugin "
-                f"{owners[clash[0]]!r}; reward names must be unique (rename the function)",
-            )
+        check_reward_names(trl_names, registered)
         plugin_set.validate_run(
             args,
             self.engines.settings().deadline_s,
