@@ -1,9 +1,11 @@
-"""The same GRPO scenarios against TRL's ``GRPOTrainer`` and ``RLVRTrainer`` (through the constructor adapter).
+"""The same GRPO scenarios against TRL's ``GRPOTrainer`` and ``RLVRTrainer``, built by the same call.
 
 Written from what TRL's own GRPO tests check (construction, errors, what a reward function receives, logged
 metrics and warnings, the advantages that reach the loss, PEFT, several iterations, a KL term, reward models,
 async rewards), on local stand-ins for the hub fixtures (``stand_ins``). Every scenario runs once per trainer and
-asserts the same observable behaviour, from values computed by hand where there are values.
+asserts the same observable behaviour, from values computed by hand where there are values. Then one script run
+on both, step by step (the same completions, advantages and loss); ``plugins=`` changing exactly what the plugins
+say; and ``isolate_reward_funcs=True`` (TRL's functions as engine jobs).
 """
 
 from __future__ import annotations
