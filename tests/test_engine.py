@@ -262,6 +262,23 @@ def test_memory_limit_turns_a_runaway_allocation_into_a_failure():
     assert result.failed == [False, True, False] and result.errors[1].startswith("MemoryError")
 
 
+def test_a_worker_that_ran_out_of_memory_is_replaced():
+    """Each item keeps 64 MB: the worker runs out at some item k; that item fails (MemoryError), the
+    worker is replaced, and the next item starts afresh (1.0): never two failures in a row."""
+    items = [{"mb": 64}] * 24
+    with engine(num_workers=1, memory_limit_mb=512, max_consecutive_failures=2) as e:
+        result = e.score("hoard", fx.keep_mb, items)
+        after = e.score("hoard", fx.keep_mb, [{"mb": 64}])
+        restarted = e.stats["workers_restarted"]
+    failures = [i for i, f in enumerate(result.failed) if f]
+    assert failures and all(result.errors[i].startswith("MemoryError") for i in failures)
+    k = failures[0]  # items kept before the limit: the same in every fresh worker
+    assert failures == list(range(k, 24, k + 1))
+    kept = [v for v, failed in zip(result.values, result.failed) if not failed]
+    assert kept == [float(i % (k + 1) + 1) for i in range(24) if i % (k + 1) != k]
+    assert after.values == [float(24 % (k + 1) + 1)] and restarted == len(failures)
+
+
 # ------------------------------------------------------------------ contract
 
 
@@ -302,7 +319,8 @@ def test_unpicklable_function_is_a_contract_error():
     assert str(exc.value).endswith(
         "use a module-level function or class instance, or run rewards in the trainer's "
         "process, without workers or deadlines (config: engine: {in_process: true}; "
-        "Python: Engines(in_process=True))"
+        "Python: RLVRTrainer(..., engine_options={'in_process': True}), or engines=Engines(in_process=True) "
+        "with from rlvr_plugins.rewards import Engines)"
     )
 
 
@@ -442,6 +460,20 @@ def test_close_leaves_no_child_processes_and_kills_grandchildren(tmp_path):
     assert multiprocessing.active_children() == []
     with pytest.raises(RuntimeError, match="closed"):
         e.score("pid", fx.pid, [{"x": 0}])
+
+
+@pytest.mark.parametrize("hang", [True, False], ids=["hangs: masked, worker replaced", "returns, then close"])
+def test_a_daemon_a_reward_started_dies_with_its_worker(tmp_path, hang):
+    pid_file = tmp_path / "daemon.pid"
+    e = engine(num_workers=1)
+    worker = e.score("pid", fx.pid, [{"x": 0}]).values[0]
+    result = e.score("daemon", fx.daemon_then, [{"x": 1, "pid_file": str(pid_file), "hang": hang}])
+    assert result.failed == [hang]
+    daemon = int(pid_file.read_text())
+    if not hang:
+        assert alive(daemon) and os.getsid(daemon) not in (os.getsid(0), worker)  # out of the worker's session
+    e.close()
+    assert not alive(daemon)
 
 
 def test_garbage_collected_engine_kills_its_workers():

@@ -167,8 +167,11 @@ class Dispatch:
         if check and not select.select([worker.conn.fileno()], [], [], 0)[0]:
             return True
         messages, alive = worker.receive()
+        proc = worker.proc
         for message in messages:
             self._handle(worker, message)
+            if worker.proc is not proc:  # replaced (RETIRE): what the old process sent after it is moot
+                return True
         if not alive:
             self._died(worker)
         return alive
@@ -187,6 +190,9 @@ class Dispatch:
             worker.deadline = time.monotonic() + self.timeout_s if worker.busy else None
             for index in batch:
                 self.tally.lost(index, f"the worker cannot unpickle the item batch: {message[1]}")
+        elif kind is Message.RETIRE:
+            worker.requeue()
+            self.pool.recycle(worker)
         elif kind is Message.READY:
             self.pool.started(worker)
         elif kind is Message.LOADED:

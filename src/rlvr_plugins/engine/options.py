@@ -8,6 +8,7 @@ checked by :mod:`rlvr_plugins.fields`, the checker of plugin options and of the 
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -71,6 +72,30 @@ def completion_too_large(completion: Any, max_mb: float | None) -> str | None:
     )
 
 
+WORKERS_PER_CPU = 4
+"""Without ``max_workers``, a run starts at most this many worker processes per CPU (:func:`worker_cap`)."""
+
+
+def worker_cap(cpus: int) -> int:
+    """The most worker processes an engine starts when ``max_workers`` is not given: 4 per CPU.
+
+    A reward worker mostly waits (on math-verify, a sandbox, a judge's HTTP call), so a few per CPU
+    pay; a typo such as ``workers: 1000000`` would start a process storm instead.
+
+    >>> worker_cap(2), worker_cap(64)
+    (8, 256)
+    """
+    return WORKERS_PER_CPU * cpus
+
+
+def cpu_count() -> int:
+    """The CPUs this process may run on (its affinity, as ``taskset`` and containers set it)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 CONFIG_NAMES = {"num_workers": "workers", "max_abs_value": "max_abs_reward"}
 """The options that have another name in the config's ``engine:`` section."""
 
@@ -85,7 +110,11 @@ class EngineOptions:
     """
 
     num_workers: Annotated[int, at_least(1)] = 2
-    """Worker processes for isolated rewards."""
+    """Worker processes for isolated rewards; at most ``max_workers``."""
+    max_workers: Annotated[
+        int | None, Rule(lambda v: v is None or v >= 1, "an integer >= 1, or null for 4 per CPU")
+    ] = None
+    """The most worker processes allowed; ``None``: :func:`worker_cap` of this machine's CPU count (4 per CPU)."""
     timeout_s: Annotated[float, Rule(lambda v: v > 0, "a number > 0")] = 10.0
     """Hard deadline per item, in seconds: past it the worker is killed and the item fails."""
     max_consecutive_failures: Annotated[int, at_least(1)] = 64
@@ -125,6 +154,9 @@ class EngineOptions:
             )
         for name, value in values.items():  # an int given for a float option becomes a float
             object.__setattr__(self, name, value)
+        problem = workers_problem(self.num_workers, self.max_workers, cpu_count())
+        if problem:
+            raise ValueError(f"invalid reward engine options: num_workers {problem} (or give max_workers)")
 
     @classmethod
     def bare(cls, **options: Any) -> EngineOptions:
@@ -154,8 +186,37 @@ class EngineOptions:
         """``(key, problem)`` for each bad value of a config's ``engine:`` section (unknown keys are not checked)."""
         keys = _config_keys()
         values = {name: section[key] for name, key in keys.items() if key in section}
-        _, problems = fields.check_fields(_hints(), values)
-        return [(keys[p.key], f"must be {p.what}, got {shown(p.value)}") for p in problems]
+        checked, problems = fields.check_fields(_hints(), values)
+        out = [(keys[p.key], f"must be {p.what}, got {shown(p.value)}") for p in problems]
+        if not problems:
+            problem = workers_problem(
+                checked.get("num_workers", cls_default("num_workers")), checked.get("max_workers"), cpu_count()
+            )
+            if problem:
+                out.append((keys["num_workers"], f"{problem} (or set engine.max_workers)"))
+        return out
+
+
+def workers_problem(num_workers: int, max_workers: int | None, cpus: int) -> str | None:
+    """Why ``num_workers`` is too many, or None: it must be at most ``max_workers``, or without it
+    :func:`worker_cap` ``(cpus)``.
+
+    >>> workers_problem(9, None, 2)
+    'must be at most 8 (4 per CPU, 2 CPUs), got 9'
+    >>> workers_problem(9, 16, 2) is None, workers_problem(17, 16, 2)
+    (True, 'must be at most max_workers=16, got 17')
+    """
+    if max_workers is not None:
+        return None if num_workers <= max_workers else f"must be at most max_workers={max_workers}, got {num_workers}"
+    cap = worker_cap(cpus)
+    if num_workers <= cap:
+        return None
+    return f"must be at most {cap} ({WORKERS_PER_CPU} per CPU, {cpus} CPU{'s' if cpus != 1 else ''}), got {num_workers}"
+
+
+def cls_default(name: str) -> Any:
+    """The default of one :class:`EngineOptions` field."""
+    return next(f.default for f in dataclasses.fields(EngineOptions) if f.name == name)
 
 
 _HINTS: dict[str, Any] = {}
