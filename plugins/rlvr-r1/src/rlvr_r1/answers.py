@@ -52,6 +52,10 @@ __all__ = [
     "MAX_NUMBER_DIGITS",
     "MAX_LOG_CHARS",
     "bound_library_logs",
+    "plain_decimal",
+    "rounds_to",
+    "MIN_SIGNIFICANT_DIGITS",
+    "MAX_DECIMALS",
 ]
 
 PARSE_TIMEOUT_S = 5
