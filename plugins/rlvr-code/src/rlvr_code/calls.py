@@ -252,6 +252,33 @@ def _receive(stream, sizes=None):
     return json.loads(line)
 
 
+FORK_FOR_FORKSERVER = """\
+class _ForkForForkserver:
+    # multiprocessing's forkserver (the default start method from Python 3.14) needs AF_UNIX
+    # sockets, which the sandbox denies: once multiprocessing.context is imported, 'forkserver'
+    # and the default context are 'fork'. Nothing is imported until the program imports it.
+    def find_spec(self, name, path=None, target=None):
+        if name != "multiprocessing.context":
+            return None
+        import sys
+        from importlib.machinery import PathFinder
+        sys.meta_path.remove(self)
+        spec = PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            run = spec.loader.exec_module
+            def exec_module(module):
+                run(module)
+                contexts = module._concrete_contexts
+                contexts["forkserver"] = contexts["fork"]
+                module._default_context = module.DefaultContext(contexts["fork"])
+            spec.loader.exec_module = exec_module
+        return spec
+__import__("sys").meta_path.insert(0, _ForkForForkserver())
+del _ForkForForkserver
+"""
+"""Run by both harnesses before the program (plain source: the stdin harness is a string)."""
+
+
 def _start() -> None:
     """What both sides need: ``exit``/``quit`` (``-S`` skips the site module), 8 MB thread
     stacks (else glibc gives each thread ``RLIMIT_STACK``, 256 MB, of address space),
@@ -264,6 +291,7 @@ def _start() -> None:
     _thread.stack_size(THREAD_STACK)
     sys.set_int_max_str_digits(0)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), CODEC_RECURSION))
+    exec(FORK_FOR_FORKSERVER, {})
 
 
 # ---------------------------------------------------------------- program side
@@ -281,7 +309,10 @@ def serve(path: str = "solution.py") -> None:
     os.dup2(sink, 1)
     os.dup2(sink, 2)
     os.close(sink)
-    program = {"__name__": "__main__", "__builtins__": builtins, "__file__": path}
+    main = type(sys)("__main__")  # the program is __main__, as in plain Python: what a process pool pickles
+    main.__file__, main.__builtins__ = path, builtins  # by reference (__main__.f) is found in its workers
+    sys.modules["__main__"] = main
+    program = main.__dict__
     with open(path, encoding="utf-8") as f:
         code = compile(f.read(), path, "exec")
     sys.argv[:] = [path]

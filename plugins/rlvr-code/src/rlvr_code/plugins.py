@@ -31,7 +31,7 @@ import _thread, builtins, os, sys
 builtins.exit = builtins.quit = sys.exit  # normally added by the site module, which -S skips
 _thread.stack_size({calls.THREAD_STACK})  # else glibc gives each thread RLIMIT_STACK (256 MB) of address space
 sys.set_int_max_str_digits(0)  # big-number answers print as on the judges the datasets came from (Python < 3.11)
-_null = os.open(os.devnull, os.O_WRONLY)
+{calls.FORK_FOR_FORKSERVER}_null = os.open(os.devnull, os.O_WRONLY)
 os.dup2(_null, 2)  # stderr is not looked at: debug output must not hit the file cap
 os.close(_null)
 sys.argv[:] = ["solution.py"]
