@@ -116,6 +116,10 @@ def raise_with_text(text):
     raise ValueError(text)
 
 
+def characters(completion):
+    return float(len(completion))
+
+
 def allocate_mb(mb):
     return float(len(bytearray(mb * 1024 * 1024)))
 

@@ -148,3 +148,90 @@ def test_the_check_costs_gsm8k_train_well_under_a_second(tmp_path, caplog):
         plugin_set.call("rlvr_check_dataset", rows=rows, split="train")
     assert len(rows) == 7473 and messages(caplog) == []
     assert time.perf_counter() - started < 1.0
+
+
+# -- a reward that applies to no row of a split (issue 21, item 1) ---------------------------------------------------
+
+SOLUTION_ROWS = [{"prompt": "1+1=", "solution": "2"}, {"prompt": "2+3=", "solution": "5"}]
+
+
+def unread_answer(where):
+    return (
+        f"rlvr: error: reward 'r1-accuracy' (plugin 'r1-accuracy') reads column 'answer' (option answer_column), "
+        f"which no row of the train split ({where}) has: it would apply to no item and the run would train without "
+        "it; columns present: ['prompt', 'solution']; did you mean answer_column: solution "
+        "(--set plugins.r1-accuracy.answer_column=solution)?\n"
+    )
+
+
+@pytest.mark.parametrize("check", [True, False], ids=["--check", "train"])
+def test_a_split_without_the_column_a_reward_reads_is_refused_at_load_with_a_did_you_mean(
+    tmp_path, capsys, monkeypatch, check
+):
+    monkeypatch.setattr("rlvr_plugins.train.modeling.load_model", lambda *a, **k: pytest.fail("model loaded"))
+    path = write_config(tmp_path, SOLUTION_ROWS, {"r1-accuracy": {}, "r1-format": {}})
+    assert cli.main(["train", str(path), *(["--check"] if check else [])]) == 2
+    assert capsys.readouterr().err == unread_answer(tmp_path / "train.jsonl")
+    fixed = ["--set", "plugins.r1-accuracy.answer_column=solution"]
+    assert cli.main(["train", str(path), "--check", *fixed]) == 0
+    assert "config OK" in capsys.readouterr().out
+
+
+def test_a_column_that_is_null_in_every_row_is_refused_and_one_value_is_enough(tmp_path):
+    rows = [{"prompt": "a", "answer": None}, {"prompt": "b", "answer": None}]
+    config = load_config(write_config(tmp_path, rows))
+    with pytest.raises(
+        DataError,
+        match=r"reads column 'answer' \(option answer_column\), which no row of the "
+        r"train split \(.*train.jsonl\) has \(every value is null\)",
+    ):
+        load_rows(config, "train", build_plugin_set(config["plugins"]))
+    rows[1]["answer"] = "3"  # a reward may apply to part of a split (mixed math and code data)
+    config = load_config(write_config(tmp_path, rows))
+    assert len(load_rows(config, "train", build_plugin_set(config["plugins"]))) == 2
+
+
+def test_code_and_judge_rewards_declare_the_columns_they_read():
+    plugins = {"code-tests": {"tests_column": "cases"}, "judge-equivalence": {"answer_column": "ref", "model": "m"}}
+    rewards = build_plugin_set(plugins).reward_functions()
+    assert {r.name: dict(r.columns or {}) for _, r in rewards} == {
+        "code-tests": {"tests_column": "cases"},
+        "judge-equivalence": {"answer_column": "ref"},
+    }
+
+
+def test_the_configuration_docs_gsm8k_train_math_eval_example_loads_each_split_with_its_own_columns(
+    tmp_path, monkeypatch
+):
+    """docs/configuration.md's data block (train on GSM8K rows, evaluate on MATH-style rows), loaded as written:
+    ``data.eval.columns`` maps the eval split's own column names."""
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text(encoding="utf-8")
+    block = next(b.split("```", 1)[0] for b in docs.split("```yaml\n")[1:] if "minerva_math" in b)
+    (tmp_path / "shared" / "data" / "gsm8k").mkdir(parents=True)
+    (tmp_path / "shared" / "data" / "eval").mkdir(parents=True)
+    (tmp_path / "shared" / "data" / "gsm8k" / "train.jsonl").write_text(
+        json.dumps({"question": "Tom has 2 and gets 3. How many?", "answer": "2 + 3 = 5\n#### 5"}) + "\n"
+    )
+    (tmp_path / "shared" / "data" / "eval" / "minerva_math.jsonl").write_text(
+        json.dumps({"problem": "What is $6 \\cdot 7$?", "solution": "It is $\\boxed{42}$."}) + "\n"
+    )
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    config_text = "model: {tiny: {}}\nplugins: {r1-accuracy: {}}\n" + block
+    (tmp_path / "work" / "c.yaml").write_text(config_text)
+    config = load_config(tmp_path / "work" / "c.yaml")
+    [train] = load_rows(config, "train")
+    [evaluated] = load_rows(config, "eval")
+    assert (train["prompt"], train["answer"]) == ("Tom has 2 and gets 3. How many?", "5")
+    assert (evaluated["prompt"], evaluated["answer"]) == ("What is $6 \\cdot 7$?", "42")
+
+
+def test_a_split_without_its_own_columns_takes_data_columns_and_an_empty_mapping_maps_nothing(tmp_path):
+    (tmp_path / "a.jsonl").write_text(json.dumps({"q": "x", "prompt": "p", "answer": "1"}) + "\n")
+    base = {"model": {"tiny": {}}, "plugins": {"r1-accuracy": {}}, "output_dir": str(tmp_path / "out")}
+    data = {"train": {"source": "jsonl", "path": "a.jsonl"}, "columns": {"prompt": "q"}}
+    data["eval"] = {"source": "jsonl", "path": "a.jsonl", "columns": {}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({**base, "data": data}))
+    config = load_config(tmp_path / "c.yaml")
+    assert load_rows(config, "train")[0]["prompt"] == "x"
+    assert load_rows(config, "eval")[0]["prompt"] == "p"

@@ -319,7 +319,8 @@ def test_unpicklable_function_is_a_contract_error():
     assert str(exc.value).endswith(
         "use a module-level function or class instance, or run rewards in the trainer's "
         "process, without workers or deadlines (config: engine: {in_process: true}; "
-        "Python: Engines(in_process=True))"
+        "Python: RLVRTrainer(..., engine_options={'in_process': True}), or engines=Engines(in_process=True) "
+        "with from rlvr_plugins.rewards import Engines)"
     )
 
 
@@ -345,6 +346,34 @@ def test_consecutive_timeouts_raise_plugin_failing():
         with pytest.raises(RewardPluginFailing, match="timeout after 0.3s"):
             e.score("stuck", fx.sleep_if, [{"x": i, "hang": True} for i in range(5)])
         assert e.score("double", fx.double, [{"x": 2}]).values == [4.0]
+
+
+@pytest.mark.parametrize("in_process", [False, True], ids=["workers", "in-process"])
+def test_a_completion_over_max_completion_mb_gets_no_score_with_the_reason(in_process, caplog):
+    """Issue 21, item 6: one huge input is refused before any work, in either mode; the others are scored."""
+    mib = 1024 * 1024
+    items = [
+        {"completion": "ok"},
+        {"completion": "x" * (2 * mib)},  # 2 MiB of ASCII
+        {"completion": "é" * (mib // 2 + 1)},  # 2 bytes each in UTF-8: just over 1 MiB
+        {"completion": "é" * (mib // 2)},  # exactly 1 MiB: allowed
+        {"completion": [{"role": "assistant", "content": "y" * (3 * mib)}]},  # chat messages count too
+    ]
+    with engine(num_workers=1, max_completion_mb=1, max_consecutive_failures=1, in_process=in_process) as e:
+        with caplog.at_level(logging.WARNING, logger="rlvr_plugins.engine"):
+            result = e.score("size", fx.characters, items)
+        assert result.values[0] == 2.0 and result.values[3] == mib // 2
+        assert result.failed == [False, True, True, False, True]  # three refusals in a row did not stop the call
+        assert result.errors[1] == (
+            "the completion is 2.0 MiB of text, over max_completion_mb=1 (engine.max_completion_mb in a config): "
+            "not scored"
+        )
+        assert result.errors[2].startswith("the completion is 1.0 MiB of text, over max_completion_mb=1")
+        assert result.errors[4].startswith("the completion is 3.0 MiB of text")
+        assert "reward size did not score item 1: the completion is 2.0 MiB" in caplog.text
+        assert e.stats["failures"] == 3
+    with engine(num_workers=1, in_process=in_process) as bare:  # a bare engine has no size limit
+        assert bare.score("size", fx.characters, items[1:2]).values == [2.0 * mib]
 
 
 # ------------------------------------------------------------------ in-process

@@ -63,9 +63,10 @@ class Dispatch:
         return self.tally.result()
 
     def _assign(self) -> None:
-        n, k = len(self.tally.items), len(self.workers)
+        pending = [i for i, failed in enumerate(self.tally.failed) if not failed]  # refused items are done
+        n, k = len(pending), len(self.workers)
         for w, worker in enumerate(self.workers):
-            worker.queue = collections.deque(range(n * w // k, n * (w + 1) // k))
+            worker.queue = collections.deque(pending[n * w // k : n * (w + 1) // k])
 
     def _feed(self, worker: Worker) -> None:
         if worker.state is not WorkerState.READY:
@@ -252,11 +253,13 @@ def _overdue(worker: Worker, now: float) -> bool:
 
 def score_in_process(tally: Tally, fn: Callable[..., Any]) -> ScoreResult:
     """The call in the calling process: no deadline, no isolation; values are checked all the same."""
+    pending = [i for i, failed in enumerate(tally.failed) if not failed]  # refused items are done
     if is_async_callable(fn):
-        outcomes = run_coroutine(gather(fn, tally.items))
+        outcomes = run_coroutine(gather(fn, [tally.items[i] for i in pending]))
     else:
-        outcomes = (None for _ in tally.items)
-    for index, (item, outcome) in enumerate(zip(tally.items, outcomes)):
+        outcomes = (None for _ in pending)
+    for index, outcome in zip(pending, outcomes):
+        item = tally.items[index]
         try:
             value, logs = invoke(fn, item) if outcome is None else settled(outcome)
         except KeyboardInterrupt:

@@ -1,6 +1,7 @@
 """Train and eval splits: a built-in synthetic task, a local JSONL file, or a hub dataset.
 
-After loading, ``data.columns`` renames the source's columns to the canonical ones
+After loading, ``data.columns`` (or ``data.<split>.columns``, which wins for its split) renames the
+source's columns to the canonical ones
 (``prompt``, ``answer``, and anything a plugin reads, e.g. ``difficulty``), the enabled
 template plugin renders each prompt (``rlvr_render_prompt``), and a column
 ``rlvr_index`` records each row's position.
@@ -26,6 +27,7 @@ from ..errors import ConfigError, PluginValidationError, RLVRError, columns_text
 from ..text import gsm8k_final, last_boxed
 from .config import ANSWER_FORMATS, lone_surrogate, resolve_path, run_config
 from .sections import HubSplit, JsonlSplit, SplitSection, SyntheticSplit, given
+from .yamlfile import digits_in, too_many_digits
 
 SYNTHETIC_TASKS = ("arithmetic",)
 MAX_NAMED_ROWS = 5
@@ -107,6 +109,8 @@ def _parse_line(line: bytes, path: str, lineno: int) -> dict[str, Any]:
         raise DataError(f"{path}:{lineno}: malformed JSON ({exc.msg} at column {exc.colno})") from exc
     except RecursionError as exc:
         raise DataError(f"{path}:{lineno}: JSON nested too deeply") from exc
+    except ValueError as exc:  # int()'s digit limit
+        raise DataError(f"{path}:{lineno}: {too_many_digits(digits_in(exc), 'a JSONL value')}") from exc
     if not isinstance(row, dict):
         raise DataError(f"{path}:{lineno}: each line must be a JSON object, got {type(row).__name__}")
     if _SURROGATE_ESCAPE.search(line):
@@ -168,7 +172,7 @@ def load_rows(config: Mapping[str, Any], split: str, plugin_set=None) -> list[di
         where = f"hub dataset {spec.name}"
     if spec.limit is not None:
         rows = rows[: spec.limit]
-    rows = rename_columns(rows, data.columns, where, lines)
+    rows = rename_columns(rows, spec.columns if given(spec, "columns") else data.columns, where, lines)
     answer_format = spec.answer_format if given(spec, "answer_format") else data.answer_format
     if answer_format is not None:
         rows = normalise_answers(rows, answer_format, where, lines)
@@ -178,8 +182,14 @@ def load_rows(config: Mapping[str, Any], split: str, plugin_set=None) -> list[di
 
 
 def check_rows(plugin_set, rows: list[dict[str, Any]], split: str, where: str, lines: list[int] | None = None) -> None:
-    """Call ``rlvr_check_dataset`` once for ``rows`` and log one warning per plugin and problem
+    """Refuse a split that a reward can read nothing in (:func:`~rlvr_plugins.rewards.unread_columns`); then
+    call ``rlvr_check_dataset`` once for ``rows`` and log one warning per plugin and problem
     (:func:`dataset_warnings`)."""
+    from ..rewards import row_columns, unread_columns
+
+    problems = unread_columns(plugin_set.reward_functions(), *row_columns(rows), f"the {split} split ({where})")
+    if problems:
+        raise DataError("; ".join(problems))
     for plugin, problems in plugin_set.call("rlvr_check_dataset", rows=rows, split=split):
         for message in dataset_warnings(plugin, problems, len(rows), where, lines):
             logger.warning("%s", message)

@@ -9,11 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from rlvr_plugins import Plugin, RewardFunction, hookimpl
+from rlvr_plugins import Plugin, RewardExploit, RewardFunction, hookimpl
 from rlvr_plugins.errors import ConfigError
 
 from . import calls
 from .cases import AssertTests, TestCase, extract_program, load_assert_tests, load_cases, outputs_match
+from .exploits import CLASSES, CodeExploit
 from .sandbox import Limits, RunResult, start_python
 
 __all__ = ["CodeTestsOptions", "CodeTestsPlugin", "CodeTestsScorer", "STDIN_HARNESS", "CALLS_SOURCE"]
@@ -253,7 +254,18 @@ class CodeTestsPlugin(Plugin):
 
     @hookimpl
     def rlvr_reward_functions(self, register):
-        register(RewardFunction(self.name, self.scorer(), self.options.weight))
+        register(
+            RewardFunction(
+                self.name, self.scorer(), self.options.weight, columns={"tests_column": self.options.tests_column}
+            )
+        )
+
+    @hookimpl
+    def rlvr_reward_exploits(self, register):
+        o = self.options
+        columns = (o.tests_column, o.test_code_column, o.entry_point_column, o.setup_column)
+        for kind, description in CLASSES.items():
+            register(RewardExploit(self.name, kind, CodeExploit(kind, *columns), description))
 
     @hookimpl
     def rlvr_validate_run(self, engine_timeout_s):
