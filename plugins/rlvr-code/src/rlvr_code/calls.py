@@ -296,14 +296,18 @@ def _start() -> None:
 
 # ---------------------------------------------------------------- program side
 
+_KEPT: list = []
+
 
 def serve(path: str = "solution.py") -> None:
-    """Run the program as ``__main__``, then answer calls until the checker closes the channel:
-    ``[name, args, kwargs]`` gets ``["ok", value, args after the call]`` (a list, dict or set
-    argument the function changed in place is sent back; others as ``None``),
-    ``["raise", exception class name, its args or None]`` or ``["unsendable", why]``. The
-    program's stdout and stderr go to ``/dev/null``: only the answers count, and a program
-    that prints a lot must not fail on the output cap."""
+    """Run the program as ``__main__``, then answer calls until the checker closes the channel,
+    then exit: ``[name, (args, kwargs)]`` (encoded as one value, so an object passed twice
+    stays one) gets ``["ok", value, args after the call]`` (a list, dict, set, bytearray or
+    deque argument as it is after the call; others as ``None``), ``["raise", exception class
+    name, its args or None, the (module, name) of each class of its MRO, its data
+    attributes]`` (see :func:`_raised`) or ``["unsendable", why]``. The program's stdout and
+    stderr go to ``/dev/null``: only the answers count, and a program that prints a lot must
+    not fail on the output cap."""
     _start()
     sink = os.open(os.devnull, os.O_WRONLY)
     os.dup2(sink, 1)
@@ -311,6 +315,7 @@ def serve(path: str = "solution.py") -> None:
     os.close(sink)
     main = type(sys)("__main__")  # the program is __main__, as in plain Python: what a process pool pickles
     main.__file__, main.__builtins__ = path, builtins  # by reference (__main__.f) is found in its workers
+    _KEPT.append(sys.modules["__main__"])  # this file's own module stays alive under its new name
     sys.modules["__main__"] = main
     program = main.__dict__
     with open(path, encoding="utf-8") as f:
@@ -472,8 +477,6 @@ def _update_in_place(args: tuple, after) -> None:
         if type(arg) in _MUTABLE and new is not None:
             if type(new) is not type(arg):
                 raise ProgramFailed("an argument changed type in place")
-            if new is arg:
-                continue
             if type(arg) in (list, bytearray):
                 arg[:] = new
             elif type(arg) is collections.deque:
