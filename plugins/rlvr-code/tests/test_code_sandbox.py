@@ -736,3 +736,22 @@ def test_directories_made_until_the_deadline_do_not_delay_the_result(isolation):
     remove_stale_dirs()  # what the worker's next run does after a keeper left files (in the background)
     assert wait_for_discards(300.0)
     assert _our_leftovers() == []
+
+
+def test_remove_tree_follows_no_link_and_stops_at_its_deadline(tmp_path):
+    from rlvr_code.sandbox.cleanup import remove_tree
+
+    outside = tmp_path / "outside"
+    (outside / "kept").mkdir(parents=True)
+    (outside / "kept" / "file").write_text("x")
+    tree = tmp_path / "tree"
+    (tree / "a" / "b").mkdir(parents=True)
+    (tree / "a" / "b" / "f").write_text("y")
+    (tree / "a" / "link").symlink_to(outside)  # a link to a directory: removed, never entered
+    (tree / "locked").mkdir()
+    (tree / "locked" / "g").write_text("z")
+    os.chmod(tree / "locked", 0)
+    assert remove_tree(str(tree), deadline=time.monotonic() - 1) is False and tree.exists()  # no time: untouched
+    assert remove_tree(str(tree)) is True
+    assert not tree.exists() and (outside / "kept" / "file").read_text() == "x"
+    assert remove_tree(str(tree)) is True  # already gone
