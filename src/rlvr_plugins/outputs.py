@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .errors import RLVRError, shown
@@ -64,6 +64,29 @@ def write_atomic(path: str | Path, chunks: Iterable[str], what: str = "output fi
                 fh.write(chunk)
             fh.flush()
             os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except OSError as exc:
+        _remove(tmp)
+        raise OutputError(
+            f"{what} {shown(str(path), 300)} could not be written: {_reason(exc)}; nothing was written there"
+        ) from exc
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+def save_atomic(path: str | Path, save: Callable[[str], None], what: str = "output file") -> None:
+    """``save(temporary_path)`` (e.g. a figure's ``savefig``), then the file renamed to ``path``: never half
+    written; a full disk or another ``OSError`` is one :class:`OutputError` naming ``path``, nothing left there."""
+    p = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.", suffix=".tmp")
+        os.close(fd)
+    except OSError as exc:
+        raise OutputError(f"{what} {shown(str(path), 300)} could not be written: {_reason(exc)}") from exc
+    try:
+        save(tmp)
+        os.chmod(tmp, _mode(p))
         os.replace(tmp, p)
     except OSError as exc:
         _remove(tmp)

@@ -201,7 +201,7 @@ def _trl_section(config: Mapping[str, Any], section: str, extra: Mapping[str, An
         return {}, []
     if not isinstance(value, Mapping):
         return {}, [f"{where(section)}{section} must be a mapping, got {shown(value)}"]
-    types = {**field_types(section), **extra}
+    types = {**s.with_trl_rules(field_types(section)), **extra}
     values, found = fields.check_fields(types, value)
     problems = []
     for p in found:
