@@ -453,3 +453,20 @@ def test_demo_grid_runs_every_cell_and_fails_unless_each_gains_ten_points(tmp_pa
     assert json.loads((out / "s0_t2" / "summary.json").read_text())["threads"] == "2"
     assert status == 1  # seed 1 misses +10
     assert demo_grid.main(["--seeds", "0", "--threads", "1", "--out", str(out)]) == 0
+
+
+def test_startup_quick_times_every_command_against_a_bare_start(tmp_path):
+    out = tmp_path / "startup.json"
+    run_benchmark("startup.py", "--json", str(out))
+    result = json.loads(out.read_text())
+    commands = result["quiet"]["commands"]
+    assert sorted(commands) == sorted(["python -c pass", "plugins", "check", "help"])
+    for name, row in commands.items():
+        assert len(row["wall_s"]) == result["repeats"] == 2
+        assert row["wall_s_range"] == [min(row["wall_s"]), max(row["wall_s"])]
+        if name != "python -c pass":
+            ratios = [a / b for a, b in zip(row["wall_s"], commands["python -c pass"]["wall_s"])]
+            assert row["ratio_to_bare_python"]["median"] == pytest.approx(
+                sum(ratios) / 2, rel=0.02
+            )  # times rounded to ms
+    assert set(result["goal"]["met_quiet"]) == {"plugins", "check"}

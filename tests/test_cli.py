@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -336,3 +337,57 @@ def test_the_example_probe_is_not_counted_in_the_runs_reward_failures():
     assert engines.failures() == {}
     engines.score(reward, [dict(example), {**example, "completion": "x"}])
     assert engines.failures() == {"r": {"items": 2, "failed": 0}}
+
+
+def test_the_summary_says_after_sft_only_for_a_run_that_had_one(capsys):
+    from rlvr_plugins.train.run import _print_summary
+
+    summary = {"output_dir": "runs/x", "seconds": 3.0, "stages": {}, "eval_before": {"accuracy": 0.25, "n": 8}}
+    _print_summary(summary)
+    lines = capsys.readouterr().out.splitlines()
+    assert "held-out accuracy              before GRPO:  25.0%  (n=8)" in lines
+    _print_summary({**summary, "sft_examples": 32})
+    assert "held-out accuracy  after SFT (before GRPO):  25.0%  (n=8)" in capsys.readouterr().out.splitlines()
+
+
+def test_a_signal_during_a_stage_without_checkpoints_ends_with_one_line_of_ours(monkeypatch, capsys):
+    """SIGTERM during the SFT cold start (no checkpoint to write, unlike GRPO's graceful stop): one line naming
+    the signal, the stage, how far it got and what to do; exit status 128 + 15, as a process killed by it."""
+    import signal
+
+    from rlvr_plugins.cli import app
+    from rlvr_plugins.train.runlog import interrupted_by_signal
+
+    def sft_killed(args):
+        with interrupted_by_signal("the SFT cold start", lambda: "step 3 of 700", "run it again"):
+            os.kill(os.getpid(), signal.SIGTERM)
+            raise AssertionError("the signal did not stop the stage")
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(app, "cmd_train", sft_killed)
+    assert cli.main(["train", str(SMOKE)]) == 143
+    assert capsys.readouterr().err == (
+        "rlvr: stopped by SIGTERM during the SFT cold start (step 3 of 700); run it again\n"
+    )
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+@pytest.mark.slow
+def test_sigterm_during_the_sft_cold_start_of_rlvr_train_ends_with_our_line(tmp_path):
+    argv = [sys.executable, "-m", "rlvr_plugins.cli", "train", str(SMOKE), "--set", f"output_dir={tmp_path / 'run'}"]
+    argv += ["--set", "sft.max_steps=100000", "--set", "sft.logging_steps=1", "--set", "sft.disable_tqdm=true"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("[sft] step "):
+            break
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-2000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("rlvr: stopped by SIGTERM during the SFT cold start (step ")
+    assert last.endswith(
+        "of 100000); SFT keeps no checkpoint, so nothing of it was saved: run the command again "
+        "(rlvr train: with --overwrite)"
+    )

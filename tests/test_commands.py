@@ -189,7 +189,7 @@ def test_commands_without_a_reward_or_an_sft_section_stop_early(tmp_path, capsys
 
 
 @pytest.mark.slow
-def test_sft_command_saves_a_loadable_model(tmp_path):
+def test_sft_command_saves_a_loadable_model(tmp_path, capsys):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = write_setup(
@@ -201,10 +201,14 @@ def test_sft_command_saves_a_loadable_model(tmp_path):
             "use_cpu": True,
             "per_device_train_batch_size": 2,
             "learning_rate": 1e-3,
+            "logging_steps": 1,
+            "disable_tqdm": True,
         },
         plugins={"plain-template": {}},
     )
     assert cli.main(["sft", str(path)]) == 0
+    progress = [line for line in capsys.readouterr().out.splitlines() if " loss " in line]
+    assert progress and all(line.startswith("[sft] step ") for line in progress), progress  # labelled: not GRPO's
     folder = tmp_path / "run" / "model"
     summary = json.loads((tmp_path / "run" / "sft_summary.json").read_text())
     assert summary["examples"] == 6 and summary["examples_from"] is None and summary["model"] == str(folder)

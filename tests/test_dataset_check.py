@@ -198,3 +198,40 @@ def test_code_and_judge_rewards_declare_the_columns_they_read():
         "code-tests": {"tests_column": "cases"},
         "judge-equivalence": {"answer_column": "ref"},
     }
+
+
+def test_the_configuration_docs_gsm8k_train_math_eval_example_loads_each_split_with_its_own_columns(
+    tmp_path, monkeypatch
+):
+    """docs/configuration.md's data block (train on GSM8K rows, evaluate on MATH-style rows), loaded as written:
+    ``data.eval.columns`` maps the eval split's own column names."""
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text(encoding="utf-8")
+    block = next(b.split("```", 1)[0] for b in docs.split("```yaml\n")[1:] if "minerva_math" in b)
+    (tmp_path / "shared" / "data" / "gsm8k").mkdir(parents=True)
+    (tmp_path / "shared" / "data" / "eval").mkdir(parents=True)
+    (tmp_path / "shared" / "data" / "gsm8k" / "train.jsonl").write_text(
+        json.dumps({"question": "Tom has 2 and gets 3. How many?", "answer": "2 + 3 = 5\n#### 5"}) + "\n"
+    )
+    (tmp_path / "shared" / "data" / "eval" / "minerva_math.jsonl").write_text(
+        json.dumps({"problem": "What is $6 \\cdot 7$?", "solution": "It is $\\boxed{42}$."}) + "\n"
+    )
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    config_text = "model: {tiny: {}}\nplugins: {r1-accuracy: {}}\n" + block
+    (tmp_path / "work" / "c.yaml").write_text(config_text)
+    config = load_config(tmp_path / "work" / "c.yaml")
+    [train] = load_rows(config, "train")
+    [evaluated] = load_rows(config, "eval")
+    assert (train["prompt"], train["answer"]) == ("Tom has 2 and gets 3. How many?", "5")
+    assert (evaluated["prompt"], evaluated["answer"]) == ("What is $6 \\cdot 7$?", "42")
+
+
+def test_a_split_without_its_own_columns_takes_data_columns_and_an_empty_mapping_maps_nothing(tmp_path):
+    (tmp_path / "a.jsonl").write_text(json.dumps({"q": "x", "prompt": "p", "answer": "1"}) + "\n")
+    base = {"model": {"tiny": {}}, "plugins": {"r1-accuracy": {}}, "output_dir": str(tmp_path / "out")}
+    data = {"train": {"source": "jsonl", "path": "a.jsonl"}, "columns": {"prompt": "q"}}
+    data["eval"] = {"source": "jsonl", "path": "a.jsonl", "columns": {}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({**base, "data": data}))
+    config = load_config(tmp_path / "c.yaml")
+    assert load_rows(config, "train")[0]["prompt"] == "x"
+    assert load_rows(config, "eval")[0]["prompt"] == "p"

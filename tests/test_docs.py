@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -208,3 +209,24 @@ def test_readme_says_what_every_make_target_does():
     assert {"install", "demo", "test", "test-fast", "clean"} <= set(targets)
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert [t for t in targets if f"| `make {t}` |" not in readme] == []
+
+
+def test_readme_names_its_two_commands_and_where_rlvr_is_after_make_install():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Two commands on a fresh machine", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, flags=re.S)
+    assert block, "the section shows no command block"
+    assert [line.split("#")[0].strip() for line in block.group(1).splitlines()] == ["make demo", "make test"]
+    assert "`.venv/bin/rlvr`" in section and "`source .venv/bin/activate`" in section
+
+
+def test_make_demo_sets_what_the_readmes_measured_runs_set():
+    """OMP_WAIT_POLICY=PASSIVE, as benchmarks/demo_grid.py sets it for the README's table (and a value in the
+    environment wins); it changes no number of a run, only how idle OpenMP threads wait."""
+    dry = subprocess.run(
+        ["make", "-n", "demo", "VENV=/nonexistent-venv"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    [line] = [x for x in dry.stdout.splitlines() if "rlvr train configs/demo.yaml" in x]
+    assert line == "OMP_WAIT_POLICY=PASSIVE /nonexistent-venv/bin/rlvr train configs/demo.yaml --overwrite"
+    grid = (REPO / "benchmarks" / "demo_grid.py").read_text(encoding="utf-8")
+    assert 'env.setdefault("OMP_WAIT_POLICY", "PASSIVE")' in grid

@@ -73,7 +73,7 @@ def test_project_errors_are_value_errors_where_trl_raises_value_errors(tmp_path)
     assert issubclass(PluginError, ValueError) and issubclass(ConfigError, ValueError)
     assert issubclass(PluginContractError, ValueError)
     tok = chat_tokenizer()
-    with pytest.raises(ValueError, match="no reward function is enabled"):
+    with pytest.raises(ValueError, match="^No reward source provided.* no reward function is enabled"):
         RLVRTrainer(
             tiny_causal_lm(tok), args=grpo_args(tmp_path), train_dataset=standard_dataset(), processing_class=tok
         )
@@ -159,7 +159,12 @@ def test_trls_no_score_warning_is_filtered_only_while_rlvr_trainer_scores(tmp_pa
     )
     with caplog.at_level(logging.WARNING):
         ours.train()
-    assert not any("All reward functions returned None" in r.getMessage() for r in caplog.records)
+    trl_text = "All reward functions returned None"
+    assert not any(r.name == "trl.trainer.grpo_trainer" and trl_text in r.getMessage() for r in caplog.records)
+    ours_once = [r.getMessage() for r in caplog.records if r.name == "rlvr_plugins.trainer"]
+    assert len(ours_once) == 1 and ours_once[0].startswith(
+        trl_text + " for 4 of 4 completions"
+    )  # TRL's words, then ours
     assert logging.getLogger("trl.trainer.grpo_trainer").filters == []
     caplog.clear()
     plain = TRAINERS["trl"](

@@ -24,6 +24,7 @@ RUN_DEFAULTS = {
     "in_process": False,
     "memory_limit_mb": 4096,
     "max_abs_value": 1e6,
+    "max_completion_mb": 4.0,
     "max_workers": None,
 }
 """The defaults of ``rlvr train`` before EngineOptions existed (run.py's engine_options)."""
@@ -42,6 +43,7 @@ BAD = [
     ("memory_limit_mb", 0, "an integer >= 1 (MiB of address space per worker) or null for no limit"),
     ("memory_limit_mb", 512.0, "an integer >= 1 (MiB of address space per worker) or null for no limit"),
     ("max_abs_value", -1.0, "a number > 0, or null for no bound"),
+    ("max_completion_mb", 0, "a number > 0 (MiB of text) or null for no limit"),
 ]
 
 
@@ -52,7 +54,9 @@ def test_the_defaults_are_those_of_rlvr_train():
 
 
 def test_a_bare_engine_has_no_memory_limit_and_no_magnitude_bound():
-    assert EngineOptions.bare() == dataclasses.replace(EngineOptions(), memory_limit_mb=None, max_abs_value=None)
+    assert EngineOptions.bare() == dataclasses.replace(
+        EngineOptions(), memory_limit_mb=None, max_abs_value=None, max_completion_mb=None
+    )
     assert EngineOptions.bare(memory_limit_mb=100).memory_limit_mb == 100
     with RewardEngine(in_process=True) as engine:
         assert engine.options == EngineOptions.bare(in_process=True)
@@ -97,6 +101,7 @@ def test_the_config_section_uses_its_own_names_and_the_same_rules():
         "in_process",
         "memory_limit_mb",
         "max_abs_reward",
+        "max_completion_mb",
     }
     assert EngineOptions.config_problems({"workers": 0, "max_abs_reward": "big", "timeout_s": 1}) == [
         ("workers", "must be an integer >= 1, got 0"),

@@ -63,7 +63,9 @@ def r1():
     """The R1 rewards as a run registers them, and one engine with workers, deadline and memory limit."""
     plugin_set = build_plugin_set({"r1-accuracy": {}, "r1-format": {}, "r1-language": {"target": "zh"}})
     rewards = {reward.name: reward for _, reward in plugin_set.reward_functions()}
-    engines = Engines(num_workers=1, timeout_s=DEADLINE, memory_limit_mb=MEMORY_MB, max_consecutive_failures=K)
+    engines = Engines(
+        num_workers=1, timeout_s=DEADLINE, memory_limit_mb=MEMORY_MB, max_consecutive_failures=K, max_completion_mb=16
+    )  # test_05 gives the rewards a 10 MB completion: over the default max_completion_mb (4), refused unscored
     yield engines, rewards
     engines.close()
 

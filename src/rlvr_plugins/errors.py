@@ -63,6 +63,15 @@ class RLVRError(Exception):
     """Base of every error the command line reports as a message (exit code 2)."""
 
 
+class Interrupted(Exception):
+    """A stage that keeps no checkpoint was stopped by a signal (SIGINT, SIGTERM): the command line prints
+    ``rlvr: <message>`` and exits with ``128 + signum``, as a process killed by that signal reports."""
+
+    def __init__(self, signum: int, message: str):
+        super().__init__(message)
+        self.signum = signum
+
+
 class ConfigError(RLVRError, ValueError):
     """An invalid config: every problem found, one per line (one problem: one line).
 

@@ -120,6 +120,34 @@ class RewardFunction:
             )
 
 
+@dataclass(frozen=True)
+class RewardExploit:
+    """One class of known hacks against one reward, contributed through ``rlvr_reward_exploits``.
+
+    ``build(row)`` returns the hacking completions for one dataset row (``row``: the canonical
+    columns, ``answer`` and the others, as the reward's ``example`` sees them; ``prompt`` too): a
+    sequence of strings, empty when the class does not apply to that row. It runs in the auditing
+    process, never in a worker. ``rlvr audit rewards`` scores every completion through the reward
+    engine, as training does, and reports the share scored above ``wrong`` (the value a wrong
+    completion gets, default 0.0) as the class's *accept rate*.
+    """
+
+    reward: str
+    name: str
+    build: Callable[[Mapping[str, Any]], Any]
+    description: str = ""
+    wrong: float = 0.0
+
+    def __post_init__(self):
+        for key in ("reward", "name"):
+            if not isinstance(getattr(self, key), str) or not getattr(self, key):
+                raise TypeError(f"RewardExploit.{key} must be a non-empty string, got {getattr(self, key)!r}")
+        if not callable(self.build):
+            raise TypeError(f"RewardExploit {self.name!r}: build must be callable, got {type(self.build).__name__}")
+        if not isinstance(self.wrong, (int, float)) or not math.isfinite(self.wrong):
+            raise TypeError(f"RewardExploit {self.name!r}: wrong must be a finite number, got {self.wrong!r}")
+
+
 def describe_options(options_cls: type) -> list[str]:
     """``["weight (float, default 1.0)", ...]`` for error messages and ``rlvr plugins``."""
     annotations = fields.hints(options_cls)

@@ -437,3 +437,93 @@ class TRLReward:
         replay_logs(result, log_metric, log_extra)
         self.last_failed = list(result.failed)
         return list(result.values)  # NaN where failed: the engine leaves failed items unscored
+
+
+BATCH_VALUES = "__rlvr_batch_values__"
+"""The ``log_extra`` column through which :class:`BatchCall` hands a batch's values back from the engine."""
+
+
+class BatchCall:
+    """A TRL reward function as one engine job: ``fn(**batch)`` once for a whole batch.
+
+    ``batch`` holds TRL's keyword arguments (``prompts``, ``completions``, ``completion_ids``,
+    ``trainer_state``, the columns, as lists); ``log_metric`` / ``log_extra`` are the engine's
+    recording callbacks. The engine's value contract is one number per job, so the batch's values
+    travel back through the log channel (the :data:`BATCH_VALUES` column) and the job's own value
+    is ``None``. Module-level, so that it pickles to a worker process with the function inside.
+    """
+
+    def __init__(self, fn: Any):
+        self.fn = fn
+
+    def __call__(self, *, batch: dict[str, Any], log_metric: Any, log_extra: Any) -> None:
+        from .engine.calls import run_coroutine
+
+        values = self.fn(**batch, log_metric=log_metric, log_extra=log_extra)
+        if inspect.isawaitable(values):
+            values = run_coroutine(values)
+        log_extra(BATCH_VALUES, list(values))
+        return None
+
+
+class TRLBatchReward:
+    """A TRL reward function (``reward_funcs``) run through the reward engine: each batch is one engine job.
+
+    In a worker process (``isolated``), the engine's deadline ``timeout_s`` bounds the whole call;
+    a call that times out or crashes its worker leaves every completion of the batch without a score
+    (``last_failed``), like a plugin reward's item. An exception is the function's own in-process
+    and a :class:`~rlvr_plugins.engine.RewardFunctionError` from a worker, kept in ``pending_error``
+    (the trainer raises it on every process) unless ``on_error="mask"``. ``None`` means no score, as in TRL.
+    """
+
+    def __init__(self, fn: Any, name: str, engines: Engines):
+        self.fn, self.__name__, self.engines = fn, name, engines
+        self.reward = RewardFunction(name, BatchCall(fn), isolated=True)
+        self.last_failed: list[bool] = []
+        self.pending_error: BaseException | None = None
+
+    def __call__(
+        self,
+        prompts,
+        completions,
+        completion_ids=None,
+        trainer_state=None,
+        log_extra=None,
+        log_metric=None,
+        environments=None,
+        **columns,
+    ) -> list[float]:
+        n = len(prompts)
+        if dataclasses.is_dataclass(trainer_state) and self.engines.isolates(self.reward):
+            trainer_state = state_snapshot(trainer_state)
+        batch = {
+            "prompts": list(prompts),
+            "completions": list(completions),
+            "completion_ids": None if completion_ids is None else [list(ids) for ids in completion_ids],
+            "trainer_state": trainer_state,
+            **{k: list(v) for k, v in columns.items()},
+        }
+        self.last_failed = [True] * n
+        try:
+            result = self.engines.score(self.reward, [{"batch": batch, LOG_CALLBACKS: ("log_metric", "log_extra")}])
+        except Exception as exc:
+            self.pending_error = exc
+            return [math.nan] * n
+        if result.failed[0]:
+            return [math.nan] * n
+        calls = (result.logs or [[]])[0]
+        values = next(value for kind, name, value in calls if kind == "extra" and name == BATCH_VALUES)
+        for kind, name, value in calls:
+            if kind == "metric" and log_metric is not None:
+                log_metric(name, float(value))
+            elif kind == "extra" and name != BATCH_VALUES and log_extra is not None:
+                log_extra(name, value)
+        if len(values) != n:
+            self.pending_error = ValueError(
+                f"The reward function '{self.__name__}' returned {len(values)} rewards, but {n} were expected "
+                "(one per prompt-completion pair). Make sure the reward function returns exactly one reward per "
+                "completion."
+            )
+            return [math.nan] * n
+        self.last_failed = [False] * n
+        return [math.nan if v is None else float(v) for v in values]

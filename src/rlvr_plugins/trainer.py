@@ -18,10 +18,11 @@ Where each hook fires (see ``docs/architecture.md``):
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -47,6 +48,7 @@ from .outputs import write_atomic
 from .rewards import (
     MAX_NOT_APPLICABLE,
     Engines,
+    TRLBatchReward,
     TRLReward,
     engine_options_argument,
     not_applicable_shares,
@@ -202,24 +204,104 @@ def _equal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-class RLVRTrainer(GRPOTrainer):
-    """A ``GRPOTrainer`` whose rewards, advantages, penalties and sampler come from plugins.
+def trl_reward_names(reward_funcs: Sequence[Any]) -> list[str]:
+    """The names ``GRPOTrainer`` gives ``reward_funcs`` (its metrics' ``rewards/<name>``): a reward model's id
+    without its folders, or the callable's name."""
+    from torch import nn
+    from trl.trainer.utils import get_callable_name, get_config_model_id
 
-    :param plugin_set: the run's enabled plugins (:func:`rlvr_plugins.manager.build_plugin_set`);
-        default: the built-in defaults only (then an ``environment_factory`` must own the reward).
+    return [
+        f.split("/")[-1]
+        if isinstance(f, str)
+        else get_config_model_id(cast(Any, f).config).split("/")[-1]
+        if isinstance(f, nn.Module)
+        else get_callable_name(f)
+        for f in reward_funcs
+    ]
+
+
+def _is_module(obj: Any) -> bool:
+    from torch import nn
+
+    return isinstance(obj, nn.Module)
+
+
+def merged_reward_weights(given: Sequence[float] | None, trl_count: int, plugin_weights: list[float]) -> list[float]:
+    """``reward_weights`` for TRL's reward functions (first) and the plugins' rewards (after them).
+
+    ``given`` is ``GRPOConfig.reward_weights``: one weight per TRL reward function (TRL's rule; the
+    plugins' weights are appended), or one per reward of both kinds whose plugin part equals the
+    plugins' own weights (a ``GRPOConfig`` already used by a trainer). Anything else is a ``ValueError``
+    in TRL's words, then ours.
+
+    >>> merged_reward_weights(None, 2, [0.5])
+    [1.0, 1.0, 0.5]
+    >>> merged_reward_weights([2.0], 1, [0.5])
+    [2.0, 0.5]
+    """
+    if given is None:
+        return [1.0] * trl_count + plugin_weights
+    given = [float(w) for w in given]
+    if trl_count == 0 and given != plugin_weights:
+        raise PluginError(
+            f"trainer.reward_weights={given} contradicts the plugins' weights {plugin_weights}; "
+            "set each reward's weight in its plugin options and remove trainer.reward_weights"
+        )
+    if len(given) == trl_count:
+        return given + plugin_weights
+    if len(given) == trl_count + len(plugin_weights) and given[trl_count:] == plugin_weights:
+        return given
+    raise ValueError(
+        f"Number of reward weights ({len(given)}) must match number of reward functions ({trl_count}); "
+        f"RLVRTrainer: reward_weights holds one weight per function of reward_funcs, the plugins' rewards "
+        f"take theirs from their options ({plugin_weights})"
+    )
+
+
+def trl_processing_classes(classes: Any, trl_count: int) -> list[Any]:
+    """``reward_processing_classes`` as TRL reads it: ``None``, one, or a list as long as ``reward_funcs``."""
+    if classes is None:
+        return [None] * trl_count
+    classes = classes if isinstance(classes, list) else [classes]
+    if len(classes) != trl_count:
+        raise ValueError(
+            f"The number of reward processing classes ({len(classes)}) must match the number of "
+            f"reward functions ({trl_count})."
+        )
+    return classes
+
+
+_GRPO_PARAMETERS = list(inspect.signature(GRPOTrainer.__init__).parameters)[4:]  # after self, model, reward_funcs, args
+
+
+class RLVRTrainer(GRPOTrainer):
+    """``GRPOTrainer``, constructor included, whose advantages, penalties and sampler come from plugins.
+
+    A TRL script changes only its import line: every argument of ``GRPOTrainer`` means what it means
+    there. ``reward_funcs`` (TRL batch functions, sync or async; reward-model ids or ``PreTrainedModel``
+    objects with ``reward_processing_classes``) are called by TRL itself, once per batch, in this process, with
+    TRL's failure behaviour (an exception stops training; ``None`` means no score); the plugins' rewards
+    come after them, and ``args.reward_weights`` weighs the TRL functions (the plugins' weights are appended).
+
+    :param plugins: the plugins to enable, by name, as the YAML's ``plugins:`` section
+        (``{"dr-grpo": {}, "kimi-length": {"weight": 0.5}}``); built with :func:`build_plugin_set`.
+    :param plugin_set: the same, already built (give one of the two); default: the built-in defaults only.
     :param args: the ``GRPOConfig``; default as in TRL, ``GRPOConfig("<model name>-GRPO")``. The
         plugins' ``rlvr_adjust_grpo_config`` is applied to it (:func:`adjust_grpo_args`), as ``rlvr train`` does.
         Its ``scale_rewards`` / ``multi_objective_aggregation`` choose the estimator when no
         estimator plugin is enabled (:func:`with_trl_estimator`).
+    :param isolate_reward_funcs: run the functions of ``reward_funcs`` through the reward engine
+        (:class:`~rlvr_plugins.rewards.TRLBatchReward`): each batch is one engine job, in a worker process
+        (unless ``engine_options`` has ``in_process``), with ``timeout_s`` as the deadline of the whole call.
+        Default ``False``: TRL calls them in this process. Reward models stay in this process either way.
     :param engines: the reward engines (default: built from ``engine_options``).
     :param engine_options: ``RewardEngine`` options for the default engines; ``on_error``
         defaults to ``"raise"`` here (a reward that raises stops training, as in TRL);
         ``rlvr train`` passes the config's ``engine.on_error`` (default ``"mask"``).
     :param correctness_reward: the reward whose value ``>= correct_threshold`` means
         *correct* in the logged metrics (response length of correct and wrong completions,
-        correct rate); default the first registered reward.
-    Every other argument is passed to ``GRPOTrainer`` unchanged (``reward_funcs`` comes
-    from the plugins and must not be given).
+        correct rate); default the first reward (TRL's first, else the plugins' first).
+    Every other argument is passed to ``GRPOTrainer`` unchanged.
     """
 
     args: GRPOConfig
@@ -230,20 +312,38 @@ class RLVRTrainer(GRPOTrainer):
     def __init__(
         self,
         model=None,
-        *,
-        plugin_set: PluginSet | None = None,
+        reward_funcs=None,
         args=None,
+        *positional: Any,
+        plugins: Mapping[str, Any] | None = None,
+        plugin_set: PluginSet | None = None,
         engines: Engines | None = None,
         engine_options: dict[str, Any] | None = None,
+        isolate_reward_funcs: bool = False,
         correctness_reward: str | None = None,
         correct_threshold: float = 1.0,
         **kwargs: Any,
     ):
-        if "reward_funcs" in kwargs:
-            raise TypeError("RLVRTrainer takes its reward functions from the plugins; do not pass reward_funcs")
+        if len(positional) > len(_GRPO_PARAMETERS):
+            raise TypeError(
+                f"RLVRTrainer takes at most {3 + len(_GRPO_PARAMETERS)} positional arguments, as GRPOTrainer"
+            )
+        for name, value in zip(_GRPO_PARAMETERS, positional):
+            if name in kwargs:
+                raise TypeError(f"RLVRTrainer got multiple values for argument {name!r}")
+            kwargs[name] = value
+        if plugins is not None and plugin_set is not None:
+            raise TypeError(
+                "RLVRTrainer takes plugins= (the plugins by name, as the YAML's plugins: section) or plugin_set= "
+                "(a built PluginSet), not both"
+            )
         if args is None:
             args = default_grpo_config(model)
-        plugin_set = plugin_set_argument(plugin_set)
+        trl_funcs = (
+            [] if reward_funcs is None else list(reward_funcs) if isinstance(reward_funcs, list) else [reward_funcs]
+        )
+        trl_classes = trl_processing_classes(kwargs.pop("reward_processing_classes", None), len(trl_funcs))
+        plugin_set = build_plugin_set(plugins) if plugin_set is None else plugin_set_argument(plugin_set)
         adjust_grpo_args(plugin_set, args)
         plugin_set = with_trl_estimator(plugin_set, args)
         self.plugin_set = plugin_set
@@ -253,24 +353,45 @@ class RLVRTrainer(GRPOTrainer):
             else Engines(**{"on_error": "raise", **engine_options_argument(engine_options, "engine_options")})
         )
         registered = plugin_set.reward_functions()
+        trl_names = trl_reward_names(trl_funcs)
+        plugin_names = [r.name for _, r in registered]
+        clash = sorted(set(trl_names) & set(plugin_names))
+        if clash:
+            owners = {r.name: owner for owner, r in registered}
+            raise PluginConflictError(
+                "rlvr_reward_functions",
+                [owners[clash[0]]],
+                f"reward name {clash[0]!r} is both a function of reward_funcs and a reward of plugin "
+                f"{owners[clash[0]]!r}; reward names must be unique (rename the function)",
+            )
         plugin_set.validate_run(
-            args, self.engines.settings().deadline_s, environment_factory=kwargs.get("environment_factory")
+            args,
+            self.engines.settings().deadline_s,
+            environment_factory=kwargs.get("environment_factory"),
+            other_rewards=trl_names,
         )
         self.rlvr_rewards: list[Any] = [TRLReward(reward, owner, self.engines) for owner, reward in registered]
         self._rlvr_columns_checked = check_reward_columns(registered, kwargs.get("train_dataset"))
         self._warned_not_applicable: set[str] = set()
-        weights = [float(r.weight) for _, r in registered]
-        if args.reward_weights is not None and list(args.reward_weights) != weights:
-            raise PluginError(
-                f"trainer.reward_weights={args.reward_weights} contradicts the plugins' weights {weights}; "
-                "set each reward's weight in its plugin options and remove trainer.reward_weights"
-            )
-        args.reward_weights = weights or None
+        if isolate_reward_funcs:
+            if kwargs.get("environment_factory") is not None:
+                raise TypeError(
+                    "isolate_reward_funcs=True cannot be combined with environment_factory: the environments live "
+                    "in the trainer's process; leave isolate_reward_funcs at False"
+                )
+            trl_funcs = [
+                f if isinstance(f, str) or _is_module(f) else TRLBatchReward(f, name, self.engines)
+                for f, name in zip(trl_funcs, trl_names)
+            ]
+        self._rlvr_adapters: list[Any] = [f for f in trl_funcs if isinstance(f, TRLBatchReward)] + self.rlvr_rewards
+        args.reward_weights = (
+            merged_reward_weights(args.reward_weights, len(trl_funcs), [float(r.weight) for _, r in registered]) or None
+        )
         self._rlvr_batch: dict[str, torch.Tensor] = {}
         self._warned_no_score = False
         self._warned_checkpoint_bytes = False
         self._rlvr_capture_logps, self._rlvr_logps = False, None
-        names = [r.name for _, r in registered]
+        names = trl_names + plugin_names
         self.correctness_reward = correctness_reward or (names[0] if names else None)
         if self.correctness_reward is not None and self.correctness_reward not in names:
             raise PluginError(
@@ -293,7 +414,13 @@ class RLVRTrainer(GRPOTrainer):
             if kwargs.get("rollout_func") is not None:
                 raise TypeError(f"plugin {rollouts[0][0]!r} provides the rollout_func; do not also pass rollout_func")
             kwargs["rollout_func"] = rollouts[0][1]
-        super().__init__(model=model, reward_funcs=self.rlvr_rewards, args=args, **kwargs)
+        super().__init__(
+            model=model,
+            reward_funcs=trl_funcs + self.rlvr_rewards,
+            args=args,
+            reward_processing_classes=trl_classes + [None] * len(self.rlvr_rewards),
+            **kwargs,
+        )
         if self.use_vllm:
             from .vllm_cpu import install_cpu_weight_sync
 
@@ -318,13 +445,16 @@ class RLVRTrainer(GRPOTrainer):
 
     # -- rewards, penalties, advantages --------------------------------------------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        for reward in self.rlvr_rewards:
+        for reward in self._rlvr_adapters:
             reward.pending_error = None
         with _quiet_trl_no_score_warning():
             rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._raise_on_every_rank()
         device = rewards_per_func.device
-        columns = [f.last_failed if isinstance(f, TRLReward) else [False] * len(prompts) for f in self.reward_funcs]
+        columns = [
+            f.last_failed if isinstance(f, (TRLReward, TRLBatchReward)) else [False] * len(prompts)
+            for f in self.reward_funcs
+        ]
         failed = torch.tensor(list(zip(*columns)), dtype=torch.long, device=device).view(len(prompts), len(columns))
         self._check_applicable(inputs, rewards_per_func, failed.bool())
         lengths = torch.tensor([len(ids) for ids in completion_ids_list], dtype=torch.long, device=device)
@@ -373,10 +503,10 @@ class RLVRTrainer(GRPOTrainer):
         """
         errors = [
             f"{type(r.pending_error).__name__}: {r.pending_error}"
-            for r in self.rlvr_rewards
+            for r in self._rlvr_adapters
             if r.pending_error is not None
         ]
-        local = next((r.pending_error for r in self.rlvr_rewards if r.pending_error is not None), None)
+        local = next((r.pending_error for r in self._rlvr_adapters if r.pending_error is not None), None)
         if self.accelerator.num_processes == 1:
             if local is not None:
                 raise local
@@ -514,9 +644,10 @@ class RLVRTrainer(GRPOTrainer):
             metrics[f"penalties/{plugin}/mean"].append(total / n_valid if n_valid else 0.0)
         if no_score and not self._warned_no_score:
             logger.warning(
-                "%d of %d completions of this batch could not be scored by any reward (a reward failed, timed out or "
-                "did not apply): their advantage is 0 and they are left out of their group's baseline%s. Counted in "
-                "rlvr/frac_no_score and rlvr/failed/<reward>; this warning is not repeated.",
+                TRL_NO_SCORE_WARNING + " for %d of %d completions of this batch: they could not be scored by any "
+                "reward (a reward failed, timed out or did not apply): their advantage is 0 and they are left out "
+                "of their group's baseline%s. Counted in rlvr/frac_no_score and rlvr/failed/<reward>; this warning "
+                "is not repeated.",
                 int((~valid).sum()),
                 valid.numel(),
                 "; no completion of the batch has a score" if not valid.any() else "",

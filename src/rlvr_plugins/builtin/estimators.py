@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import advantages, hookimpl
+from .. import hookimpl
 from ..plugin import Plugin
 
 
@@ -27,6 +27,8 @@ class GRPOEstimator(Plugin):
 
     @hookimpl
     def rlvr_compute_advantages(self, rewards, num_generations, valid):
+        from .. import advantages  # torch: imported when the hook runs, not to list or check plugins
+
         return advantages.grpo_advantages(rewards, valid, num_generations, eps=self.options.eps)
 
 
@@ -38,6 +40,8 @@ class RLOOEstimator(Plugin):
 
     @hookimpl
     def rlvr_compute_advantages(self, rewards, num_generations, valid):
+        from .. import advantages  # torch: imported when the hook runs, not to list or check plugins
+
         return advantages.rloo_advantages(rewards, valid, num_generations)
 
 
@@ -54,6 +58,8 @@ class BatchStdEstimator(Plugin):
 
     @hookimpl
     def rlvr_compute_advantages(self, rewards, num_generations, valid):
+        from .. import advantages  # torch: imported when the hook runs, not to list or check plugins
+
         return advantages.batch_std_advantages(rewards, valid, num_generations, eps=self.options.eps)
 
 
@@ -66,6 +72,8 @@ class MeanBaselineEstimator(Plugin):
 
     @hookimpl
     def rlvr_compute_advantages(self, rewards, num_generations, valid):
+        from .. import advantages  # torch: imported when the hook runs, not to list or check plugins
+
         return advantages.mean_baseline_advantages(rewards, valid, num_generations)
 
 
@@ -86,6 +94,8 @@ class NormalizeThenSumEstimator(Plugin):
 
     @hookimpl
     def rlvr_compute_advantages(self, rewards_per_func, reward_weights, num_generations, valid):
+        from .. import advantages  # torch: imported when the hook runs, not to list or check plugins
+
         return advantages.normalize_then_sum_advantages(
             rewards_per_func, reward_weights, valid, num_generations, eps=self.options.eps
         )

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__
-from ..errors import RLVRError, bounded
+from ..errors import Interrupted, RLVRError, bounded
 from ..train.validate import run_config
 from .common import quiet_libraries
 
@@ -30,6 +30,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("rlvr_plugins.engine.traceback").setLevel(logging.DEBUG)  # a failing reward's traceback
     try:
         return args.func(args)
+    except Interrupted as exc:
+        print(f"rlvr: {exc}", file=sys.stderr, flush=True)
+        return 128 + exc.signum
     except RLVRError as exc:
         print(f"rlvr: error: {bounded(str(exc))}", file=sys.stderr)
         if exc.__cause__ is not None and args.verbose:
@@ -250,7 +253,7 @@ def cmd_train(args) -> int:
     from ..train.run import check_data, check_prepared_start, configure_threads, prepare, probe_reward_examples, train
 
     if args.check:
-        prepared = prepare(config)
+        prepared = prepare(config, with_trl=False)
         check_prepared_start(start, prepared)
         check_data(prepared)
         probe_reward_examples(prepared)

@@ -22,22 +22,34 @@ from ..train.validate import run_config
 
 
 def quiet_libraries() -> None:
-    """Keep the console for the run: no dataset-map progress bars, no deprecation chatter."""
+    """Keep the console for the run: no dataset-map progress bars, no deprecation chatter.
+
+    Imports nothing heavy: the libraries read the environment when they are imported
+    (``HF_DATASETS_DISABLE_PROGRESS_BARS``, ``TRANSFORMERS_VERBOSITY``, ``HF_HUB_DISABLE_PROGRESS_BARS``,
+    which transformers' own ``disable_progress_bar`` sets too); one already imported is told directly.
+    A value the user set in the environment wins."""
     import os
+    import sys
     import warnings
 
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    for name, value in QUIET_ENVIRONMENT.items():
+        os.environ.setdefault(name, value)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=UserWarning, module="transformers")
-    try:
-        import datasets
-        import transformers
-
-        datasets.disable_progress_bars()
+    if "datasets" in sys.modules:
+        sys.modules["datasets"].disable_progress_bars()
+    if "transformers" in sys.modules:
+        transformers = sys.modules["transformers"]
         transformers.logging.set_verbosity_error()
         transformers.logging.disable_progress_bar()
-    except ImportError:
-        pass
+
+
+QUIET_ENVIRONMENT = {
+    "TOKENIZERS_PARALLELISM": "false",
+    "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TRANSFORMERS_VERBOSITY": "error",
+}
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Train and eval splits: a built-in synthetic task, a local JSONL file, or a hub dataset.
 
-After loading, ``data.columns`` renames the source's columns to the canonical ones
+After loading, ``data.columns`` (or ``data.<split>.columns``, which wins for its split) renames the
+source's columns to the canonical ones
 (``prompt``, ``answer``, and anything a plugin reads, e.g. ``difficulty``), the enabled
 template plugin renders each prompt (``rlvr_render_prompt``), and a column
 ``rlvr_index`` records each row's position.
@@ -171,7 +172,7 @@ def load_rows(config: Mapping[str, Any], split: str, plugin_set=None) -> list[di
         where = f"hub dataset {spec.name}"
     if spec.limit is not None:
         rows = rows[: spec.limit]
-    rows = rename_columns(rows, data.columns, where, lines)
+    rows = rename_columns(rows, spec.columns if given(spec, "columns") else data.columns, where, lines)
     answer_format = spec.answer_format if given(spec, "answer_format") else data.answer_format
     if answer_format is not None:
         rows = normalise_answers(rows, answer_format, where, lines)

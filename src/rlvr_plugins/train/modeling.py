@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
-
-import torch
 
 from .config import resolve_path, run_config
 from .validate import model_section
@@ -18,27 +17,55 @@ if TYPE_CHECKING:
     from .sections import LoraSection
 from ..errors import ConfigError
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
+
+def torch_dtype(name: str) -> Any:
+    """``model.dtype`` as ``from_pretrained`` takes it: a torch dtype, or ``"auto"``."""
+    import torch
+
+    return name if name == "auto" else getattr(torch, name)
 
 
-def has_accelerator() -> bool:
-    """A CUDA or XPU device is visible (otherwise trainers get ``use_cpu: true`` by default)."""
-    return torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
+def has_accelerator(import_torch: bool = True) -> bool:
+    """A CUDA or XPU device is visible (otherwise trainers get ``use_cpu: true`` by default).
+
+    ``import_torch=False`` (``rlvr train --check``, which imports no torch): torch answers if something
+    imported it already; otherwise a CUDA device is seen by its device file (``/dev/nvidia0``, and
+    ``CUDA_VISIBLE_DEVICES`` not empty or ``-1``); an XPU only through torch."""
+    if import_torch or "torch" in sys.modules:
+        import torch
+
+        return torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
+    return cuda_device_file_visible(os.environ)
+
+
+def cuda_device_file_visible(env: Mapping[str, str], device_file: str = "/dev/nvidia0") -> bool:
+    """Whether a CUDA device is visible, without torch: its device file exists and ``CUDA_VISIBLE_DEVICES``
+    does not hide every device.
+
+    >>> cuda_device_file_visible({"CUDA_VISIBLE_DEVICES": "-1"}, "/"), cuda_device_file_visible({}, "/no/such")
+    (False, False)
+    >>> cuda_device_file_visible({}, "/"), cuda_device_file_visible({"CUDA_VISIBLE_DEVICES": "0"}, "/")
+    (True, True)
+    """
+    if env.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return False
+    return os.path.exists(device_file)
 
 
 CPU_DEFAULTS = {"use_cpu": True, "bf16": False, "gradient_checkpointing": False}
 
 
-def cpu_defaults(kwargs: dict) -> dict:
+def cpu_defaults(kwargs: dict, import_torch: bool = True) -> dict:
     """Without an accelerator: train on the CPU in float32 without recomputation, unless the config says otherwise.
 
     TRL defaults to ``bf16=True`` and gradient checkpointing, which on a CPU only cost time
     (bf16 autocast is emulated; a small model has no memory to save).
     """
-    if not has_accelerator():
+    gpu = has_accelerator(import_torch)
+    if not gpu:
         for key, value in CPU_DEFAULTS.items():
             kwargs.setdefault(key, value)
-    problem = launch_problem(kwargs, os.environ, has_accelerator())
+    problem = launch_problem(kwargs, os.environ, gpu)
     if problem:
         raise ConfigError(problem)
     return kwargs
@@ -162,7 +189,7 @@ def load_model(config: Mapping[str, Any], tokenizer, seed: int):
         return build_tiny_model(tokenizer, seed=seed, **model.tiny)
     return AutoModelForCausalLM.from_pretrained(
         resolve_path(config, model.name_or_path),
-        dtype=DTYPES[model.dtype],
+        dtype=torch_dtype(model.dtype),
         trust_remote_code=model.trust_remote_code,
     )
 
@@ -173,7 +200,7 @@ def load_saved_policy(config: Mapping[str, Any], folder: Path):
 
     model = model_section(config)
     return AutoModelForCausalLM.from_pretrained(
-        str(folder), dtype=DTYPES[model.dtype], trust_remote_code=model.trust_remote_code
+        str(folder), dtype=torch_dtype(model.dtype), trust_remote_code=model.trust_remote_code
     )
 
 

@@ -52,12 +52,13 @@ TRAINER_OWNED = {
 RUN_DEFAULTS = {"report_to": "none", "logging_steps": 1, "save_strategy": "steps", "save_steps": 100}
 
 
-def grpo_kwargs(config: Mapping[str, Any], plugin_set: PluginSet) -> dict[str, Any]:
-    """The GRPOConfig arguments: run defaults, the user's ``trainer:`` section, then the plugins' adjustments."""
+def grpo_kwargs(config: Mapping[str, Any], plugin_set: PluginSet, import_torch: bool = True) -> dict[str, Any]:
+    """The GRPOConfig arguments: run defaults, the user's ``trainer:`` section, then the plugins' adjustments.
+    ``import_torch=False``: the CPU defaults are decided without torch (:func:`~.modeling.has_accelerator`)."""
     trainer = dict(run_config(config).trainer)
     kwargs = {**RUN_DEFAULTS, **trainer, "output_dir": str(output_dir(config))}
     kwargs.setdefault("seed", run_config(config).seed)
-    cpu_defaults(kwargs)
+    cpu_defaults(kwargs, import_torch)
     for name in trainer:
         if name in TRAINER_OWNED:
             raise ConfigError(f"trainer.{name}: {TRAINER_OWNED[name]}")
@@ -86,10 +87,17 @@ def _check_scale_rewards(trainer: Mapping[str, Any], plugin_set: PluginSet) -> N
         )
 
 
-def build_grpo_config(kwargs: dict[str, Any]):
-    from trl import GRPOConfig
-
+def build_grpo_config(kwargs: dict[str, Any], with_trl: bool = True):
+    """``GRPOConfig(**kwargs)``; TRL's refusals become ``ConfigError``s. ``with_trl=False`` (``rlvr train --check``):
+    the same arguments without importing TRL or torch (:func:`~.trl_fields.grpo_config_view`: TRL's defaults and
+    its GRPO batch rules; transformers' own checks of ``TrainingArguments`` wait for the run)."""
     try:
+        if not with_trl:
+            from .trl_fields import grpo_config_view
+
+            return grpo_config_view(kwargs, world_size=int(os.environ.get("WORLD_SIZE", "1")))
+        from trl import GRPOConfig
+
         return GRPOConfig(**kwargs)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"trainer: {exc}") from exc
@@ -110,13 +118,18 @@ class Prepared:
     grpo_args: Any
 
 
-def prepare(config: dict[str, Any], plugin_set: PluginSet | None = None) -> Prepared:
-    """Build (or take) the plugin set, the GRPOConfig, and run every check of ``rlvr train --check``."""
+def prepare(config: dict[str, Any], plugin_set: PluginSet | None = None, with_trl: bool = True) -> Prepared:
+    """Build (or take) the plugin set, the GRPOConfig, and run every check of ``rlvr train --check``.
+
+    ``with_trl=False`` (``--check``): neither TRL nor torch is imported; ``grpo_args`` is then the
+    :func:`~.trl_fields.grpo_config_view` of the arguments, which the plugins validate as they would the
+    ``GRPOConfig``."""
     plugin_set = plugin_set or build_plugin_set(run_config(config).plugins)
-    args = build_grpo_config(grpo_kwargs(config, plugin_set))
-    plugin_set.adjusted_args = args  # the trainer built with these arguments does not adjust them again
+    args = build_grpo_config(grpo_kwargs(config, plugin_set, import_torch=with_trl), with_trl)
+    if with_trl:
+        plugin_set.adjusted_args = args  # the trainer built with these arguments does not adjust them again
     plugin_set.validate_run(args, run_config(config).engine.deadline_s)
-    problem = args.use_vllm and vllm_cpu_problem(config, "trainer.use_vllm", has_accelerator())
+    problem = args.use_vllm and vllm_cpu_problem(config, "trainer.use_vllm", has_accelerator(with_trl))
     if problem:
         raise ConfigError(problem)
     names = [r.name for _, r in plugin_set.reward_functions()]
@@ -222,8 +235,16 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     from ..trainer import RLVRTrainer
     from . import data, modeling
     from .evaluation import evaluate, metric_row
+    from .integrity import IntegrityWatch, integrity_row
     from .runfolder import start_from_policy, truncate_metrics
-    from .runlog import GracefulStop, MetricsWriter, PeriodicEval, SeedAtTrainBegin, compact_console
+    from .runlog import (
+        GracefulStop,
+        MetricsWriter,
+        PeriodicEval,
+        SeedAtTrainBegin,
+        TrainRewardTap,
+        compact_console,
+    )
 
     started = time.perf_counter()
     out = start.out
@@ -338,11 +359,15 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     callbacks = [metrics, stop, SeedAtTrainBegin()]
     every = sections.eval.every_steps
     if every and eval_rows:  # the trainer's wrapped model: under ZeRO-3 its weights are gathered for generation
-        callbacks.append(
+        watch = IntegrityWatch(sections.eval.integrity_window)
+        callbacks += [
+            TrainRewardTap(watch.train_reward),
             PeriodicEval(
-                every, lambda step, _: measure(f"step {step}", trainer.model, trainer.model_wrapped), metrics.write
-            )
-        )
+                every,
+                lambda step, _: measure(f"step {step}", trainer.model, trainer.model_wrapped),
+                lambda step, row: metrics.write(step, {**row, **integrity_row(watch, row)}),
+            ),
+        ]
     t = time.perf_counter()
     trainer = RLVRTrainer(
         plugin_set=prepared.plugin_set,
@@ -490,13 +515,25 @@ def _print_summary(summary: Mapping[str, Any]) -> None:
     for tag in ("before", "after"):
         if f"eval_{tag}" in summary:
             e = summary[f"eval_{tag}"]
-            label = "after SFT (before GRPO)" if tag == "before" else "after GRPO"
+            label = eval_label(tag, "sft_examples" in summary)
             print(f"held-out accuracy {label:>24}: {100 * e['accuracy']:5.1f}%  (n={e['n']})")
     if "accuracy_gain_points" in summary:
         print(f"gain from GRPO: {summary['accuracy_gain_points']:+.1f} points")
     print(f"time: {summary['seconds']:.0f}s  stages: {summary['stages']}")
     print(failure_line(summary.get("reward_failures") or {}))
     print("=" * 60, flush=True)
+
+
+def eval_label(tag: str, with_sft: bool) -> str:
+    """What the summary calls the evaluation ``tag`` (``before``/``after`` GRPO): "after SFT" only for a run
+    that had an SFT cold start.
+
+    >>> eval_label("before", True), eval_label("before", False), eval_label("after", False)
+    ('after SFT (before GRPO)', 'before GRPO', 'after GRPO')
+    """
+    if tag == "after":
+        return "after GRPO"
+    return "after SFT (before GRPO)" if with_sft else "before GRPO"
 
 
 def failure_line(failures: Mapping[str, Mapping[str, int]]) -> str:

@@ -69,9 +69,10 @@ def read_metrics(path: str | Path) -> list[dict]:
 class CompactProgress(ProgressCallback):
     """TRL's progress bar (when enabled), with one short line per logging step instead of the metrics dict."""
 
-    def __init__(self, show_bar: bool = True):
+    def __init__(self, show_bar: bool = True, label: str | None = None):
         super().__init__()
         self.show_bar = show_bar
+        self.label = label
 
     def on_train_begin(self, args, state, control, **kwargs):
         if self.show_bar:
@@ -100,23 +101,38 @@ class CompactProgress(ProgressCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
             return
-        parts = [f"step {state.global_step}"]
-        for key, value in logs.items():
-            if (
-                key in SHOWN or key == "loss" or (key.startswith(("rewards/", "penalties/")) and key.endswith("/mean"))
-            ) and isinstance(value, (int, float)):
-                parts.append(f"{key.removesuffix('/mean').replace('rlvr/', '')} {value:.3f}")
-        if len(parts) > 1:
-            (self.training_bar.write if self.training_bar is not None else print)("  ".join(parts))
+        line = progress_line(state.global_step, logs, self.label)
+        if line is not None:
+            (self.training_bar.write if self.training_bar is not None else print)(line)
 
 
-def compact_console(trainer, show_bar: bool) -> None:
-    """Replace the Trainer's console output (a dict per log, or a bar that prints dicts) with CompactProgress."""
+def progress_line(step: int, logs: Mapping[str, Any], label: str | None = None) -> str | None:
+    """The console line of one logging step (None when it logged nothing shown), ``[label] `` first.
+
+    >>> progress_line(3, {"loss": 0.51234, "learning_rate": 1e-3, "mean_token_accuracy": 0.9}, "sft")
+    '[sft] step 3  loss 0.512  mean_token_accuracy 0.900'
+    >>> progress_line(2, {"reward": 0.5, "rewards/r1-accuracy/mean": 0.25})
+    'step 2  reward 0.500  rewards/r1-accuracy 0.250'
+    """
+    parts = [f"step {step}"]
+    for key, value in logs.items():
+        if (
+            key in SHOWN or key == "loss" or (key.startswith(("rewards/", "penalties/")) and key.endswith("/mean"))
+        ) and isinstance(value, (int, float)):
+            parts.append(f"{key.removesuffix('/mean').replace('rlvr/', '')} {value:.3f}")
+    if len(parts) == 1:
+        return None
+    return ("" if label is None else f"[{label}] ") + "  ".join(parts)
+
+
+def compact_console(trainer, show_bar: bool, label: str | None = None) -> None:
+    """Replace the Trainer's console output (a dict per log, or a bar that prints dicts) with CompactProgress
+    (``label``: the stage named at the start of each line, e.g. ``[sft]``)."""
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)
-    trainer.add_callback(CompactProgress(show_bar))
+    trainer.add_callback(CompactProgress(show_bar, label))
 
 
 class GracefulStop(TrainerCallback):
@@ -151,6 +167,39 @@ class GracefulStop(TrainerCallback):
         if self.signal_name is not None:
             control.should_save = True
             control.should_training_stop = True
+
+
+@contextlib.contextmanager
+def interrupted_by_signal(stage: str, progress: Callable[[], str], after: str):
+    """Within the block, SIGINT / SIGTERM raise :class:`~rlvr_plugins.errors.Interrupted` naming ``stage``, how far it
+    got (``progress()``) and ``after`` (what to do now): for a stage without checkpoints (the SFT cold start), which
+    cannot stop gracefully as GRPO does (:class:`GracefulStop`). The previous handlers are restored after it."""
+    from ..errors import Interrupted
+
+    def handle(signum, frame):
+        name = signal.Signals(signum).name
+        raise Interrupted(signum, f"stopped by {name} during {stage} ({progress()}); {after}")
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+class TrainRewardTap(TrainerCallback):
+    """Hand every logged train reward (TRL's ``reward``) to ``receive``, on the main process."""
+
+    def __init__(self, receive: Callable[[float], None]):
+        self.receive = receive
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and logs and "reward" in logs:
+            self.receive(logs["reward"])
 
 
 class PeriodicEval(TrainerCallback):

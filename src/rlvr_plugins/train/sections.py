@@ -94,6 +94,7 @@ class SplitSection:
     source: str
     limit: int | None = None
     answer_format: AnswerFormat = None
+    columns: Columns = None  # type: ignore[assignment]
 
     required: ClassVar[str] = ""
 
@@ -135,7 +136,8 @@ SOURCES: dict[str, type[SplitSection]] = {"synthetic": SyntheticSplit, "jsonl": 
 
 @dataclass(frozen=True)
 class DataSection:
-    """``data``: the train split, optionally an eval split, column renames and the answer format of both."""
+    """``data``: the train split, optionally an eval split, column renames and the answer format of both
+    (``data.<split>.columns`` and ``data.<split>.answer_format`` win for their split)."""
 
     train: SplitSection | None = None
     eval: SplitSection | None = None
@@ -188,6 +190,7 @@ class EvalSection(SamplingOptions, _Scored):
     every_steps: Annotated[
         int | None, Rule(lambda v: v is None or v >= 1, "a whole number of steps >= 1 (or absent)")
     ] = None
+    integrity_window: Annotated[int, Rule(lambda v: v == 0 or v >= 2, "0 (off) or a number of evaluations >= 2")] = 3
     mode: Annotated[str, _one_of(PROMPTING_MODES)] = "zero-shot"
     shots: Annotated[int, Rule(lambda v: v >= 0, "a positive integer")] = 4
     shot_column: str = "solution"

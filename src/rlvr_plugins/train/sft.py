@@ -87,10 +87,15 @@ def run_sft(
         raise ConfigError(f"sft: {exc}") from exc
     dataset = Dataset.from_list([{"prompt": r["prompt"], "completion": r[column]} for r in rows])
     trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
-    from .runlog import compact_console
+    from .runlog import compact_console, interrupted_by_signal
 
-    compact_console(trainer, show_bar=not args.disable_tqdm)
-    trainer.train()
+    compact_console(trainer, show_bar=not args.disable_tqdm, label="sft")
+    with interrupted_by_signal(
+        "the SFT cold start",
+        lambda: f"step {trainer.state.global_step} of {trainer.state.max_steps}",
+        "SFT keeps no checkpoint, so nothing of it was saved: run the command again (rlvr train: with --overwrite)",
+    ):
+        trainer.train()
     return trainer
 
 

@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from rlvr_plugins import Plugin, hookimpl
-from rlvr_plugins.advantages import mean_baseline_advantages
 from rlvr_plugins.errors import ConfigError
 
 REQUIRED_TRAINER_SETTINGS: dict[str, str] = {"loss_type": "dr_grpo", "scale_rewards": "none"}
@@ -62,6 +61,8 @@ class DrGRPO(Plugin):
 
     @hookimpl
     def rlvr_compute_advantages(self, rewards, num_generations, valid):
+        from rlvr_plugins.advantages import mean_baseline_advantages  # torch: when the hook runs
+
         return mean_baseline_advantages(rewards, valid, num_generations)
 
     @hookimpl

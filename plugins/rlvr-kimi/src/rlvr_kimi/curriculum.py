@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-SCHEDULES = ("linear", "step", "none")
+from .schedules import SCHEDULES
 
 
 def admitted_fraction(

@@ -6,17 +6,18 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Literal
-
-import torch
+from typing import TYPE_CHECKING, Literal
 
 from rlvr_plugins import Plugin, hookimpl
-from rlvr_plugins.advantages import zero_variance_groups
 from rlvr_plugins.errors import ConfigError, PluginContractError, PluginError
 
-from .curriculum import SCHEDULES, difficulties_from_column, group_outcomes
-from .length import is_correct, kimi_length_reward
-from .sampler import CurriculumSampler, CurriculumState
+from .schedules import SCHEDULES
+
+if TYPE_CHECKING:
+    from .sampler import CurriculumSampler, CurriculumState
+
+# torch (and the modules that use it) is imported inside the hooks that compute: listing the
+# plugins and checking a config import no torch.
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +74,8 @@ class KimiLengthPenalty(Plugin):
             return None
         if o.correctness_reward not in reward_names:
             raise PluginContractError(self._missing_reward(reward_names))
+        from .length import is_correct, kimi_length_reward
+
         column = rewards_per_func[:, list(reward_names).index(o.correctness_reward)]
         correct = is_correct(column, o.threshold)
         return o.weight * kimi_length_reward(completion_lengths, correct, num_generations).to(column.device)
@@ -173,6 +176,11 @@ class KimiCurriculum(Plugin):
 
     @hookimpl
     def rlvr_train_sampler(self, dataset, num_generations, prompts_per_batch, repeat_count, shuffle, seed, grpo_args):
+        import torch
+
+        from .curriculum import difficulties_from_column
+        from .sampler import CurriculumSampler, CurriculumState
+
         o = self.options
         n = len(dataset)
         difficulties = None
@@ -232,6 +240,13 @@ class KimiCurriculum(Plugin):
                 f"plugin {self.name!r}: rewards arrived before the sampler was built; "
                 "the training prompts must come from this plugin's sampler"
             )
+        import torch
+
+        from rlvr_plugins.advantages import zero_variance_groups
+
+        from .curriculum import group_outcomes
+        from .length import is_correct
+
         o = self.options
         if o.correctness_reward not in reward_names:
             raise PluginContractError(self._missing_reward(reward_names))
