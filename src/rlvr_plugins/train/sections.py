@@ -442,9 +442,17 @@ TRL_RULES: dict[str, Rule] = {
 ``trainer:`` or ``sft:`` field named here must also satisfy its rule."""
 
 
-def with_trl_rules(types: Mapping[str, Any]) -> dict[str, Any]:
-    """The field types of a ``trainer:`` / ``sft:`` section with :data:`TRL_RULES` attached where they apply."""
-    return {key: Annotated[tp, TRL_RULES[key]] if key in TRL_RULES else tp for key, tp in types.items()}
+def trl_rule_problems(
+    values: Mapping[str, Any], given: Mapping[str, Any], types: Mapping[str, Any]
+) -> list[fields.Problem]:
+    """A :class:`~rlvr_plugins.fields.Problem` for each value of a ``trainer:`` / ``sft:`` field (``values``:
+    those of the field's type, converted; a wrong type is reported as such) that breaks its rule in
+    :data:`TRL_RULES`; the value named is the one ``given``."""
+    return [
+        fields.Problem(key, given[key], "rule", Annotated[types[key], TRL_RULES[key]])
+        for key, value in values.items()
+        if key in TRL_RULES and key in types and not TRL_RULES[key].ok(value)
+    ]
 
 
 def data_problems(data: Any, where: Where) -> tuple[DataSection | None, list[str]]:
