@@ -51,28 +51,16 @@ def check_output_file(path: str | Path, what: str = "output file") -> Path:
 
 
 def write_atomic(path: str | Path, chunks: Iterable[str], what: str = "output file") -> None:
-    """Write ``chunks`` (UTF-8) to ``path`` through a temporary file renamed over it."""
-    p = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise OutputError(f"{what} {shown(str(path), 300)} could not be written: {_reason(exc)}") from exc
-    try:
-        os.fchmod(fd, _mode(p))
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+    """Write ``chunks`` (UTF-8) to ``path`` through a temporary file renamed over it (:func:`save_atomic`)."""
+
+    def save(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
             for chunk in chunks:
                 fh.write(chunk)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, p)
-    except OSError as exc:
-        _remove(tmp)
-        raise OutputError(
-            f"{what} {shown(str(path), 300)} could not be written: {_reason(exc)}; nothing was written there"
-        ) from exc
-    except BaseException:
-        _remove(tmp)
-        raise
+
+    save_atomic(path, save, what)
 
 
 def save_atomic(path: str | Path, save: Callable[[str], None], what: str = "output file") -> None:
