@@ -235,3 +235,15 @@ def test_a_split_without_its_own_columns_takes_data_columns_and_an_empty_mapping
     config = load_config(tmp_path / "c.yaml")
     assert load_rows(config, "train")[0]["prompt"] == "x"
     assert load_rows(config, "eval")[0]["prompt"] == "p"
+
+
+def test_rlvr_score_refuses_completions_without_the_column_a_reward_reads(tmp_path, capsys):
+    path = write_config(tmp_path, SOLUTION_ROWS)
+    completions = tmp_path / "completions.jsonl"
+    completions.write_text("".join(json.dumps({**r, "completion": "<answer>2</answer>"}) + "\n" for r in SOLUTION_ROWS))
+    assert cli.main(["score", str(path), str(completions)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "rlvr: error: reward 'r1-accuracy' (plugin 'r1-accuracy') reads column 'answer' (option answer_column), "
+        f"which no row of the completions split ({completions}) has"
+    ) and err.endswith("did you mean answer_column: solution (--set plugins.r1-accuracy.answer_column=solution)?\n")
