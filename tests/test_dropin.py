@@ -161,7 +161,7 @@ def test_trls_no_score_warning_is_filtered_only_while_rlvr_trainer_scores(tmp_pa
         ours.train()
     trl_text = "All reward functions returned None"
     assert not any(r.name == "trl.trainer.grpo_trainer" and trl_text in r.getMessage() for r in caplog.records)
-    ours_once = [r.getMessage() for r in caplog.records if r.name == "rlvr_plugins.trainer"]
+    ours_once = [m for r in caplog.records if r.name == "rlvr_plugins.trainer" and trl_text in (m := r.getMessage())]
     assert len(ours_once) == 1 and ours_once[0].startswith(
         trl_text + " for 4 of 4 completions"
     )  # TRL's words, then ours

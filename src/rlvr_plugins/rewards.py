@@ -380,7 +380,17 @@ def probe_rewards(rewards: Sequence[tuple[str, RewardFunction]], engines: Engine
         )
 
 
-class TRLReward:
+class EngineAdapter:
+    """What TRL calls as a reward function and the engine scores: after each call, ``last_failed`` (one flag per
+    completion: no score because the engine could not give one) and ``pending_error`` (an error the trainer
+    raises on every process once the batch's rewards are gathered, or ``None``)."""
+
+    def __init__(self) -> None:
+        self.last_failed: list[bool] = []
+        self.pending_error: BaseException | None = None
+
+
+class TRLReward(EngineAdapter):
     """One reward plugin seen by TRL: ``f(prompts, completions, **columns) -> list[float]``.
 
     A completion the engine could not score (timeout, exception) comes back as NaN and is
@@ -395,6 +405,7 @@ class TRLReward:
     """
 
     def __init__(self, reward: RewardFunction, plugin: str, engines: Engines):
+        super().__init__()
         self.reward, self.plugin, self.engines = reward, plugin, engines
         self.__name__ = reward.name
         self.isolated = engines.isolates(reward)
@@ -404,8 +415,6 @@ class TRLReward:
                 f"reward {reward.name!r} (plugin {plugin!r}) takes `environment`, which lives in the "
                 "trainer's process: register it with isolated=False"
             )
-        self.last_failed: list[bool] = []
-        self.pending_error: BaseException | None = None
 
     def __call__(
         self,
@@ -467,7 +476,7 @@ class BatchCall:
         return None
 
 
-class TRLBatchReward:
+class TRLBatchReward(EngineAdapter):
     """A TRL reward function (``reward_funcs``) run through the reward engine: each batch is one engine job.
 
     In a worker process (``isolated``), the engine's deadline ``timeout_s`` bounds the whole call;
@@ -478,10 +487,9 @@ class TRLBatchReward:
     """
 
     def __init__(self, fn: Any, name: str, engines: Engines):
+        super().__init__()
         self.fn, self.__name__, self.engines = fn, name, engines
         self.reward = RewardFunction(name, BatchCall(fn), isolated=True)
-        self.last_failed: list[bool] = []
-        self.pending_error: BaseException | None = None
 
     def __call__(
         self,
