@@ -191,9 +191,9 @@ def plugin_set_argument(plugin_set: Any) -> PluginSet:
     if isinstance(plugin_set, PluginSet):
         return plugin_set
     hint = (
-        f"; build one from the mapping with build_plugin_set({shown(plugin_set)})"
+        f"; pass the mapping as plugins={shown(plugin_set)}, or build one with build_plugin_set({shown(plugin_set)})"
         if isinstance(plugin_set, Mapping)
-        else "; build one with build_plugin_set({plugin name: options})"
+        else "; pass plugins={plugin name: options}, or build one with build_plugin_set({plugin name: options})"
     )
     raise PluginError(
         f"plugin_set must be a PluginSet (rlvr_plugins.manager.build_plugin_set), got "
