@@ -517,7 +517,10 @@ def test_15_a_batch_undecided_by_every_reward_gets_advantage_0_and_one_warning(t
     assert [h["rlvr/frac_no_score"] for h in logged] == [1.0, 1.0]
     assert all(math.isfinite(h["loss"]) for h in logged)
     (warning,) = no_score_warnings(caplog)  # two undecided batches, one warning
-    assert warning.startswith("All reward functions returned None for 8 of 8 completions") and "no completion of the batch has a score" in warning
+    assert (
+        warning.startswith("All reward functions returned None for 8 of 8 completions")
+        and "no completion of the batch has a score" in warning
+    )
 
 
 # ------------------------------------------------------------------ 16: configuration bugs at start-up
