@@ -279,23 +279,41 @@ def write_config(tmp_path, plugins):
     return path
 
 
+class LenientFormat(Plugin):
+    """A form reward with holes: any non-empty thinking counts (``has_thinking``)."""
+
+    name = "lenient-format"
+
+    @hookimpl
+    def rlvr_reward_functions(self, register):
+        register(RewardFunction(self.name, has_thinking, isolated=False, example=FORM_EXAMPLE))
+
+
 def test_cli_writes_the_report_and_exits_1_on_an_accepted_class(tmp_path, capsys):
     from rlvr_plugins.cli.app import main
 
-    config = write_config(tmp_path, {"r1-format": {}})
+    config = write_config(tmp_path, {"lenient-format": {}})
     report = tmp_path / "report"
-    assert main(["audit", "rewards", str(config), "--report", str(report), "--limit", "4"]) == 1
+    with temporary_plugin(LenientFormat):
+        assert main(["audit", "rewards", str(config), "--report", str(report), "--limit", "4"]) == 1
+        # every class at most 100% accepted: a threshold of 1 passes whatever the reward does
+        argv = ["audit", "rewards", str(config), "--report", str(tmp_path / "r2"), "--limit", "4", "--threshold", "1"]
+        assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "reward audit FAILED: r1-format/" in out
+    failing = [f"lenient-format/{c}" for c in ("empty-thinking", "invisible-thinking", "placeholder", "structure-only")]
+    assert f"reward audit FAILED: {', '.join(failing)}" in out
     result = json.loads((report / "reward_audit.json").read_text())
-    assert result["rows"] == 4 and result["threshold"] == 0.0
+    assert result["rows"] == 4 and result["threshold"] == 0.0 and result["failing"] == failing
     (reward,) = result["rewards"]
-    assert reward["reward"] == "r1-format" and reward["recall"]["recall"] == 1.0
-    assert result["failing"] == [f"r1-format/{c['name']}" for c in reward["classes"] if c["accept_rate"] > 0]
+    assert reward["reward"] == "lenient-format" and reward["recall"]["recall"] == 1.0
+    assert {c["name"]: c["accept_rate"] for c in reward["classes"]} == {
+        "empty-thinking": 0.5,
+        "invisible-thinking": 1.0,
+        "placeholder": 1.0,
+        "structure-only": 0.5,
+    }
     assert (report / "reward_audit.md").read_text().startswith("# Reward audit")
     assert (report / "reward_audit.png").read_bytes()[:4] == b"\x89PNG"
-    # every class at most 100% accepted: a threshold of 1 passes whatever the reward does
-    assert main(["audit", "rewards", str(config), "--report", str(report), "--limit", "4", "--threshold", "1"]) == 0
 
 
 @pytest.mark.parametrize(
