@@ -56,6 +56,7 @@ __all__ = [
     "rounds_to",
     "MIN_SIGNIFICANT_DIGITS",
     "MAX_DECIMALS",
+    "graded_statement",
 ]
 
 PARSE_TIMEOUT_S = 5
@@ -197,12 +198,78 @@ def _scientific_as_plain(text: str) -> str:
     return before + sign + plain_decimal(whole, fraction or "", int(exponent)) + after
 
 
+_BARE_POINT = re.compile(r"(?<=\d)\.(?=\s*(?:[/*^)\]}]|\\(?:cdot|times|div)\b))")
+"""A decimal point with no digit after it, before an operator or a closing bracket: ``-1./3``
+(Minerva's references, written as Python floats) is ``-1/3``, not ``-1``."""
+
+
 def _normalise(text: str) -> str:
     r"""Digits and signs in ASCII form (``_ascii_forms``), currency ``\$`` dropped, ``\fbox`` read as
-    ``\boxed``, a lone box unwrapped, thousands separators and a final period removed, a number in
+    ``\boxed``, a lone box unwrapped, thousands separators and a final period removed, a bare
+    decimal point before an operator dropped (``-1./3`` is ``-1/3``, ``_BARE_POINT``), a number in
     scientific notation written out (``_scientific_as_plain``)."""
     text = _unbox(_ascii_forms(text).replace("\\$", "").replace("\\fbox", "\\boxed"))
-    return _scientific_as_plain(_remove_thousands_separators(text).strip().rstrip(".").rstrip())
+    text = _BARE_POINT.sub("", _remove_thousands_separators(text))
+    return _scientific_as_plain(text.strip().rstrip(".").rstrip())
+
+
+_MATH_DELIMITER = re.compile(r"(?<!\\)(?:\$\$|\$)|\\\(|\\\)|\\\[|\\\]")
+_CLOSER = {"$$": "$$", "$": "$", "\\(": "\\)", "\\[": "\\]"}
+_LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
+_SENTENCE_END = re.compile(r"\n|(?<![.!?])[.!?](?![.!?])(?=\s)")
+_HAS_MATH = re.compile(r"\d|\$|\\[A-Za-z(\[]")
+
+
+def _math_spans(text: str) -> list[tuple[int, int]]:
+    r"""(start, end) of each ``$…$``, ``$$…$$``, ``\(…\)``, ``\[…\]`` in ``text``, in one linear scan
+    (an unclosed one runs to the end; ``\$``, a currency sign, is no delimiter)."""
+    spans, closer, start = [], None, 0
+    for token in _MATH_DELIMITER.finditer(text):
+        if closer is None and token.group() in _CLOSER:
+            closer, start = _CLOSER[token.group()], token.start()
+        elif token.group() == closer:
+            spans.append((start, token.end()))
+            closer = None
+    if closer is not None:
+        spans.append((start, len(text)))
+    return spans
+
+
+def graded_statement(answer: str) -> str:
+    r"""The part of an answer that is graded: an answer followed by prose is graded on its first
+    statement.
+
+    When ``answer`` holds prose (a word of two or more letters outside ``$…$``, ``\(…\)``,
+    ``\[…\]`` and LaTeX commands), it is cut into sentences (at a newline, or at one ``.``, ``!``
+    or ``?`` followed by whitespace; not inside math, not a decimal point, not an ellipsis) and
+    the first sentence holding math (a digit, ``$``, a LaTeX command) is graded; the sentences
+    after it are commentary and are not read. An answer without prose, or whose sentences hold
+    no math, is graded whole.
+
+    >>> graded_statement("19. The reference answer is 18."), graded_statement("The answer is 18.")
+    ('19', 'The answer is 18.')
+    >>> graded_statement("1.6+1\nI am confident in this answer."), graded_statement("$x = 2.5$. So 2.5 m.")
+    ('1.6+1', '$x = 2.5$')
+    """
+    spans = _math_spans(answer)
+    outside, last = [], 0
+    for start, end in spans:
+        outside.append(answer[last:start])
+        last = end
+    outside.append(answer[last:])
+    if not _PROSE_WORD.search(_LATEX_COMMAND.sub(" ", " ".join(outside))):
+        return answer
+    sentences, begin, span = [], 0, 0
+    for end in _SENTENCE_END.finditer(answer):
+        while span < len(spans) and spans[span][1] <= end.start():
+            span += 1
+        if span < len(spans) and spans[span][0] <= end.start():
+            continue  # inside math
+        sentences.append(answer[begin : end.start()])
+        begin = end.end()
+    sentences.append(answer[begin:])
+    first = next((s.strip() for s in sentences if _HAS_MATH.search(s)), None)
+    return answer if first is None else first
 
 
 def _marker_text(text: str) -> str:
@@ -510,6 +577,7 @@ def _answer_matches(answer: str, reference: str) -> float:
     """The verdict for one extracted answer against one reference: plain decimals compared exactly
     (``_numeric_verdict``); a longer answer is wrong (0.0, math-verify never
     sees it, see ``answer_too_long``); otherwise ``_math_verdict``."""
+    answer = graded_statement(answer)
     fast = _numeric_verdict(_normalise(answer), _normalise(reference_answer(reference)))
     if fast is not None:
         return fast
