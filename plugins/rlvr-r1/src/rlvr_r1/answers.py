@@ -474,7 +474,8 @@ def accuracy(
     False/times out; or math-verify's
     calls for this answer (parses, verify) would run past ``time_budget_s`` (each call's timeout
     is cut to what is left, see ``_timeout``; None: no budget). Plain decimals are compared exactly, as
-    digit strings, whatever their number of digits.
+    digit strings, whatever their number of digits. An answer followed by prose is graded on its
+    first statement (``graded_statement``); spraying is checked on the whole answer.
     A reference math-verify cannot parse (e.g. "yes") is compared as a plain string
     (case, whitespace, ``$``, braces, ``\text`` and a final period ignored).
     """
