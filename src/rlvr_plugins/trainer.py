@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -156,6 +157,37 @@ def adjust_grpo_args(plugin_set: PluginSet, args: GRPOConfig) -> None:
 
 def _equal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
+
+
+def no_score_warning(n_unscored: int, n_total: int, undecided: int, failures: Mapping[str, int]) -> str:
+    """The batch's one warning on completions without a score: how many, and why, naming each reward that
+    failed (raised, timed out or returned no usable value) and on how many completions, since one failing
+    reward leaves a completion out even where the other rewards scored it; ``undecided``: completions that
+    no reward applied to (every one returned None).
+
+    >>> print(no_score_warning(3, 8, 0, {"r1-accuracy": 0, "judge": 3}))  # doctest: +NORMALIZE_WHITESPACE
+    3 of 8 completions of this batch have no score: reward 'judge' failed (raised, timed out or returned no usable
+    value) on 3, which leaves them out even where the other rewards scored them: their advantage is 0 and they are
+    left out of their group's baseline. Counted in rlvr/frac_no_score and rlvr/failed/<reward>; this warning is
+    not repeated.
+    >>> no_score_warning(8, 8, 8, {"a": 0}).split(": their")[0]
+    '8 of 8 completions of this batch have no score: 8 could not be scored by any reward (every reward returned None)'
+    """
+    reasons = []
+    failed = [f"{name!r} on {count}" for name, count in failures.items() if count]
+    if failed:
+        which = "reward " + ", ".join(failed) if len(failed) == 1 else "rewards " + ", ".join(failed)
+        which = which.replace(" on ", " failed (raised, timed out or returned no usable value) on ", 1)
+        others = " even where the other rewards scored them" if len(failures) > 1 else ""
+        reasons.append(f"{which}, which leaves them out{others}")
+    if undecided:
+        reasons.append(f"{undecided} could not be scored by any reward (every reward returned None)")
+    nothing = "; no completion of the batch has a score" if n_unscored == n_total else ""
+    return (
+        f"{n_unscored} of {n_total} completions of this batch have no score: {'; '.join(reasons)}: their advantage "
+        f"is 0 and they are left out of their group's baseline{nothing}. Counted in rlvr/frac_no_score and "
+        "rlvr/failed/<reward>; this warning is not repeated."
+    )
 
 
 class RLVRTrainer(GRPOTrainer):
@@ -439,14 +471,9 @@ class RLVRTrainer(GRPOTrainer):
         for (plugin, _), total in zip(result.penalties, counts[failed.shape[1] :], strict=True):
             metrics[f"penalties/{plugin}/mean"].append(total / n_valid if n_valid else 0.0)
         if no_score and not self._warned_no_score:
-            logger.warning(
-                "%d of %d completions of this batch could not be scored by any reward (a reward failed, timed out or "
-                "did not apply): their advantage is 0 and they are left out of their group's baseline%s. Counted in "
-                "rlvr/frac_no_score and rlvr/failed/<reward>; this warning is not repeated.",
-                int((~valid).sum()),
-                valid.numel(),
-                "; no completion of the batch has a score" if not valid.any() else "",
-            )
+            undecided = int((~valid & ~failed.any(dim=1)).sum())
+            failures = dict(zip(self.reward_func_names, map(int, counts[: failed.shape[1]]), strict=True))
+            logger.warning("%s", no_score_warning(int((~valid).sum()), valid.numel(), undecided, failures))
             self._warned_no_score = True
 
     # -- checkpoints -----------------------------------------------------------------
