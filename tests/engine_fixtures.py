@@ -116,8 +116,21 @@ def raise_with_text(text):
     raise ValueError(text)
 
 
+def characters(completion):
+    return float(len(completion))
+
+
 def allocate_mb(mb):
     return float(len(bytearray(mb * 1024 * 1024)))
+
+
+_KEPT: list = []
+
+
+def keep_mb(mb):
+    """A reward whose cache keeps what it allocates: once out of memory, this process stays out."""
+    _KEPT.append(bytearray(mb * 1024 * 1024))
+    return float(len(_KEPT))
 
 
 def fork_sleeper_then_hang(x, pid_file):
@@ -125,6 +138,26 @@ def fork_sleeper_then_hang(x, pid_file):
     with open(pid_file, "w") as f:
         f.write(str(child.pid))
     time.sleep(60)
+    return float(x)
+
+
+def daemon_then(x, pid_file, hang):
+    """Starts a daemon (double fork, its own session), then hangs or returns."""
+    child = os.fork()
+    if child == 0:
+        os.setsid()
+        if os.fork() == 0:
+            with open(pid_file + ".tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.rename(pid_file + ".tmp", pid_file)
+            time.sleep(60)
+        os._exit(0)
+    os.waitpid(child, 0)
+    deadline = time.monotonic() + 10
+    while not os.path.exists(pid_file) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if hang:
+        time.sleep(60)
     return float(x)
 
 

@@ -635,3 +635,58 @@ def test_a_run_folder_config_with_a_value_shared_by_two_keys_reads_back_without_
             "eval": {"task": "arithmetic", "options": options},
         }
     }
+
+
+# -- issue 21, item 10: integers past Python's digit limit, numbers past the float range ---------------------------
+
+HUGE_INT = "7" * 5000
+
+
+@pytest.mark.parametrize("command", ["train", "eval", "sft", "filter", "distill", "score"])
+def test_an_integer_of_five_thousand_digits_in_a_jsonl_value_is_one_line_naming_file_and_line(
+    tmp_path, capsys, monkeypatch, command
+):
+    monkeypatch.setattr("rlvr_plugins.train.modeling.load_model", lambda *a, **k: pytest.fail("model loaded"))
+    rows = write(tmp_path / "rows.jsonl", json.dumps(ROW) + "\n" + json.dumps(ROW)[:-1] + f', "n": {HUGE_INT}}}\n')
+    config = write(
+        tmp_path / "c.yaml",
+        "model: {tiny: {}}\n"
+        f"data: {{train: {{source: jsonl, path: {rows}}}, eval: {{source: jsonl, path: {rows}}}}}\n"
+        f"plugins: {{r1-accuracy: {{}}}}\nsft: {{examples: 1}}\noutput_dir: {tmp_path / 'out'}\n",
+    )
+    args = [command, str(config), *([str(rows)] if command == "score" else [])]
+    assert cli.main(args) == 2
+    assert error_of(capsys) == (
+        f"rlvr: error: {rows}:2: an integer of 5000 digits, more than Python reads (4300); no number in a JSONL "
+        "value needs that many: write it as a string if it is one\n"
+    )
+
+
+def test_an_integer_of_five_thousand_digits_in_the_config_or_set_is_one_line(tmp_path, capsys):
+    config = write(tmp_path / "c.yaml", MINIMAL + f"seed: {HUGE_INT}\n")
+    assert cli.main(["train", str(config), "--check"]) == 2
+    assert error_of(capsys) == (
+        f"rlvr: error: invalid config: {config}:4: not valid YAML: an integer of 5000 digits, more than Python reads "
+        "(4300); no number in a config needs that many: write it as a string if it is one (column 7)\n"
+    )
+    assert cli.main(["train", str(SMOKE), "--check", "--set", f"seed={HUGE_INT}"]) == 2
+    err = error_of(capsys)
+    assert err.count("\n") == 1 and "an integer of 5000 digits, more than Python reads (4300)" in err
+
+
+def test_compare_on_metrics_with_a_huge_integer_is_one_line_and_an_integer_past_the_float_range_is_skipped(
+    tmp_path, capsys
+):
+    for name, value in (("a", "1"), ("b", "9" * 400), ("c", HUGE_INT)):
+        (tmp_path / name).mkdir()
+        write(tmp_path / name / "metrics.jsonl", f'{{"step": 1, "loss": 0.5, "reward": {value}}}\n')
+    out = tmp_path / "cmp"
+    assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--output", str(out)]) == 0
+    error_of(capsys)
+    assert json.loads((out / "compare.json").read_text())  # 10**400 is no float: left out like inf
+    assert cli.main(["compare", str(tmp_path / "a"), str(tmp_path / "c"), "--output", str(out)]) == 2
+    assert error_of(capsys) == (
+        f"rlvr: error: {tmp_path / 'c'}: metrics.jsonl cannot be read: {tmp_path / 'c' / 'metrics.jsonl'}:1: an "
+        "integer of 5000 digits, more than Python reads (4300); no number in a JSONL value needs that many: write it "
+        "as a string if it is one\n"
+    )

@@ -150,6 +150,56 @@ def test_the_check_costs_gsm8k_train_well_under_a_second(tmp_path, caplog):
     assert time.perf_counter() - started < 1.0
 
 
+# -- a reward that applies to no row of a split (issue 21, item 1) ---------------------------------------------------
+
+SOLUTION_ROWS = [{"prompt": "1+1=", "solution": "2"}, {"prompt": "2+3=", "solution": "5"}]
+
+
+def unread_answer(where):
+    return (
+        f"rlvr: error: reward 'r1-accuracy' (plugin 'r1-accuracy') reads column 'answer' (option answer_column), "
+        f"which no row of the train split ({where}) has: it would apply to no item and the run would train without "
+        "it; columns present: ['prompt', 'solution']; did you mean answer_column: solution "
+        "(--set plugins.r1-accuracy.answer_column=solution)?\n"
+    )
+
+
+@pytest.mark.parametrize("check", [True, False], ids=["--check", "train"])
+def test_a_split_without_the_column_a_reward_reads_is_refused_at_load_with_a_did_you_mean(
+    tmp_path, capsys, monkeypatch, check
+):
+    monkeypatch.setattr("rlvr_plugins.train.modeling.load_model", lambda *a, **k: pytest.fail("model loaded"))
+    path = write_config(tmp_path, SOLUTION_ROWS, {"r1-accuracy": {}, "r1-format": {}})
+    assert cli.main(["train", str(path), *(["--check"] if check else [])]) == 2
+    assert capsys.readouterr().err == unread_answer(tmp_path / "train.jsonl")
+    fixed = ["--set", "plugins.r1-accuracy.answer_column=solution"]
+    assert cli.main(["train", str(path), "--check", *fixed]) == 0
+    assert "config OK" in capsys.readouterr().out
+
+
+def test_a_column_that_is_null_in_every_row_is_refused_and_one_value_is_enough(tmp_path):
+    rows = [{"prompt": "a", "answer": None}, {"prompt": "b", "answer": None}]
+    config = load_config(write_config(tmp_path, rows))
+    with pytest.raises(
+        DataError,
+        match=r"reads column 'answer' \(option answer_column\), which no row of the "
+        r"train split \(.*train.jsonl\) has \(every value is null\)",
+    ):
+        load_rows(config, "train", build_plugin_set(config["plugins"]))
+    rows[1]["answer"] = "3"  # a reward may apply to part of a split (mixed math and code data)
+    config = load_config(write_config(tmp_path, rows))
+    assert len(load_rows(config, "train", build_plugin_set(config["plugins"]))) == 2
+
+
+def test_code_and_judge_rewards_declare_the_columns_they_read():
+    plugins = {"code-tests": {"tests_column": "cases"}, "judge-equivalence": {"answer_column": "ref", "model": "m"}}
+    rewards = build_plugin_set(plugins).reward_functions()
+    assert {r.name: dict(r.columns or {}) for _, r in rewards} == {
+        "code-tests": {"tests_column": "cases"},
+        "judge-equivalence": {"answer_column": "ref"},
+    }
+
+
 def test_the_configuration_docs_gsm8k_train_math_eval_example_loads_each_split_with_its_own_columns(
     tmp_path, monkeypatch
 ):

@@ -73,7 +73,7 @@ def test_project_errors_are_value_errors_where_trl_raises_value_errors(tmp_path)
     assert issubclass(PluginError, ValueError) and issubclass(ConfigError, ValueError)
     assert issubclass(PluginContractError, ValueError)
     tok = chat_tokenizer()
-    with pytest.raises(ValueError, match="no reward function is enabled"):
+    with pytest.raises(ValueError, match="^No reward source provided.* no reward function is enabled"):
         RLVRTrainer(
             tiny_causal_lm(tok), args=grpo_args(tmp_path), train_dataset=standard_dataset(), processing_class=tok
         )
@@ -159,7 +159,16 @@ def test_trls_no_score_warning_is_filtered_only_while_rlvr_trainer_scores(tmp_pa
     )
     with caplog.at_level(logging.WARNING):
         ours.train()
-    assert not any("All reward functions returned None" in r.getMessage() for r in caplog.records)
+    trl_text = "All reward functions returned None"
+    assert not any(r.name == "trl.trainer.grpo_trainer" and trl_text in r.getMessage() for r in caplog.records)
+    ours_once = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "rlvr_plugins.trainer" and "completions of this batch" in r.getMessage()
+    ]  # (the other warning of this batch: the reward applied to none of it)
+    assert len(ours_once) == 1 and ours_once[0].startswith(
+        trl_text + " for 4 of 4 completions"
+    )  # TRL's words, then ours
     assert logging.getLogger("trl.trainer.grpo_trainer").filters == []
     caplog.clear()
     plain = TRAINERS["trl"](
@@ -397,3 +406,119 @@ def test_yaml_path_refuses_trl_settings_the_estimator_would_not_honour(tmp_path)
         with_trl_estimator(prepared.plugin_set, prepared.grpo_args).winner("rlvr_compute_advantages")
         == "normalize-then-sum"
     )
+
+
+# -- 10. wrong arguments of the Python API are named at construction (issue 21, item 11) --------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"workers": 2},
+            "engine_options: unknown option 'workers' (that is the config's engine.workers; in Python it is "
+            "'num_workers'); valid: num_workers, max_workers, timeout_s, ",
+        ),
+        ({"num_workers": 0}, "engine_options: num_workers must be an integer >= 1, got 0"),
+        ({"timeout_s": "10"}, "engine_options: timeout_s must be a number > 0, got '10'"),
+        ({"timout_s": 10}, "engine_options: unknown option 'timout_s' (did you mean 'timeout_s'?); valid: "),
+        (["num_workers"], "engine_options must be a mapping of reward engine options, got list ['num_workers']"),
+    ],
+)
+def test_bad_engine_options_are_refused_at_construction_naming_the_argument(tmp_path, options, message):
+    tok = chat_tokenizer()
+    with temporary_plugin(DigitShare), pytest.raises(PluginError) as err:
+        RLVRTrainer(
+            tiny_causal_lm(tok),
+            plugin_set=build_plugin_set({"digit-share": {}}),
+            args=grpo_args(tmp_path),
+            engine_options=options,
+            train_dataset=standard_dataset(),
+            processing_class=tok,
+        )
+    assert str(err.value).startswith(message), str(err.value)
+
+
+def test_a_plugin_set_that_is_a_mapping_or_a_list_of_names_is_refused_saying_what_to_pass(tmp_path):
+    tok = chat_tokenizer()
+    with pytest.raises(PluginError) as err:
+        RLVRTrainer(
+            tiny_causal_lm(tok),
+            plugin_set={"r1-accuracy": {}},
+            args=grpo_args(tmp_path),
+            train_dataset=standard_dataset(),
+            processing_class=tok,
+        )
+    assert str(err.value) == (
+        "plugin_set must be a PluginSet (rlvr_plugins.manager.build_plugin_set), got dict {'r1-accuracy': {}}; "
+        "build one from the mapping with build_plugin_set({'r1-accuracy': {}})"
+    )
+    with pytest.raises(PluginError) as err:
+        build_plugin_set(["r1-accuracy"])
+    assert str(err.value) == (
+        "plugins must be a mapping {plugin name: options}, got list ['r1-accuracy']; pass {'r1-accuracy': {}}"
+    )
+    with pytest.raises(PluginError, match=r"^plugins must be a mapping \{plugin name: options\}, got str 'r1-format'"):
+        build_plugin_set("r1-format")
+
+
+# -- 11. a reward that applies to no row is refused; one that applies to few is warned about (issue 21, item 1) ------
+
+
+def level_is_even(*, prompt, completion, example):
+    level = example.get("answer")
+    return None if level is None else float(level % 2 == 0)
+
+
+ReadsAnswer = reward_plugin_class("reads-answer", level_is_even, isolated=False, columns={"answer_column": "answer"})
+
+
+def test_a_train_dataset_without_the_column_a_reward_reads_is_refused_at_construction(tmp_path):
+    tok = chat_tokenizer()
+    with temporary_plugin(ReadsAnswer), pytest.raises(PluginError) as err:
+        RLVRTrainer(
+            tiny_causal_lm(tok),
+            plugin_set=build_plugin_set({"reads-answer": {}}),
+            args=grpo_args(tmp_path),
+            train_dataset=standard_dataset(),  # columns prompt, level
+            processing_class=tok,
+        )
+    assert str(err.value) == (
+        "reward 'reads-answer' (plugin 'reads-answer') reads column 'answer' (option answer_column), which no row "
+        "of train_dataset has: it would apply to no item and the run would train without it; columns present: "
+        "['prompt', 'level']"
+    )
+
+
+def test_a_reward_not_applicable_to_most_of_a_batch_is_warned_about_once(tmp_path, caplog):
+    from datasets import Dataset
+
+    tok = chat_tokenizer()
+    rows = [{"prompt": "a:", "answer": i if i < 2 else None} for i in range(8)]
+    with temporary_plugin(ReadsAnswer):
+        trainer = RLVRTrainer(
+            tiny_causal_lm(tok),
+            plugin_set=build_plugin_set({"reads-answer": {}}),
+            args=grpo_args(tmp_path),
+            train_dataset=Dataset.from_list(rows),
+            processing_class=tok,
+        )
+    nan = math.nan
+    half = torch.tensor([[1.0], [nan], [0.0], [nan]], dtype=torch.float64)  # 2 of 4: not more than half
+    most = torch.tensor([[nan], [nan], [0.0], [nan]], dtype=torch.float64)  # 3 of 4
+    failed_most = torch.tensor([[True], [True], [False], [False]])  # 1 of 4 not applicable, 2 failed
+    none = torch.zeros((4, 1), dtype=torch.bool)
+    with caplog.at_level(logging.WARNING):
+        trainer._check_applicable([], half, none)
+        trainer._check_applicable([], most, failed_most)
+        assert [r for r in caplog.records if "did not apply" in r.getMessage()] == []
+        trainer._check_applicable([], most, none)
+        trainer._check_applicable([], most, none)
+    warned = [r.getMessage() for r in caplog.records if "did not apply" in r.getMessage()]
+    assert warned == [
+        "reward 'reads-answer' did not apply (returned None) to 75% of a batch's completions (more than 50%): "
+        "those completions are trained without it; check the columns it reads (warned once)"
+    ]
+    trainer._rlvr_columns_checked = False  # an IterableDataset: its first batch is checked
+    with pytest.raises(PluginError, match="reads column 'answer' .*, which no row of the first training batch has"):
+        trainer._check_applicable([{"prompt": "a:"}], half, none)

@@ -262,6 +262,23 @@ def test_memory_limit_turns_a_runaway_allocation_into_a_failure():
     assert result.failed == [False, True, False] and result.errors[1].startswith("MemoryError")
 
 
+def test_a_worker_that_ran_out_of_memory_is_replaced():
+    """Each item keeps 64 MB: the worker runs out at some item k; that item fails (MemoryError), the
+    worker is replaced, and the next item starts afresh (1.0): never two failures in a row."""
+    items = [{"mb": 64}] * 24
+    with engine(num_workers=1, memory_limit_mb=512, max_consecutive_failures=2) as e:
+        result = e.score("hoard", fx.keep_mb, items)
+        after = e.score("hoard", fx.keep_mb, [{"mb": 64}])
+        restarted = e.stats["workers_restarted"]
+    failures = [i for i, f in enumerate(result.failed) if f]
+    assert failures and all(result.errors[i].startswith("MemoryError") for i in failures)
+    k = failures[0]  # items kept before the limit: the same in every fresh worker
+    assert failures == list(range(k, 24, k + 1))
+    kept = [v for v, failed in zip(result.values, result.failed) if not failed]
+    assert kept == [float(i % (k + 1) + 1) for i in range(24) if i % (k + 1) != k]
+    assert after.values == [float(24 % (k + 1) + 1)] and restarted == len(failures)
+
+
 # ------------------------------------------------------------------ contract
 
 
@@ -302,7 +319,8 @@ def test_unpicklable_function_is_a_contract_error():
     assert str(exc.value).endswith(
         "use a module-level function or class instance, or run rewards in the trainer's "
         "process, without workers or deadlines (config: engine: {in_process: true}; "
-        "Python: Engines(in_process=True))"
+        "Python: RLVRTrainer(..., engine_options={'in_process': True}), or engines=Engines(in_process=True) "
+        "with from rlvr_plugins.rewards import Engines)"
     )
 
 
@@ -328,6 +346,34 @@ def test_consecutive_timeouts_raise_plugin_failing():
         with pytest.raises(RewardPluginFailing, match="timeout after 0.3s"):
             e.score("stuck", fx.sleep_if, [{"x": i, "hang": True} for i in range(5)])
         assert e.score("double", fx.double, [{"x": 2}]).values == [4.0]
+
+
+@pytest.mark.parametrize("in_process", [False, True], ids=["workers", "in-process"])
+def test_a_completion_over_max_completion_mb_gets_no_score_with_the_reason(in_process, caplog):
+    """Issue 21, item 6: one huge input is refused before any work, in either mode; the others are scored."""
+    mib = 1024 * 1024
+    items = [
+        {"completion": "ok"},
+        {"completion": "x" * (2 * mib)},  # 2 MiB of ASCII
+        {"completion": "é" * (mib // 2 + 1)},  # 2 bytes each in UTF-8: just over 1 MiB
+        {"completion": "é" * (mib // 2)},  # exactly 1 MiB: allowed
+        {"completion": [{"role": "assistant", "content": "y" * (3 * mib)}]},  # chat messages count too
+    ]
+    with engine(num_workers=1, max_completion_mb=1, max_consecutive_failures=1, in_process=in_process) as e:
+        with caplog.at_level(logging.WARNING, logger="rlvr_plugins.engine"):
+            result = e.score("size", fx.characters, items)
+        assert result.values[0] == 2.0 and result.values[3] == mib // 2
+        assert result.failed == [False, True, True, False, True]  # three refusals in a row did not stop the call
+        assert result.errors[1] == (
+            "the completion is 2.0 MiB of text, over max_completion_mb=1 (engine.max_completion_mb in a config): "
+            "not scored"
+        )
+        assert result.errors[2].startswith("the completion is 1.0 MiB of text, over max_completion_mb=1")
+        assert result.errors[4].startswith("the completion is 3.0 MiB of text")
+        assert "reward size did not score item 1: the completion is 2.0 MiB" in caplog.text
+        assert e.stats["failures"] == 3
+    with engine(num_workers=1, in_process=in_process) as bare:  # a bare engine has no size limit
+        assert bare.score("size", fx.characters, items[1:2]).values == [2.0 * mib]
 
 
 # ------------------------------------------------------------------ in-process
@@ -414,6 +460,20 @@ def test_close_leaves_no_child_processes_and_kills_grandchildren(tmp_path):
     assert multiprocessing.active_children() == []
     with pytest.raises(RuntimeError, match="closed"):
         e.score("pid", fx.pid, [{"x": 0}])
+
+
+@pytest.mark.parametrize("hang", [True, False], ids=["hangs: masked, worker replaced", "returns, then close"])
+def test_a_daemon_a_reward_started_dies_with_its_worker(tmp_path, hang):
+    pid_file = tmp_path / "daemon.pid"
+    e = engine(num_workers=1)
+    worker = e.score("pid", fx.pid, [{"x": 0}]).values[0]
+    result = e.score("daemon", fx.daemon_then, [{"x": 1, "pid_file": str(pid_file), "hang": hang}])
+    assert result.failed == [hang]
+    daemon = int(pid_file.read_text())
+    if not hang:
+        assert alive(daemon) and os.getsid(daemon) not in (os.getsid(0), worker)  # out of the worker's session
+    e.close()
+    assert not alive(daemon)
 
 
 def test_garbage_collected_engine_kills_its_workers():

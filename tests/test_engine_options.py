@@ -24,6 +24,8 @@ RUN_DEFAULTS = {
     "in_process": False,
     "memory_limit_mb": 4096,
     "max_abs_value": 1e6,
+    "max_completion_mb": 4.0,
+    "max_workers": None,
 }
 """The defaults of ``rlvr train`` before EngineOptions existed (run.py's engine_options)."""
 
@@ -41,6 +43,7 @@ BAD = [
     ("memory_limit_mb", 0, "an integer >= 1 (MiB of address space per worker) or null for no limit"),
     ("memory_limit_mb", 512.0, "an integer >= 1 (MiB of address space per worker) or null for no limit"),
     ("max_abs_value", -1.0, "a number > 0, or null for no bound"),
+    ("max_completion_mb", 0, "a number > 0 (MiB of text) or null for no limit"),
 ]
 
 
@@ -51,7 +54,9 @@ def test_the_defaults_are_those_of_rlvr_train():
 
 
 def test_a_bare_engine_has_no_memory_limit_and_no_magnitude_bound():
-    assert EngineOptions.bare() == dataclasses.replace(EngineOptions(), memory_limit_mb=None, max_abs_value=None)
+    assert EngineOptions.bare() == dataclasses.replace(
+        EngineOptions(), memory_limit_mb=None, max_abs_value=None, max_completion_mb=None
+    )
     assert EngineOptions.bare(memory_limit_mb=100).memory_limit_mb == 100
     with RewardEngine(in_process=True) as engine:
         assert engine.options == EngineOptions.bare(in_process=True)
@@ -88,6 +93,7 @@ def test_the_config_section_uses_its_own_names_and_the_same_rules():
     )
     assert EngineOptions.config_keys() == {
         "workers",
+        "max_workers",
         "timeout_s",
         "max_consecutive_failures",
         "nonfinite",
@@ -95,6 +101,7 @@ def test_the_config_section_uses_its_own_names_and_the_same_rules():
         "in_process",
         "memory_limit_mb",
         "max_abs_reward",
+        "max_completion_mb",
     }
     assert EngineOptions.config_problems({"workers": 0, "max_abs_reward": "big", "timeout_s": 1}) == [
         ("workers", "must be an integer >= 1, got 0"),
@@ -120,3 +127,51 @@ def test_the_configuration_docs_state_the_same_defaults():
     defaults = {names.get(key, key): yaml.safe_load(value) for key, value in documented.items()}
     defaults["max_abs_value"] = float(defaults["max_abs_value"])  # YAML 1.1 reads 1e6 as a string
     assert defaults == RUN_DEFAULTS
+
+
+def test_workers_are_at_most_four_per_cpu_unless_max_workers_allows_more(monkeypatch):
+    from rlvr_plugins.engine import options
+
+    monkeypatch.setattr(options, "cpu_count", lambda: 2)
+    assert EngineOptions(num_workers=8).num_workers == 8  # 4 x 2 CPUs
+    with pytest.raises(ValueError) as err:
+        Engines(num_workers=1_000_000)
+    assert str(err.value) == (
+        "invalid reward engine options: num_workers must be at most 8 (4 per CPU, 2 CPUs), got 1000000 "
+        "(or give max_workers)"
+    )
+    assert EngineOptions(num_workers=12, max_workers=12).num_workers == 12
+    with pytest.raises(ValueError, match=r"num_workers must be at most max_workers=3, got 4 \(or give max_workers\)$"):
+        EngineOptions(num_workers=4, max_workers=3)
+    assert EngineOptions.config_problems({"workers": 1_000_000}) == [
+        ("workers", "must be at most 8 (4 per CPU, 2 CPUs), got 1000000 (or set engine.max_workers)")
+    ]
+    assert EngineOptions.config_problems({"workers": 9, "max_workers": 9}) == []
+    assert EngineOptions.config_problems({"max_workers": 0}) == [
+        ("max_workers", "must be an integer >= 1, or null for 4 per CPU, got 0")
+    ]
+
+
+def test_check_refuses_a_million_workers_at_once_and_probes_with_one_worker(monkeypatch, rlvr_cli):
+    import time
+
+    from rlvr_plugins.engine import options
+
+    monkeypatch.setattr(options, "cpu_count", lambda: 2)
+    smoke = Path(__file__).parent / "configs" / "smoke.yaml"
+    t = time.perf_counter()
+    result = rlvr_cli("train", smoke, "--check", "--set", "engine.workers=1000000")
+    assert result.exit_code == 2 and time.perf_counter() - t < 5
+    assert result.err.count("\n") == 1 and "Traceback" not in result.err
+    assert "engine.workers must be at most 8 (4 per CPU, 2 CPUs), got 1000000 (or set engine.max_workers)" in result.err
+    started = []
+    original = Engines._engine
+
+    def recording(self, in_process):
+        started.append(self.settings())
+        return original(self, in_process)
+
+    monkeypatch.setattr(Engines, "_engine", recording)
+    result = rlvr_cli("train", smoke, "--check", "--set", "engine.workers=8")
+    assert result.exit_code == 0, result.err
+    assert [s.num_workers for s in started] == [1]  # the probe: one worker, not engine.workers

@@ -208,9 +208,9 @@ def test_trace_prints_one_block_per_hook_call(tmp_path, monkeypatch, capsys, hoo
     blocks = re.findall(r"^rlvr trace: (rlvr_\w+) \[([\w-]+)\] [\d.]+ ms$", err, flags=re.MULTILINE)
     assert blocks == [(call.hook, call.plugin) for call in hook_recorder.calls]
     demo = yaml.safe_load((REPO / "configs" / "demo.yaml").read_text())["plugins"]
-    assert len(blocks) == sum(expected_calls("check", demo, {}).values()) > 0
+    assert len(blocks) == sum(expected_calls("check", demo, {"splits": 2}).values()) > 0
     assert "    reward_names = ['r1-accuracy', 'r1-format']" in err
-    assert re.search(r"    grpo_args = GRPOConfig\(.{150,}\.\.\. \(\d+ chars\)", err)  # long values cut
+    assert re.search(r"    grpo_args = (?:GRPOConfig|namespace)\(.{150,}\.\.\. \(\d+ chars\)", err)  # long values cut
 
 
 def test_trace_shows_tensors_as_shapes(monkeypatch, capsys):
@@ -629,6 +629,100 @@ def test_hook_rlvr_compute_advantages():
         out = penalised({"doubled": {}})
     assert out.advantages.tolist() == pytest.approx([1.0, -1.0, 0.0, 0.0])
     assert out.zero_variance.tolist() == [False, True]
+
+
+class LengthWeighted(Plugin):
+    """OPO's baseline, ``A_i = r_i - sum_j |o_j| r_j / sum_j |o_j|`` per group; records what it receives."""
+
+    name = "length-weighted"
+    seen: ClassVar[list] = []
+
+    @hookimpl
+    def rlvr_compute_advantages(self, rewards, num_generations, completion_lengths):
+        LengthWeighted.seen.append((rewards.clone(), completion_lengths.clone()))
+        w = completion_lengths.double().view(-1, num_generations)
+        r = rewards.double().view(-1, num_generations)
+        return (r - (w * r).sum(1, keepdim=True) / w.sum(1, keepdim=True)).view(-1).to(rewards.dtype)
+
+
+def opo_by_hand(rewards: list[float], lengths: list[int], group: int) -> list[float]:
+    out = []
+    for g in range(0, len(rewards), group):
+        r, n = rewards[g : g + group], lengths[g : g + group]
+        baseline = sum(a * b for a, b in zip(r, n)) / sum(n)
+        out += [x - baseline for x in r]
+    return out
+
+
+def test_hook_rlvr_compute_advantages_receives_completion_lengths_opt_in():
+    LengthWeighted.seen = []
+    with temporary_plugin(LengthWeighted):
+        out = penalised({"length-weighted": {}})
+    ((rewards, lengths),) = LengthWeighted.seen
+    assert lengths.tolist() == [2, 4, 6, 8]  # what rlvr_length_penalty gets (penalised's lengths)
+    assert rewards.tolist() == [1.0, 0.0, 1.0, 1.0]
+    # OPO by hand, group 1: baseline (2*1 + 4*0) / 6 = 1/3; group 2 all equal -> exactly 0
+    assert out.advantages.tolist() == pytest.approx([2 / 3, -1 / 3, 0.0, 0.0])
+    assert penalised({}).advantages.tolist() == pytest.approx([0.7071, -0.7071, 0.0, 0.0], abs=1e-4)  # grpo: unchanged
+
+
+def test_rlvr_audit_passes_its_answers_lengths_to_an_estimator_taking_them():
+    import numpy as np
+
+    from rlvr_plugins.lab import audit
+
+    LengthWeighted.seen = []
+    size = audit.AuditSize(prompts=2, generations=4, draws=3)
+    problem = audit.length_problem(size.prompts, size.short, size.long)
+    with temporary_plugin(LengthWeighted):
+        (estimator,) = audit.load_estimators(["length-weighted"])
+        LengthWeighted.seen = []
+        ((answers, advantages),) = list(audit.iter_draws(estimator, problem, size, 0, stacked=True))
+    ((rewards, lengths),) = LengthWeighted.seen
+    # answers 0 and 2 are short (64 tokens), 1 and 3 long (512): length_problem's layout
+    expected_lengths = np.where(answers % 2 == 0, 64, 512).reshape(-1)
+    assert lengths.tolist() == expected_lengths.tolist()
+    expected = opo_by_hand(rewards.tolist(), expected_lengths.tolist(), 4)
+    raw = torch.tensor(expected).view(-1, 4)
+    flat_rewards = rewards.view(-1, 4)
+    equal = (flat_rewards.max(1).values == flat_rewards.min(1).values).unsqueeze(1)
+    assert advantages.reshape(-1).tolist() == pytest.approx(torch.where(equal, 0.0, raw).view(-1).tolist(), abs=1e-6)
+    assert audit.answer_lengths((1, 3)).tolist() == [[32, 64, 96]]  # problems without lengths of their own
+
+
+@pytest.mark.slow
+def test_the_trainer_passes_each_completions_token_count(tmp_path):
+    """A TRL reward function and an estimator taking ``completion_lengths``: it receives the number of tokens of
+    each completion (TRL's completion mask summed), and its advantages reach the loss."""
+    from rlvr_plugins.testing import char_tokenizer, grpo_args, tiny_model, tiny_rows
+    from rlvr_plugins.trainer import RLVRTrainer
+
+    def digit_count(completions, **kwargs):
+        return [float(sum(ch.isdigit() for ch in c)) for c in completions]
+
+    LengthWeighted.seen = []
+    tok = char_tokenizer()
+    with temporary_plugin(LengthWeighted):
+        trainer = RLVRTrainer(
+            tiny_model(tok),
+            reward_funcs=[digit_count],
+            args=grpo_args(tmp_path, max_steps=1),
+            train_dataset=__import__("datasets").Dataset.from_list(tiny_rows()),
+            processing_class=tok,
+            plugins={"length-weighted": {}},
+        )
+    outputs = []
+    original = trainer._generate_and_score_completions
+    trainer._generate_and_score_completions = lambda inputs: outputs.append(original(inputs)) or outputs[-1]
+    trainer.train()
+    ((rewards, lengths),) = LengthWeighted.seen
+    (output,) = outputs
+    assert lengths.tolist() == output["completion_mask"].sum(1).tolist()
+    texts = tok.batch_decode(output["completion_ids"], skip_special_tokens=True)
+    assert rewards.tolist() == digit_count(texts)
+    expected = opo_by_hand(rewards.tolist(), lengths.tolist(), 4)
+    equal = [len(set(rewards.tolist()[g : g + 4])) == 1 for g in range(0, 8, 4) for _ in range(4)]
+    assert output["advantages"].tolist() == pytest.approx([0.0 if e else x for e, x in zip(equal, expected)], abs=1e-5)
 
 
 @pytest.mark.slow

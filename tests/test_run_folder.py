@@ -720,3 +720,58 @@ def test_resume_with_a_larger_max_steps_under_a_constant_schedule_trains_on_as_o
     assert yaml.safe_load((out / "config.yaml").read_text())["trainer"]["max_steps"] == 4  # the run is now 4 steps
     again = rlvr("train", str(longer), "--resume")
     assert again.stdout == f"the run in {out} is already complete (step 4, summary.json written): nothing to do\n"
+
+
+# -- issue 21, item 5: a kill after the SFT cold start, before GRPO's first checkpoint -------------------------------
+def test_resume_without_a_grpo_checkpoint_starts_from_a_complete_policy_init_only(tmp_path, capsys):
+    from rlvr_plugins.train.runfolder import POLICY_COMPLETE_FILE
+
+    out = tmp_path / "run"
+    cfg = smoke_config(out)
+    fake_run(out, cfg, checkpoints=())
+    fake_checkpoint(out, 1, complete=False)
+    (out / "policy-init").mkdir()
+    (out / "policy-init" / "model.safetensors").write_bytes(b"half")  # killed while saving it: no marker
+    path = str(write_config(tmp_path, cfg))
+    assert cli.main(["train", path, "--resume", "--check"]) == 2
+    assert capsys.readouterr().err == (
+        f"rlvr: error: --resume: no complete checkpoint in {out}; start the run over with --overwrite\n"
+    )
+    (out / "policy-init" / POLICY_COMPLETE_FILE).write_text("")
+    start = plan_run({**cfg, "trainer": {**cfg["trainer"], "max_steps": 7}}, resume=True)  # no step made yet
+    assert start == RunStart(out, from_policy=True)
+    with pytest.raises(Exception, match=r"--resume .*policy-init: this config differs from the run's .*learning_rate"):
+        plan_run({**cfg, "trainer": {**cfg["trainer"], "learning_rate": 0.5}}, resume=True)
+
+
+@pytest.mark.slow
+def test_a_kill_after_the_sft_resumes_grpo_from_policy_init_as_the_uninterrupted_run(tmp_path):
+    def sft_config(out):
+        cfg = smoke_config(out, eval_rows=4)
+        cfg["sft"] = yaml.safe_load(SMOKE.read_text())["sft"]
+        cfg["plugins"]["kill-while-saving"] = {}
+        return cfg
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    whole = rlvr("train", str(write_config(tmp_path, sft_config(a), "a.yaml")), script=KILLING)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    path = write_config(tmp_path, sft_config(b), "b.yaml")
+    killed = rlvr("train", str(path), script=KILLING, env={"RLVR_TEST_KILL_AT_SAVE": "1"})
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    assert last_complete_checkpoint(b) is None and (b / "checkpoint-1").is_dir()  # killed in GRPO's first save
+    weights = (b / "policy-init" / "model.safetensors").read_bytes()
+    resumed = rlvr("train", str(path), "--resume", script=KILLING)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert (
+        f"--resume: no complete GRPO checkpoint in {b}; GRPO starts from the complete {b / 'policy-init'} "
+        "(the SFT cold start is not redone)"
+    ) in resumed.stdout
+    assert (b / "policy-init" / "model.safetensors").read_bytes() == weights
+    ours, theirs = (json.loads((run / "summary.json").read_text()) for run in (b, a))
+    assert "sft_seconds" not in ours["stages"] and ours["sft_examples"] == theirs["sft_examples"] == 32
+    assert ours["eval_before"]["accuracy"] == theirs["eval_before"]["accuracy"]
+    assert steps(b) == steps(a) == [1, 2]
+    rows = [[r for r in read_metrics(run / "metrics.jsonl") if "loss" in r] for run in (a, b)]
+    for ra, rb in zip(*rows, strict=True):
+        for key in ("loss", "reward", "rewards/r1-accuracy/mean", "completions/mean_length"):
+            assert ra[key] == pytest.approx(rb[key], rel=1e-5, abs=1e-7), (ra["step"], key)

@@ -2,6 +2,10 @@
 
 import json
 import math
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -99,3 +103,65 @@ def test_malformed_jsonl_names_file_and_line(tmp_path):
     empty.write_text("\n")
     with pytest.raises(DataError, match="is empty"):
         read_jsonl(str(empty))
+
+
+PEAK_RSS = textwrap.dedent(
+    """
+    import resource, subprocess, sys
+    done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+    print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
+    print(done.stdout + done.stderr, file=sys.stderr)
+    """
+)
+"""Runs a command and prints its exit status and the peak RSS (MiB) of its largest process, workers included."""
+
+
+def test_completions_of_15_and_50_mb_get_no_score_and_the_others_are_scored_in_bounded_memory(tmp_path):
+    """Issue 21, item 6: a 15 MB completion took 6.4 GB (the token count) and a 50 MB one aborted with nothing
+    written. Now both are over engine.max_completion_mb (4 MiB): not tokenized, not scored, with the reason."""
+
+    def huge(megabytes):
+        return "<think>" + "Let me think. " * (megabytes * 1_000_000 // 14) + "</think><answer>5</answer>"
+
+    rows = [
+        {"prompt": "2+3=", "completion": "<think>Add them.</think><answer>5</answer>", "answer": "5", "group": "a"},
+        {"prompt": "2+3=", "completion": huge(15), "answer": "5", "group": "a"},
+        {"prompt": "2+3=", "completion": "<think>Add them.</think><answer>6</answer>", "answer": "5", "group": "a"},
+        {"prompt": "1+1=", "completion": huge(50), "answer": "2", "group": "b"},
+        {"prompt": "1+1=", "completion": "<think>One and one.</think><answer>2</answer>", "answer": "2", "group": "b"},
+    ]
+    config = tmp_path / "score.yaml"
+    config.write_text(
+        "model: {tiny: {}}\nplugins: {r1-accuracy: {}, r1-format: {}, r1-language: {}}\n"
+        "engine: {workers: 1, timeout_s: 10}\n"
+    )
+    out = tmp_path / "scored.jsonl"
+    rlvr = str(Path(sys.executable).with_name("rlvr"))
+    command = [sys.executable, "-c", PEAK_RSS, rlvr, "score", str(config), str(write_rows(tmp_path / "r.jsonl", rows))]
+    env = {**os.environ, "RLVR_MAX_LINE_MB": "64", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([*command, "--output", str(out)], capture_output=True, text=True, env=env, timeout=120)
+    status, peak_mib = map(int, done.stdout.split())
+    assert status == 0, done.stderr
+    assert peak_mib < 1024, f"peak RSS {peak_mib} MiB"  # 6.4 GB before, for the 15 MB row alone
+    scored = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["row"] for r in scored] == [0, 1, 2, 3, 4]
+    for i, mib in ((1, "14.3"), (3, "47.7")):  # 15,000,025 and 50,000,023 bytes
+        assert scored[i]["scored"] is False and scored[i]["advantage"] == 0.0
+        assert (
+            scored[i]["r1-accuracy"]
+            is scored[i]["r1-format"]
+            is scored[i]["r1-language"]
+            is scored[i]["reward"]
+            is None
+        )
+        assert scored[i]["not_scored"] == (
+            f"the completion is {mib} MiB of text, over max_completion_mb=4 (engine.max_completion_mb in a config): "
+            "not scored"
+        )
+        assert f"row {i}: the completion is {mib} MiB of text" in done.stderr
+    # the others, scored without the huge rows: group a has totals 3 and 2 (mean 2.5, sample std sqrt(0.5))
+    assert [scored[i]["reward"] for i in (0, 2, 4)] == [3.0, 2.0, 3.0]
+    assert [scored[i]["advantage"] for i in (0, 2)] == pytest.approx(
+        [0.5 / (math.sqrt(0.5) + 1e-4), -0.5 / (math.sqrt(0.5) + 1e-4)], abs=1e-5
+    )
+    assert scored[4]["advantage"] == 0.0 and all(scored[i]["scored"] for i in (0, 2, 4))

@@ -246,6 +246,7 @@ def batch_advantages(
         rewards_per_func=rewards_per_func,
         reward_names=names,
         reward_weights=weights,
+        completion_lengths=lengths,
     )
     raw = check_vector(
         plugin_set.winner("rlvr_compute_advantages"), "rlvr_compute_advantages", raw, outcome, valid=valid

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import torch
     from torch.utils.data import Sampler
 
-    from .plugin import RewardFunction
+    from .plugin import RewardExploit, RewardFunction
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 
@@ -294,6 +294,7 @@ def rlvr_compute_advantages(
     rewards_per_func: torch.Tensor,
     reward_names: list[str],
     reward_weights: torch.Tensor,
+    completion_lengths: torch.Tensor,
 ) -> torch.Tensor:
     """Turn the total reward of each completion into its advantage (the estimator).
 
@@ -315,6 +316,10 @@ def rlvr_compute_advantages(
     :param reward_names: the ``K`` reward names, in column order.
     :param reward_weights: ``(K,)`` float, the weight of each reward (``rewards`` is their
         weighted sum), for an estimator that combines the rewards itself.
+    :param completion_lengths: ``(N,)`` long, the number of tokens of each completion (what
+        ``rlvr_length_penalty`` receives), for a length-weighted baseline such as OPO's.
+        Opt-in: an implementation that does not name it does not receive it; ``rlvr audit``
+        passes the lengths of its bandit's answers.
     :returns: ``(N,)`` float tensor of advantages.
     """
 
@@ -366,4 +371,25 @@ def rlvr_load_state_dict(state: dict[str, Any]) -> None:
     a state. Collect-all.
 
     :param state: what this plugin's ``rlvr_state_dict`` returned.
+    """
+
+
+@hookspec
+def rlvr_reward_exploits(register: Callable[[RewardExploit], None], reward_names: list[str]) -> None:
+    """Contribute classes of known hacks against a reward, for ``rlvr audit rewards``.
+
+    Called once per ``rlvr audit rewards``, after the rewards are registered; never during
+    training. Collect-all. Call ``register(RewardExploit(reward=..., name=..., build=...))``
+    once per class: ``build(row)`` returns the hacking completions for one dataset row. The
+    audit applies the class to the audited rows, scores each completion through the reward
+    engine (as training does) and reports the share the reward accepts (scores above
+    ``RewardExploit.wrong``). The host checks the type, records the plugin, and rejects a
+    class for a reward that is not registered and two classes of one name for one reward.
+    The generic battery (spraying, several answers, look-alike digits, empty thinking, ...)
+    is the core's; this hook adds what only the plugin knows (a judge's prompt injections,
+    a sandbox's escapes).
+
+    :param register: the registration callback.
+    :param reward_names: the names of every registered reward, in column order.
+    :returns: nothing.
     """

@@ -31,8 +31,9 @@ from .errors import (
     PluginImportError,
     PluginValidationError,
     UnknownPluginError,
+    shown,
 )
-from .plugin import Plugin, RewardFunction, describe_options
+from .plugin import Plugin, RewardExploit, RewardFunction, describe_options
 
 BUILTIN_PLUGINS = {
     "grpo": "rlvr_plugins.builtin.estimators:GRPOEstimator",
@@ -51,6 +52,12 @@ DEFAULTS = {
     "rlvr_train_sampler": "repeat-sampler",
     "rlvr_render_prompt": "plain-template",
 }
+
+NO_REWARD_SOURCE = (
+    "No reward source provided. Pass `reward_funcs`, or an `environment_factory` whose environment defines a "
+    "`get_reward` method."
+)
+"""TRL's ``GRPOTrainer`` error for a run without rewards; ours says it first (TRL users match on it), then adds."""
 
 HOOK_NAMES = tuple(name for name, obj in vars(hookspecs).items() if name.startswith("rlvr_") and callable(obj))
 
@@ -415,6 +422,40 @@ class PluginSet:
             self.call("rlvr_reward_functions", only=[plugin], register=register)
         return rewards
 
+    def reward_exploits(self) -> list[tuple[str, RewardExploit]]:
+        """Every exploit class the plugins ship (``rlvr_reward_exploits``) as ``(plugin name, RewardExploit)``,
+        each for a registered reward, ``(reward, name)`` unique."""
+        names = [reward.name for _, reward in self.reward_functions()]
+        exploits: list[tuple[str, RewardExploit]] = []
+        current = {"plugin": ""}
+
+        def register(exploit: RewardExploit) -> None:
+            plugin = current["plugin"]
+            if not isinstance(exploit, RewardExploit):
+                raise PluginValidationError(
+                    f"plugin {plugin!r} registered {type(exploit).__name__} {exploit!r}; "
+                    "register() takes an rlvr_plugins.RewardExploit"
+                )
+            if exploit.reward not in names:
+                raise PluginValidationError(
+                    f"plugin {plugin!r} registered exploit {exploit.name!r} for reward {exploit.reward!r}, "
+                    f"which is not registered; registered: {names}"
+                )
+            for owner, other in exploits:
+                if (other.reward, other.name) == (exploit.reward, exploit.name):
+                    raise PluginConflictError(
+                        f"rlvr_reward_exploits (exploit {exploit.name!r} of reward {exploit.reward!r})",
+                        [owner, plugin],
+                        f"exploit {exploit.name!r} of reward {exploit.reward!r} is registered by plugin {owner!r} "
+                        f"and by plugin {plugin!r}; exploit names must be unique per reward",
+                    )
+            exploits.append((plugin, exploit))
+
+        for plugin in self.implementers("rlvr_reward_exploits"):
+            current["plugin"] = plugin
+            self.call("rlvr_reward_exploits", only=[plugin], register=register, reward_names=list(names))
+        return exploits
+
     def adjust_grpo_config(self, kwargs: dict[str, Any], trainer_section: Mapping[str, Any]) -> dict[str, str]:
         """Let each plugin adjust ``kwargs`` (``rlvr_adjust_grpo_config``, config order); return which plugin
         set which key. Two plugins that set one field to different values is an error naming both."""
@@ -439,24 +480,29 @@ class PluginSet:
         return {key: plugin for key, (plugin, _) in owners.items()}
 
     def validate_run(
-        self, grpo_args: Any, engine_timeout_s: float | None = None, environment_factory: Any = None
+        self,
+        grpo_args: Any,
+        engine_timeout_s: float | None = None,
+        environment_factory: Any = None,
+        other_rewards: Sequence[str] = (),
     ) -> None:
         """Require a reward source, then let every plugin check the run (``rlvr_validate_run``).
 
-        A reward source is a reward plugin, or (as in TRL) an ``environment_factory`` whose
-        environment owns the reward through ``get_reward``; TRL checks the latter and raises
-        its own ``ValueError`` when the environment has none.
+        A reward source is a reward plugin, a reward of ``other_rewards`` (the names of the TRL
+        reward functions a script passed, which come first in ``reward_names``), or (as in TRL) an
+        ``environment_factory`` whose environment owns the reward through ``get_reward``; TRL checks
+        the latter and raises its own ``ValueError`` when the environment has none.
 
         Runs once per run: a second call with the same ``grpo_args`` object and deadline (``rlvr train``
         checks before the trainer is built, then builds it with those arguments) does nothing.
         """
         if self._validated is not None and self._validated[0] is grpo_args and self._validated[1] == engine_timeout_s:
             return
-        names = [reward.name for _, reward in self.reward_functions()]
+        names = [*other_rewards, *(reward.name for _, reward in self.reward_functions())]
         if not names and not environment_factory:
             raise PluginError(
-                "no reward function is enabled: enable at least one reward plugin (for example r1-accuracy), or pass "
-                "an environment_factory whose environment defines get_reward"
+                f"{NO_REWARD_SOURCE} rlvr-plugins: no reward function is enabled: enable at least one reward plugin "
+                "(for example r1-accuracy), or pass an environment_factory whose environment defines get_reward"
             )
         self.call("rlvr_validate_run", reward_names=names, grpo_args=grpo_args, engine_timeout_s=engine_timeout_s)
         self._validated = (grpo_args, engine_timeout_s)
@@ -518,6 +564,8 @@ def check_plugins_config(
     instance made: a name that is not installed, a plugin that cannot be imported, an unknown or
     ill-typed option or a misnamed hook is an error naming it. Imports only the named plugins'
     modules, so a command can run it before torch (the unknown names before any import)."""
+    if plugins_config is not None and not isinstance(plugins_config, Mapping):
+        raise PluginError(plugins_mapping_problem(plugins_config))
     available = discover() if available is None else available
     plugins_config = dict(plugins_config or {})
     unknown = [n for n in plugins_config if n not in available]
@@ -537,6 +585,19 @@ def check_plugins_config(
     if problems:
         raise ConfigError([str(p) for p in problems], source="plugins")
     return checked
+
+
+def plugins_mapping_problem(value: Any) -> str:
+    """The message for a ``plugins`` argument that is not a mapping (a list of names, a string).
+
+    >>> plugins_mapping_problem(["r1-accuracy"])
+    "plugins must be a mapping {plugin name: options}, got list ['r1-accuracy']; pass {'r1-accuracy': {}}"
+    """
+    names = [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple, set)) else None
+    hint = ""
+    if names is not None and len(names) <= 5 and all(isinstance(n, str) and len(n) <= 100 for n in names):
+        hint = "; pass {" + ", ".join(f"{n!r}: {{}}" for n in names) + "}"
+    return f"plugins must be a mapping {{plugin name: options}}, got {type(value).__name__} {shown(value)}{hint}"
 
 
 def build_plugin_set(plugins_config: Mapping[str, Any] | None) -> PluginSet:

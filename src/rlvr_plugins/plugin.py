@@ -75,6 +75,12 @@ class RewardFunction:
     that ``fn`` can score. ``rlvr train --check`` and the start of every run score it once,
     through the reward engine: a reward that raises on (or cannot be shipped for) its own
     example is refused before any model is loaded.
+
+    ``columns``: the dataset columns ``fn`` reads from ``example`` (returning ``None``, "not
+    applicable", for a row without a value), each under the name of the plugin option that
+    sets it: ``{"answer_column": "answer"}``. A split in which no row has a value in one of
+    them is refused when it is loaded (:func:`rlvr_plugins.rewards.unread_columns`): the reward
+    would apply to no item and the run would train without it.
     """
 
     name: str
@@ -83,8 +89,17 @@ class RewardFunction:
     isolated: bool = True
     completion_format: Literal["text", "messages"] = "text"
     example: Mapping[str, Any] | None = None
+    columns: Mapping[str, str] | None = None
 
     def __post_init__(self):
+        if self.columns is not None and not (
+            isinstance(self.columns, Mapping)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in self.columns.items())
+        ):
+            raise TypeError(
+                f"RewardFunction {self.name!r}: columns must map option names to column names "
+                f"({{'answer_column': 'answer'}}), got {self.columns!r}"
+            )
         if not self.name or not isinstance(self.name, str):
             raise TypeError(f"RewardFunction.name must be a non-empty string, got {self.name!r}")
         if not callable(self.fn):
@@ -103,6 +118,34 @@ class RewardFunction:
                 f"RewardFunction {self.name!r}: example must be a mapping with 'prompt', 'completion' "
                 f"(and 'example', the dataset row), got {self.example!r}"
             )
+
+
+@dataclass(frozen=True)
+class RewardExploit:
+    """One class of known hacks against one reward, contributed through ``rlvr_reward_exploits``.
+
+    ``build(row)`` returns the hacking completions for one dataset row (``row``: the canonical
+    columns, ``answer`` and the others, as the reward's ``example`` sees them; ``prompt`` too): a
+    sequence of strings, empty when the class does not apply to that row. It runs in the auditing
+    process, never in a worker. ``rlvr audit rewards`` scores every completion through the reward
+    engine, as training does, and reports the share scored above ``wrong`` (the value a wrong
+    completion gets, default 0.0) as the class's *accept rate*.
+    """
+
+    reward: str
+    name: str
+    build: Callable[[Mapping[str, Any]], Any]
+    description: str = ""
+    wrong: float = 0.0
+
+    def __post_init__(self):
+        for key in ("reward", "name"):
+            if not isinstance(getattr(self, key), str) or not getattr(self, key):
+                raise TypeError(f"RewardExploit.{key} must be a non-empty string, got {getattr(self, key)!r}")
+        if not callable(self.build):
+            raise TypeError(f"RewardExploit {self.name!r}: build must be callable, got {type(self.build).__name__}")
+        if not isinstance(self.wrong, (int, float)) or not math.isfinite(self.wrong):
+            raise TypeError(f"RewardExploit {self.name!r}: wrong must be a finite number, got {self.wrong!r}")
 
 
 def describe_options(options_cls: type) -> list[str]:

@@ -95,6 +95,89 @@ def score_all(
     return ScoreTable(values, failed, names)
 
 
+REFERENCE_COLUMNS = ("answer", "solution", "reference", "ground_truth", "gold", "target", "label", "final_answer")
+"""Names datasets give a problem's reference answer (TRL and open-r1 call it ``solution``): a reward reading one
+of them, on a split that has another, is told which."""
+
+MAX_NOT_APPLICABLE = 0.5
+"""The share of a training batch's completions that a reward may find "not applicable" (``None``) before the
+trainer warns (once per reward): more means the reward hardly trains the policy."""
+
+
+def unread_columns(
+    rewards: Sequence[tuple[str, RewardFunction]],
+    present: Sequence[str],
+    has_values: Any,
+    where: str,
+) -> list[str]:
+    """One problem per column a reward reads (``RewardFunction.columns``) that no row of a split has a value in.
+
+    :param rewards: ``[(plugin, RewardFunction)]``.
+    :param present: the split's column names, in order.
+    :param has_values: ``has_values(column) -> bool``: some row has a value (not ``None``) in ``column``
+        (called only for columns in ``present``).
+    :param where: the split, for the message (``"the train split (data.train)"``).
+
+    >>> r = RewardFunction("acc", len, columns={"answer_column": "answer"})
+    >>> unread_columns([("r1", r)], ["prompt", "solution"], lambda c: True, "the train split")[0]
+    "reward 'acc' (plugin 'r1') reads column 'answer' (option answer_column), which no row of the train split \
+has: it would apply to no item and the run would train without it; columns present: ['prompt', 'solution']; \
+did you mean answer_column: solution (--set plugins.r1.answer_column=solution)?"
+    """
+    import difflib
+
+    from .errors import shown
+
+    problems = []
+    for plugin, reward in rewards:
+        for option, column in (reward.columns or {}).items():
+            if column in present and has_values(column):
+                continue
+            empty = " (every value is null)" if column in present else ""
+            candidates = difflib.get_close_matches(column, [c for c in present if c != column], n=1, cutoff=0.7)
+            if not candidates and column in REFERENCE_COLUMNS:
+                candidates = [c for c in present if c in REFERENCE_COLUMNS and c != column][:1]
+            hint = (
+                f"; did you mean {option}: {candidates[0]} (--set plugins.{plugin}.{option}={candidates[0]})?"
+                if candidates
+                else ""
+            )
+            problems.append(
+                f"reward {reward.name!r} (plugin {plugin!r}) reads column {column!r} (option {option}), which no row "
+                f"of {where} has{empty}: it would apply to no item and the run would train without it; columns "
+                f"present: {shown(list(present), 500, items=30)}{hint}"
+            )
+    return problems
+
+
+def row_columns(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], Any]:
+    """``(present, has_values)`` of :func:`unread_columns` for a list of rows."""
+    present: dict[str, None] = {}
+    for row in rows:
+        present.update(dict.fromkeys(row))
+    return list(present), lambda column: any(row.get(column) is not None for row in rows)
+
+
+def not_applicable_shares(values: Any, failed: Any) -> list[float]:
+    """Per reward, the share of a batch's completions it did not apply to: ``None`` (NaN) but not failed.
+
+    :param values: ``(N, K)`` rewards, NaN where none. :param failed: ``(N, K)`` bool, the engine failed.
+    :returns: ``K`` shares in [0, 1] (0 for an empty batch).
+
+    >>> import torch
+    >>> nan = float("nan")
+    >>> not_applicable_shares(torch.tensor([[1.0, nan], [nan, nan], [0.0, nan], [nan, 1.0]]),
+    ...                       torch.tensor([[False, True], [True, False], [False, False], [False, False]]))
+    [0.25, 0.5]
+    """
+    import torch
+
+    n = values.shape[0]
+    if n == 0:
+        return [0.0] * values.shape[1]
+    return ((torch.isnan(values) & ~failed).sum(dim=0).double() / n).tolist()
+
+
 def reward_extras(fn: Any, isolated: bool = False) -> tuple[str, ...]:
     """The :data:`REWARD_EXTRAS` that ``fn`` declares, in that order.
 
@@ -161,6 +244,50 @@ def replay_logs(result: ScoreResult, log_metric: Any, log_extra: Any) -> None:
     if log_extra is not None:
         for column, values in columns.items():
             log_extra(column, values)
+
+
+def engine_options_argument(value: Any, argument: str = "engine_options") -> dict[str, Any]:
+    """``value`` checked as the keywords of :class:`Engines` (the fields of :class:`EngineOptions`), or a
+    :class:`~rlvr_plugins.errors.PluginError` naming ``argument``: a value that is not a mapping, an unknown
+    option (a config key such as ``workers`` is named with its Python name, ``num_workers``), a bad value.
+
+    >>> engine_options_argument({"workers": 2})
+    Traceback (most recent call last):
+    ...
+    rlvr_plugins.errors.PluginError: engine_options: unknown option 'workers' (that is the config's \
+engine.workers; in Python it is 'num_workers'); valid: num_workers, max_workers, timeout_s, \
+max_consecutive_failures, nonfinite, on_error, in_process, memory_limit_mb, max_abs_value
+    """
+    import difflib
+
+    from .engine.options import CONFIG_NAMES
+    from .errors import shown
+
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise PluginError(
+            f"{argument} must be a mapping of reward engine options, got {type(value).__name__} {shown(value)}"
+        )
+    valid = [f.name for f in dataclasses.fields(EngineOptions)]
+    python_name = {config: name for name, config in CONFIG_NAMES.items()}
+    problems = []
+    for key in value:
+        if key in valid:
+            continue
+        if key in python_name:
+            hint = f" (that is the config's engine.{key}; in Python it is {python_name[key]!r})"
+        else:
+            close = difflib.get_close_matches(str(key), valid, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+        problems.append(f"unknown option {shown(key)}{hint}")
+    if problems:
+        raise PluginError(f"{argument}: {'; '.join(problems)}; valid: {', '.join(valid)}")
+    try:
+        EngineOptions(**value)
+    except ValueError as exc:
+        raise PluginError(f"{argument}: {str(exc).removeprefix('invalid reward engine options: ')}") from None
+    return dict(value)
 
 
 class Engines:
@@ -310,3 +437,93 @@ class TRLReward:
         replay_logs(result, log_metric, log_extra)
         self.last_failed = list(result.failed)
         return list(result.values)  # NaN where failed: the engine leaves failed items unscored
+
+
+BATCH_VALUES = "__rlvr_batch_values__"
+"""The ``log_extra`` column through which :class:`BatchCall` hands a batch's values back from the engine."""
+
+
+class BatchCall:
+    """A TRL reward function as one engine job: ``fn(**batch)`` once for a whole batch.
+
+    ``batch`` holds TRL's keyword arguments (``prompts``, ``completions``, ``completion_ids``,
+    ``trainer_state``, the columns, as lists); ``log_metric`` / ``log_extra`` are the engine's
+    recording callbacks. The engine's value contract is one number per job, so the batch's values
+    travel back through the log channel (the :data:`BATCH_VALUES` column) and the job's own value
+    is ``None``. Module-level, so that it pickles to a worker process with the function inside.
+    """
+
+    def __init__(self, fn: Any):
+        self.fn = fn
+
+    def __call__(self, *, batch: dict[str, Any], log_metric: Any, log_extra: Any) -> None:
+        from .engine.calls import run_coroutine
+
+        values = self.fn(**batch, log_metric=log_metric, log_extra=log_extra)
+        if inspect.isawaitable(values):
+            values = run_coroutine(values)
+        log_extra(BATCH_VALUES, list(values))
+        return None
+
+
+class TRLBatchReward:
+    """A TRL reward function (``reward_funcs``) run through the reward engine: each batch is one engine job.
+
+    In a worker process (``isolated``), the engine's deadline ``timeout_s`` bounds the whole call;
+    a call that times out or crashes its worker leaves every completion of the batch without a score
+    (``last_failed``), like a plugin reward's item. An exception is the function's own in-process
+    and a :class:`~rlvr_plugins.engine.RewardFunctionError` from a worker, kept in ``pending_error``
+    (the trainer raises it on every process) unless ``on_error="mask"``. ``None`` means no score, as in TRL.
+    """
+
+    def __init__(self, fn: Any, name: str, engines: Engines):
+        self.fn, self.__name__, self.engines = fn, name, engines
+        self.reward = RewardFunction(name, BatchCall(fn), isolated=True)
+        self.last_failed: list[bool] = []
+        self.pending_error: BaseException | None = None
+
+    def __call__(
+        self,
+        prompts,
+        completions,
+        completion_ids=None,
+        trainer_state=None,
+        log_extra=None,
+        log_metric=None,
+        environments=None,
+        **columns,
+    ) -> list[float]:
+        n = len(prompts)
+        if dataclasses.is_dataclass(trainer_state) and self.engines.isolates(self.reward):
+            trainer_state = state_snapshot(trainer_state)
+        batch = {
+            "prompts": list(prompts),
+            "completions": list(completions),
+            "completion_ids": None if completion_ids is None else [list(ids) for ids in completion_ids],
+            "trainer_state": trainer_state,
+            **{k: list(v) for k, v in columns.items()},
+        }
+        self.last_failed = [True] * n
+        try:
+            result = self.engines.score(self.reward, [{"batch": batch, LOG_CALLBACKS: ("log_metric", "log_extra")}])
+        except Exception as exc:
+            self.pending_error = exc
+            return [math.nan] * n
+        if result.failed[0]:
+            return [math.nan] * n
+        calls = (result.logs or [[]])[0]
+        values = next(value for kind, name, value in calls if kind == "extra" and name == BATCH_VALUES)
+        for kind, name, value in calls:
+            if kind == "metric" and log_metric is not None:
+                log_metric(name, float(value))
+            elif kind == "extra" and name != BATCH_VALUES and log_extra is not None:
+                log_extra(name, value)
+        if len(values) != n:
+            self.pending_error = ValueError(
+                f"The reward function '{self.__name__}' returned {len(values)} rewards, but {n} were expected "
+                "(one per prompt-completion pair). Make sure the reward function returns exactly one reward per "
+                "completion."
+            )
+            return [math.nan] * n
+        self.last_failed = [False] * n
+        return [math.nan if v is None else float(v) for v in values]

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import collections
 import re
+import sys
+import unicodedata
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from typing import Any
 
 __all__ = [
@@ -24,6 +27,8 @@ __all__ = [
     "gsm8k_final",
     "final_answer",
     "message_text",
+    "BLANK_LETTERS",
+    "visible_text",
 ]
 
 _THINK_OPEN = re.compile(re.escape("<think>"), re.IGNORECASE)
@@ -190,3 +195,42 @@ def message_text(messages: Any, *, roles: Iterable[str] | None = None, sep: str 
         elif wanted is None or m.get("role") in wanted:
             parts.append(str(m.get("content") or ""))
     return sep.join(parts)
+
+
+BLANK_LETTERS = "\u115f\u1160\u3164\uffa0\u2800"
+"""Characters of visible categories that draw nothing: the Hangul fillers U+115F, U+1160, U+3164,
+U+FFA0 (letters) and the Braille blank U+2800 (a symbol)."""
+_ASCII_INVISIBLE = re.compile(r"[\x00-\x08\x0e-\x1b\x7f]")
+
+
+@lru_cache(maxsize=1)
+def _invisible() -> re.Pattern[str]:
+    """One character class of every invisible character (built once per process, about 0.3 s)."""
+    codes = sorted(
+        {c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) in ("Cf", "Cc") and not chr(c).isspace()}
+        | {ord(c) for c in BLANK_LETTERS}
+    )
+    ranges: list[list[int]] = []
+    for code in codes:
+        if ranges and ranges[-1][1] == code - 1:
+            ranges[-1][1] = code
+        else:
+            ranges.append([code, code])
+    return re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges) + "]")
+
+
+def visible_text(text: str) -> str:
+    r"""``text`` as a reader sees it: without the characters that draw nothing and take no space.
+
+    Removed: format characters (Unicode category Cf: zero-width space U+200B, zero-width
+    (non-)joiners, word joiner U+2060, byte-order mark, soft hyphen, bidirectional controls, tag
+    characters), control characters that are not whitespace (category Cc: NUL, ESC, DEL, ...) and
+    :data:`BLANK_LETTERS`. Whitespace (``str.isspace``: spaces of every width, newlines) is kept, so
+    "empty" is ``not visible_text(t).strip()`` and words are not joined across a space.
+
+    >>> visible_text("a\u200bb\x00c\u3164 d"), visible_text("\u2060\ufeff\u00ad").strip() == ""
+    ('abc d', True)
+    """
+    if text.isascii():
+        return _ASCII_INVISIBLE.sub("", text)
+    return _invisible().sub("", text)

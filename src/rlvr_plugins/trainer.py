@@ -18,10 +18,11 @@ Where each hook fires (see ``docs/architecture.md``):
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -41,14 +42,57 @@ from .checkpoints import (
     writing,
 )
 from .engine import RewardPluginFailing
-from .errors import PluginConflictError, PluginError
+from .errors import PluginConflictError, PluginError, shown
 from .manager import PluginSet, build_plugin_set
 from .outputs import write_atomic
-from .rewards import Engines, TRLReward
+from .rewards import (
+    MAX_NOT_APPLICABLE,
+    Engines,
+    TRLBatchReward,
+    TRLReward,
+    engine_options_argument,
+    not_applicable_shares,
+    row_columns,
+    unread_columns,
+)
 
 logger = logging.getLogger(__name__)
 
 TRL_NO_SCORE_WARNING = "All reward functions returned None"
+
+
+def no_score_warning(n_unscored: int, n_total: int, undecided: int, failures: Mapping[str, int]) -> str:
+    """The batch's one warning on completions without a score: how many, and why. When no reward applied to any of
+    them (every one returned None) it starts with TRL's own words (:data:`TRL_NO_SCORE_WARNING`); otherwise it names
+    each reward that failed (raised, timed out or returned no usable value) and on how many completions, since one
+    failing reward leaves a completion out even where the other rewards scored it.
+
+    >>> print(no_score_warning(3, 8, 0, {"r1-accuracy": 0, "judge": 3}))  # doctest: +NORMALIZE_WHITESPACE
+    3 of 8 completions of this batch have no score: reward 'judge' failed (raised, timed out or returned no usable
+    value) on 3, which leaves them out even where the other rewards scored them: their advantage is 0 and they are
+    left out of their group's baseline. Counted in rlvr/frac_no_score and rlvr/failed/<reward>; this warning is
+    not repeated.
+    >>> no_score_warning(8, 8, 8, {"a": 0}).split(": their")[0]
+    'All reward functions returned None for 8 of 8 completions of this batch: they could not be scored by any reward'
+    """
+    nothing = "; no completion of the batch has a score" if n_unscored == n_total else ""
+    tail = (
+        f": their advantage is 0 and they are left out of their group's baseline{nothing}. Counted in "
+        "rlvr/frac_no_score and rlvr/failed/<reward>; this warning is not repeated."
+    )
+    if undecided == n_unscored:
+        return (
+            f"{TRL_NO_SCORE_WARNING} for {n_unscored} of {n_total} completions of this batch: they could not be "
+            f"scored by any reward{tail}"
+        )
+    failed = [f"{name!r} on {count}" for name, count in failures.items() if count]
+    which = ("reward " if len(failed) == 1 else "rewards ") + ", ".join(failed)
+    which = which.replace(" on ", " failed (raised, timed out or returned no usable value) on ", 1)
+    others = " even where the other rewards scored them" if len(failures) > 1 else ""
+    reasons = [f"{which}, which leaves them out{others}"]
+    if undecided:
+        reasons.append(f"{undecided} could not be scored by any reward (every reward returned None)")
+    return f"{n_unscored} of {n_total} completions of this batch have no score: {'; '.join(reasons)}{tail}"
 
 
 class _TRLNoScoreFilter(logging.Filter):
@@ -155,59 +199,143 @@ def adjust_grpo_args(plugin_set: PluginSet, args: GRPOConfig) -> None:
     plugin_set.adjusted_args = args
 
 
+def check_reward_columns(registered, dataset: Any) -> bool:
+    """Refuse a ``train_dataset`` in which a reward can read nothing (:func:`~rlvr_plugins.rewards.unread_columns`),
+    naming the reward, the column and the columns present. Returns False when the dataset cannot be
+    checked here (an ``IterableDataset``): the first batch is checked instead."""
+    from datasets import Dataset
+
+    if not isinstance(dataset, Dataset):
+        return False
+    present = list(dataset.column_names)
+    problems = unread_columns(
+        registered, present, lambda column: any(v is not None for v in dataset[column]), "train_dataset"
+    )
+    if problems:
+        raise PluginError("; ".join(problems))
+    return True
+
+
+def plugin_set_argument(plugin_set: Any) -> PluginSet:
+    """``RLVRTrainer``'s ``plugin_set``: a :class:`PluginSet` (default: the built-in defaults only), or a
+    :class:`PluginError` saying what to pass instead."""
+    if plugin_set is None:
+        return build_plugin_set(None)
+    if isinstance(plugin_set, PluginSet):
+        return plugin_set
+    hint = (
+        f"; build one from the mapping with build_plugin_set({shown(plugin_set)})"
+        if isinstance(plugin_set, Mapping)
+        else "; build one with build_plugin_set({plugin name: options})"
+    )
+    raise PluginError(
+        f"plugin_set must be a PluginSet (rlvr_plugins.manager.build_plugin_set), got "
+        f"{type(plugin_set).__name__} {shown(plugin_set)}{hint}"
+    )
+
+
 def _equal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def no_score_warning(n_unscored: int, n_total: int, undecided: int, failures: Mapping[str, int]) -> str:
-    """The batch's one warning on completions without a score: how many, and why, naming each reward that
-    failed (raised, timed out or returned no usable value) and on how many completions, since one failing
-    reward leaves a completion out even where the other rewards scored it; ``undecided``: completions that
-    no reward applied to (every one returned None).
+def trl_reward_names(reward_funcs: Sequence[Any]) -> list[str]:
+    """The names ``GRPOTrainer`` gives ``reward_funcs`` (its metrics' ``rewards/<name>``): a reward model's id
+    without its folders, or the callable's name."""
+    from torch import nn
+    from trl.trainer.utils import get_callable_name, get_config_model_id
 
-    >>> print(no_score_warning(3, 8, 0, {"r1-accuracy": 0, "judge": 3}))  # doctest: +NORMALIZE_WHITESPACE
-    3 of 8 completions of this batch have no score: reward 'judge' failed (raised, timed out or returned no usable
-    value) on 3, which leaves them out even where the other rewards scored them: their advantage is 0 and they are
-    left out of their group's baseline. Counted in rlvr/frac_no_score and rlvr/failed/<reward>; this warning is
-    not repeated.
-    >>> no_score_warning(8, 8, 8, {"a": 0}).split(": their")[0]
-    '8 of 8 completions of this batch have no score: 8 could not be scored by any reward (every reward returned None)'
+    return [
+        f.split("/")[-1]
+        if isinstance(f, str)
+        else get_config_model_id(cast(Any, f).config).split("/")[-1]
+        if isinstance(f, nn.Module)
+        else get_callable_name(f)
+        for f in reward_funcs
+    ]
+
+
+def _is_module(obj: Any) -> bool:
+    from torch import nn
+
+    return isinstance(obj, nn.Module)
+
+
+def merged_reward_weights(given: Sequence[float] | None, trl_count: int, plugin_weights: list[float]) -> list[float]:
+    """``reward_weights`` for TRL's reward functions (first) and the plugins' rewards (after them).
+
+    ``given`` is ``GRPOConfig.reward_weights``: one weight per TRL reward function (TRL's rule; the
+    plugins' weights are appended), or one per reward of both kinds whose plugin part equals the
+    plugins' own weights (a ``GRPOConfig`` already used by a trainer). Anything else is a ``ValueError``
+    in TRL's words, then ours.
+
+    >>> merged_reward_weights(None, 2, [0.5])
+    [1.0, 1.0, 0.5]
+    >>> merged_reward_weights([2.0], 1, [0.5])
+    [2.0, 0.5]
     """
-    reasons = []
-    failed = [f"{name!r} on {count}" for name, count in failures.items() if count]
-    if failed:
-        which = "reward " + ", ".join(failed) if len(failed) == 1 else "rewards " + ", ".join(failed)
-        which = which.replace(" on ", " failed (raised, timed out or returned no usable value) on ", 1)
-        others = " even where the other rewards scored them" if len(failures) > 1 else ""
-        reasons.append(f"{which}, which leaves them out{others}")
-    if undecided:
-        reasons.append(f"{undecided} could not be scored by any reward (every reward returned None)")
-    nothing = "; no completion of the batch has a score" if n_unscored == n_total else ""
-    return (
-        f"{n_unscored} of {n_total} completions of this batch have no score: {'; '.join(reasons)}: their advantage "
-        f"is 0 and they are left out of their group's baseline{nothing}. Counted in rlvr/frac_no_score and "
-        "rlvr/failed/<reward>; this warning is not repeated."
+    if given is None:
+        return [1.0] * trl_count + plugin_weights
+    given = [float(w) for w in given]
+    if trl_count == 0 and given != plugin_weights:
+        raise PluginError(
+            f"trainer.reward_weights={given} contradicts the plugins' weights {plugin_weights}; "
+            "set each reward's weight in its plugin options and remove trainer.reward_weights"
+        )
+    if len(given) == trl_count:
+        return given + plugin_weights
+    if len(given) == trl_count + len(plugin_weights) and given[trl_count:] == plugin_weights:
+        return given
+    raise ValueError(
+        f"Number of reward weights ({len(given)}) must match number of reward functions ({trl_count}); "
+        f"RLVRTrainer: reward_weights holds one weight per function of reward_funcs, the plugins' rewards "
+        f"take theirs from their options ({plugin_weights})"
     )
 
 
-class RLVRTrainer(GRPOTrainer):
-    """A ``GRPOTrainer`` whose rewards, advantages, penalties and sampler come from plugins.
+def trl_processing_classes(classes: Any, trl_count: int) -> list[Any]:
+    """``reward_processing_classes`` as TRL reads it: ``None``, one, or a list as long as ``reward_funcs``."""
+    if classes is None:
+        return [None] * trl_count
+    classes = classes if isinstance(classes, list) else [classes]
+    if len(classes) != trl_count:
+        raise ValueError(
+            f"The number of reward processing classes ({len(classes)}) must match the number of "
+            f"reward functions ({trl_count})."
+        )
+    return classes
 
-    :param plugin_set: the run's enabled plugins (:func:`rlvr_plugins.manager.build_plugin_set`);
-        default: the built-in defaults only (then an ``environment_factory`` must own the reward).
+
+_GRPO_PARAMETERS = list(inspect.signature(GRPOTrainer.__init__).parameters)[4:]  # after self, model, reward_funcs, args
+
+
+class RLVRTrainer(GRPOTrainer):
+    """``GRPOTrainer``, constructor included, whose advantages, penalties and sampler come from plugins.
+
+    A TRL script changes only its import line: every argument of ``GRPOTrainer`` means what it means
+    there. ``reward_funcs`` (TRL batch functions, sync or async; reward-model ids or ``PreTrainedModel``
+    objects with ``reward_processing_classes``) are called by TRL itself, once per batch, in this process, with
+    TRL's failure behaviour (an exception stops training; ``None`` means no score); the plugins' rewards
+    come after them, and ``args.reward_weights`` weighs the TRL functions (the plugins' weights are appended).
+
+    :param plugins: the plugins to enable, by name, as the YAML's ``plugins:`` section
+        (``{"dr-grpo": {}, "kimi-length": {"weight": 0.5}}``); built with :func:`build_plugin_set`.
+    :param plugin_set: the same, already built (give one of the two); default: the built-in defaults only.
     :param args: the ``GRPOConfig``; default as in TRL, ``GRPOConfig("<model name>-GRPO")``. The
         plugins' ``rlvr_adjust_grpo_config`` is applied to it (:func:`adjust_grpo_args`), as ``rlvr train`` does.
         Its ``scale_rewards`` / ``multi_objective_aggregation`` choose the estimator when no
         estimator plugin is enabled (:func:`with_trl_estimator`).
+    :param isolate_reward_funcs: run the functions of ``reward_funcs`` through the reward engine
+        (:class:`~rlvr_plugins.rewards.TRLBatchReward`): each batch is one engine job, in a worker process
+        (unless ``engine_options`` has ``in_process``), with ``timeout_s`` as the deadline of the whole call.
+        Default ``False``: TRL calls them in this process. Reward models stay in this process either way.
     :param engines: the reward engines (default: built from ``engine_options``).
     :param engine_options: ``RewardEngine`` options for the default engines; ``on_error``
         defaults to ``"raise"`` here (a reward that raises stops training, as in TRL);
         ``rlvr train`` passes the config's ``engine.on_error`` (default ``"mask"``).
     :param correctness_reward: the reward whose value ``>= correct_threshold`` means
         *correct* in the logged metrics (response length of correct and wrong completions,
-        correct rate); default the first registered reward.
-    Every other argument is passed to ``GRPOTrainer`` unchanged (``reward_funcs`` comes
-    from the plugins and must not be given).
+        correct rate); default the first reward (TRL's first, else the plugins' first).
+    Every other argument is passed to ``GRPOTrainer`` unchanged.
     """
 
     args: GRPOConfig
@@ -218,41 +346,86 @@ class RLVRTrainer(GRPOTrainer):
     def __init__(
         self,
         model=None,
-        *,
-        plugin_set: PluginSet | None = None,
+        reward_funcs=None,
         args=None,
+        *positional: Any,
+        plugins: Mapping[str, Any] | None = None,
+        plugin_set: PluginSet | None = None,
         engines: Engines | None = None,
         engine_options: dict[str, Any] | None = None,
+        isolate_reward_funcs: bool = False,
         correctness_reward: str | None = None,
         correct_threshold: float = 1.0,
         **kwargs: Any,
     ):
-        if "reward_funcs" in kwargs:
-            raise TypeError("RLVRTrainer takes its reward functions from the plugins; do not pass reward_funcs")
+        if len(positional) > len(_GRPO_PARAMETERS):
+            raise TypeError(
+                f"RLVRTrainer takes at most {3 + len(_GRPO_PARAMETERS)} positional arguments, as GRPOTrainer"
+            )
+        for name, value in zip(_GRPO_PARAMETERS, positional):
+            if name in kwargs:
+                raise TypeError(f"RLVRTrainer got multiple values for argument {name!r}")
+            kwargs[name] = value
+        if plugins is not None and plugin_set is not None:
+            raise TypeError(
+                "RLVRTrainer takes plugins= (the plugins by name, as the YAML's plugins: section) or plugin_set= "
+                "(a built PluginSet), not both"
+            )
         if args is None:
             args = default_grpo_config(model)
-        plugin_set = plugin_set if plugin_set is not None else build_plugin_set(None)
+        trl_funcs = (
+            [] if reward_funcs is None else list(reward_funcs) if isinstance(reward_funcs, list) else [reward_funcs]
+        )
+        trl_classes = trl_processing_classes(kwargs.pop("reward_processing_classes", None), len(trl_funcs))
+        plugin_set = build_plugin_set(plugins) if plugin_set is None else plugin_set_argument(plugin_set)
         adjust_grpo_args(plugin_set, args)
         plugin_set = with_trl_estimator(plugin_set, args)
         self.plugin_set = plugin_set
-        self.engines = engines if engines is not None else Engines(**{"on_error": "raise", **(engine_options or {})})
+        self.engines = (
+            engines
+            if engines is not None
+            else Engines(**{"on_error": "raise", **engine_options_argument(engine_options, "engine_options")})
+        )
         registered = plugin_set.reward_functions()
+        trl_names = trl_reward_names(trl_funcs)
+        plugin_names = [r.name for _, r in registered]
+        clash = sorted(set(trl_names) & set(plugin_names))
+        if clash:
+            owners = {r.name: owner for owner, r in registered}
+            raise PluginConflictError(
+                "rlvr_reward_functions",
+                [owners[clash[0]]],
+                f"reward name {clash[0]!r} is both a function of reward_funcs and a reward of plugin "
+                f"{owners[clash[0]]!r}; reward names must be unique (rename the function)",
+            )
         plugin_set.validate_run(
-            args, self.engines.settings().deadline_s, environment_factory=kwargs.get("environment_factory")
+            args,
+            self.engines.settings().deadline_s,
+            environment_factory=kwargs.get("environment_factory"),
+            other_rewards=trl_names,
         )
         self.rlvr_rewards: list[Any] = [TRLReward(reward, owner, self.engines) for owner, reward in registered]
-        weights = [float(r.weight) for _, r in registered]
-        if args.reward_weights is not None and list(args.reward_weights) != weights:
-            raise PluginError(
-                f"trainer.reward_weights={args.reward_weights} contradicts the plugins' weights {weights}; "
-                "set each reward's weight in its plugin options and remove trainer.reward_weights"
-            )
-        args.reward_weights = weights or None
+        self._rlvr_columns_checked = check_reward_columns(registered, kwargs.get("train_dataset"))
+        self._warned_not_applicable: set[str] = set()
+        if isolate_reward_funcs:
+            if kwargs.get("environment_factory") is not None:
+                raise TypeError(
+                    "isolate_reward_funcs=True cannot be combined with environment_factory: the environments live "
+                    "in the trainer's process; leave isolate_reward_funcs at False"
+                )
+            trl_funcs = [
+                f if isinstance(f, str) or _is_module(f) else TRLBatchReward(f, name, self.engines)
+                for f, name in zip(trl_funcs, trl_names)
+            ]
+        self._rlvr_adapters: list[Any] = [f for f in trl_funcs if isinstance(f, TRLBatchReward)] + self.rlvr_rewards
+        args.reward_weights = (
+            merged_reward_weights(args.reward_weights, len(trl_funcs), [float(r.weight) for _, r in registered]) or None
+        )
         self._rlvr_batch: dict[str, torch.Tensor] = {}
         self._warned_no_score = False
         self._warned_checkpoint_bytes = False
         self._rlvr_capture_logps, self._rlvr_logps = False, None
-        names = [r.name for _, r in registered]
+        names = trl_names + plugin_names
         self.correctness_reward = correctness_reward or (names[0] if names else None)
         if self.correctness_reward is not None and self.correctness_reward not in names:
             raise PluginError(
@@ -275,7 +448,13 @@ class RLVRTrainer(GRPOTrainer):
             if kwargs.get("rollout_func") is not None:
                 raise TypeError(f"plugin {rollouts[0][0]!r} provides the rollout_func; do not also pass rollout_func")
             kwargs["rollout_func"] = rollouts[0][1]
-        super().__init__(model=model, reward_funcs=self.rlvr_rewards, args=args, **kwargs)
+        super().__init__(
+            model=model,
+            reward_funcs=trl_funcs + self.rlvr_rewards,
+            args=args,
+            reward_processing_classes=trl_classes + [None] * len(self.rlvr_rewards),
+            **kwargs,
+        )
         if self.use_vllm:
             from .vllm_cpu import install_cpu_weight_sync
 
@@ -300,14 +479,18 @@ class RLVRTrainer(GRPOTrainer):
 
     # -- rewards, penalties, advantages --------------------------------------------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        for reward in self.rlvr_rewards:
+        for reward in self._rlvr_adapters:
             reward.pending_error = None
         with _quiet_trl_no_score_warning():
             rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._raise_on_every_rank()
         device = rewards_per_func.device
-        columns = [f.last_failed if isinstance(f, TRLReward) else [False] * len(prompts) for f in self.reward_funcs]
+        columns = [
+            f.last_failed if isinstance(f, (TRLReward, TRLBatchReward)) else [False] * len(prompts)
+            for f in self.reward_funcs
+        ]
         failed = torch.tensor(list(zip(*columns)), dtype=torch.long, device=device).view(len(prompts), len(columns))
+        self._check_applicable(inputs, rewards_per_func, failed.bool())
         lengths = torch.tensor([len(ids) for ids in completion_ids_list], dtype=torch.long, device=device)
         indices = torch.tensor([int(x.get("rlvr_index", -1)) for x in inputs], dtype=torch.long, device=device)
         self._rlvr_batch = {
@@ -317,6 +500,29 @@ class RLVRTrainer(GRPOTrainer):
             "indices": self._gather(indices),
         }
         return rewards_per_func
+
+    def _check_applicable(self, inputs, rewards_per_func: torch.Tensor, failed: torch.Tensor) -> None:
+        """The first batch of a dataset not checked at construction: a reward that can read nothing in it is
+        refused (:func:`~rlvr_plugins.rewards.unread_columns`). Every batch: a reward "not applicable" to more
+        than :data:`~rlvr_plugins.rewards.MAX_NOT_APPLICABLE` of the completions is warned about, once."""
+        registered = [(r.plugin, r.reward) for r in self.rlvr_rewards]
+        if not self._rlvr_columns_checked:
+            self._rlvr_columns_checked = True
+            problems = unread_columns(registered, *row_columns(inputs), "the first training batch")
+            if problems:
+                raise PluginError("; ".join(problems))
+        names = [getattr(f, "__name__", str(f)) for f in self.reward_funcs]
+        shares = not_applicable_shares(rewards_per_func.detach().cpu().double(), failed.cpu())
+        for name, share in zip(names, shares, strict=True):
+            if share > MAX_NOT_APPLICABLE and name not in self._warned_not_applicable:
+                self._warned_not_applicable.add(name)
+                logger.warning(
+                    "reward %r did not apply (returned None) to %.0f%% of a batch's completions (more than %.0f%%): "
+                    "those completions are trained without it; check the columns it reads (warned once)",
+                    name,
+                    100 * share,
+                    100 * MAX_NOT_APPLICABLE,
+                )
 
     def _gather(self, tensor: torch.Tensor) -> torch.Tensor:
         """accelerate's ``gather`` across processes; the tensor itself on one process."""
@@ -331,10 +537,10 @@ class RLVRTrainer(GRPOTrainer):
         """
         errors = [
             f"{type(r.pending_error).__name__}: {r.pending_error}"
-            for r in self.rlvr_rewards
+            for r in self._rlvr_adapters
             if r.pending_error is not None
         ]
-        local = next((r.pending_error for r in self.rlvr_rewards if r.pending_error is not None), None)
+        local = next((r.pending_error for r in self._rlvr_adapters if r.pending_error is not None), None)
         if self.accelerator.num_processes == 1:
             if local is not None:
                 raise local

@@ -1,17 +1,12 @@
 """Local stand-ins for the hub fixtures of TRL's GRPO tests: tiny Qwen2 / Qwen3 models, a tokenizer with a chat
-template, small datasets in standard and conversational form; and the adapter that gives ``RLVRTrainer``
-``GRPOTrainer``'s constructor.
+template, small datasets in standard and conversational form.
 
-Nothing is downloaded. The adapter turns each TRL reward function into a one-reward plugin whose scoring function
-calls the TRL function on one completion (lists of length one, TRL's keyword arguments), and a reward model into the
-built-in ``reward-model`` plugin; everything else is passed to ``RLVRTrainer`` unchanged.
+Nothing is downloaded. ``RLVRTrainer`` takes ``GRPOTrainer``'s constructor as it is (``TRAINERS``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from typing import Any
 
 import torch
 from datasets import Dataset
@@ -26,9 +21,6 @@ from transformers import (
 )
 from trl import GRPOConfig, GRPOTrainer
 
-from rlvr_plugins import Plugin, RewardFunction, hookimpl
-from rlvr_plugins.engine import is_async_callable
-from rlvr_plugins.manager import build_plugin_set, temporary_plugin
 from rlvr_plugins.testing import char_tokenizer
 from rlvr_plugins.trainer import RLVRTrainer
 
@@ -127,82 +119,5 @@ def small_args(tmp_path, **overrides) -> GRPOConfig:
     return GRPOConfig(**kwargs)
 
 
-# -- the adapter ---------------------------------------------------------------------------------------------
-
-
-def _one(values: Any) -> list:
-    return [values]
-
-
-class ItemCall:
-    """Call a TRL reward function (batch form) on one completion, passing TRL's keyword arguments as lists of one."""
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def _kwargs(self, prompt, completion, example, completion_ids, trainer_state, log_metric, log_extra):
-        return dict(
-            prompts=[prompt],
-            completions=[completion],
-            completion_ids=[completion_ids],
-            trainer_state=trainer_state,
-            log_metric=log_metric,
-            log_extra=lambda column, values: log_extra(column, values[0]),
-            **{k: [v] for k, v in example.items()},
-        )
-
-    def __call__(self, *, prompt, completion, example, completion_ids, trainer_state, log_metric, log_extra):
-        return self.fn(
-            **self._kwargs(prompt, completion, example, completion_ids, trainer_state, log_metric, log_extra)
-        )[0]
-
-
-class AsyncItemCall(ItemCall):
-    async def __call__(self, *, prompt, completion, example, completion_ids, trainer_state, log_metric, log_extra):
-        return (
-            await self.fn(
-                **self._kwargs(prompt, completion, example, completion_ids, trainer_state, log_metric, log_extra)
-            )
-        )[0]
-
-
-def trl_reward_plugin(index: int, fn, weight: float) -> type[Plugin]:
-    call = AsyncItemCall(fn) if is_async_callable(fn) else ItemCall(fn)
-
-    class TRLRewardFunction(Plugin):
-        name = f"trl-reward-{index}"
-
-        @hookimpl
-        def rlvr_reward_functions(self, register):
-            register(RewardFunction(fn.__name__, call, weight=weight, isolated=False, completion_format="messages"))
-
-    return TRLRewardFunction
-
-
-def rlvr_trainer(model, reward_funcs=None, args=None, reward_processing_classes=None, **kwargs) -> RLVRTrainer:
-    """``RLVRTrainer`` behind ``GRPOTrainer``'s constructor."""
-    funcs = [] if reward_funcs is None else reward_funcs if isinstance(reward_funcs, list) else [reward_funcs]
-    classes = (
-        reward_processing_classes
-        if isinstance(reward_processing_classes, list)
-        else ([reward_processing_classes] * len(funcs))
-    )
-    if len(classes) != len(funcs):
-        raise ValueError(f"{len(classes)} reward processing classes for {len(funcs)} reward functions")
-    weights = list(args.reward_weights) if args is not None and args.reward_weights is not None else [1.0] * len(funcs)
-    plugins, temporary = {}, []
-    for i, (fn, proc) in enumerate(zip(funcs, classes)):
-        weight = weights[i] if len(weights) == len(funcs) else 1.0
-        if isinstance(fn, (str, PreTrainedModel)):
-            plugins["reward-model"] = {"model": fn, "processing_class": proc, "weight": weight}
-        else:
-            temporary.append(trl_reward_plugin(i, fn, weight))
-            plugins[temporary[-1].name] = {}
-    with contextlib.ExitStack() as stack:
-        for cls in temporary:
-            stack.enter_context(temporary_plugin(cls))
-        plugin_set = build_plugin_set(plugins)
-    return RLVRTrainer(model, plugin_set=plugin_set, args=args, engine_options={"in_process": True}, **kwargs)
-
-
-TRAINERS = {"trl": GRPOTrainer, "rlvr": rlvr_trainer}
+TRAINERS = {"trl": GRPOTrainer, "rlvr": RLVRTrainer}
+"""The two trainers every compat scenario runs on: a TRL script changes only its import line."""

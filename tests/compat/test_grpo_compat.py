@@ -85,7 +85,7 @@ def test_without_args_a_default_config_named_after_the_model(kind, tok, tmp_path
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_no_reward_source_is_a_value_error(kind, tok, tmp_path):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="^No reward source provided"):
         build(kind, tok, tmp_path, reward_funcs=None)
 
 
@@ -370,7 +370,7 @@ def never_applies(completions, **kwargs):
     return [None] * len(completions)
 
 
-NO_SCORE_WARNING = {"trl": "All reward functions returned None", "rlvr": "could not be scored by any reward"}
+NO_SCORE_WARNING = "All reward functions returned None"
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -379,5 +379,154 @@ def test_rows_no_reward_scores_are_warned_about_and_train_on_zero_advantages(kin
     seen = capture_advantages(trainer)
     with caplog.at_level(logging.WARNING):
         trainer.train()
-    assert any(NO_SCORE_WARNING[kind] in r.getMessage() for r in caplog.records)
+    assert any(NO_SCORE_WARNING in r.getMessage() for r in caplog.records)
     assert all(a == 0.0 for adv in seen for a in adv.tolist())
+
+
+# -- one import line: the same run, step by step ---------------------------------------------------------------------
+
+
+def trace(trainer):
+    """Per step, what ``_generate_and_score_completions`` hands to the loss (completion ids and advantages);
+    then the logged losses. Filled in by ``train()``."""
+    steps = []
+    original = trainer._generate_and_score_completions
+
+    def wrapped(inputs):
+        output = original(inputs)
+        steps.append((output["completion_ids"].clone(), output["advantages"].detach().clone()))
+        return output
+
+    trainer._generate_and_score_completions = wrapped
+    return steps
+
+
+def same_run(tok, tmp_path, rlvr_extra=None, trl_overrides=None, **overrides):
+    """Train TRL's ``GRPOTrainer`` and ``RLVRTrainer`` from one script (seeded, 3 steps); return both traces."""
+    runs = {}
+    for kind in ("trl", "rlvr"):
+        args = small_args(
+            tmp_path / kind,
+            per_device_train_batch_size=8,
+            num_generations=4,
+            max_completion_length=10,
+            max_steps=3,
+            **overrides,
+            **((trl_overrides or {}) if kind == "trl" else {}),
+        )
+        extra = rlvr_extra if kind == "rlvr" else {}
+        trainer = TRAINERS[kind](
+            tiny_causal_lm(tok),
+            reward_funcs=[length_mod_3, vowel_count],
+            args=args,
+            train_dataset=standard_dataset(),
+            processing_class=tok,
+            **(extra or {}),
+        )
+        steps = trace(trainer)
+        trainer.train()
+        runs[kind] = (steps, logged(trainer, "loss"), trainer.args)
+    return runs["trl"], runs["rlvr"]
+
+
+def assert_same_run(trl, rlvr):
+    (trl_steps, trl_loss, _), (rlvr_steps, rlvr_loss, _) = trl, rlvr
+    assert len(trl_steps) == len(rlvr_steps) == 3 and len(trl_loss) == len(rlvr_loss) == 3
+    for (ids_a, adv_a), (ids_b, adv_b) in zip(trl_steps, rlvr_steps, strict=True):
+        assert torch.equal(ids_a, ids_b)
+        torch.testing.assert_close(adv_b, adv_a, atol=1e-6, rtol=0)
+    assert rlvr_loss == pytest.approx(trl_loss, abs=1e-6)
+    assert any(a.abs().max() > 0.1 for _, a in trl_steps)  # the rewards differ within groups: a real comparison
+
+
+@pytest.mark.parametrize("setting", ["group", "weights"])
+def test_a_trl_script_with_only_its_import_changed_trains_the_same_at_every_step(setting, tok, tmp_path):
+    trl, rlvr = same_run(tok, tmp_path, **SETTINGS[setting])
+    assert_same_run(trl, rlvr)
+
+
+def test_plugins_by_name_change_exactly_what_the_plugin_says(tok, tmp_path):
+    """``plugins={"dr-grpo": {}}`` is TRL configured as Dr. GRPO says: ``loss_type="dr_grpo"``,
+    ``scale_rewards="none"`` (advantage = reward - group mean), and nothing else."""
+    trl, rlvr = same_run(
+        tok,
+        tmp_path,
+        rlvr_extra={"plugins": {"dr-grpo": {}}},
+        trl_overrides={"loss_type": "dr_grpo", "scale_rewards": "none"},
+    )
+    assert (rlvr[2].loss_type, rlvr[2].scale_rewards) == ("dr_grpo", "none")
+    assert_same_run(trl, rlvr)
+    ids, advantages = rlvr[0][0]
+    rewards = [length_mod_3([c])[0] + vowel_count([c])[0] for c in tok.batch_decode(ids, skip_special_tokens=True)]
+    centred = [r - statistics.mean(rewards[g : g + 4]) for g in range(0, 8, 4) for r in rewards[g : g + 4]]
+    assert advantages.tolist() == pytest.approx(centred, abs=1e-5)
+
+
+# -- reward_funcs through the reward engine (isolate_reward_funcs=True) ---------------------------------------------
+
+
+def test_reward_funcs_through_the_engine_train_the_same_at_every_step(tok, tmp_path):
+    """Each batch is one job in a worker process: TRL's batch call, the same run."""
+    trl, rlvr = same_run(tok, tmp_path, rlvr_extra={"isolate_reward_funcs": True})
+    assert_same_run(trl, rlvr)
+
+
+def batch_logging_reward(completions, trainer_state, log_metric, log_extra, **kwargs):
+    import os
+
+    log_metric("custom/calls_in_worker", float(os.getpid() != int(kwargs["parent_pid"][0])))
+    log_extra("step", [trainer_state.global_step] * len(completions))
+    return length_mod_3(completions)
+
+
+def test_a_batch_job_logs_and_sees_the_trainer_state_from_its_worker(tok, tmp_path):
+    import os
+
+    dataset = standard_dataset().map(lambda row: {"parent_pid": str(os.getpid())})
+    trainer = TRAINERS["rlvr"](
+        tiny_causal_lm(tok),
+        reward_funcs=[batch_logging_reward],
+        args=small_args(tmp_path, log_completions=True),
+        train_dataset=dataset,
+        processing_class=tok,
+        isolate_reward_funcs=True,
+    )
+    trainer.train()
+    assert trainer.args.reward_weights == [1.0] and not trainer.engines.settings().in_process
+    assert logged(trainer, "custom/calls_in_worker") == [1.0, 1.0]  # one job per batch, each in a worker
+    assert list(trainer._logs["extra"]["step"])[-4:] == [1, 1, 1, 1]
+
+
+def slow_reward(completions, **kwargs):
+    import time
+
+    time.sleep(30)
+    return length_mod_3(completions)
+
+
+def test_the_deadline_bounds_the_whole_call_and_leaves_the_batch_unscored(tok, tmp_path):
+    trainer = engine_trainer(tok, tmp_path, [slow_reward, length_mod_3], timeout_s=1.0, max_steps=1)
+    seen = capture_advantages(trainer)
+    trainer.train()
+    assert logged(trainer, "rlvr/failed/slow_reward") == [4]  # the batch: one call, 4 completions
+    assert logged(trainer, "rlvr/frac_no_score") == [1.0] and seen[0].tolist() == [0.0] * 4
+
+
+def test_an_exception_in_the_worker_stops_training_naming_the_function(tok, tmp_path):
+    from rlvr_plugins.engine import RewardFunctionError
+
+    trainer = engine_trainer(tok, tmp_path, [raising_reward], max_steps=1)
+    with pytest.raises(RewardFunctionError, match="ZeroDivisionError: reward bug"):
+        trainer.train()
+
+
+def engine_trainer(tok, tmp_path, reward_funcs, timeout_s=10.0, **overrides):
+    return TRAINERS["rlvr"](
+        tiny_causal_lm(tok),
+        reward_funcs=reward_funcs,
+        args=small_args(tmp_path / "rlvr", **overrides),
+        train_dataset=standard_dataset(),
+        processing_class=tok,
+        isolate_reward_funcs=True,
+        engine_options={"num_workers": 1, "timeout_s": timeout_s},
+    )

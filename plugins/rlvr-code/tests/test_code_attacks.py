@@ -272,6 +272,71 @@ ATTACKS = [
         {"test": ["assert list(double([1, 2])) == [2, 4]"]},
         1.0,
     ),
+    # issue 21, item 3: ordinary Python semantics across the channel; its cost is not the program's time
+    a(
+        "correct program",
+        "returns an itertools iterator",
+        "import itertools\ndef double(xs):\n    return itertools.chain.from_iterable([2 * x] for x in xs)",
+        {"test": ["assert list(double([1, 2])) == [2, 4]", "assert list(double(range(3))) == [0, 2, 4]"]},
+        1.0,
+    ),
+    a(
+        "correct program",
+        "raises json.JSONDecodeError, caught as ValueError and as itself",
+        "import json\ndef parse(text):\n    return json.loads(text)",
+        {
+            "test": "import json\nassert parse('[1]') == [1]\n"
+            "try:\n    parse('{')\n    raise AssertionError('no error')\nexcept ValueError as e:\n    assert 'Expecting' in str(e)\n"
+            "try:\n    parse('{')\nexcept json.JSONDecodeError as e:\n    assert e.pos == 1\n"
+        },
+        1.0,
+    ),
+    a(
+        "correct program",
+        "a user-defined ValueError subclass, caught as ValueError",
+        "class Bad(ValueError):\n    pass\ndef check_positive(x):\n    if x <= 0:\n        raise Bad(x)\n    return x",
+        {
+            "test": "assert check_positive(2) == 2\ntry:\n    check_positive(-1)\n    raise AssertionError\nexcept ValueError as e:\n    assert e.args == (-1,)\n"
+        },
+        1.0,
+    ),
+    a(
+        "correct program",
+        "changes an argument in place that is passed twice",
+        "def add_both(a, b):\n    a.append(1)\n    b.append(2)",
+        {
+            "test": "xs = []\nadd_both(xs, xs)\nassert xs == [1, 2]\nys = [[0]]\nadd_both(ys, ys[0])\nassert ys == [[0, 2], 1]\n"
+        },
+        1.0,
+    ),
+    a(
+        "correct program",
+        "a 17 MB string argument",
+        "def size(text):\n    return len(text)",
+        {"test": ["assert size('x' * (17 << 20)) == 17 << 20"]},
+        1.0,
+    ),
+    a(
+        "correct program",
+        "a list of a million items, both ways",
+        "def double(xs):\n    return [2 * x for x in xs]",
+        {"test": ["assert double(list(range(10**6)))[-1] == 2 * (10**6 - 1)"]},
+        1.0,
+    ),
+    a(
+        "correct program",
+        "10,000 calls",
+        "def double(x):\n    return 2 * x",
+        {"test": "for i in range(10_000):\n    assert double(i) == 2 * i\n"},
+        1.0,
+    ),
+    a(
+        "wrong program",
+        "slow: 2.5 s of CPU in the program's own code (time_limit_s 2)",
+        "import time\ndef double(x):\n    end = time.process_time() + 2.5\n    while time.process_time() < end:\n        pass\n    return 2 * x",
+        {"test": ["assert double(2) == 4"]},
+        0.0,
+    ),
     a(
         "correct program",
         "a function named like a standard-library module (copy)",

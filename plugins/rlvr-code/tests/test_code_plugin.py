@@ -352,3 +352,35 @@ def test_a_sandbox_budget_over_the_engine_deadline_is_refused_at_start_up():
     plugin.rlvr_validate_run(engine_timeout_s=None)
     with pytest.raises(ConfigError, match=r"total_time_s=8 does not fit under .* engine.timeout_s=6"):
         plugin.rlvr_validate_run(engine_timeout_s=6.0)
+
+
+def test_assert_verdicts_do_not_depend_on_the_machine_load():
+    """10,000 calls failed at load 4 on another box (2 s of wall clock, most of it the channel and
+    the wait for a core); here 30,000 beside eight busy processes did. The verdict is now the
+    program's CPU time against time_limit_s plus the channel's measured cost, so the load does
+    not change it (a program over its CPU time still fails: test_code_attacks.py, "slow: 2.5 s
+    of CPU")."""
+    import subprocess
+    import sys
+
+    tests = {"test": "for i in range(30_000):\n    assert double(i) == 2 * i\n"}
+    fast = "def double(x):\n    return 2 * x"
+    s = scorer(time_limit_s=2.0, total_time_s=60.0)  # the wall-clock ceiling is the completion's whole budget
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(8)]
+    try:
+        time.sleep(0.5)
+        assert score(s, fast, tests) == 1.0
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+
+
+def test_the_channel_allowance_is_per_call_and_per_megabyte():
+    from rlvr_code.plugins import CHANNEL_S_PER_CALL, CHANNEL_S_PER_MB, channel_allowance_s, channel_traffic
+
+    assert channel_allowance_s(0, 0) == 0.0
+    assert channel_allowance_s(10_000, 0) == pytest.approx(10_000 * CHANNEL_S_PER_CALL)
+    assert channel_allowance_s(3, 5 << 20) == pytest.approx(3 * CHANNEL_S_PER_CALL + 5 * CHANNEL_S_PER_MB)
+    assert channel_traffic(b"Traceback...\nrlvr-code-channel 12 3400\n") == (12, 3400)
+    assert channel_traffic(b"rlvr-code-channel 12 3400\nprinted by the tests\n") == (0, 0)  # not the last line

@@ -629,3 +629,107 @@ def test_auto_falls_back_to_basic_with_a_warning_when_namespaces_are_refused(mon
     assert "falling back to basic isolation" in caplog.text and "Operation not permitted" in caplog.text
     with pytest.raises(SandboxError, match="Operation not permitted"):
         run_python("print(1)", isolation="namespaces")
+
+
+# ---------------------------------------------------------------- directory bombs (issue 21, item 2)
+
+NESTED = """
+import os
+for where in WHERE:
+    try:
+        os.chdir(where)
+        for _ in range(3000):
+            os.mkdir("d")
+            os.chdir("d")
+    except OSError:
+        pass
+print(ANSWER)
+"""
+
+
+def _our_leftovers() -> list[str]:
+    """This process's run directories, and what any run handed to a background remover or left to a sweep."""
+    import glob
+    import tempfile
+
+    found = []
+    for folder in {tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"}:
+        for pattern in (f"rlvr-code-{os.getpid()}-*", "rlvr-code-*-discard-*", "rlvr-code-*-leftover-*"):
+            found += glob.glob(f"{folder}/{pattern}")
+    return sorted(found)
+
+
+@pytest.mark.parametrize("answer", ["4", "5"], ids=["correct", "wrong"])
+def test_directories_nested_3000_deep_get_the_programs_score_and_are_removed(isolation, answer):
+    """shutil.rmtree recursed once per level: RecursionError, the item masked and the tree left for
+    the first run of every later worker (masked there too). Now: the program's own score, and nothing left."""
+    from rlvr_code.plugins import CodeTestsOptions, CodeTestsScorer
+    from rlvr_code.sandbox import remove_stale_dirs
+    from rlvr_code.sandbox.cleanup import wait_for_discards
+
+    mode, python = isolation
+    where = [".", "/tmp", "/var/tmp", "/dev/shm"] if mode == "basic" and os.geteuid() == 0 else ["."]
+    program = NESTED.replace("WHERE", repr(where)).replace("ANSWER", answer)
+    scorer = CodeTestsScorer(
+        CodeTestsOptions(isolation=mode, python=python or "", time_limit_s=10.0, total_time_s=20.0)
+    )
+    score = scorer(prompt="", completion=f"```python\n{program}```", example={"tests": [{"input": "", "output": "4"}]})
+    assert score == (1.0 if answer == "4" else 0.0)
+    remove_stale_dirs()  # what a later worker's first run does: must not raise, and must not take long
+    assert wait_for_discards(120.0)
+    assert _our_leftovers() == []
+
+
+def test_a_stale_directory_nested_3000_deep_is_swept_in_the_background(tmp_path):
+    from rlvr_code.sandbox import remove_stale_dirs
+    from rlvr_code.sandbox.cleanup import remove_tree, wait_for_discards
+
+    dead = os.fork()
+    if dead == 0:
+        os._exit(0)
+    os.waitpid(dead, 0)
+    stale = tmp_path / f"rlvr-code-{dead}-x"
+    stale.mkdir()
+    fd = os.open(stale, os.O_RDONLY)
+    for _ in range(3000):
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(fd)
+    try:
+        start = time.monotonic()
+        assert remove_stale_dirs(str(tmp_path)) == [str(stale)]
+        assert time.monotonic() - start < 1.0  # the sweeping run does not pay for it
+        assert wait_for_discards(120.0)
+        assert os.listdir(tmp_path) == []
+    finally:  # pytest's own clean-up of old temporary directories is shutil.rmtree: RecursionError
+        for left in os.listdir(tmp_path):
+            remove_tree(str(tmp_path / left))
+
+
+def test_directories_made_until_the_deadline_do_not_delay_the_result(isolation):
+    """Four processes making directories until they are killed: the result comes at the deadline
+    plus the kill, not after the minutes it takes to remove them; they are removed afterwards."""
+    from rlvr_code.sandbox.cleanup import wait_for_discards
+
+    program = """
+    import os
+    for _ in range(3):
+        if os.fork() == 0:
+            break
+    os.mkdir(str(os.getpid()))
+    os.chdir(str(os.getpid()))
+    i = 0
+    while True:
+        os.makedirs(f"{i}/a/b")
+        i += 1
+    """
+    start = time.monotonic()
+    result = run(program, isolation, limits=Limits(time_s=2.0))
+    elapsed = time.monotonic() - start
+    assert result.timed_out and not result.ok
+    assert elapsed < 2.0 + 2.5, elapsed  # deadline + kill + a bounded foreground clean-up, on a loaded box
+    assert_clean(result)
+    assert wait_for_discards(300.0)
+    assert _our_leftovers() == []

@@ -709,3 +709,85 @@ def test_a_time_budget_that_does_not_fit_the_engine_deadline_is_refused_at_start
         plugin.rlvr_validate_run(engine_timeout_s=7.5)
     with pytest.raises(ConfigError, match=r"time_budget_s=0.5 must be at least 1"):
         AccuracyPlugin(AccuracyPlugin.parse_options({"time_budget_s": 0.5})).rlvr_validate_run(engine_timeout_s=None)
+
+
+# --- decimals against exact references (issue 21, item 4) ---------------------------------------
+# Expected values by hand: a decimal answer with d decimals counts against an exact reference r
+# iff |answer - r| <= 5 * 10**-(d+1) (it is r rounded to d decimals) and it equals r exactly or
+# shows at least 3 significant digits; an integer answer is compared exactly.
+
+
+@pytest.mark.parametrize(
+    "answer,reference",
+    [
+        ("0.5", "\\frac{1}{2}"),  # exact
+        ("0.50", "\\frac12"),  # exact, trailing zero
+        ("-0.25", "-\\frac{1}{4}"),  # exact, negative
+        ("0.333", "\\frac{1}{3}"),  # 1/3 = 0.3333..., rounded to 3 decimals
+        ("0.3333", "\\frac{1}{3}"),
+        ("0.667", "\\frac{2}{3}"),  # 0.6666... rounds up
+        ("3.14", "\\pi"),  # pi = 3.14159..., rounded to 2 decimals
+        ("3.1416", "\\pi"),
+        ("3.1415927", "\\pi"),  # pi = 3.14159265358..., correctly rounded to 7 decimals
+        ("3.141593", "\\pi"),  # and to 6
+        ("1.414", "\\sqrt{2}"),  # sqrt 2 = 1.41421...
+        ("0.000000333", "\\frac{1}{3000000}"),  # 3.333...e-7, 3 significant digits
+        ("0.5 cm", "\\frac{1}{2}"),
+        ("x = 0.333", "\\frac{1}{3}"),
+        ("0.333", "x = \\frac{1}{3}"),
+        ("2.0", "\\sqrt{4}"),
+    ],
+)
+def test_a_decimal_that_is_the_exact_reference_rounded_to_its_own_decimals_scores_one(answer, reference):
+    assert accuracy(wrap(answer), reference) == 1.0
+
+
+@pytest.mark.parametrize(
+    "answer,reference",
+    [
+        ("0.5000004", "\\frac{1}{2}"),  # off by 4e-7, half a unit of its last digit is 5e-8
+        ("0.0000001", "\\frac{1}{3000000}"),  # 1e-7 vs 3.33e-7
+        ("0.0000003", "\\frac{1}{3000000}"),  # rounded, but 1 significant digit
+        ("3.1415929", "\\pi"),  # math-verify rounds both to 3.141593
+        ("3.1415926", "\\pi"),  # truncated, not rounded: off by 5.4e-8 > 5e-8
+        ("12.000001", "12"),
+        ("0.5000004 cm", "\\frac{1}{2}"),
+        ("x = 0.5000004", "\\frac{1}{2}"),
+        ("0.5000004", "x = \\frac{1}{2}"),
+        ("0.3", "\\frac{1}{3}"),  # rounded, but 1 significant digit
+        ("0.33", "\\frac{1}{3}"),  # rounded, but 2 significant digits
+        ("0.0", "\\frac{1}{3000000}"),
+        ("3", "\\pi"),  # an integer is compared exactly
+        ("0.666", "\\frac{2}{3}"),  # truncated
+    ],
+)
+def test_a_decimal_that_is_not_the_exact_reference_rounded_scores_zero(answer, reference):
+    assert accuracy(wrap(answer), reference) == 0.0
+
+
+@pytest.mark.parametrize(
+    "answer,reference",
+    [
+        ("1.2e1", "12"),
+        ("1.2E1", "12"),
+        ("-1.5e-2", "-0.015"),
+        ("2.5e0", "\\frac{5}{2}"),
+        ("$1.2e1$", "12"),
+        ("\\log_2 8", "3"),
+        ("$\\log_{2} 8$", "3"),
+        ("\\boxed{१२}", "12"),  # Devanagari
+        ("\\boxed{๑๒}", "12"),  # Thai
+        ("\\boxed{১২.৫}", "12.5"),  # Bengali
+        ("\\boxed{𝟏𝟐}", "12"),  # mathematical bold digits
+    ],
+)
+def test_scientific_notation_logarithms_and_every_decimal_digit_are_read(answer, reference):
+    assert accuracy(wrap(answer), reference) == 1.0
+
+
+@pytest.mark.parametrize(
+    "answer,reference",
+    [("1.2e1", "13"), ("1.2e-1", "12"), ("\\log_2 8", "4"), ("\\boxed{१३}", "12"), ("12 13", "13")],
+)
+def test_scientific_notation_logarithms_and_other_digits_are_not_loopholes(answer, reference):
+    assert accuracy(wrap(answer), reference) == 0.0

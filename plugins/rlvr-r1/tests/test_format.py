@@ -1,9 +1,11 @@
 import time
+import unicodedata
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rlvr_plugins.text import BLANK_LETTERS
 from rlvr_r1.answers import extract_answer
 from rlvr_r1.format import format_score, has_extractable_answer
 
@@ -133,7 +135,8 @@ _NO_TAGS = st.text(alphabet=st.characters(blacklist_characters="<"), max_size=40
 @given(_NO_TAGS, _NO_TAGS, st.sampled_from(["", " ", "\n", " \n\t"]))
 def test_well_formed_shape(think, answer, gap):
     completion = f"{gap}<think>{think}</think>{gap}<answer>{answer}</answer>{gap}"
-    expected = float(think.strip() != "" and has_extractable_answer(answer))
+    seen = [c for c in think if not c.isspace() and unicodedata.category(c) not in ("Cf", "Cc")]
+    expected = float(any(c not in BLANK_LETTERS for c in seen) and has_extractable_answer(answer))
     assert format_score(completion) == expected
     if expected:
         assert extract_answer(completion) == answer.strip()
@@ -144,3 +147,40 @@ def test_format_is_linear_on_a_megabyte_of_adversarial_input():
 
     out = time_each(format_score, adversarial_texts(1_000_000), limit_s=2.0)
     assert {result for result, _ in out.values()} == {0.0}
+
+
+# --- what a reader would see (issue 21, item 12) -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "thinking",
+    [
+        "\u200b",  # zero-width space
+        "\u2060\u2060",  # word joiner
+        "\x00\x00\x00",  # NUL
+        "\u200b \u200c\n\u200d\ufeff\u00ad",  # zero-width (non-)joiners, BOM, soft hyphen, with whitespace
+        "\u202e\u2066\u2069",  # bidirectional controls
+        "\x1b\x7f\x07",  # escape, delete, bell
+        "\u3164\u115f\u1160\uffa0",  # Hangul fillers: letters that draw nothing
+        "\u2800\u2800",  # Braille blank
+        "\U000e0020\U000e0041",  # tag characters
+        "\u3000\u2003\u200a",  # ideographic, em, hair spaces
+    ],
+)
+def test_a_think_block_of_only_invisible_characters_is_empty(thinking):
+    assert format_score(f"<think>{thinking}</think><answer>5</answer>") == 0.0
+    assert format_score(f"{thinking}</think><answer>5</answer>", think_opened=True) == 0.0
+
+
+@pytest.mark.parametrize(
+    "thinking",
+    ["Add 2 and 3.", "\u200bAdd\u200b 2 and 3.\u200b", "5", "?", "中", "\u3164a", "x\x00"],
+)
+def test_a_think_block_with_something_to_read_still_counts(thinking):
+    assert format_score(f"<think>{thinking}</think><answer>5</answer>") == 1.0
+
+
+def test_an_answer_of_only_invisible_letters_is_empty():
+    assert has_extractable_answer("\u3164\u200b") is False
+    assert format_score("<think>Add 2 and 3.</think><answer>\u3164</answer>") == 0.0
+    assert format_score("<think>Add 2 and 3.</think><answer>\u200b5</answer>") == 1.0

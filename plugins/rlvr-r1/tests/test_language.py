@@ -194,3 +194,51 @@ def test_an_unknown_target_is_refused_when_the_options_are_parsed():
         "plugin 'r1-language': target must be one of ar, el, en, he, hi, ja, ko, ru, th, zh, got 'xx'. Valid options:"
     )
     assert LanguagePlugin.parse_options({"target": "zh"}).target == "zh"
+
+
+# --- words as a reader sees them: escapes decoded, invisible characters dropped (issue 21, item 12) ---
+
+# 我们先计算 = 5 Han words (U+6211 U+4EEC U+5148 U+8BA1 U+7B97), then "ok": 1 Latin word.
+
+
+@pytest.mark.parametrize(
+    "thinking",
+    [
+        "&#25105;&#20204;&#20808;&#35745;&#31639; ok",  # HTML decimal entities
+        "&#x6211;&#x4EEC;&#x5148;&#x8ba1;&#x7b97; ok",  # HTML hexadecimal entities
+        '\\char"6211\\char"4EEC\\char"5148\\char"8BA1\\char"7B97 ok',  # TeX \char, hexadecimal
+        "\\char25105 \\char20204 \\char20808 \\char35745 \\char31639 ok",  # TeX \char, decimal
+        "\\char'61021\\char'47154\\char'50510\\char'105041\\char'75627 ok",  # TeX \char, octal
+        '\\symbol{"6211}\\symbol{"4EEC}\\symbol{"5148}\\symbol{"8BA1}\\symbol{"7B97} ok',  # LaTeX \symbol
+        "^^^^6211^^^^4eec^^^^5148^^^^8ba1^^^^7b97 ok",  # TeX ^^^^ notation
+        "\\u6211\\u4eec\\u5148\\u8ba1\\u7b97 ok",  # \u escapes
+        "$\\text{&#25105;&#20204;&#20808;&#35745;&#31639;}$ ok",  # entities inside \text{}
+    ],
+)
+def test_a_chinese_chain_of_thought_written_as_escapes_is_not_english(thinking):
+    assert count_words(thinking) == Counter({"Han": 5, "Latin": 1})
+    assert language_consistency(thinking, "en") == pytest.approx(1 / 6)
+    assert language_consistency(thinking, "zh") == pytest.approx(5 / 6)
+
+
+@pytest.mark.parametrize(
+    "thinking, latin",
+    [
+        ("Let me add 2 &amp; 3, then check &lt;5&gt;.", 5),  # let me add then check
+        ("I&#39;m sure: &quot;five&quot;", 4),  # I, m, sure, five: "I'm" is two words, as "don't"
+        ('Use \\char"41 as a letter', 5),  # \char"41 is "A"
+        ("\\char1114112 is not a character", 4),  # past U+10FFFF: left as written ("is not a character")
+    ],
+)
+def test_real_english_with_escapes_still_scores_one(thinking, latin):
+    assert count_words(thinking) == Counter({"Latin": latin})
+    assert language_consistency(thinking, "en") == 1.0
+
+
+def test_invisible_characters_do_not_split_or_make_words():
+    # a reader sees "abcd" (one word) and two Han characters: 1 Latin + 2 Han
+    thinking = "我们 a\u200bb\u2060c\u00add"
+    assert count_words(thinking) == Counter({"Han": 2, "Latin": 1})
+    assert language_consistency(thinking, "en") == pytest.approx(1 / 3)
+    # Hangul filler letters draw nothing: not Hangul words
+    assert count_words("\u3164\u3164 real text") == Counter({"Latin": 2})

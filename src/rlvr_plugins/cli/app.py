@@ -250,11 +250,12 @@ def cmd_train(args) -> int:
         start = plan_run(config, args.resume, args.overwrite)
     check_plugins_config(run_config(config).plugins)
     quiet_libraries()
-    from ..train.run import check_prepared_start, configure_threads, prepare, probe_reward_examples, train
+    from ..train.run import check_data, check_prepared_start, configure_threads, prepare, probe_reward_examples, train
 
     if args.check:
         prepared = prepare(config, with_trl=False)
         check_prepared_start(start, prepared)
+        check_data(prepared)
         probe_reward_examples(prepared)
         print(f"config OK; plugins: {', '.join(prepared.plugin_set.names)}")
         if start is None and run_entries(out):

@@ -14,6 +14,7 @@ seconds; --full is the publication size.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import math
@@ -51,6 +52,219 @@ def add_arguments(parser) -> None:
     parser.add_argument("--prompts", type=int, help="prompts per batch P (overrides the size)")
     parser.add_argument("--generations", type=int, help="completions per prompt G (default 8)")
     parser.add_argument("--seed", type=int, help="random seed (default 0)")
+    parser.set_defaults(audit_target=None)
+    targets = parser.add_subparsers(dest="audit_target", metavar="{rewards}")
+    rewards = targets.add_parser(
+        "rewards",
+        help="audit the config's rewards: recall on the data's references, and a battery of known hacks",
+        description=REWARDS_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_reward_arguments(rewards)
+
+
+REWARDS_DESCRIPTION = """\
+rlvr audit rewards CONFIG: for every reward the config enables, (a) recall: completions built
+from the data's own references in the reward's documented form must score what its example
+scores; (b) exploits: classes of known hacks (answer spraying, hedges, several answers, the
+answer only in the thinking, look-alike digits, near-miss decimals, huge outputs, empty or
+invisible thinking, ...; plus the classes plugins ship through rlvr_reward_exploits), each
+with its accept rate, masked rate and cost. Writes reward_audit.md, reward_audit.json and
+reward_audit.png to --report; exit status 1 when a class is accepted above --threshold (or
+recall is below --min-recall), 2 on bad input.
+
+examples:
+  rlvr audit rewards configs/cpu/r1.yaml
+  rlvr audit rewards configs/r1_zero.yaml --data ../shared/data/eval/minerva_math.jsonl --limit 32
+"""
+
+
+def add_reward_arguments(parser) -> None:
+    """The arguments of ``rlvr audit rewards``."""
+    parser.add_argument("config", help="the YAML config of a run (its plugins, data, engine)")
+    parser.add_argument("--data", metavar="FILE", help="a JSONL file to audit on instead of data.train")
+    parser.add_argument("--report", default="runs/reward-audit", metavar="DIR", help="default: runs/reward-audit")
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=0.0,
+        metavar="X",
+        help="exit 1 when a class's accept rate is above X (default 0: one accepted hack fails)",
+    )
+    parser.add_argument(
+        "--min-recall",
+        type=float,
+        default=0.0,
+        metavar="R",
+        help="exit 1 when a reward's recall is below R (default 0: recall is reported, not gated)",
+    )
+    parser.add_argument("--limit", type=int, default=64, metavar="N", help="audit the first N rows (default 64)")
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="override a config value"
+    )
+    parser.set_defaults(func=run_rewards)
+
+
+def run_rewards(args) -> int:
+    """``rlvr audit rewards``: every check first, then the audit; exit 1 when a gate fails."""
+    from ..errors import ConfigError
+    from ..manager import check_plugins_config
+    from ..outputs import check_output_file
+    from ..train.config import load_config, run_config
+
+    problems = []
+    if not 0.0 <= args.threshold <= 1.0:
+        problems.append(f"--threshold must be between 0 and 1, got {args.threshold:g}")
+    if not 0.0 <= args.min_recall <= 1.0:
+        problems.append(f"--min-recall must be between 0 and 1, got {args.min_recall:g}")
+    if args.limit < 1:
+        problems.append(f"--limit must be at least 1, got {args.limit}")
+    if args.data is not None and not Path(args.data).is_file():
+        problems.append(f"--data {args.data}: no such file (give a JSONL file of rows)")
+    if problems:
+        raise ConfigError(problems, source="rlvr audit rewards")
+    overrides = list(args.overrides)
+    if args.data is not None:
+        path = json.dumps(str(Path(args.data).resolve()))  # a JSON string is a YAML string
+        overrides += [f"data.train={{source: jsonl, path: {path}}}"]
+    config = load_config(args.config, overrides, need_model=False)
+    check_plugins_config(run_config(config).plugins)
+    report = Path(args.report)
+    try:
+        report.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--report {report}: cannot make the folder ({exc.strerror or exc})") from None
+    for name in REWARD_FILES:
+        check_output_file(report / name, "--report")
+    from ..lab.reward_audit import failing, run_reward_audit
+    from ..rewards import Engines
+    from ..train.data import load_rows
+    from ..train.run import engine_options, validate_scoring
+    from .common import quiet_libraries, write_json, write_text
+
+    quiet_libraries()
+    plugin_set = validate_scoring(config)
+    rewards = plugin_set.reward_functions()
+    if not rewards:
+        raise ConfigError(
+            "the config enables no reward; enable one (e.g. plugins: {r1-accuracy: {}})", source="plugins"
+        )
+    rows = load_rows(config, "train", plugin_set)
+    if not rows:
+        raise ConfigError("data.train has no rows to audit (set data.train, or pass --data FILE)", source="data")
+    rows = rows[: args.limit]
+    exploits = plugin_set.reward_exploits()
+    engines = Engines(**engine_options(config))
+    try:
+        result = run_reward_audit(rewards, rows, engines, exploits, progress=lambda m: print(m, flush=True))
+    finally:
+        engines.close()
+    result.update(
+        config=str(args.config),
+        data=str(args.data) if args.data else "data.train",
+        threshold=args.threshold,
+        min_recall=args.min_recall,
+    )
+    result["failing"] = failing(result, args.threshold, args.min_recall)
+    write_json(report / "reward_audit.json", result)
+    table = reward_markdown(result)
+    write_text(report / "reward_audit.md", table)
+    write_reward_plot(result, report / "reward_audit.png")
+    print(table)
+    print(f"wrote {', '.join(str(report / n) for n in REWARD_FILES)}")
+    if result["failing"]:
+        print(f"reward audit FAILED: {', '.join(result['failing'])}", flush=True)
+        return 1
+    return 0
+
+
+REWARD_FILES = ("reward_audit.md", "reward_audit.json", "reward_audit.png")
+
+
+def _rate(value: float) -> str:
+    return f"{100 * value:.0f}%" if value in (0.0, 1.0) else f"{100 * value:.1f}%"
+
+
+def reward_markdown(result: dict[str, Any]) -> str:
+    """The reward audit as markdown: one table per reward."""
+    lines = [
+        "# Reward audit",
+        "",
+        f"`rlvr audit rewards {result.get('config', '')}` on {result['rows']} rows of "
+        f"{result.get('data', 'data.train')}; threshold {result.get('threshold', 0):g}; {result['seconds']:.1f} s.",
+        "",
+        "accept: scored above the reward's *wrong* value (0 unless the class says otherwise); masked: the engine "
+        "could not score (timeout, exception); n/a: the reward does not apply; cost: seconds per completion.",
+    ]
+    for reward in result["rewards"]:
+        recall = reward["recall"]
+        lines += ["", f"## {reward['reward']} (plugin {reward['plugin']}; judges the {reward['target']})", ""]
+        if recall is None:
+            lines.append("recall: not measured (the reward carries no example to read its form from)")
+        else:
+            lines.append(
+                f"recall: **{_rate(recall['recall'])}** of {recall['items']} completions built from the references "
+                f"({', '.join(recall['styles'])}) scored {recall['expected']:g}, as the reward's own example does; "
+                f"masked {_rate(recall['masked_rate'])}."
+            )
+            for shown in recall["shown"]:
+                text = shown["completion"].replace("\n", " ")
+                lines.append(f"- not credited (row {shown['row']}, score {shown['score']:g}): `{text}`")
+        lines += [
+            "",
+            "| class | from | completions | accept | masked | n/a | cost (s) | description |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for c in reward["classes"]:
+            flag = " **FAIL**" if f"{reward['reward']}/{c['name']}" in result.get("failing", []) else ""
+            cost = "" if c["seconds_per_item"] is None else f"{c['seconds_per_item']:.4f}"
+            lines.append(
+                f"| {c['name']}{flag} | {c['source']} | {c['items']} | {_rate(c['accept_rate'])} | "
+                f"{_rate(c['masked_rate'])} | {c['not_applicable']} | {cost} | {c['description']} |"
+            )
+        for c in reward["classes"]:
+            for shown in c["shown"][:1]:
+                text = shown["completion"].replace("|", "\\|").replace("\n", " ")
+                lines.append(f"\n- accepted `{c['name']}` ({shown['score']:g}): `{text}`")
+    verdict = ", ".join(result.get("failing", [])) or "none"
+    lines += ["", f"Failing (accept rate above {result.get('threshold', 0):g}): {verdict}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_reward_plot(result: dict[str, Any], path: Path) -> Path:
+    """One horizontal bar per (reward, class): accept rate (red above the threshold) and masked rate."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bars = [
+        (f"{r['reward']} / {c['name']}", c["accept_rate"], c["masked_rate"])
+        for r in result["rewards"]
+        for c in r["classes"]
+    ]
+    bars += [
+        (f"{r['reward']} / recall", r["recall"]["recall"], r["recall"]["masked_rate"])
+        for r in result["rewards"]
+        if r["recall"]
+    ]
+    threshold = result.get("threshold", 0.0)
+    fig, ax = plt.subplots(figsize=(8, 0.28 * len(bars) + 1.2))
+    y = list(range(len(bars)))
+    colors = ["#4C72B0" if n.endswith("/ recall") else ("#C44E52" if a > threshold else "#55A868") for n, a, _ in bars]
+    ax.barh(y, [a for _, a, _ in bars], color=colors, height=0.6, label="accept rate (recall: share credited)")
+    ax.barh(y, [m for _, _, m in bars], left=[a for _, a, _ in bars], color="#BBBBBB", height=0.6, label="masked")
+    ax.set_yticks(y, [n for n, _, _ in bars], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.axvline(threshold, color="black", lw=0.8, ls="--")
+    ax.set_xlabel("share of completions")
+    ax.set_title("Reward audit: red = hack accepted above the threshold, blue = recall")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
 
 
 MAX_CELLS = 2**27  # draws x prompts x generations: one float64 array of the Monte-Carlo draws

@@ -63,9 +63,10 @@ class Dispatch:
         return self.tally.result()
 
     def _assign(self) -> None:
-        n, k = len(self.tally.items), len(self.workers)
+        pending = [i for i, failed in enumerate(self.tally.failed) if not failed]  # refused items are done
+        n, k = len(pending), len(self.workers)
         for w, worker in enumerate(self.workers):
-            worker.queue = collections.deque(range(n * w // k, n * (w + 1) // k))
+            worker.queue = collections.deque(pending[n * w // k : n * (w + 1) // k])
 
     def _feed(self, worker: Worker) -> None:
         if worker.state is not WorkerState.READY:
@@ -166,8 +167,11 @@ class Dispatch:
         if check and not select.select([worker.conn.fileno()], [], [], 0)[0]:
             return True
         messages, alive = worker.receive()
+        proc = worker.proc
         for message in messages:
             self._handle(worker, message)
+            if worker.proc is not proc:  # replaced (RETIRE): what the old process sent after it is moot
+                return True
         if not alive:
             self._died(worker)
         return alive
@@ -186,6 +190,9 @@ class Dispatch:
             worker.deadline = time.monotonic() + self.timeout_s if worker.busy else None
             for index in batch:
                 self.tally.lost(index, f"the worker cannot unpickle the item batch: {message[1]}")
+        elif kind is Message.RETIRE:
+            worker.requeue()
+            self.pool.recycle(worker)
         elif kind is Message.READY:
             self.pool.started(worker)
         elif kind is Message.LOADED:
@@ -246,11 +253,13 @@ def _overdue(worker: Worker, now: float) -> bool:
 
 def score_in_process(tally: Tally, fn: Callable[..., Any]) -> ScoreResult:
     """The call in the calling process: no deadline, no isolation; values are checked all the same."""
+    pending = [i for i, failed in enumerate(tally.failed) if not failed]  # refused items are done
     if is_async_callable(fn):
-        outcomes = run_coroutine(gather(fn, tally.items))
+        outcomes = run_coroutine(gather(fn, [tally.items[i] for i in pending]))
     else:
-        outcomes = (None for _ in tally.items)
-    for index, (item, outcome) in enumerate(zip(tally.items, outcomes)):
+        outcomes = (None for _ in pending)
+    for index, outcome in zip(pending, outcomes):
+        item = tally.items[index]
         try:
             value, logs = invoke(fn, item) if outcome is None else settled(outcome)
         except KeyboardInterrupt:

@@ -25,6 +25,7 @@ from typing import Any
 
 from .options import EngineOptions
 from .tally import EngineCounters
+from .tree import kill_tree
 
 STARTUP_TIMEOUT_S = 120.0
 _MAX_START_FAILURES = 3
@@ -159,10 +160,12 @@ class Worker:
         self.batches.clear()
 
     def kill(self) -> int | None:
-        """SIGKILL the worker's process group, reap it, return its exit status (None if none was running)."""
+        """SIGKILL the worker, every process below it and its process group, reap it, return its exit
+        status (None if none was running)."""
         proc, self.proc = self.proc, None
         if proc is None:
             return None
+        kill_tree(proc.pid)  # what it started, in its group or not (it is their subreaper)
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except OSError:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .dispatch import Dispatch, score_in_process
-from .options import EngineOptions
+from .options import EngineOptions, completion_too_large
 from .pool import Pool
 from .tally import EngineCounters, Tally
 from .values import IN_PROCESS_HINT, RewardContractError, ScoreResult, describe, safe
@@ -54,12 +54,23 @@ class RewardEngine:
         with self._lock:
             self._check_usable()
             tally = Tally(self.options, self._counters, name, items)
-            if not items:
+            self._refuse_too_large(tally)
+            if not tally.remaining:
                 return tally.result()
             if self.options.in_process:
                 return score_in_process(tally, fn)
             key, payload = self._ship(name, fn)
             return Dispatch(self._pool, tally, key, payload).run()
+
+    def _refuse_too_large(self, tally: Tally) -> None:
+        """Items whose completion is over ``max_completion_mb`` get no score, with the reason, before any work."""
+        limit = self.options.max_completion_mb
+        if limit is None:
+            return
+        for index, item in enumerate(tally.items):
+            problem = completion_too_large(item.get("completion"), limit) if isinstance(item, Mapping) else None
+            if problem is not None:
+                tally.refuse(index, problem)
 
     def _check_usable(self) -> None:
         if self._closed:

@@ -113,6 +113,14 @@ class Tally:
         self.counters.calls += 1
         self.fail(index, error, timeout)
 
+    def refuse(self, index: int, error: str) -> None:
+        """An item never given to the reward (its completion is too large): no score, counted as a failure,
+        but not towards ``max_consecutive_failures`` (it says nothing about the reward)."""
+        self.remaining -= 1
+        self.failed[index], self.errors[index] = True, error
+        self.counters.failures += 1
+        logger.warning("reward %s did not score item %d: %s", safe(self.name), index, error)
+
     def fail(self, index: int, error: str, timeout: bool = False) -> None:
         counters, limit = self.counters, self.options.max_consecutive_failures
         self.failed[index], self.errors[index] = True, error

@@ -21,7 +21,8 @@ _ERROR_CHARS = 300
 VALID_VALUES = "a real number (int, float, bool, numpy or 0-d torch scalar) or None when the reward does not apply"
 IN_PROCESS_HINT = (
     "run rewards in the trainer's process, without workers or deadlines (config: "
-    "engine: {in_process: true}; Python: Engines(in_process=True))"
+    "engine: {in_process: true}; Python: RLVRTrainer(..., engine_options={'in_process': True}), or "
+    "engines=Engines(in_process=True) with from rlvr_plugins.rewards import Engines)"
 )
 
 

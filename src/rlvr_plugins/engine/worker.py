@@ -19,7 +19,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from .calls import call
-from .values import ERROR, Outcome, describe
+from .tree import become_subreaper
+from .values import ERROR, TRACEBACK_SEP, Outcome, describe
 
 _LOG_CHARS = 2000
 
@@ -45,6 +46,9 @@ class Message(str, enum.Enum):
     """``(index, outcome, payload[, logs])``: one item scored (``outcome`` an ``Outcome`` value)."""
     UNDECODABLE = "undecodable"
     """``(error,)``: a message the worker could not unpickle (a ``RUN``: its whole batch is lost)."""
+    RETIRE = "retire"
+    """``()``: after an item's ``RESULT``, the worker ran out of memory and exits; the parent replaces it
+    and sends the items it had not reported to the new one."""
 
 
 MESSAGES = {kind.value: kind for kind in Message}
@@ -73,6 +77,12 @@ def _limit_memory(megabytes: int) -> None:
 
     limit = int(megabytes) * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def out_of_memory(outcome: Outcome, payload: Any) -> bool:
+    """Whether an item's call ended in ``MemoryError``: the process may stay out of memory (a cache
+    the reward keeps, a fragmented heap under ``memory_limit_mb``), so it is replaced."""
+    return outcome is ERROR and str(payload).split(TRACEBACK_SEP, 1)[0].split(":", 1)[0] == "MemoryError"
 
 
 def _call_pickled(fn: Callable[..., Any], blob: bytes) -> tuple[Outcome, Any, list[tuple] | None]:
@@ -166,6 +176,9 @@ def _serve(conn: Connection) -> None:
                 outcome, payload, logs = _call_pickled(fn, blob)
                 result = (_RESULT, index, outcome._value_, payload)
                 conn.send(result if logs is None else (*result, logs))
+                if out_of_memory(outcome, payload):
+                    _send(conn, Message.RETIRE)
+                    return
         elif kind is Message.LOAD:
             _, name, key, payload, paths = message
             try:
@@ -181,6 +194,7 @@ def _serve(conn: Connection) -> None:
 def worker_main(fd: int, parent_pid: int, memory_limit_mb: int | None) -> None:
     """Entry point of a worker process: load functions, score batches, report per item."""
     _die_with_parent(parent_pid)
+    become_subreaper()  # orphans of what a reward starts stay below this process, where close() finds them
     _bound_log_records()
     sys.stdout, sys.stderr = _ClippedLines(sys.stdout), _ClippedLines(sys.stderr)
     os.set_inheritable(fd, False)

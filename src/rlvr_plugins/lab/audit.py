@@ -56,7 +56,8 @@ class Problem:
     """A batch of prompts with a softmax policy over known answers.
 
     ``logits`` ``(P, K)``; ``correct`` ``(P, K)`` the reward of each answer; ``lengths``
-    ``(P, K)`` tokens per answer (used by the length experiment only).
+    ``(P, K)`` tokens per answer (the estimator's ``completion_lengths``; default
+    :func:`answer_lengths`).
     """
 
     name: str
@@ -64,6 +65,10 @@ class Problem:
     correct: np.ndarray
     lengths: np.ndarray | None = None
     description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.lengths is None:
+            object.__setattr__(self, "lengths", answer_lengths(self.correct.shape))
 
     @property
     def probs(self) -> np.ndarray:
@@ -73,6 +78,19 @@ class Problem:
     def success(self) -> np.ndarray:
         """``(P,)`` ``J_p``, each prompt's expected reward."""
         return prompt_rewards(self.probs, self.correct)
+
+
+ANSWER_TOKENS = 32
+"""Answer ``k`` of a problem without lengths of its own is ``ANSWER_TOKENS * (k + 1)`` tokens long."""
+
+
+def answer_lengths(shape: tuple[int, ...]) -> np.ndarray:
+    """``(P, K)`` int: answer ``k`` has ``ANSWER_TOKENS * (k + 1)`` tokens, for every prompt.
+
+    >>> answer_lengths((2, 3)).tolist()
+    [[32, 64, 96], [32, 64, 96]]
+    """
+    return np.broadcast_to(ANSWER_TOKENS * np.arange(1, shape[1] + 1), shape).copy()
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -327,11 +345,12 @@ class Estimator:
     version: str
     plugin_set: Any = field(repr=False)
 
-    def raw(self, rewards, num_generations: int, valid=None):
+    def raw(self, rewards, num_generations: int, valid=None, lengths=None):
         """The hook's advantages ``(N,)`` for rewards ``(N,)``, called with the trainer's keyword arguments.
 
         Every completion is scored (``valid`` all True) by one reward function named
-        :data:`REWARD_NAME`. The shape is checked here; finiteness by :func:`finalize`.
+        :data:`REWARD_NAME`; ``lengths`` ``(N,)`` are its ``completion_lengths`` (default
+        :data:`ANSWER_TOKENS` each). The shape is checked here; finiteness by :func:`finalize`.
         """
         import torch
 
@@ -339,6 +358,8 @@ class Estimator:
 
         if valid is None:
             valid = torch.ones_like(rewards, dtype=torch.bool)
+        if lengths is None:
+            lengths = torch.full(rewards.shape, ANSWER_TOKENS, dtype=torch.long)
         raw = self.plugin_set.one(
             ESTIMATOR_HOOK,
             rewards=rewards,
@@ -347,6 +368,7 @@ class Estimator:
             rewards_per_func=rewards[:, None],
             reward_names=[REWARD_NAME],
             reward_weights=torch.ones(1, dtype=rewards.dtype),
+            completion_lengths=torch.as_tensor(lengths, dtype=torch.long).reshape(rewards.shape),
         )
         if not isinstance(raw, torch.Tensor) or raw.shape != rewards.shape:
             got = tuple(raw.shape) if isinstance(raw, torch.Tensor) else type(raw).__name__
@@ -430,10 +452,13 @@ def load_estimators(names: Sequence[str] | None = None) -> list[Estimator]:
     return estimators
 
 
-def acts_per_group(estimator: Estimator, rewards: np.ndarray, group_size: int) -> bool:
+def acts_per_group(
+    estimator: Estimator, rewards: np.ndarray, group_size: int, lengths: np.ndarray | None = None
+) -> bool:
     """True when advantages of several batches stacked into one call equal the batches called alone.
 
-    ``rewards`` ``(B, N)``, ``B ≥ 2`` sample batches. A group-local estimator (``grpo``,
+    ``rewards`` ``(B, N)``, ``B ≥ 2`` sample batches, their answers' ``lengths`` ``(B, N)`` (default
+    :data:`ANSWER_TOKENS` each). A group-local estimator (``grpo``,
     ``rloo``, ``dr-grpo``) passes and is then called once for thousands of draws; one that
     uses batch-wide statistics (``batch-std``) fails and is called once per draw, as the
     trainer calls it once per generation batch.
@@ -441,13 +466,17 @@ def acts_per_group(estimator: Estimator, rewards: np.ndarray, group_size: int) -
     import torch
 
     batches = torch.as_tensor(rewards, dtype=torch.float32)
-    alone = torch.cat([estimator.raw(row, group_size) for row in batches])
-    stacked = estimator.raw(batches.reshape(-1), group_size)
+    tokens = torch.as_tensor(np.full(rewards.shape, ANSWER_TOKENS) if lengths is None else lengths, dtype=torch.long)
+    alone = torch.cat([estimator.raw(row, group_size, lengths=n) for row, n in zip(batches, tokens)])
+    stacked = estimator.raw(batches.reshape(-1), group_size, lengths=tokens.reshape(-1))
     return bool(torch.allclose(alone, stacked, rtol=1e-5, atol=1e-6))
 
 
-def draw_advantages(estimator: Estimator, rewards: np.ndarray, group_size: int, stacked: bool) -> np.ndarray:
-    """``(D, N)`` advantages for ``(D, N)`` rewards, each row one generation batch.
+def draw_advantages(
+    estimator: Estimator, rewards: np.ndarray, group_size: int, stacked: bool, lengths: np.ndarray | None = None
+) -> np.ndarray:
+    """``(D, N)`` advantages for ``(D, N)`` rewards of answers ``lengths`` ``(D, N)`` tokens long (default
+    :data:`ANSWER_TOKENS` each), each row one generation batch.
 
     ``stacked``: one hook call for all rows; otherwise one call per row. The trainer's
     finalisation acts group by group, so it is applied once to all rows.
@@ -455,11 +484,19 @@ def draw_advantages(estimator: Estimator, rewards: np.ndarray, group_size: int, 
     import torch
 
     flat = torch.as_tensor(rewards, dtype=torch.float32).reshape(-1)
+    tokens = torch.as_tensor(
+        np.full(rewards.shape, ANSWER_TOKENS) if lengths is None else lengths, dtype=torch.long
+    ).reshape(-1)
     if stacked:
-        raw = estimator.raw(flat, group_size)
+        raw = estimator.raw(flat, group_size, lengths=tokens)
     else:
         valid = torch.ones(rewards.shape[1], dtype=torch.bool)
-        raw = torch.cat([estimator.raw(row, group_size, valid) for row in flat.view(rewards.shape)])
+        raw = torch.cat(
+            [
+                estimator.raw(row, group_size, valid, n)
+                for row, n in zip(flat.view(rewards.shape), tokens.view(rewards.shape))
+            ]
+        )
     return finalize(estimator.name, raw, flat, group_size).double().numpy().reshape(rewards.shape)
 
 
@@ -498,19 +535,28 @@ def iter_draws(
     for start in range(0, size.draws, DRAW_CHUNK):
         answers = sample_answers(problem.probs, size.generations, min(DRAW_CHUNK, size.draws - start), rng)
         rewards = answers_rewards(problem, answers)
-        yield answers, draw_advantages(estimator, rewards, size.generations, stacked).reshape(answers.shape)
+        lengths = answers_lengths(problem, answers)
+        yield answers, draw_advantages(estimator, rewards, size.generations, stacked, lengths).reshape(answers.shape)
 
 
 def probe_stacking(estimator: Estimator, size: AuditSize) -> bool:
     """:func:`acts_per_group` on four batches of the mixed-difficulty problem."""
     problem = mixed_difficulty(size.prompts)
     answers = sample_answers(problem.probs, size.generations, 4, np.random.default_rng([size.seed, 97]))
-    return acts_per_group(estimator, answers_rewards(problem, answers), size.generations)
+    return acts_per_group(
+        estimator, answers_rewards(problem, answers), size.generations, answers_lengths(problem, answers)
+    )
 
 
 def answers_rewards(problem: Problem, answers: np.ndarray) -> np.ndarray:
     """``(D, P·G)`` rewards of ``(D, P, G)`` answers, the groups contiguous as the trainer lays them out."""
     return answer_values(problem.correct, answers).reshape(answers.shape[0], -1)
+
+
+def answers_lengths(problem: Problem, answers: np.ndarray) -> np.ndarray:
+    """``(D, P·G)`` token counts of ``(D, P, G)`` answers, laid out as :func:`answers_rewards`."""
+    assert problem.lengths is not None  # set by Problem.__post_init__
+    return answer_values(problem.lengths, answers).reshape(answers.shape[0], -1)
 
 
 def audit_estimator(estimator: Estimator, size: AuditSize) -> dict[str, Any]:

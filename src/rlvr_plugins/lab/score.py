@@ -71,15 +71,50 @@ def load_completions(path: str) -> tuple[list[dict[str, Any]], list[int]]:
     return rows, lines
 
 
+def too_large_rows(rows: list[dict[str, Any]], max_completion_mb: float | None) -> dict[int, str]:
+    """``{row index: why}`` for the rows whose completion is over ``max_completion_mb`` (the engine's
+    ``completion_too_large``): they are not tokenized, not scored, and not part of their group."""
+    from ..engine.options import completion_too_large
+
+    found = {i: completion_too_large(row["completion"], max_completion_mb) for i, row in enumerate(rows)}
+    return {i: problem for i, problem in found.items() if problem is not None}
+
+
 def score_rows(
     rows: list[dict[str, Any]], plugin_set: PluginSet, engines: Engines, tokenizer, step: int = LATE_STEP
 ) -> list[dict[str, Any]]:
-    """Every reward, penalty, total and advantage for ``rows``, exactly as training would compute them."""
+    """Every reward, penalty, total and advantage for ``rows``, exactly as training would compute them.
+
+    A row whose completion is over the engine's ``max_completion_mb`` (:func:`too_large_rows`) is left out
+    before anything is computed: its rewards and total are ``None``, its advantage 0, ``scored`` is false
+    and ``not_scored`` says why; its group is scored without it."""
+    refused = too_large_rows(rows, engines.settings().max_completion_mb)
+    kept = [i for i in range(len(rows)) if i not in refused]
+    names = [r.name for _, r in plugin_set.reward_functions()]
+    out: list[dict[str, Any]] = [
+        {
+            "row": i,
+            **({"group": rows[i]["group"]} if "group" in rows[i] else {}),
+            **dict.fromkeys(names),
+            "reward": None,
+            "advantage": 0.0,
+            "scored": False,
+            "not_scored": problem,
+        }
+        for i, problem in refused.items()
+    ]
+    if kept:
+        out += _score_kept(rows, kept, plugin_set, engines, tokenizer, step)
+    return sorted(out, key=lambda row: row["row"])
+
+
+def _score_kept(rows, kept, plugin_set, engines, tokenizer, step) -> list[dict[str, Any]]:
     import torch
 
     from ..rewards import score_all
     from ..text import message_text
 
+    rows = [rows[i] for i in kept]
     rewards = plugin_set.reward_functions()
     names = [r.name for _, r in rewards]
     weights = torch.tensor([float(r.weight) for _, r in rewards])
@@ -93,7 +128,7 @@ def score_rows(
     for i, row in enumerate(rows):
         out.append(
             {
-                "row": i,
+                "row": kept[i],
                 **({"group": row["group"]} if "group" in row else {}),
                 **{name: _num(values[i, k].item()) for k, name in enumerate(names)},
             }
@@ -122,7 +157,8 @@ def _num(x: float) -> float | None:
 
 
 def format_table(rows: list[dict[str, Any]], limit: int = 30) -> str:
-    columns = [c for c in rows[0] if c != "scored"] if rows else []
+    first = next((row for row in rows if "not_scored" not in row), rows[0] if rows else {})
+    columns = [c for c in first if c not in ("scored", "not_scored")]
     lines = ["  ".join(f"{c[:14]:>14}" for c in columns)]
     for row in rows[:limit]:
         lines.append("  ".join(f"{_cell(row.get(c)):>14}" for c in columns))
@@ -137,6 +173,10 @@ def format_table(rows: list[dict[str, Any]], limit: int = 30) -> str:
     unscored = sum(not row["scored"] for row in rows)
     if unscored:
         lines.append(f"{unscored} row(s) could not be scored (advantage 0)")
+    refused = [row for row in rows if "not_scored" in row]
+    lines += [f"row {row['row']}: {row['not_scored']}" for row in refused[:5]]
+    if len(refused) > 5:
+        lines.append(f"... and {len(refused) - 5} more rows too large to score")
     return "\n".join(lines)
 
 

@@ -1,4 +1,5 @@
-"""Helpers for testing rlvr plugins in-process: a tiny model, rows of the demo task, a GRPOConfig.
+"""Helpers for testing rlvr plugins in-process, and for scripts: a tiny model, rows of the demo task, a GRPOConfig
+(the table in docs/python-api.md, "A local tiny model and tokenizer").
 
 Nothing here downloads anything: the model is a seeded tiny Qwen3 built from a config and
 the tokenizer is the demo's character-level one. The fixtures built on these helpers

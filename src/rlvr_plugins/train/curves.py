@@ -139,7 +139,17 @@ def read_rows(path: Path) -> dict[int, dict[str, float]]:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite number that is a float too (an integer past the float range is not).
+
+    >>> _is_number(3), _is_number(float("inf")), _is_number(10**400), _is_number(True)
+    (True, False, False, False)
+    """
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

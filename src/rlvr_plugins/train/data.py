@@ -27,6 +27,7 @@ from ..errors import ConfigError, PluginValidationError, RLVRError, columns_text
 from ..text import gsm8k_final, last_boxed
 from .config import ANSWER_FORMATS, lone_surrogate, resolve_path, run_config
 from .sections import HubSplit, JsonlSplit, SplitSection, SyntheticSplit, given
+from .yamlfile import digits_in, too_many_digits
 
 SYNTHETIC_TASKS = ("arithmetic",)
 MAX_NAMED_ROWS = 5
@@ -108,6 +109,8 @@ def _parse_line(line: bytes, path: str, lineno: int) -> dict[str, Any]:
         raise DataError(f"{path}:{lineno}: malformed JSON ({exc.msg} at column {exc.colno})") from exc
     except RecursionError as exc:
         raise DataError(f"{path}:{lineno}: JSON nested too deeply") from exc
+    except ValueError as exc:  # int()'s digit limit
+        raise DataError(f"{path}:{lineno}: {too_many_digits(digits_in(exc), 'a JSONL value')}") from exc
     if not isinstance(row, dict):
         raise DataError(f"{path}:{lineno}: each line must be a JSON object, got {type(row).__name__}")
     if _SURROGATE_ESCAPE.search(line):
@@ -179,8 +182,14 @@ def load_rows(config: Mapping[str, Any], split: str, plugin_set=None) -> list[di
 
 
 def check_rows(plugin_set, rows: list[dict[str, Any]], split: str, where: str, lines: list[int] | None = None) -> None:
-    """Call ``rlvr_check_dataset`` once for ``rows`` and log one warning per plugin and problem
+    """Refuse a split that a reward can read nothing in (:func:`~rlvr_plugins.rewards.unread_columns`); then
+    call ``rlvr_check_dataset`` once for ``rows`` and log one warning per plugin and problem
     (:func:`dataset_warnings`)."""
+    from ..rewards import row_columns, unread_columns
+
+    problems = unread_columns(plugin_set.reward_functions(), *row_columns(rows), f"the {split} split ({where})")
+    if problems:
+        raise DataError("; ".join(problems))
     for plugin, problems in plugin_set.call("rlvr_check_dataset", rows=rows, split=split):
         for message in dataset_warnings(plugin, problems, len(rows), where, lines):
             logger.warning("%s", message)

@@ -194,6 +194,16 @@ def load_model(config: Mapping[str, Any], tokenizer, seed: int):
     )
 
 
+def load_saved_policy(config: Mapping[str, Any], folder: Path):
+    """A policy this run saved (``policy-init/``), in the dtype ``model.dtype`` asks for."""
+    from transformers import AutoModelForCausalLM
+
+    model = model_section(config)
+    return AutoModelForCausalLM.from_pretrained(
+        str(folder), dtype=torch_dtype(model.dtype), trust_remote_code=model.trust_remote_code
+    )
+
+
 def lora_config(config: Mapping[str, Any]):
     """A ``peft.LoraConfig`` from ``model.lora`` (TRL wraps the model), or None."""
     lora = cast("LoraSection | None", model_section(config).lora)  # built from model.lora by sections.build

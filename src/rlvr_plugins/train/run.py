@@ -31,6 +31,7 @@ from .runfolder import (
     clear_run,
     continue_in,
     exclusive,
+    mark_policy_complete,
     output_dir,
     plan_run,
     read_json,
@@ -153,14 +154,32 @@ def validate_scoring(config: Mapping[str, Any], plugin_set: PluginSet | None = N
 
 
 def probe_reward_examples(prepared: Prepared) -> None:
-    """``--check``: score each reward's own example once (:func:`rlvr_plugins.rewards.probe_rewards`)."""
+    """``--check``: score each reward's own example once (:func:`rlvr_plugins.rewards.probe_rewards`), with one
+    worker process: a few items need no more, whatever ``engine.workers`` says."""
     from ..rewards import Engines, probe_rewards
 
-    engines = Engines(**engine_options(prepared.config))
+    engines = Engines(**{**engine_options(prepared.config), "num_workers": 1})
     try:
         probe_rewards(prepared.plugin_set.reward_functions(), engines)
     finally:
         engines.close()
+
+
+def check_data(prepared: Prepared) -> None:
+    """``--check``: load every split whose data is on this machine (a ``jsonl`` file that exists, or
+    ``synthetic``; a hub dataset is not downloaded) and check it as a run does (:func:`data.check_rows`):
+    a reward that applies to no row of a split is refused here, not after the run."""
+    from . import data
+    from .sections import JsonlSplit, SyntheticSplit
+
+    sections = run_config(prepared.config).data
+    for split in ("train", "eval"):
+        spec = getattr(sections, split, None) if sections is not None else None
+        local = isinstance(spec, SyntheticSplit) or (
+            isinstance(spec, JsonlSplit) and Path(cfg.resolve_path(prepared.config, spec.path)).is_file()
+        )
+        if local:
+            data.load_rows(prepared.config, split, prepared.plugin_set)
 
 
 def write_run_header(out: Path, prepared: Prepared) -> None:
@@ -206,8 +225,16 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     from ..trainer import RLVRTrainer
     from . import data, modeling
     from .evaluation import evaluate, metric_row
-    from .runfolder import truncate_metrics
-    from .runlog import GracefulStop, MetricsWriter, PeriodicEval, SeedAtTrainBegin, compact_console
+    from .integrity import IntegrityWatch, integrity_row
+    from .runfolder import start_from_policy, truncate_metrics
+    from .runlog import (
+        GracefulStop,
+        MetricsWriter,
+        PeriodicEval,
+        SeedAtTrainBegin,
+        TrainRewardTap,
+        compact_console,
+    )
 
     started = time.perf_counter()
     out = start.out
@@ -220,6 +247,8 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
             if checkpoint:
                 continue_in(out, start)
                 truncate_metrics(out / "metrics.jsonl", start.step)
+            elif start.from_policy:
+                start_from_policy(out)
             write_run_header(out, prepared)
     dist.wait_for_everyone()
     seed = int(prepared.grpo_args.seed)
@@ -277,6 +306,17 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
         summary.update(_carried_over(start.run_folder))
     if checkpoint and policy_dir.is_dir():
         policy = str(policy_dir)
+    elif start.from_policy:
+        if is_main_process():
+            print(
+                f"--resume: no complete GRPO checkpoint in {out}; GRPO starts from the complete {policy_dir} "
+                "(the SFT cold start is not redone)",
+                flush=True,
+            )
+        policy = str(policy_dir)
+        if sft_section:
+            summary["sft_examples"] = len(sft_rows)
+        run_eval("before", modeling.load_saved_policy(config, policy_dir), 0)
     else:
         model = modeling.load_model(config, tokenizer, seed)
         if sft_section:
@@ -289,6 +329,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
             summary["sft_final_loss"] = last_logged_loss(sft_trainer.state.log_history)
             with writing(policy_dir, out):
                 save_trained(sft_trainer, policy_dir)
+                mark_policy_complete(policy_dir)
             run_eval("before", sft_trainer.model, 0, sft_trainer.model_wrapped)
             end_stage(sft_trainer, prepared.grpo_args)
             del sft_trainer, model
@@ -299,6 +340,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
                 if is_main_process():
                     with writing(policy_dir, out):
                         _policy_path(model, tokenizer, policy_dir)
+                        mark_policy_complete(policy_dir)
                 dist.wait_for_everyone()
                 policy = str(policy_dir)
             else:
@@ -307,11 +349,15 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     callbacks = [metrics, stop, SeedAtTrainBegin()]
     every = sections.eval.every_steps
     if every and eval_rows:  # the trainer's wrapped model: under ZeRO-3 its weights are gathered for generation
-        callbacks.append(
+        watch = IntegrityWatch(sections.eval.integrity_window)
+        callbacks += [
+            TrainRewardTap(watch.train_reward),
             PeriodicEval(
-                every, lambda step, _: measure(f"step {step}", trainer.model, trainer.model_wrapped), metrics.write
-            )
-        )
+                every,
+                lambda step, _: measure(f"step {step}", trainer.model, trainer.model_wrapped),
+                lambda step, row: metrics.write(step, {**row, **integrity_row(watch, row)}),
+            ),
+        ]
     t = time.perf_counter()
     trainer = RLVRTrainer(
         plugin_set=prepared.plugin_set,

@@ -49,6 +49,9 @@ DEFAULT_OUTPUT_DIR = "runs/rlvr"
 CONFIG_FILE = "config.yaml"
 SUMMARY_FILE = "summary.json"
 FINAL_DIR = "final"
+POLICY_DIR = "policy-init"
+POLICY_COMPLETE_FILE = "rlvr_policy_complete"
+"""Written last into ``policy-init/`` (the SFT'd or built policy GRPO starts from): the folder is whole."""
 STAGING_DIR = ".rlvr-resume-partial"  # continue_in copies here first
 
 # What rlvr train writes into output_dir (besides checkpoint-*). The first group marks a folder
@@ -94,7 +97,7 @@ _SHOWN = 60  # characters of a config value echoed in a message
 class RunStart:
     """How a run starts, decided before anything heavy is loaded.
 
-    ``checkpoint`` is the complete checkpoint to resume from (None: a fresh run), ``step``
+    ``checkpoint`` is the complete checkpoint to resume from (None: a fresh run, or ``from_policy``), ``step``
     its global step; ``finished``: it is already at ``max_steps``, so only what is left
     after training (``final/``, the eval after, ``summary.json``) is done; ``raised_from``:
     the run's ``trainer.max_steps`` when this config raises it (0: not raised).
@@ -106,6 +109,9 @@ class RunStart:
     finished: bool = False
     overwrite: bool = False
     raised_from: int = 0
+    from_policy: bool = False
+    """``--resume`` of a run killed after its ``policy-init/`` was complete and before GRPO's first complete
+    checkpoint: GRPO starts from ``policy-init/`` (the SFT cold start is not redone)."""
 
     @property
     def run_folder(self) -> Path:
@@ -130,6 +136,9 @@ def plan_run(config: Mapping[str, Any], resume: str | bool | None = None, overwr
             check_no_run(out)
         check_no_user_files(out)
         return RunStart(out, overwrite=overwrite)
+    if resume is True and last_complete_checkpoint(out) is None and policy_complete(out / POLICY_DIR):
+        check_same_config(out / POLICY_DIR, config, steps_done=False)
+        return RunStart(out, from_policy=True)
     checkpoint = find_checkpoint(out, resume)
     step, max_steps = checkpoint_progress(checkpoint)
     check_resume_target(out, checkpoint, step)
@@ -163,6 +172,11 @@ def check_still_free(start: RunStart) -> None:
     run may have written there between the plan and the lock (it ended just then)."""
     if start.checkpoint is not None:
         check_resume_target(start.out, start.checkpoint, start.step)
+    elif start.from_policy:
+        if last_complete_checkpoint(start.out) is not None:
+            raise RunFolderError(
+                f"--resume: {start.out} holds a complete checkpoint now (another run wrote it); run --resume again"
+            )
     elif not start.overwrite:
         check_no_run(start.out)
 
@@ -250,6 +264,28 @@ def continue_in(out: Path, start: RunStart) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def policy_complete(folder: Path) -> bool:
+    """``folder`` (a run's ``policy-init/``) was written to the end (:func:`mark_policy_complete`)."""
+    return (folder / POLICY_COMPLETE_FILE).is_file()
+
+
+def mark_policy_complete(folder: Path) -> None:
+    """Mark ``policy-init/`` whole, after the model and tokenizer are saved in it (main process)."""
+    if is_main_process():
+        (folder / POLICY_COMPLETE_FILE).write_text("", encoding="utf-8")
+
+
+def start_from_policy(out: Path) -> None:
+    """``--resume`` from ``policy-init/``: remove what the killed GRPO stage left (checkpoints that never became
+    complete, metrics logged after the policy was made: they are logged again) so that the run goes on as the
+    uninterrupted run would have."""
+    for name in sorted(os.listdir(out)):
+        if _checkpoint_step(name) is not None and (out / name).is_dir():
+            logger.warning("%s is incomplete (interrupted while saving): removed", out / name)
+            shutil.rmtree(out / name)
+    truncate_metrics(out / "metrics.jsonl", -1)
+
+
 def check_output_dir(out: Path) -> None:
     """``out`` is a folder, or can be created as one, and can be written to."""
     existing = out
@@ -325,10 +361,11 @@ def checkpoint_progress(checkpoint: Path) -> tuple[int, int]:
         raise RunFolderError(f"--resume {checkpoint}: cannot read {TRAINER_STATE_FILE}: {exc}") from exc
 
 
-def check_same_config(checkpoint: Path, config: Mapping[str, Any]) -> int:
+def check_same_config(checkpoint: Path, config: Mapping[str, Any], steps_done: bool = True) -> int:
     """The run that wrote ``checkpoint`` (its folder's ``config.yaml``) was made with ``config``, up to
     :data:`RESUME_MAY_DIFFER` and a larger ``trainer.max_steps`` (:func:`check_more_steps`). Returns the
-    run's ``trainer.max_steps`` when ``config`` raises it, else 0."""
+    run's ``trainer.max_steps`` when ``config`` raises it, else 0. ``steps_done=False`` (GRPO has not made
+    a step yet: ``checkpoint`` is ``policy-init/``): ``trainer.max_steps`` may be anything."""
     from .config import dump_public
 
     path = checkpoint.parent / CONFIG_FILE
@@ -340,6 +377,8 @@ def check_same_config(checkpoint: Path, config: Mapping[str, Any]) -> int:
         ) from exc
     now = yaml.safe_load(dump_public(config))
     differ = [key for key in config_differences(before, now) if key not in RESUME_MAY_DIFFER]
+    if not steps_done and "trainer.max_steps" in differ:
+        differ.remove("trainer.max_steps")
     old, new = _get(before, "trainer.max_steps"), _get(now, "trainer.max_steps")
     raised = "trainer.max_steps" in differ and all(type(n) is int for n in (old, new)) and 0 < old < new
     if raised:

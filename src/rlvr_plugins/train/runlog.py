@@ -191,6 +191,17 @@ def interrupted_by_signal(stage: str, progress: Callable[[], str], after: str):
             signal.signal(s, handler)
 
 
+class TrainRewardTap(TrainerCallback):
+    """Hand every logged train reward (TRL's ``reward``) to ``receive``, on the main process."""
+
+    def __init__(self, receive: Callable[[float], None]):
+        self.receive = receive
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and logs and "reward" in logs:
+            self.receive(logs["reward"])
+
+
 class PeriodicEval(TrainerCallback):
     """Every ``every_steps`` optimiser steps (not at the last, which the final evaluation measures,
     unless ``at_last``; also before the first step when ``at_start``): ``measure(step, model)`` and,

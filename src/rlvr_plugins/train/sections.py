@@ -190,6 +190,7 @@ class EvalSection(SamplingOptions, _Scored):
     every_steps: Annotated[
         int | None, Rule(lambda v: v is None or v >= 1, "a whole number of steps >= 1 (or absent)")
     ] = None
+    integrity_window: Annotated[int, Rule(lambda v: v == 0 or v >= 2, "0 (off) or a number of evaluations >= 2")] = 3
     mode: Annotated[str, _one_of(PROMPTING_MODES)] = "zero-shot"
     shots: Annotated[int, Rule(lambda v: v >= 0, "a positive integer")] = 4
     shot_column: str = "solution"

@@ -25,8 +25,8 @@ TOP_LEVEL = {
     "sft": "optional SFT cold start before RL: any field of trl.SFTConfig, plus completion_column",
     "eval": "held-out accuracy before and after training: {reward, threshold, max_new_tokens, batch_size}; "
     "rlvr eval: {mode, shots, n, temperature, k, backend, ...}",
-    "engine": "reward engine: {workers, timeout_s, max_consecutive_failures, nonfinite, in_process, memory_limit_mb, "
-    "max_abs_reward}",
+    "engine": "reward engine: {workers, max_workers, timeout_s, max_consecutive_failures, nonfinite, in_process, "
+    "memory_limit_mb, max_abs_reward, max_completion_mb}",
     "filter": "rlvr filter: data hygiene and difficulty filtering by pass rate "
     "{hygiene, difficulty, n, temperature, min_pass_rate, max_pass_rate, ...}",
     "distill": "rlvr distill: rejection sampling of teacher traces {n, temperature, thresholds, max_per_prompt, ...}",

@@ -31,7 +31,45 @@ class _Loader(yaml.SafeLoader):
             )
         return super().compose_node(parent, index)
 
+    def construct_yaml_int(self, node):
+        """An integer Python refuses to read (over ``sys.get_int_max_str_digits()`` digits, 4,300 by default)
+        is a YAML error at its line, not a traceback."""
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError as exc:
+            raise yaml.constructor.ConstructorError(
+                None, None, too_many_digits(sum(c.isdigit() for c in str(node.value)), "a config"), node.start_mark
+            ) from exc
 
+
+def too_many_digits(digits: int | None, where: str) -> str:
+    """The message for an integer too long for Python to read (``int()``'s digit limit).
+
+    >>> too_many_digits(5000, "a JSONL value")
+    'an integer of 5000 digits, more than Python reads (4300); no number in a JSONL value needs that many: write \
+it as a string if it is one'
+    """
+    import sys
+
+    limit = sys.get_int_max_str_digits()
+    size = f"{digits} digits" if digits else f"more than {limit} digits"
+    return (
+        f"an integer of {size}, more than Python reads ({limit}); no number in {where} needs that many: write "
+        "it as a string if it is one"
+    )
+
+
+def digits_in(error: ValueError) -> int | None:
+    """The number of digits ``int()``'s digit-limit error names, or None.
+
+    >>> digits_in(ValueError("Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits"))
+    5000
+    """
+    found = re.search(r"has (\d+) digits", str(error))
+    return int(found.group(1)) if found else None
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 _Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
     re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),

@@ -23,13 +23,15 @@ import os
 import sys
 
 READ_FD, WRITE_FD = 3, 4
-MAX_MESSAGE = 16 << 20  # bytes of one call or answer
+MAX_MESSAGE = 1 << 30  # bytes of one call or answer: in practice memory_mb bounds it first
 THREAD_STACK = 8 << 20  # a thread's stack unless the program asks (threading.stack_size): a default ulimit's
 CODEC_RECURSION = 10_000  # nesting levels x frames: fits the 256 MB main-thread stack
 EXIT_UNSENDABLE = 3  # the checker's status when the tests pass an argument that is not plain data
+TRAFFIC_MARK = "rlvr-code-channel"  # the checker's last stderr line: TRAFFIC_MARK calls bytes
 
 
 _MUTABLE = (list, dict, set, bytearray, collections.deque)
+_SCALARS = (bool, int, float, str)
 _ITEMS = type({}.items())
 _VIEWS = {type({}.keys()): "K", type({}.values()): "V", _ITEMS: "I"}
 _ENDS_ITERATION = (StopIteration, StopAsyncIteration)  # would end the tests' map(f, ...) early: a failure
@@ -39,21 +41,38 @@ class Unsendable(TypeError):
     """A value that is not plain data (see :func:`encode`)."""
 
 
-def encode(value):
+def encode(value, _memo=None):
     """Plain data as JSON-ready values: ``None``, ``bool``, ``int``, ``float``, ``str`` as
     themselves; ``bytes``, ``bytearray``, ``complex``, ``list``, ``tuple``, ``set``,
     ``frozenset``, ``dict``, ``range``, a dict's ``keys()``/``values()``/``items()``,
     ``collections.deque``, ``fractions.Fraction``, ``decimal.Decimal`` and iterators (a
-    generator, ``map``, ...: its items) as ``[tag, ...]``. The type test is exact
-    (``type(v) is int``): a subclass is refused, except the dict subclasses of ``collections``
-    (sent as a dict) and named tuples (sent as a tuple).
+    generator, ``map``, ``itertools`` objects, any object with ``__next__`` and ``__iter__``:
+    its items) as ``[tag, ...]``. The type test is exact (``type(v) is int``): a subclass is
+    refused, except the dict subclasses of ``collections`` (sent as a dict) and named tuples
+    (sent as a tuple). A ``list``, ``dict``, ``set``, ``bytearray`` or ``deque`` met again
+    in the same value is sent as ``["@", n]``, the n-th of them met (so an object passed
+    twice, or a list that holds itself, is one object on the other side too).
 
     >>> encode([1, (2.5, "x"), {b"k": None}, {3}])
     ['l', 1, ['t', 2.5, 'x'], ['d', ['b', '6b'], None], ['s', 3]]
+    >>> xs = [1]
+    >>> encode((xs, xs))
+    ['t', ['l', 1], ['@', 0]]
     """
     kind = type(value)
-    if value is None or kind in (bool, int, float, str):
+    if value is None or kind in _SCALARS:
         return value
+    if _memo is None:
+        _memo = {}
+    if kind in _MUTABLE:
+        seen = _memo.get(id(value))
+        if seen is not None:
+            return ["@", seen[0]]
+        _memo[id(value)] = (len(_memo), value)  # the value is kept: an id is unique only while it lives
+    if kind is list:
+        if all(type(v) in _SCALARS or v is None for v in value):
+            return ["l", *value]
+        return ["l", *[encode(v, _memo) for v in value]]
     if kind is bytes:
         return ["b", value.hex()]
     if kind is bytearray:
@@ -61,73 +80,118 @@ def encode(value):
     if kind is range:
         return ["r", value.start, value.stop, value.step]
     if kind in _VIEWS:
-        return [_VIEWS[kind], *[encode(part) for item in value for part in (item if kind is _ITEMS else (item,))]]
+        return [
+            _VIEWS[kind],
+            *[encode(part, _memo) for item in value for part in (item if kind is _ITEMS else (item,))],
+        ]
     if kind is collections.deque:
-        return ["q", value.maxlen, *map(encode, value)]
+        return ["q", value.maxlen, *[encode(v, _memo) for v in value]]
     if kind is getattr(sys.modules.get("fractions"), "Fraction", None):
         return ["F", value.numerator, value.denominator]
     if kind is getattr(sys.modules.get("decimal"), "Decimal", None):
         return ["D", str(value)]
     if kind is complex:
         return ["c", value.real, value.imag]
-    if kind is list:
-        return ["l", *map(encode, value)]
     if kind is tuple or (isinstance(value, tuple) and kind.__bases__ == (tuple,) and hasattr(kind, "_fields")):
-        return ["t", *map(encode, value)]
+        return ["t", *[encode(v, _memo) for v in value]]
     if kind in (set, frozenset):
-        return ["s" if kind is set else "f", *map(encode, value)]
+        return ["s" if kind is set else "f", *[encode(v, _memo) for v in value]]
     if kind is dict or (isinstance(value, dict) and kind.__module__ == "collections"):
-        return ["d", *[encode(part) for item in value.items() for part in item]]
-    if hasattr(kind, "__next__") and hasattr(kind, "__iter__") and kind.__module__ == "builtins":
-        return ["i", *map(encode, value)]
+        return ["d", *[encode(part, _memo) for item in value.items() for part in item]]
+    if hasattr(kind, "__next__") and hasattr(kind, "__iter__"):
+        return ["i", *[encode(v, _memo) for v in value]]
     raise Unsendable(f"{kind.__module__}.{kind.__qualname__} is not plain data")
 
 
-def decode(data):
+def decode(data, _refs=None):
     """The inverse of :func:`encode`, strict: anything else raises ``ValueError``. An
     iterator comes back as an iterator over its items.
 
     >>> decode(['l', 1, ['t', 2.5, 'x'], ['d', ['b', '6b'], None], ['s', 3]])
     [1, (2.5, 'x'), {b'k': None}, {3}]
+    >>> a, b = decode(['t', ['l', 1], ['@', 0]])
+    >>> a is b
+    True
     """
-    if data is None or type(data) in (bool, int, float, str):
+    if data is None or type(data) in _SCALARS:
         return data
     if type(data) is not list or not data or data[0] not in _DECODERS:
         raise ValueError(f"not an encoded value: {str(data)[:80]}")
-    return _DECODERS[data[0]](data[1:])
+    if _refs is None:
+        _refs = []
+    return _DECODERS[data[0]](data[1:], _refs)
 
 
-def _pairs(items):
+def _ref(items, refs):
+    if len(items) != 1 or type(items[0]) is not int or not 0 <= items[0] < len(refs):
+        raise ValueError("a reference needs the index of an object met before")
+    return refs[items[0]]
+
+
+def _list(items, refs):
+    out = []
+    refs.append(out)
+    out.extend([decode(v, refs) for v in items])
+    return out
+
+
+def _pairs(items, refs, out=None):
     if len(items) % 2:
         raise ValueError("a dict needs key, value pairs")
-    return {decode(k): decode(v) for k, v in zip(items[::2], items[1::2])}
+    out = {} if out is None else out
+    for k, v in zip(items[::2], items[1::2]):
+        key = decode(k, refs)
+        out[key] = decode(v, refs)
+    return out
 
 
-def _bytes(items):
+def _dict(items, refs):
+    out: dict = {}
+    refs.append(out)
+    return _pairs(items, refs, out)
+
+
+def _set(items, refs):
+    out: set = set()
+    refs.append(out)
+    out.update([decode(v, refs) for v in items])
+    return out
+
+
+def _bytes(items, refs=None):
     if len(items) != 1 or type(items[0]) is not str:
         raise ValueError("bytes need one hex string")
     return bytes.fromhex(items[0])
 
 
-def _complex(items):
+def _bytearray(items, refs):
+    out = bytearray(_bytes(items))
+    refs.append(out)
+    return out
+
+
+def _complex(items, refs):
     if len(items) != 2 or any(type(v) not in (int, float) for v in items):
         raise ValueError("a complex needs two numbers")
     return complex(*items)
 
 
-def _range(items):
+def _range(items, refs):
     if len(items) != 3 or any(type(v) is not int for v in items) or not items[2]:
         raise ValueError("a range needs start, stop and a non-zero step")
     return range(*items)
 
 
-def _deque(items):
+def _deque(items, refs):
     if not items or not (items[0] is None or (type(items[0]) is int and items[0] >= len(items) - 1)):
         raise ValueError("a deque needs its maxlen (None or an int that holds its items) first")
-    return collections.deque((decode(v) for v in items[1:]), items[0])
+    out: collections.deque = collections.deque((), items[0])
+    refs.append(out)
+    out.extend([decode(v, refs) for v in items[1:]])
+    return out
 
 
-def _fraction(items):
+def _fraction(items, refs):
     if len(items) != 2 or any(type(v) is not int for v in items) or items[1] <= 0:
         raise ValueError("a Fraction needs an int numerator and a positive int denominator")
     import fractions
@@ -135,7 +199,7 @@ def _fraction(items):
     return fractions.Fraction(*items)
 
 
-def _decimal(items):
+def _decimal(items, refs):
     import decimal
 
     if len(items) != 1 or type(items[0]) is not str:
@@ -147,37 +211,44 @@ def _decimal(items):
 
 
 _DECODERS = {
+    "@": _ref,
     "b": _bytes,
-    "B": lambda items: bytearray(_bytes(items)),
+    "B": _bytearray,
     "r": _range,
-    "K": lambda items: dict.fromkeys(decode(v) for v in items).keys(),
-    "V": lambda items: {k: decode(v) for k, v in enumerate(items)}.values(),
-    "I": lambda items: _pairs(items).items(),
+    "K": lambda items, refs: dict.fromkeys([decode(v, refs) for v in items]).keys(),
+    "V": lambda items, refs: {k: decode(v, refs) for k, v in enumerate(items)}.values(),
+    "I": lambda items, refs: _pairs(items, refs).items(),
     "q": _deque,
     "F": _fraction,
     "D": _decimal,
     "c": _complex,
-    "l": lambda items: [decode(v) for v in items],
-    "t": lambda items: tuple(decode(v) for v in items),
-    "s": lambda items: {decode(v) for v in items},
-    "f": lambda items: frozenset(decode(v) for v in items),
-    "d": _pairs,
-    "i": lambda items: iter([decode(v) for v in items]),
+    "l": _list,
+    "t": lambda items, refs: tuple([decode(v, refs) for v in items]),
+    "s": _set,
+    "f": lambda items, refs: frozenset([decode(v, refs) for v in items]),
+    "d": _dict,
+    "i": lambda items, refs: iter([decode(v, refs) for v in items]),
 }
 
 
-def _send(stream, message) -> None:
-    stream.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+def _send(stream, message) -> int:
+    """Write one message; its size in bytes."""
+    data = json.dumps(message, separators=(",", ":")).encode() + b"\n"
+    stream.write(data)
     stream.flush()
+    return len(data)
 
 
-def _receive(stream):
-    """One message, or None at the end of the stream (the other side is gone)."""
+def _receive(stream, sizes=None):
+    """One message, or None at the end of the stream (the other side is gone); its size is
+    appended to ``sizes`` when given."""
     line = stream.readline(MAX_MESSAGE + 1)
     if not line:
         return None
     if len(line) > MAX_MESSAGE or not line.endswith(b"\n"):
         raise ValueError(f"a message over {MAX_MESSAGE} bytes")
+    if sizes is not None:
+        sizes.append(len(line))
     return json.loads(line)
 
 
@@ -218,31 +289,40 @@ def serve(path: str = "solution.py") -> None:
     sys.stdout.flush()
     requests, answers = os.fdopen(READ_FD, "rb"), os.fdopen(WRITE_FD, "wb")
     while (call := _receive(requests)) is not None:
-        name, args, kwargs = call
-        args = decode(args)
+        name, payload = call
+        args, kwargs = decode(payload)
         try:
             if name not in program:
                 raise NameError(name)
-            value = program[name](*args, **decode(kwargs))
+            value = program[name](*args, **kwargs)
         except Exception as exc:
             _send(answers, _raised(exc))
             continue
         try:
-            answer = ["ok", encode(value), [encode(arg) if type(arg) in _MUTABLE else None for arg in args]]
+            answer = ["ok", encode(value), encode([arg if type(arg) in _MUTABLE else None for arg in args])]
         except (Unsendable, RecursionError) as exc:
             answer = ["unsendable", f"{name} returned {str(exc)[:200]}"]
         except Exception as exc:  # a returned generator raised while its items were read: as it would in the tests
             answer = _raised(exc)
         _send(answers, answer)
+    os._exit(0)  # the tests are done; threads the program left running do not keep it (or its keeper) waiting
 
 
 def _raised(exc: Exception) -> list:
-    """The answer for an exception: its class name and its ``args`` when they are data (tests
-    that check ``str(e)`` or ``e.args``), else ``None``."""
+    """The answer for an exception: its class name, its ``args`` when they are data (tests
+    that check ``str(e)`` or ``e.args``) else ``None``, the ``(module, name)`` of every class
+    in its MRO (the checker raises the first one it has: ``json.JSONDecodeError`` itself when
+    the tests imported ``json``, else ``ValueError``), and its attributes that are data."""
+    classes = [[c.__module__, c.__qualname__] for c in type(exc).__mro__ if issubclass(c, BaseException)]
     try:
-        return ["raise", type(exc).__name__, encode(tuple(exc.args))]
+        state = encode({k: v for k, v in vars(exc).items() if type(k) is str and not k.startswith("_")})
+    except (Unsendable, RecursionError, TypeError):
+        state = None
+    try:
+        args = encode(tuple(exc.args))
     except (Unsendable, RecursionError):
-        return ["raise", type(exc).__name__, None]
+        args = None
+    return ["raise", type(exc).__name__, args, classes, state]
 
 
 # ---------------------------------------------------------------- checker side
@@ -264,55 +344,105 @@ class Remote:
     def __call__(self, *args, **kwargs):
         answers, requests = self._channel
         try:
-            message = [self.name, encode(args), encode(kwargs)]
+            message = [self.name, encode((args, kwargs))]
         except RecursionError:  # nesting the program may have built: its failure, never a masked row
             raise ProgramFailed(f"{self.name}: an argument nested too deeply to send") from None
         except Unsendable as exc:  # only the tests can make a value that is not data
             print(f"the tests call {self.name} with an argument that cannot be sent: {exc}", file=sys.stderr)
             sys.stderr.flush()
             os._exit(EXIT_UNSENDABLE)
+        sizes = []
         try:
-            _send(requests, message)
-            answer = _receive(answers)
+            sizes.append(_send(requests, message))
+            answer = _receive(answers, sizes)
         except OSError as exc:  # EPIPE: the program is gone
             raise ProgramFailed(f"{self.name}: the program ended ({exc})") from None
+        finally:
+            TRAFFIC[0] += 1
+            TRAFFIC[1] += sum(sizes)
         if answer is None:
             raise ProgramFailed(f"{self.name}: the program ended")
         kind, payload, *rest = answer
         if kind == "ok":
             value = decode(payload)
-            _update_in_place(args, rest[0] if rest else [])
+            _update_in_place(args, decode(rest[0]) if rest else None)
             return value
         if kind == "raise":
-            raised = getattr(builtins, str(payload), None)
-            if isinstance(raised, type) and issubclass(raised, Exception) and raised not in _ENDS_ITERATION:
-                raise _rebuilt(raised, rest[0] if rest else None, self.name)
+            raised = _exception_class(str(payload), rest[1] if len(rest) > 1 else None)
+            if raised is not None:
+                raise _rebuilt(raised, rest[0] if rest else None, rest[2] if len(rest) > 2 else None, self.name)
             raise ProgramFailed(f"{self.name} raised {str(payload)[:100]}")
         raise ProgramFailed(f"{self.name}: {str(payload)[:300]}")
 
 
-def _rebuilt(raised: type, args, name: str) -> Exception:
-    """The builtin exception ``raised`` with the program's args (when they were data and fit its
-    constructor), else with a message naming the function."""
+TRAFFIC = [0, 0]
+"""Calls made to the program and bytes sent both ways: the channel's cost is budgeted apart from the program's time."""
+
+
+def _exception_class(name: str, classes) -> type | None:
+    """The class to raise in the tests for an exception of the program: the first class of its MRO
+    that is a builtin exception, or an exception class of a standard-library module the tests have
+    imported; never the checker's own classes, never one that ends an iteration."""
+    if type(classes) is not list:
+        classes = [["builtins", name]]
+    stdlib = getattr(sys, "stdlib_module_names", ())
+    for entry in classes:
+        if type(entry) is not list or len(entry) != 2 or not all(type(part) is str for part in entry):
+            continue
+        module, qualname = entry
+        if module == "builtins":
+            found = getattr(builtins, qualname, None)
+        elif module.split(".")[0] in stdlib and module in sys.modules:
+            found = sys.modules[module]
+            for part in qualname.split("."):
+                found = getattr(found, part, None)
+        else:
+            continue
+        if isinstance(found, type) and issubclass(found, Exception) and not issubclass(found, _ENDS_ITERATION):
+            return found
+    return None
+
+
+def _rebuilt(raised: type, args, state, name: str) -> Exception:
+    """An instance of ``raised`` with the program's args (when they were data; set without
+    calling ``__init__`` when it wants others: ``JSONDecodeError(msg, doc, pos)``) and its
+    data attributes, else with a message naming the function."""
     try:
         args = decode(args) if args is not None else None
-        if type(args) is tuple:
-            return raised(*args)
     except (ValueError, TypeError, RecursionError):
-        pass
-    return raised(f"raised by the program's {name}")
+        args = None
+    if type(args) is not tuple:
+        args = (f"raised by the program's {name}",)
+    try:
+        exc = raised(*args)
+    except Exception:
+        exc = raised.__new__(raised, *args)
+        exc.args = args
+    try:
+        attributes = decode(state) if state is not None else {}
+    except (ValueError, TypeError, RecursionError):
+        attributes = {}
+    if type(attributes) is dict:
+        for key, value in attributes.items():
+            if type(key) is str and not key.startswith("_"):
+                try:
+                    setattr(exc, key, value)
+                except Exception:
+                    pass
+    return exc
 
 
-def _update_in_place(args: tuple, after: list) -> None:
+def _update_in_place(args: tuple, after) -> None:
     """Give the tests' own list, dict and set arguments what the program's copies hold after
     the call (a function that sorts its argument in place)."""
     if type(after) is not list or len(after) != len(args):
         raise ProgramFailed("the arguments after the call do not match the call")
     for arg, new in zip(args, after):
         if type(arg) in _MUTABLE and new is not None:
-            new = decode(new)
             if type(new) is not type(arg):
                 raise ProgramFailed("an argument changed type in place")
+            if new is arg:
+                continue
             if type(arg) in (list, bytearray):
                 arg[:] = new
             elif type(arg) is collections.deque:
@@ -352,6 +482,8 @@ def check(names: list[str], modules: list[str] = (), path: str = "solution.py") 
         traceback.print_exc()
         sys.stderr.flush()
         os._exit(1)
+    sys.stdout.flush()
+    print(f"\n{TRAFFIC_MARK} {TRAFFIC[0]} {TRAFFIC[1]}", file=sys.stderr, flush=True)
     os._exit(0)
 
 

@@ -9,16 +9,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from rlvr_plugins import Plugin, RewardFunction, hookimpl
+from rlvr_plugins import Plugin, RewardExploit, RewardFunction, hookimpl
 from rlvr_plugins.errors import ConfigError
 
 from . import calls
 from .cases import AssertTests, TestCase, extract_program, load_assert_tests, load_cases, outputs_match
-from .sandbox import Limits, start_python
+from .exploits import CLASSES, CodeExploit
+from .sandbox import Limits, RunResult, start_python
 
 __all__ = ["CodeTestsOptions", "CodeTestsPlugin", "CodeTestsScorer", "STDIN_HARNESS", "CALLS_SOURCE"]
 
 MIN_CASE_TIME_S = 0.05
+EXIT_GRACE_S = 2.0  # assert tests: how long the program may take to exit once the tests closed the channel
+# The channel's cost on the program's side, allowed on top of time_limit_s (measured by
+# benchmarks/code_channel_cost.py at load 8 on 2 cores: 27 us per call, 4.8 ms per MB of str,
+# 30 ms per MB of a list of small ints; allowed: about 3.5 times that).
+CHANNEL_S_PER_CALL = 100e-6
+CHANNEL_S_PER_MB = 0.1
 
 STDIN_HARNESS = f"""\
 import _thread, builtins, os, sys
@@ -167,12 +174,28 @@ class CodeTestsScorer:
 
     def run_asserts(self, program: str, tests: AssertTests) -> bool:
         """The tests in one sandbox, the program in another (see :mod:`rlvr_code.calls`): passes
-        only if the tests run to their end, within one ``time_limit_s``. Raises ``ValueError``
-        when the tests call the program with an argument that is not plain data."""
-        limits = self._limits(min(self.options.limits.time_s, self.options.total_time_s))
+        only if the tests run to their end and the program's CPU time is within
+        ``time_limit_s`` plus the channel's own cost (:func:`channel_allowance_s`); both run
+        under the wall-clock ceiling ``total_time_s``. Raises ``ValueError`` when the tests call
+        the program with an argument that is not plain data."""
+        verdict, served = self.run_pair(program, tests)
+        if verdict.exit_code == calls.EXIT_UNSENDABLE:
+            why = verdict.stderr.decode(errors="replace").strip().splitlines() or ["an argument that cannot be sent"]
+            raise ValueError(why[-1][:300])
+        if not verdict.ok or served is None or served.exit_code != 0:
+            return False
+        made, sent = channel_traffic(verdict.stderr)
+        return served.cpu_s <= self.options.time_limit_s + channel_allowance_s(made, sent)
+
+    def run_pair(self, program: str, tests: AssertTests) -> tuple[RunResult, RunResult | None]:
+        """Run the checker and the program side by side: the checker's result, and the program's
+        once it exited after the tests closed the channel (None if the tests failed first or
+        it did not exit within ``EXIT_GRACE_S``)."""
+        limits = self._limits(self.options.total_time_s)
         calls_r, calls_w = os.pipe()
         answers_r, answers_w = os.pipe()
         pipes = [calls_r, calls_w, answers_r, answers_w]
+        served_result = None
         try:
             with (
                 self._start(program, limits, ["-c", CALLS_SOURCE, "serve"], pass_fds=(calls_r, answers_w)) as served,
@@ -187,14 +210,37 @@ class CodeTestsScorer:
                     os.close(fd)
                 pipes = []
                 verdict = checker.wait()
-                served.close()  # the tests are done: whatever the program still does is not looked at
+                if verdict.ok and served.exited(EXIT_GRACE_S):  # the channel closed: the program exits
+                    served_result = served.wait()
+                served.close()  # whatever the program still does is not looked at
         finally:
             for fd in pipes:
                 os.close(fd)
-        if verdict.exit_code == calls.EXIT_UNSENDABLE:
-            why = verdict.stderr.decode(errors="replace").strip().splitlines() or ["an argument that cannot be sent"]
-            raise ValueError(why[-1][:300])
-        return verdict.ok
+        return verdict, served_result
+
+
+def channel_traffic(stderr: bytes) -> tuple[int, int]:
+    """(calls, bytes both ways) from the checker's last stderr line (``calls.TRAFFIC_MARK``).
+
+    >>> channel_traffic(b"debug\\n\\nrlvr-code-channel 3 120\\n")
+    (3, 120)
+    """
+    lines = stderr.decode(errors="replace").strip().splitlines()
+    parts = lines[-1].split() if lines else []
+    if len(parts) == 3 and parts[0] == calls.TRAFFIC_MARK and parts[1].isdigit() and parts[2].isdigit():
+        return int(parts[1]), int(parts[2])
+    return 0, 0
+
+
+def channel_allowance_s(made: int, sent: int) -> float:
+    """CPU seconds the program's side of the channel may take on top of ``time_limit_s``: decoding
+    each call, encoding each answer, the pipe's system calls. ``CHANNEL_S_PER_CALL`` per call and
+    ``CHANNEL_S_PER_MB`` per megabyte sent both ways (measured, with a margin: see the README).
+
+    >>> round(channel_allowance_s(10_000, 0), 3), round(channel_allowance_s(1, 17 << 20), 3)
+    (1.0, 1.7)
+    """
+    return made * CHANNEL_S_PER_CALL + sent / (1 << 20) * CHANNEL_S_PER_MB
 
 
 class CodeTestsPlugin(Plugin):
@@ -208,7 +254,18 @@ class CodeTestsPlugin(Plugin):
 
     @hookimpl
     def rlvr_reward_functions(self, register):
-        register(RewardFunction(self.name, self.scorer(), self.options.weight))
+        register(
+            RewardFunction(
+                self.name, self.scorer(), self.options.weight, columns={"tests_column": self.options.tests_column}
+            )
+        )
+
+    @hookimpl
+    def rlvr_reward_exploits(self, register):
+        o = self.options
+        columns = (o.tests_column, o.test_code_column, o.entry_point_column, o.setup_column)
+        for kind, description in CLASSES.items():
+            register(RewardExploit(self.name, kind, CodeExploit(kind, *columns), description))
 
     @hookimpl
     def rlvr_validate_run(self, engine_timeout_s):

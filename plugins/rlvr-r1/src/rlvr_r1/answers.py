@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 import time
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
@@ -77,7 +78,7 @@ _OR = re.compile(r"\bor\b", re.IGNORECASE)
 _ALTERNATIVE = re.compile(r"\bor\b|\\lor\b|\\vee\b|或", re.IGNORECASE)
 _PLUS_MINUS = re.compile(r"\\pm\b|\\mp\b|±|∓")
 _LIST = re.compile(
-    r"(?<=[0-9)\]}])\s*(?:[,;，；、]|\band\b|(?<=\d)\s(?=\s*\d))\s*"
+    r"(?<=[0-9)\]}])\s*(?:[,;，；、]|\band\b|(?<=\d)(?<![_^]\d)\s(?=\s*\d))\s*"
     r"(?=[-+0-9(\[{\\.]|[^\W\d_]\s*[=<>])",
     re.IGNORECASE,
 )
@@ -136,7 +137,6 @@ def _unbox(text: str) -> str:
 
 _ASCII_FORMS = str.maketrans(
     {
-        **{chr(zero + d): str(d) for zero in (0xFF10, 0x0660, 0x06F0) for d in range(10)},
         "\u2212": "-",  # minus sign
         "\uff0d": "-",  # full-width hyphen-minus
         "\uff0b": "+",  # full-width plus
@@ -148,18 +148,56 @@ _ASCII_FORMS = str.maketrans(
 )
 
 
+_OTHER_DIGIT = re.compile(r"(?![0-9])\d")
+"""A decimal digit (Unicode category Nd) other than ASCII ``0-9``: full-width, Arabic-Indic,
+Devanagari, Bengali, Thai, mathematical bold, ..."""
+
+
+def _ascii_digit(match: re.Match[str]) -> str:
+    return str(unicodedata.decimal(match.group()))
+
+
 def _ascii_forms(text: str) -> str:
-    """Full-width and Arabic-Indic digits (``１２``, ``١٢``, ``۱۲``) as ASCII digits; the minus sign
-    U+2212 and full-width ``－ ＋ ／ ．`` as ``- + / .``; Arabic decimal and thousands separators as
-    ``.`` and ``,``."""
-    return text.translate(_ASCII_FORMS)
+    """Every Unicode decimal digit (``１２``, ``١٢``, ``۱۲``, ``१२``, ``๑๒``, ``𝟏𝟐``) as its ASCII digit
+    (``unicodedata.decimal``); the minus sign U+2212 and full-width ``－ ＋ ／ ．`` as ``- + / .``;
+    Arabic decimal and thousands separators as ``.`` and ``,``."""
+    text = text.translate(_ASCII_FORMS)
+    return text if text.isascii() else _OTHER_DIGIT.sub(_ascii_digit, text)
+
+
+_SCIENTIFIC = re.compile(r"^(\$?\s*)([+-]?)(\d+)(?:\.(\d*))?[eE]([+-]?\d{1,6})(\s*\$?)$")
+
+
+def plain_decimal(whole: str, fraction: str, exponent: int) -> str:
+    """``whole.fraction × 10**exponent`` written as a plain decimal, digit for digit (no rounding).
+
+    >>> plain_decimal("1", "2", 1), plain_decimal("1", "5", -2), plain_decimal("25", "", 2)
+    ('12', '0.015', '2500')
+    """
+    digits, point = whole + fraction, len(whole) + exponent
+    if point <= 0:
+        return "0." + "0" * -point + digits
+    if point >= len(digits):
+        return digits + "0" * (point - len(digits))
+    return f"{digits[:point]}.{digits[point:]}"
+
+
+def _scientific_as_plain(text: str) -> str:
+    """A whole answer in scientific notation (``1.2e1``, ``-1.5E-2``, ``$2.5e0$``) as a plain decimal
+    (``12``, ``-0.015``, ``$2.5$``); anything else, or an exponent past ``MAX_NUMBER_DIGITS``, as it is."""
+    number = _SCIENTIFIC.match(text)
+    if number is None or abs(int(number.group(5))) > MAX_NUMBER_DIGITS:
+        return text
+    before, sign, whole, fraction, exponent, after = number.groups()
+    return before + sign + plain_decimal(whole, fraction or "", int(exponent)) + after
 
 
 def _normalise(text: str) -> str:
     r"""Digits and signs in ASCII form (``_ascii_forms``), currency ``\$`` dropped, ``\fbox`` read as
-    ``\boxed``, a lone box unwrapped, thousands separators and a final period removed."""
+    ``\boxed``, a lone box unwrapped, thousands separators and a final period removed, a number in
+    scientific notation written out (``_scientific_as_plain``)."""
     text = _unbox(_ascii_forms(text).replace("\\$", "").replace("\\fbox", "\\boxed"))
-    return _remove_thousands_separators(text).strip().rstrip(".").rstrip()
+    return _scientific_as_plain(_remove_thousands_separators(text).strip().rstrip(".").rstrip())
 
 
 def _marker_text(text: str) -> str:
@@ -359,7 +397,9 @@ def accuracy(
     0.0 when: no answer outside the thinking (``extract_answer``); the answer is sprayed
     (``is_sprayed(answer, reference)``, or several boxes in the region the answer was read from);
     it is not a plain decimal and is too long for math-verify (``answer_too_long``); math-verify
-    finds no answer; ``math_verify.verify(gold, answer)`` is False/times out; or math-verify's
+    finds no answer; a decimal answer against a reference that is one exact number is not that
+    number rounded to its own decimals (``rounds_to``); ``math_verify.verify(gold, answer)`` is
+    False/times out; or math-verify's
     calls for this answer (parses, verify) would run past ``time_budget_s`` (each call's timeout
     is cut to what is left, see ``_timeout``; None: no budget). Plain decimals are compared exactly, as
     digit strings, whatever their number of digits.
@@ -484,7 +524,90 @@ def _math_verdict(answer: str, reference: str) -> float:
     predicted = _parse_math(answer)
     if not predicted:
         return 0.0
+    decimal = _decimal_verdict(reference, gold, predicted)
+    if decimal is not None:
+        return decimal
     return float(_verify(reference, gold, tuple(predicted)))
+
+
+MIN_SIGNIFICANT_DIGITS = 3
+MAX_DECIMALS = 1000
+_DECIMAL_LITERAL = re.compile(r"(\d*)\.(\d+)")
+
+
+def rounds_to(whole: str, fraction: str, negative: bool, value) -> bool:
+    """Whether the decimal ``±whole.fraction`` (``d = len(fraction)`` decimals) counts for the exact real
+    number ``value`` (a sympy number): it equals ``value``, or it is ``value`` rounded to ``d`` decimals,
+    ``|answer - value| <= 5 * 10**-(d+1)`` (either neighbour at an exact tie), and shows at least
+    ``MIN_SIGNIFICANT_DIGITS`` significant digits (``0.333`` for 1/3, not ``0.3``; ``0.0`` for
+    ``1/3000000`` has none). Exact for a sympy ``Rational``; any other ``value`` (``pi``, or an
+    unevaluated ``sqrt(4)``) is evaluated to ``d + 30`` digits, "equal" meaning within
+    ``10**-(d+20)``, and more than ``MAX_DECIMALS`` decimals do not count.
+
+    >>> from sympy import Rational, pi
+    >>> rounds_to("0", "333", False, Rational(1, 3)), rounds_to("0", "33", False, Rational(1, 3))
+    (True, False)
+    >>> rounds_to("3", "1415927", False, pi), rounds_to("3", "1415926", False, pi)
+    (True, False)
+    """
+    from sympy import Abs, Rational
+
+    decimals = len(fraction)
+    answer = Rational(int(whole + fraction or "0"), 10**decimals) * (-1 if negative else 1)
+    if value.is_Rational:
+        gap = Abs(answer - value)
+        equal = gap == 0
+    elif decimals > MAX_DECIMALS:
+        return False
+    else:
+        gap = Abs(answer - value).evalf(decimals + 30)
+        equal = bool(gap < Rational(1, 10 ** (decimals + 20)))
+    if equal:
+        return True
+    significant = len((whole + fraction).lstrip("0"))
+    return significant >= MIN_SIGNIFICANT_DIGITS and bool(gap <= Rational(5, 10 ** (decimals + 1)))
+
+
+def _value_of(parsed: tuple):
+    """The single real number a math-verify parse stands for (``x = v`` read as ``v``), or None."""
+    from sympy import Eq, Expr, Symbol
+
+    first = next((p for p in parsed if not isinstance(p, str)), None)
+    if isinstance(first, Eq) and isinstance(first.lhs, Symbol):
+        first = first.rhs
+    if not isinstance(first, Expr) or not first.is_number:
+        return None
+    try:
+        number = first.evalf(30)
+    except Exception:
+        return None
+    return first if number.is_real and number.is_finite else None
+
+
+def _decimal_verdict(reference: str, gold: tuple, predicted: tuple) -> float | None:
+    """The verdict for a decimal answer (``0.5000004``, ``x = 0.333``, ``3.14\\text{ cm}``) against a
+    reference that is one exact real number (``\\frac{1}{2}``, ``\\pi``, ``x=\\sqrt{2}``): ``rounds_to``,
+    instead of math-verify, which rounds both sides to 6 decimals (``0.5000004`` = 1/2 there).
+    None (math-verify decides) when the answer is not one number written with one decimal point
+    or the reference is not one exact real number (a decimal reference is compared digit for
+    digit, as by ``_numeric_verdict``)."""
+    from sympy import Float
+
+    answer, value = _value_of(predicted), _value_of(gold)
+    if not isinstance(answer, Float) or value is None:
+        return None
+    literals = {m.groups() for text in predicted if isinstance(text, str) for m in _DECIMAL_LITERAL.finditer(text)}
+    if len(literals) != 1:
+        return None
+    whole, fraction = literals.pop()
+    if float(f"{whole or 0}.{fraction}") != abs(float(answer)):
+        return None
+    if value.has(Float):
+        plain = _PLAIN_NUMBER.match(_normalise(reference_answer(reference)))
+        if plain is None:
+            return None
+        return float(_decimal_key(plain) == ("-" if answer < 0 else "", whole.lstrip("0"), fraction.rstrip("0")))
+    return float(rounds_to(whole, fraction, bool(answer < 0), value))
 
 
 _DIGIT_LIMITS_LOCK = threading.Lock()

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from itertools import islice
 
+from rlvr_plugins.text import visible_text
+
 __all__ = ["format_score", "has_extractable_answer"]
 
 _TAG = re.compile(r"</?(?:think|answer)>", re.IGNORECASE)
@@ -24,15 +26,21 @@ _WRAPPER = re.compile(
 
 
 def has_extractable_answer(content: str) -> bool:
-    r"""Whether an answer block holds something: at least one letter or digit once wrapper
-    commands (``\boxed``, ``\fbox``, ``\text``, ``\mathrm``, ``\textbf``, ``\mathbf``,
-    ``\displaystyle``, ``\left``, ``\right``, ``\quad``, ``\qquad``, spacing) are removed.
-    So ``\pi`` or ``x`` count; ``\boxed{}``, ``$ $``, ``...`` do not."""
-    return any(ch.isalnum() for ch in _WRAPPER.sub("", content))
+    r"""Whether an answer block holds something: at least one letter or digit a reader can see
+    (``rlvr_plugins.text.visible_text``) once wrapper commands (``\boxed``, ``\fbox``, ``\text``,
+    ``\mathrm``, ``\textbf``, ``\mathbf``, ``\displaystyle``, ``\left``, ``\right``, ``\quad``,
+    ``\qquad``, spacing) are removed. So ``\pi`` or ``x`` count; ``\boxed{}``, ``$ $``, ``...``,
+    a Hangul filler U+3164 do not."""
+    return any(ch.isalnum() for ch in _WRAPPER.sub("", visible_text(content)))
 
 
 def _blank(text: str) -> bool:
     return text == "" or text.isspace()
+
+
+def _empty(text: str) -> bool:
+    """Nothing a reader would see: blank once invisible characters are removed (``visible_text``)."""
+    return _blank(text) or _blank(visible_text(text))
 
 
 def format_score(completion: str, *, think_opened: bool = False) -> float:
@@ -45,7 +53,10 @@ def format_score(completion: str, *, think_opened: bool = False) -> float:
       (duplicated, nested, reordered, ``<THINK>``) scores 0.
     - With ``think_opened`` (the prompt template already opened ``<think>``) the completion
       starts inside the thinking: the leading ``<think>`` must be absent.
-    - R must not be empty or whitespace-only; A must pass ``has_extractable_answer``.
+    - R must hold something a reader would see: not empty once invisible characters (zero-width
+      and other format characters, NUL and other controls, Hangul fillers, Braille blank: see
+      ``rlvr_plugins.text.visible_text``) and whitespace are removed; A must pass
+      ``has_extractable_answer``.
     """
     expected = _EXPECTED[1:] if think_opened else _EXPECTED
     tags = list(islice(_TAG.finditer(completion), len(expected) + 1))
@@ -62,5 +73,5 @@ def format_score(completion: str, *, think_opened: bool = False) -> float:
     between = completion[think_close.end() : answer_open.start()]
     answer = completion[answer_open.end() : answer_close.start()]
     tail = completion[answer_close.end() :]
-    ok = not _blank(think) and _blank(between) and _blank(tail) and has_extractable_answer(answer)
+    ok = not _empty(think) and _blank(between) and _blank(tail) and has_extractable_answer(answer)
     return float(ok)

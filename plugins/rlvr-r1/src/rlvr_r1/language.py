@@ -11,15 +11,27 @@ Words are split by script with ``unicodedata`` only (offline, no dependency); se
 
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
 from bisect import bisect_right
 from collections import Counter
 from functools import lru_cache
 
+from rlvr_plugins.text import visible_text
+
 from .answers import split_completion
 
-__all__ = ["TARGET_SCRIPTS", "TEXT_COMMANDS", "script_of", "count_words", "language_consistency", "thinking_text"]
+__all__ = [
+    "TARGET_SCRIPTS",
+    "TEXT_COMMANDS",
+    "script_of",
+    "count_words",
+    "language_consistency",
+    "thinking_text",
+    "decode_escapes",
+    "reader_text",
+]
 
 TARGET_SCRIPTS: dict[str, frozenset[str]] = {
     "en": frozenset({"Latin"}),
@@ -177,8 +189,50 @@ def _language_text(text: str) -> str:
     return _LATEX_COMMAND.sub(" ", " ".join(pieces))
 
 
+_ESCAPE = re.compile(
+    r"""\\char\s*(?:"([0-9A-Fa-f]{1,6})|'([0-7]{1,8})|([0-9]{1,7}))"""
+    r"""|\\symbol\s*\{\s*(?:"([0-9A-Fa-f]{1,6})|'([0-7]{1,8})|([0-9]{1,7}))\s*\}"""
+    r"|\^\^\^\^\^\^([0-9a-f]{6})|\^\^\^\^([0-9a-f]{4})"
+    r"|\\u([0-9A-Fa-f]{4})|\\U([0-9A-Fa-f]{8})"
+)
+_ESCAPE_BASES = (16, 8, 10, 16, 8, 10, 16, 16, 16, 16)
+
+
+def _decoded(match: re.Match[str]) -> str:
+    index = match.lastindex or 0
+    code = int(match.group(index), _ESCAPE_BASES[index - 1])
+    if code == 0 or code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+        return match.group()
+    return chr(code)
+
+
+def decode_escapes(text: str) -> str:
+    r"""``text`` with character escapes written as the characters they stand for: HTML character
+    references (``&#20013;``, ``&#x4e2d;``, ``&amp;``, ``html.unescape``), TeX ``\char"4E2D``,
+    ``\char'47055``, ``\char20013``, ``\symbol{"4E2D}``, ``^^^^4e2d``, ``^^^^^^01f600``, and ``中``,
+    ``😀``. One pass: an escape of an escape stays an escape. Codes that are no character
+    (0, surrogates, past U+10FFFF) are left as written.
+
+    >>> decode_escapes(r'&#20013;&#x6587; \char"4E2D ^^^^6587 中 &amp;')
+    '中文 中 文 中 &'
+    """
+    if "&" in text:
+        text = html.unescape(text)
+    if "\\" in text or "^^^^" in text:
+        text = _ESCAPE.sub(_decoded, text)
+    return text
+
+
+def reader_text(text: str) -> str:
+    """The text a reader would see: escapes decoded (``decode_escapes``), then the characters that
+    draw nothing removed (``rlvr_plugins.text.visible_text``: zero-width and other format characters,
+    controls, Hangul fillers), so ``a<U+200B>b`` is one word and an invisible letter is none."""
+    return visible_text(decode_escapes(text))
+
+
 def count_words(text: str) -> Counter[str]:
-    r"""Number of words per script in ``text``.
+    r"""Number of words per script in ``text``, as a reader sees it (``reader_text``: escapes such as
+    ``&#20013;`` or ``\char"4E2D`` decoded, invisible characters removed).
 
     - A Han ideograph, a hiragana or katakana letter, a hangul syllable/letter is one word each.
     - Other scripts (Latin, Cyrillic, Greek, Arabic, …): a word is a maximal run of letters of
@@ -193,7 +247,7 @@ def count_words(text: str) -> Counter[str]:
       symbol such as π).
     """
     counts: Counter[str] = Counter()
-    for run in _LETTER_RUN.findall(_language_text(text)):
+    for run in _LETTER_RUN.findall(_language_text(reader_text(text))):
         for script, word in _words_in_run(run):
             if script == "Greek" and len(word) == 1:
                 continue

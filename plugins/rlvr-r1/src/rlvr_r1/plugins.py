@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from rlvr_plugins import Plugin, RewardFunction, hookimpl
+from rlvr_plugins import Plugin, RewardExploit, RewardFunction, hookimpl
 from rlvr_plugins.errors import ConfigError
 from rlvr_plugins.text import message_text
 
@@ -115,6 +115,7 @@ class AccuracyPlugin(Plugin):
                 AccuracyScorer(o.answer_column, o.think_opened, o.fallback, o.time_budget_s),
                 o.weight,
                 example=example_item(o.think_opened, {o.answer_column: "2"}),
+                columns={"answer_column": o.answer_column},
             )
         )
 
@@ -192,7 +193,54 @@ class LanguagePlugin(Plugin):
     @hookimpl
     def rlvr_reward_functions(self, register):
         o = self.options
-        register(RewardFunction(self.name, LanguageScorer(o.target, o.think_opened), o.weight))
+        example = example_item(o.think_opened, {})
+        example["completion"] = example["completion"].replace("1+1=2", "one plus one makes two")
+        register(RewardFunction(self.name, LanguageScorer(o.target, o.think_opened), o.weight, example=example))
+
+    @hookimpl
+    def rlvr_reward_exploits(self, register):
+        o = self.options
+        register(
+            RewardExploit(
+                self.name,
+                "encoded-script",
+                EncodedScript(o.target, o.think_opened),
+                "a chain of thought in another language, written as HTML entities or TeX \\char codes",
+            )
+        )
+
+
+FOREIGN_THOUGHT = {
+    "en": "我们先计算这个问题然后检查答案",
+    "other": "first we compute the sum and then check the answer",
+}
+
+
+def encodings(text: str) -> list[str]:
+    """``text`` as decimal and hexadecimal HTML entities and as TeX ``\\char`` codes.
+
+    >>> encodings("我a")
+    ['&#25105;&#97;', '&#x6211;&#x61;', '\\\\char25105\\\\char97']
+    """
+    return [
+        "".join(f"&#{ord(c)};" for c in text),
+        "".join(f"&#x{ord(c):x};" for c in text),
+        "".join(f"\\char{ord(c)}" for c in text),
+    ]
+
+
+@dataclass(frozen=True)
+class EncodedScript:
+    """``rlvr audit rewards``: thinking in a language other than ``target``, encoded so that no letter of it shows."""
+
+    target: str = "en"
+    think_opened: bool = False
+
+    def __call__(self, row):
+        thought = FOREIGN_THOUGHT["en" if self.target == "en" else "other"]
+        head = "" if self.think_opened else "<think>"
+        answer = row.get("answer") or "42"
+        return [f"{head}{encoded}</think> <answer>{answer}</answer>" for encoded in encodings(thought)]
 
 
 R1_ZERO_TEMPLATE = (

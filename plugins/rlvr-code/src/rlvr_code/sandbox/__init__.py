@@ -48,15 +48,15 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import signal
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 
+from .cleanup import discard
 from .isolation import RUN_UID_BASE, SHARED_WRITABLE, drop_root, interpreter_prefix, traversable_by_others
-from .keeper import ReportKind, read_reports, run_keeper, wait_with_deadline
+from .keeper import LEFTOVER, ReportKind, read_reports, run_keeper, wait_with_deadline
 from .libc import libc
 from .records import Isolation, KeeperConfig, Limits, RunResult, SandboxError
 from .syscalls import seccomp_filter
@@ -78,6 +78,7 @@ __all__ = [
 logger = logging.getLogger("rlvr_code.sandbox")
 
 KEEPER_GRACE_S = 5.0
+STALE_BUDGET_S = 0.05  # what the first run of a process spends on the stale directories of others
 DIR_PREFIX = "rlvr-code-"  # then the creating process's pid
 
 
@@ -116,6 +117,8 @@ class Running:
         os.waitpid(pid, 0)
         self.pid = None
         reports = read_reports(self.report_r)
+        if reports and reports[-1].message == LEFTOVER:  # the keeper could not remove all the program's files
+            _swept.pop("pid", None)  # the next run sweeps them (in the background)
         started = reports[0].pid if reports and reports[0].kind is ReportKind.STARTED else None
         final = reports[-1] if reports else None
         if started is None or final is None or final.kind is ReportKind.ERROR:
@@ -150,7 +153,12 @@ class Running:
             elapsed_s=final.elapsed_s,
             isolation=self.mode,
             pgid=pid,
+            cpu_s=final.cpu_s,
         )
+
+    def exited(self, timeout_s: float) -> bool:
+        """Whether the run ends (its keeper exits) within ``timeout_s``; :meth:`wait` then returns at once."""
+        return self.pid is None or not wait_with_deadline(self.pid, time.monotonic() + timeout_s)
 
     def _kill_orphans(self, keeper_pid: int, program: int | None) -> None:
         """The keeper is gone without sweeping: kill the program's group and, in basic mode as
@@ -189,7 +197,7 @@ class Running:
         for fd in [self.report_r, *self.fds]:
             os.close(fd)
         self.report_r, self.fds = -1, []
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        discard([self.tmp], owner_prefix=DIR_PREFIX)  # bounded: a directory bomb is removed in the background
 
     def __enter__(self) -> Running:
         return self
@@ -298,25 +306,35 @@ _swept: dict[str, int] = {}
 
 def remove_stale_dirs(base: str | None = None) -> list[str]:
     """Remove the temporary directories left by processes that died during a run (a reward
-    worker SIGKILLed at the engine's deadline); ``run_python`` calls it once per process.
+    worker SIGKILLed at the engine's deadline, a background remover killed with its worker);
+    ``start_python`` calls it once per process, and again after a keeper left files behind.
     A directory is stale when no process has the pid in its name (so a ``$TMPDIR`` shared
-    across PID namespaces is not supported). Returns the directories removed."""
-    base = base or tempfile.gettempdir()
-    removed = []
-    for name in os.listdir(base):
-        owner = name[len(DIR_PREFIX) :].split("-", 1)[0]
-        if not name.startswith(DIR_PREFIX) or not owner.isdigit():
-            continue
+    across PID namespaces is not supported). What is not removed within ``STALE_BUDGET_S``
+    is removed in the background (:func:`.cleanup.discard`): the run that sweeps never pays
+    for a mess. Returns the stale paths found."""
+    bases = [base or tempfile.gettempdir()]
+    if os.geteuid() == 0:  # basic mode as root: what a keeper could not remove of its run uid's files
+        bases += [d for d in SHARED_WRITABLE if d not in bases]
+    stale = []
+    for folder in bases:
         try:
-            os.kill(int(owner), 0)
+            names = os.listdir(folder)
+        except OSError:
             continue
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            continue
-        shutil.rmtree(os.path.join(base, name), ignore_errors=True)
-        removed.append(os.path.join(base, name))
-    return removed
+        for name in names:
+            owner = name[len(DIR_PREFIX) :].split("-", 1)[0]
+            if not name.startswith(DIR_PREFIX) or not owner.isdigit():
+                continue
+            try:
+                os.kill(int(owner), 0)
+                continue
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                continue
+            stale.append(os.path.join(folder, name))
+    discard(stale, STALE_BUDGET_S, owner_prefix=DIR_PREFIX)
+    return stale
 
 
 def _temp_base(mode: str) -> str | None:

@@ -12,10 +12,12 @@ processes and leftover files are found by that uid.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import stat
+import time
 
+from .cleanup import DISCARD_BUDGET_S as CLEANUP_BUDGET_S
+from .cleanup import remove_tree
 from .libc import PR_SET_CHILD_SUBREAPER, PR_SET_DUMPABLE, check, libc, prctl
 from .records import KeeperConfig, SandboxError
 from .syscalls import CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER, CLONE_NEWUTS, arch_table
@@ -272,10 +274,14 @@ def sweep_descendants() -> None:
             return
 
 
-def remove_files_of(uid: int) -> None:
+def remove_files_of(uid: int, keeper: int, budget_s: float = CLEANUP_BUDGET_S) -> bool:
     """Remove what ``uid`` left in the host's shared writable directories: at their top, and in
     every world-writable folder of someone else's found in them (at any depth through such
-    folders), since the program could write there too."""
+    folders), since the program could write there too. Within ``budget_s``: a tree not removed
+    by then is renamed ``rlvr-code-<keeper>-leftover-<name>`` in its folder, for the next sweep
+    of stale directories (``remove_stale_dirs``, in the background). True when nothing is left."""
+    deadline = time.monotonic() + budget_s
+    clean = True
     pending = list(SHARED_WRITABLE)
     while pending:
         base = pending.pop()
@@ -288,11 +294,11 @@ def remove_files_of(uid: int) -> None:
             try:
                 st = os.lstat(path)
                 if st.st_uid == uid:
-                    if stat.S_ISDIR(st.st_mode):
-                        shutil.rmtree(path, ignore_errors=True)
-                    else:
-                        os.unlink(path)
+                    if not remove_tree(path, deadline):
+                        clean = False
+                        os.rename(path, os.path.join(base, f"rlvr-code-{keeper}-leftover-{name}"))
                 elif stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IWOTH and st.st_mode & stat.S_IXOTH:
                     pending.append(path)
             except OSError:
                 pass
+    return clean

@@ -29,12 +29,13 @@ PROGRAM_ENV = {
     "HOME": "/work",
     "MALLOC_ARENA_MAX": "2",
 }  # glibc reserves 64 MB of address space per thread arena otherwise
+LEFTOVER = "leftover"  # a FINISHED report's message: files of the run uid were renamed, not removed
 STACK_BYTES = 256 << 20  # deep recursion in C (sorting keys, repr) as judges allow it
 
 
 class ReportKind(enum.Enum):
     STARTED = 1  # the program runs: ``pid``
-    FINISHED = 2  # the program was reaped: ``status`` (its wait status), ``timed_out``, ``elapsed_s``
+    FINISHED = 2  # the program was reaped: ``status`` (its wait status), ``timed_out``, ``elapsed_s``, ``cpu_s``
     ERROR = 3  # the sandbox failed: ``message``
 
 
@@ -46,12 +47,13 @@ class KeeperReport:
     timed_out: bool = False
     elapsed_s: float = 0.0
     message: str = ""
+    cpu_s: float = 0.0
 
     def describe(self) -> str:
         return f"error {self.message}" if self.kind is ReportKind.ERROR else self.kind.name.lower()
 
 
-_HEAD = struct.Struct("=BiiBdH")  # kind, pid, status, timed_out, elapsed_s, message length
+_HEAD = struct.Struct("=BiiBddH")  # kind, pid, status, timed_out, elapsed_s, cpu_s, message length
 _MESSAGE_BYTES = 2000  # a whole report stays under PIPE_BUF, so each write is atomic
 
 
@@ -59,7 +61,15 @@ def write_report(fd: int, report: KeeperReport) -> None:
     message = report.message.encode(errors="replace")[:_MESSAGE_BYTES]
     os.write(
         fd,
-        _HEAD.pack(report.kind.value, report.pid, report.status, report.timed_out, report.elapsed_s, len(message))
+        _HEAD.pack(
+            report.kind.value,
+            report.pid,
+            report.status,
+            report.timed_out,
+            report.elapsed_s,
+            report.cpu_s,
+            len(message),
+        )
         + message,
     )
 
@@ -71,12 +81,12 @@ def read_reports(fd: int) -> list[KeeperReport]:
         chunks.append(chunk)
     data, at, reports = b"".join(chunks), 0, []
     while at + _HEAD.size <= len(data):
-        kind, pid, status, timed_out, elapsed_s, length = _HEAD.unpack_from(data, at)
+        kind, pid, status, timed_out, elapsed_s, cpu_s, length = _HEAD.unpack_from(data, at)
         at += _HEAD.size + length
         if at > len(data):  # cut short: writes under PIPE_BUF are atomic, so never in practice
             break
         message = data[at - length : at].decode(errors="replace")
-        reports.append(KeeperReport(ReportKind(kind), pid, status, bool(timed_out), elapsed_s, message))
+        reports.append(KeeperReport(ReportKind(kind), pid, status, bool(timed_out), elapsed_s, message, cpu_s))
     return reports
 
 
@@ -174,8 +184,9 @@ def _raise_caller_died(signum, frame):
     raise _CallerDied()
 
 
-def _stop(pid: int, mode: str) -> int:
-    """Kill the program (and in basic mode its group and every adopted descendant); its wait status."""
+def _stop(pid: int, mode: str) -> tuple[int, float]:
+    """Kill the program (and in basic mode its group and every adopted descendant); its wait status
+    and CPU time (user + system, with the children it reaped: ``wait4``)."""
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     try:
         if mode == "basic":
@@ -184,10 +195,10 @@ def _stop(pid: int, mode: str) -> int:
             os.kill(pid, signal.SIGKILL)  # PID 1 of its namespace: the kernel kills the rest
     except OSError:
         pass
-    _, status = os.waitpid(pid, 0)
+    _, status, usage = os.wait4(pid, 0)
     if mode == "basic":
         isolation.sweep_descendants()
-    return status
+    return status, usage.ru_utime + usage.ru_stime
 
 
 def run_keeper(cfg: KeeperConfig) -> None:
@@ -225,12 +236,19 @@ def run_keeper(cfg: KeeperConfig) -> None:
             raise SandboxError(failed.decode(errors="replace"))
         write_report(cfg.report, KeeperReport(ReportKind.STARTED, pid=pid))
         timed_out = wait_with_deadline(pid, start + cfg.limits.time_s)
-        status, pid = _stop(pid, cfg.isolation), None
+        (status, cpu), pid = _stop(pid, cfg.isolation), None
         elapsed = time.monotonic() - start
-        if cfg.run_uid is not None:
-            isolation.remove_files_of(cfg.run_uid)
+        left = cfg.run_uid is not None and not isolation.remove_files_of(cfg.run_uid, os.getpid())
         write_report(
-            cfg.report, KeeperReport(ReportKind.FINISHED, status=status, timed_out=timed_out, elapsed_s=elapsed)
+            cfg.report,
+            KeeperReport(
+                ReportKind.FINISHED,
+                status=status,
+                timed_out=timed_out,
+                elapsed_s=elapsed,
+                message=LEFTOVER if left else "",
+                cpu_s=cpu,
+            ),
         )
         code = 0
     except BaseException as exc:
@@ -244,6 +262,6 @@ def run_keeper(cfg: KeeperConfig) -> None:
             if pid is not None:  # stopped early (the caller died or closed the run): the same clean-up
                 _stop(pid, cfg.isolation)
                 if cfg.run_uid is not None:
-                    isolation.remove_files_of(cfg.run_uid)
+                    isolation.remove_files_of(cfg.run_uid, os.getpid())
         finally:
             os._exit(code)

@@ -39,6 +39,7 @@ class RunResult:
     isolation: str
     pgid: int
     keeper_lost: bool = False  # the keeper died after the program started: the program's failure
+    cpu_s: float = 0.0  # the program's CPU time (user + system), the children it reaped included
 
     @property
     def ok(self) -> bool:
