@@ -17,9 +17,10 @@ def cmd_score(args) -> int:
     from ..manager import check_plugins_config
     from ..outputs import check_output_file
     from ..train.config import load_config_or_run, run_config
+    from ..train.validate import where_of
 
     config = load_config_or_run(args.config, args.overrides, need_data=False)
-    check_plugins_config(run_config(config).plugins)
+    check_plugins_config(run_config(config).plugins, where=where_of(config))
     rows, lines = load_completions(args.completions)
     if args.output:
         check_output_file(args.output, "--output")
