@@ -92,7 +92,7 @@ def summary(times: dict[str, list[float]], cpu: dict[str, list[float]], base: st
         row = {
             "wall_s_median": round(statistics.median(values), 3),
             "wall_s_range": [round(min(values), 3), round(max(values), 3)],
-            "wall_s": [round(v, 3) for v in values],
+            "wall_s": [round(v, 6) for v in values],
             "cpu_s_median": round(statistics.median(cpu[name]), 3),
             "cpu_s_range": [round(min(cpu[name]), 3), round(max(cpu[name]), 3)],
         }
