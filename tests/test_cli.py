@@ -155,6 +155,9 @@ def test_smoke_run_writes_a_complete_run_folder(tmp_path):
     assert "held-out accuracy" in result.stdout
     resolved = yaml.safe_load((out / "config.yaml").read_text())
     assert resolved["output_dir"] == str(out)
+    readme = (out / "README.md").read_text()  # ours, not TRL's model card of a base model "[None]"
+    assert readme.startswith(f"# {out}: an rlvr-plugins run\n") and "[None]" not in readme
+    assert "with the plugins r1-accuracy, r1-format, grpo, repeat-sampler, plain-template,\n" in readme
 
 
 @pytest.mark.slow

@@ -683,6 +683,16 @@ class RLVRTrainer(GRPOTrainer):
             self._warned_no_score = True
 
     # -- checkpoints -----------------------------------------------------------------
+    #: The text ``create_model_card`` writes as ``<output_dir>/README.md`` instead of TRL's card (``rlvr train``
+    #: sets it: TRL's card names the base model "[None]" for a tiny or local policy). None: TRL's card.
+    model_card: str | None = None
+
+    def create_model_card(self, model_name=None, dataset_name=None, tags=None):
+        if self.model_card is None:
+            return super().create_model_card(model_name=model_name, dataset_name=dataset_name, tags=tags)
+        if self.is_world_process_zero():
+            Path(self.args.output_dir, "README.md").write_text(self.model_card, encoding="utf-8")
+
     def _save_checkpoint(self, model, trial):
         """TRL's checkpoint, then the plugins' states (the completeness marker), then rotation.
 
