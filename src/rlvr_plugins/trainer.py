@@ -687,9 +687,9 @@ class RLVRTrainer(GRPOTrainer):
     #: sets it: TRL's card names the base model "[None]" for a tiny or local policy). None: TRL's card.
     model_card: str | None = None
 
-    def create_model_card(self, model_name=None, dataset_name=None, tags=None):
+    def create_model_card(self, *args: Any, **kwargs: Any) -> None:
         if self.model_card is None:
-            return super().create_model_card(model_name=model_name, dataset_name=dataset_name, tags=tags)
+            return super().create_model_card(*args, **kwargs)
         if self.is_world_process_zero():
             Path(self.args.output_dir, "README.md").write_text(self.model_card, encoding="utf-8")
 
