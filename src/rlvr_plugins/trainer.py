@@ -691,7 +691,7 @@ class RLVRTrainer(GRPOTrainer):
         if self.model_card is None:
             return super().create_model_card(*args, **kwargs)
         if self.is_world_process_zero():
-            Path(self.args.output_dir, "README.md").write_text(self.model_card, encoding="utf-8")
+            Path(str(self.args.output_dir), "README.md").write_text(self.model_card, encoding="utf-8")
 
     def _save_checkpoint(self, model, trial):
         """TRL's checkpoint, then the plugins' states (the completeness marker), then rotation.
