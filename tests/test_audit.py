@@ -332,3 +332,50 @@ def test_coinciding_curves_stay_visible():
     assert len(set(styles)) == 12
     assert all(a[0] != b[0] and a[1] != b[1] for a, b in zip(styles, styles[1:]))  # neighbours differ in both
     assert [dodge(i, 3, 0.01) for i in range(3)] == [-0.01, 0.0, 0.01]
+
+
+# -- pass@k and the peers' estimators (issue 22) -----------------------------------------
+
+
+def test_pass_at_k_gradient_matches_finite_differences():
+    rng = np.random.default_rng(4)
+    logits = rng.normal(size=(3, 4))
+    correct = np.array([[1.0, 0, 0, 0], [0, 1, 1, 0], [0, 0, 0, 1]])
+    h, fd = 1e-6, np.zeros((3, 4))
+    for p in range(3):
+        for k in range(4):
+            step = np.zeros((3, 4))
+            step[p, k] = h
+            fd[p, k] = (audit.pass_at_k(logits + step, correct, 3) - audit.pass_at_k(logits - step, correct, 3)) / (
+                2 * h
+            )
+    assert np.allclose(audit.pass_at_k_gradient(logits, correct, 3), fd, atol=1e-9)
+    # pass@1 is the expected reward; by hand for one prompt with J = 0.25: pass@2 = 1 - 0.75^2
+    assert audit.pass_at_k(logits, correct, 1) == pytest.approx(audit.expected_reward(logits, correct))
+    one = np.log(np.array([[0.25, 0.75]]))
+    assert audit.pass_at_k(one, np.array([[1.0, 0.0]]), 2) == pytest.approx(1 - 0.75**2)
+
+
+def test_a_step_along_the_pass_at_k_gradient_gains_more_pass_at_k_than_one_along_the_pass_at_1_gradient():
+    problem = audit.mixed_difficulty(8)
+    exact1 = audit.exact_gradient(problem.logits, problem.correct)
+    exactk = audit.pass_at_k_gradient(problem.logits, problem.correct, audit.PASS_K)
+    along1 = audit.pass_gains(problem.logits, problem.correct, exact1)
+    alongk = audit.pass_gains(problem.logits, problem.correct, exactk)
+    assert alongk["passk_cosine"] == pytest.approx(1.0)
+    assert alongk["passk_gain"] > along1["passk_gain"] > 0
+    assert along1["pass1_gain"] > alongk["pass1_gain"] > 0
+
+
+def test_peer_estimators_are_called_as_they_train():
+    """Batch-wide statistics (reinforce++, reinforce++-baseline, gpg's B / (B - M)) are called once per batch;
+    opo and pass-at-k act group by group and are stacked."""
+    ests = audit.load_estimators(["reinforce++", "reinforce++-baseline", "gpg", "opo", "pass-at-k", "gdpo"])
+    assert {e.name: audit.probe_stacking(e, SIZE) for e in ests} == {
+        "reinforce++": False,
+        "reinforce++-baseline": False,
+        "gpg": False,
+        "opo": True,
+        "pass-at-k": True,
+        "gdpo": False,
+    }

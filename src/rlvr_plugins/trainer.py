@@ -111,7 +111,7 @@ def with_trl_estimator(plugin_set: PluginSet, grpo_args) -> PluginSet:
     """
     wanted = trl_estimator(grpo_args)
     current = plugin_set.winner("rlvr_compute_advantages")
-    if current == wanted:
+    if current == wanted or getattr(type(plugin_set.get(current)), "alias_of", None) == wanted:
         return plugin_set
     if plugin_set.is_default(current):
         return plugin_set.replace_default("rlvr_compute_advantages", wanted)
