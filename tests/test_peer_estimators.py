@@ -18,6 +18,7 @@ from rlvr_plugins.advantages import (
     gpg_advantages,
     normalize_then_sum_advantages,
     opo_advantages,
+    overlong_penalty,
     pass_at_k_advantages,
     reinforce_pp_advantages,
     reinforce_pp_baseline_advantages,
@@ -249,3 +250,58 @@ def test_gdpo_is_normalize_then_sum_and_trl_normalize_then_sum_accepts_it(tmp_pa
         PluginError, match=r"ask for the 'normalize-then-sum' estimator, but the estimator plugin 'gpg'"
     ):
         with_trl_estimator(build_plugin_set({"gpg": {}}), args)
+
+
+# -- dapo-overlong ---------------------------------------------------------------------------------------------
+
+
+def test_dapo_overlong_by_hand():
+    # L_max = 100, L_cache = 20: 0 up to 80 tokens, (80 - |y|) / 20 in (80, 100], -1 beyond
+    lengths = torch.tensor([0, 80, 81, 90, 100, 101, 500])
+    got = overlong_penalty(lengths, 100, 20)
+    assert got.tolist() == pytest.approx([0, 0, -1 / 20, -0.5, -1, -1, -1])
+    plugin_set = build_plugin_set({"dapo-overlong": {"max_length": 100, "cache": 20, "weight": 0.5}})
+    ((_, penalty),) = plugin_set.call(
+        "rlvr_length_penalty",
+        completion_lengths=lengths,
+        num_generations=7,
+        rewards_per_func=torch.zeros(7, 1),
+        reward_names=["r"],
+        step=0,
+    )
+    assert penalty.tolist() == pytest.approx([0, 0, -1 / 40, -0.25, -0.5, -0.5, -0.5])
+
+
+def test_dapo_overlong_defaults_to_the_runs_max_completion_length_and_a_fifth_of_it_as_cache():
+    plugin_set = build_plugin_set({"dapo-overlong": {}})
+    plugin_set.call(
+        "rlvr_validate_run",
+        reward_names=["r"],
+        grpo_args=SimpleNamespace(max_completion_length=50),
+        engine_timeout_s=None,
+    )
+    # L_max = 50, L_cache = 10: 0 up to 40 tokens
+    ((_, penalty),) = plugin_set.call(
+        "rlvr_length_penalty",
+        completion_lengths=torch.tensor([40, 45, 50]),
+        num_generations=3,
+        rewards_per_func=torch.zeros(3, 1),
+        reward_names=["r"],
+        step=0,
+    )
+    assert penalty.tolist() == pytest.approx([0.0, -0.5, -1.0])
+
+
+def test_dapo_overlong_refuses_bad_limits_naming_the_option():
+    with pytest.raises(PluginError, match=r"option 'cache' \(30\) must not exceed 'max_length' \(20\)"):
+        build_plugin_set({"dapo-overlong": {"max_length": 20, "cache": 30}})
+    plugin_set = build_plugin_set({"dapo-overlong": {"max_length": 600}})
+    with pytest.raises(
+        ConfigError, match=r"'dapo-overlong': option max_length=600 exceeds .*max_completion_length=512"
+    ):
+        plugin_set.call(
+            "rlvr_validate_run",
+            reward_names=["r"],
+            grpo_args=SimpleNamespace(max_completion_length=512),
+            engine_timeout_s=None,
+        )

@@ -275,6 +275,19 @@ def normalize_then_sum_advantages(
     return _zero_invalid(torch.nan_to_num(adv, nan=0.0), valid)
 
 
+def overlong_penalty(lengths: torch.Tensor, max_length: int, cache: int) -> torch.Tensor:
+    """DAPO's soft overlong punishment (Yu et al. 2025, §3.4, Eq. 13), ``(N,)`` lengths → ``(N,)`` float::
+
+        R(|y|) = 0                                   |y| <= L_max - L_cache
+               = ((L_max - L_cache) - |y|) / L_cache  L_max - L_cache < |y| <= L_max
+               = -1                                  L_max < |y|
+
+    with ``L_max = max_length`` and ``L_cache = cache`` (``0 < cache <= max_length``).
+    """
+    over = (lengths.to(torch.float32) - (max_length - cache)) / cache
+    return -over.clamp(min=0.0, max=1.0)
+
+
 def shaping_advantages(shaping: torch.Tensor, valid: torch.Tensor, num_generations: int) -> torch.Tensor:
     """The advantage of a shaping term (length penalty): ``s_i - mean_j s_j`` per group, never std-scaled.
 

@@ -47,6 +47,7 @@ BUILTIN_PLUGINS = {
     "opo": "rlvr_plugins.builtin.estimators:OPOEstimator",
     "gpg": "rlvr_plugins.builtin.estimators:GPGEstimator",
     "pass-at-k": "rlvr_plugins.builtin.estimators:PassAtKEstimator",
+    "dapo-overlong": "rlvr_plugins.builtin.shaping:DAPOOverlong",
     "repeat-sampler": "rlvr_plugins.builtin.sampler:RepeatSamplerPlugin",
     "plain-template": "rlvr_plugins.builtin.template:PlainTemplate",
     "policy-loss": "rlvr_plugins.builtin.loss:PolicyLoss",
