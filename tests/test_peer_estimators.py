@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -305,3 +306,29 @@ def test_dapo_overlong_refuses_bad_limits_naming_the_option():
             grpo_args=SimpleNamespace(max_completion_length=512),
             engine_timeout_s=None,
         )
+
+
+@pytest.mark.parametrize(
+    "plugin, message",
+    [
+        ("pass-at-k={k: 99}", "plugin 'pass-at-k': option k=99 exceeds num_generations=8"),
+        ("dapo-overlong={max_length: 100000}", "plugin 'dapo-overlong': option max_length=100000 exceeds"),
+    ],
+)
+def test_check_refuses_limits_the_run_cannot_meet(tmp_path, capsys, plugin, message):
+    from rlvr_plugins.cli import main
+
+    code = main(
+        [
+            "train",
+            str(Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"),
+            "--check",
+            "--set",
+            f"output_dir={tmp_path}",
+            "--set",
+            f"plugins.{plugin}",
+        ]
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
