@@ -690,3 +690,27 @@ def test_compare_on_metrics_with_a_huge_integer_is_one_line_and_an_integer_past_
         "integer of 5000 digits, more than Python reads (4300); no number in a JSONL value needs that many: write it "
         "as a string if it is one\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("override", "problem"),
+    [
+        (
+            "trainer.temperature=0",
+            "trainer.temperature must be a number > 0 (GRPO samples at this temperature; 0 divides by zero), got 0",
+        ),
+        (
+            "trainer.max_completion_length=0",
+            "trainer.max_completion_length must be an integer >= 1 (tokens per completion), or null, got 0",
+        ),
+        ("model.tiny.hidden_size=0", "model.tiny.hidden_size must be an integer >= 1, got 0"),
+        ("model.tiny.num_hidden_layers=-2", "model.tiny.num_hidden_layers must be an integer >= 1, got -2"),
+        ("trainer.top_p=1.5", "trainer.top_p must be a number in (0, 1], got 1.5"),
+        ("trainer.per_device_train_batch_size=0", "trainer.per_device_train_batch_size must be an integer >= 1, got 0"),
+        ("sft.max_length=0", "sft.max_length must be an integer >= 1 (tokens per example), or null, got 0"),
+    ],
+)
+def test_check_refuses_values_of_the_right_type_that_would_fail_after_the_sft(capsys, monkeypatch, override, problem):
+    monkeypatch.setattr("rlvr_plugins.train.modeling.load_model", lambda *a, **k: pytest.fail("model loaded"))
+    assert cli.main(["train", str(SMOKE), "--check", "--set", override]) == 2
+    assert error_of(capsys) == f"rlvr: error: invalid config in {SMOKE}: {problem}\n"

@@ -505,3 +505,26 @@ def test_importance_ratio_is_plotted_when_a_run_logged_it(runs, tmp_path):
     table = table_rows(out)
     assert table["off-policy"]["rlvr/ratio/abs_log_mean ↕"] == "0.05 / 0–0.05"
     assert table["grpo-run"]["rlvr/ratio/max ↕"] == "-"
+
+
+# -- issue 21, item 10: a full disk under --output -------------------------------------------------------------
+
+
+def no_space(*args, **kwargs):
+    import errno
+
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_full_disk_under_output_is_one_line_and_leaves_no_partial_plot(runs, tmp_path, capsys, monkeypatch):
+    from matplotlib.figure import Figure
+
+    monkeypatch.setattr(Figure, "savefig", no_space)
+    out = tmp_path / "cmp"
+    assert compare_cli(str(runs[0]), str(runs[1]), "--output", str(out)) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1
+    assert err.startswith(f"rlvr: error: plot '{out}{os.sep}") and err.endswith(
+        ".png' could not be written: no space left on the device; nothing was written there\n"
+    )
+    assert list(out.iterdir()) == []

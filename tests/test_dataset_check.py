@@ -235,3 +235,39 @@ def test_a_split_without_its_own_columns_takes_data_columns_and_an_empty_mapping
     config = load_config(tmp_path / "c.yaml")
     assert load_rows(config, "train")[0]["prompt"] == "x"
     assert load_rows(config, "eval")[0]["prompt"] == "p"
+
+
+def test_rlvr_score_refuses_completions_without_the_column_a_reward_reads(tmp_path, capsys):
+    path = write_config(tmp_path, SOLUTION_ROWS)
+    completions = tmp_path / "completions.jsonl"
+    completions.write_text("".join(json.dumps({**r, "completion": "<answer>2</answer>"}) + "\n" for r in SOLUTION_ROWS))
+    assert cli.main(["score", str(path), str(completions)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "rlvr: error: reward 'r1-accuracy' (plugin 'r1-accuracy') reads column 'answer' (option answer_column), "
+        f"which no row of the completions split ({completions}) has"
+    ) and err.endswith("did you mean answer_column: solution (--set plugins.r1-accuracy.answer_column=solution)?\n")
+
+
+def test_an_eval_split_must_suit_the_accuracy_reward_and_is_warned_about_for_the_others(tmp_path, caplog):
+    math_rows = [{"prompt": "1+1=", "answer": "2"}, {"prompt": "2+3=", "answer": "5"}]
+    path = write_config(tmp_path, math_rows, {"r1-accuracy": {}, "code-tests": {}})
+    (tmp_path / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in math_rows))
+    config = load_config(path, ["data.eval={source: jsonl, path: eval.jsonl}", "eval.reward=r1-accuracy"])
+    plugin_set = build_plugin_set(config["plugins"])
+    with pytest.raises(
+        DataError,
+        match=r"reward 'code-tests' .* reads column 'tests' \(option tests_column\), which "
+        r"no row of the train split .* the run would train without it",
+    ):
+        load_rows(config, "train", plugin_set)
+    with caplog.at_level("WARNING"):
+        assert len(load_rows(config, "eval", plugin_set)) == 2  # a math-only eval split of mixed training data
+    assert [m for m in messages(caplog) if "reads column 'tests'" in m and "it would score none of them" in m]
+    config = load_config(path, ["data.eval={source: jsonl, path: eval.jsonl}", "eval.reward=code-tests"])
+    with pytest.raises(
+        DataError,
+        match=r"reward 'code-tests' .* which no row of the eval split .* has: it would "
+        r"apply to no item and it would score none of them",
+    ):
+        load_rows(config, "eval", build_plugin_set(config["plugins"]))

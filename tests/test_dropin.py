@@ -161,7 +161,7 @@ def test_trls_no_score_warning_is_filtered_only_while_rlvr_trainer_scores(tmp_pa
         ours.train()
     trl_text = "All reward functions returned None"
     assert not any(r.name == "trl.trainer.grpo_trainer" and trl_text in r.getMessage() for r in caplog.records)
-    ours_once = [r.getMessage() for r in caplog.records if r.name == "rlvr_plugins.trainer"]
+    ours_once = [m for r in caplog.records if r.name == "rlvr_plugins.trainer" and trl_text in (m := r.getMessage())]
     assert len(ours_once) == 1 and ours_once[0].startswith(
         trl_text + " for 4 of 4 completions"
     )  # TRL's words, then ours
@@ -447,7 +447,7 @@ def test_a_plugin_set_that_is_a_mapping_or_a_list_of_names_is_refused_saying_wha
         )
     assert str(err.value) == (
         "plugin_set must be a PluginSet (rlvr_plugins.manager.build_plugin_set), got dict {'r1-accuracy': {}}; "
-        "build one from the mapping with build_plugin_set({'r1-accuracy': {}})"
+        "pass the mapping as plugins={'r1-accuracy': {}}, or build one with build_plugin_set({'r1-accuracy': {}})"
     )
     with pytest.raises(PluginError) as err:
         build_plugin_set(["r1-accuracy"])
@@ -456,6 +456,8 @@ def test_a_plugin_set_that_is_a_mapping_or_a_list_of_names_is_refused_saying_wha
     )
     with pytest.raises(PluginError, match=r"^plugins must be a mapping \{plugin name: options\}, got str 'r1-format'"):
         build_plugin_set("r1-format")
+    with pytest.raises(PluginError, match=r"^plugins must be a mapping .*; pass \{'r1-accuracy': \{\}\}$"):
+        RLVRTrainer(tiny_causal_lm(tok), plugins=["r1-accuracy"], args=grpo_args(tmp_path), processing_class=tok)
 
 
 # -- 11. a reward that applies to no row is refused; one that applies to few is warned about (issue 21, item 1) ------

@@ -775,3 +775,49 @@ def test_a_kill_after_the_sft_resumes_grpo_from_policy_init_as_the_uninterrupted
     for ra, rb in zip(*rows, strict=True):
         for key in ("loss", "reward", "rewards/r1-accuracy/mean", "completions/mean_length"):
             assert ra[key] == pytest.approx(rb[key], rel=1e-5, abs=1e-7), (ra["step"], key)
+
+
+# -- issue 21, item 10: a full disk at curves.png, the run's last file -----------------------------------------------
+def test_a_full_disk_at_curves_png_is_one_line_and_resume_draws_them_instead_of_saying_complete(
+    tmp_path, capsys, monkeypatch
+):
+    import errno
+
+    from matplotlib.figure import Figure
+
+    from rlvr_plugins.train.run import _write_curves
+
+    out = tmp_path / "run"
+    cfg = smoke_config(out, max_steps=2)
+    fake_run(out, cfg, checkpoints=(1,))
+    fake_checkpoint(out, 2, max_steps=2)
+    (out / "final").mkdir()
+    (out / "summary.json").write_text(json.dumps({"grpo_steps": 2}))
+    rows = [{"step": s, "loss": 0.1, "reward": 0.5 * s} for s in (1, 2)]
+    (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    real_savefig = Figure.savefig
+
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(Figure, "savefig", no_space)
+    with pytest.raises(Exception) as err:  # what the end of rlvr train meets
+        _write_curves(out)
+    assert str(err.value) == (
+        f"plot '{out / 'curves.png'}' could not be written: no space left on the device; nothing was written there; "
+        "the run itself is complete (final/, summary.json): free space and run rlvr train CONFIG --resume to draw it"
+    )
+    assert not (out / "curves.png").exists() and not list(out.glob(".curves.png*"))
+    monkeypatch.setattr(Figure, "savefig", real_savefig)
+    path = write_config(tmp_path, cfg)
+    assert cli.main(["train", str(path), "--resume"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith(
+        f"the run in {out} is complete (step 2, summary.json written) but has no curves.png (its writing failed): "
+        "drawing it\n"
+    )
+    assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert cli.main(["train", str(path), "--resume"]) == 0
+    assert capsys.readouterr().out == (
+        f"the run in {out} is already complete (step 2, summary.json written): nothing to do\n"
+    )

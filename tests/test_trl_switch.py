@@ -200,3 +200,16 @@ def test_reward_weights_of_another_length_are_trls_value_error_then_ours():
         merged_reward_weights([1.0, 2.0, 3.0], 1, [0.5])
     with pytest.raises(PluginError, match=r"reward_weights=\[2.0\] contradicts the plugins' weights \[0.5\]"):
         merged_reward_weights([2.0], 0, [0.5])
+
+
+def test_plugins_see_trls_names_of_reward_models_and_functions(digit_reward, handed_to_trl, tmp_path):
+    from compat.stand_ins import chat_tokenizer, tiny_reward_model
+
+    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True)
+    model = tiny_reward_model(chat_tokenizer())  # its id: local/tiny-reward-model
+    handed = handed_to_trl(
+        reward_funcs=["org/some-rm", model, completion_length], args=args, plugins={"sees-reward-names": {}}
+    )
+    assert SeesRewardNames.seen == [["some-rm", "tiny-reward-model", "completion_length"]]
+    assert handed["reward_funcs"][:2] == ["org/some-rm", model]  # TRL loads the id itself
+    assert args.reward_weights == [1.0, 1.0, 1.0]

@@ -105,7 +105,8 @@ def rlvr_validate_run(reward_names: list[str], grpo_args: Any, engine_timeout_s:
     :class:`rlvr_plugins.errors.ConfigError` naming the plugin and option to stop the run
     (e.g. a penalty that reads a reward that is not enabled).
 
-    :param reward_names: the names of every registered reward, in column order.
+    :param reward_names: the names of every registered reward, in column order (a script's
+        ``reward_funcs`` first, under TRL's names, then the plugins').
     :param grpo_args: the ``GRPOConfig`` the run will use (read-only).
     :param engine_timeout_s: the reward engine's hard deadline per completion, in seconds
         (``engine.timeout_s``), or ``None`` when rewards run in-process without one. A

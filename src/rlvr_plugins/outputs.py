@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .errors import RLVRError, shown
@@ -51,19 +51,30 @@ def check_output_file(path: str | Path, what: str = "output file") -> Path:
 
 
 def write_atomic(path: str | Path, chunks: Iterable[str], what: str = "output file") -> None:
-    """Write ``chunks`` (UTF-8) to ``path`` through a temporary file renamed over it."""
-    p = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise OutputError(f"{what} {shown(str(path), 300)} could not be written: {_reason(exc)}") from exc
-    try:
-        os.fchmod(fd, _mode(p))
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+    """Write ``chunks`` (UTF-8) to ``path`` through a temporary file renamed over it (:func:`save_atomic`)."""
+
+    def save(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
             for chunk in chunks:
                 fh.write(chunk)
             fh.flush()
             os.fsync(fh.fileno())
+
+    save_atomic(path, save, what)
+
+
+def save_atomic(path: str | Path, save: Callable[[str], None], what: str = "output file") -> None:
+    """``save(temporary_path)`` (e.g. a figure's ``savefig``), then the file renamed to ``path``: never half
+    written; a full disk or another ``OSError`` is one :class:`OutputError` naming ``path``, nothing left there."""
+    p = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.", suffix=".tmp")
+        os.close(fd)
+    except OSError as exc:
+        raise OutputError(f"{what} {shown(str(path), 300)} could not be written: {_reason(exc)}") from exc
+    try:
+        save(tmp)
+        os.chmod(tmp, _mode(p))
         os.replace(tmp, p)
     except OSError as exc:
         _remove(tmp)

@@ -109,6 +109,7 @@ def unread_columns(
     present: Sequence[str],
     has_values: Any,
     where: str,
+    consequence: str = "the run would train without it",
 ) -> list[str]:
     """One problem per column a reward reads (``RewardFunction.columns``) that no row of a split has a value in.
 
@@ -117,6 +118,7 @@ def unread_columns(
     :param has_values: ``has_values(column) -> bool``: some row has a value (not ``None``) in ``column``
         (called only for columns in ``present``).
     :param where: the split, for the message (``"the train split (data.train)"``).
+    :param consequence: what that means for the split, for the message.
 
     >>> r = RewardFunction("acc", len, columns={"answer_column": "answer"})
     >>> unread_columns([("r1", r)], ["prompt", "solution"], lambda c: True, "the train split")[0]
@@ -144,7 +146,7 @@ did you mean answer_column: solution (--set plugins.r1.answer_column=solution)?"
             )
             problems.append(
                 f"reward {reward.name!r} (plugin {plugin!r}) reads column {column!r} (option {option}), which no row "
-                f"of {where} has{empty}: it would apply to no item and the run would train without it; columns "
+                f"of {where} has{empty}: it would apply to no item and {consequence}; columns "
                 f"present: {shown(list(present), 500, items=30)}{hint}"
             )
     return problems
@@ -251,12 +253,11 @@ def engine_options_argument(value: Any, argument: str = "engine_options") -> dic
     :class:`~rlvr_plugins.errors.PluginError` naming ``argument``: a value that is not a mapping, an unknown
     option (a config key such as ``workers`` is named with its Python name, ``num_workers``), a bad value.
 
-    >>> engine_options_argument({"workers": 2})
-    Traceback (most recent call last):
-    ...
-    rlvr_plugins.errors.PluginError: engine_options: unknown option 'workers' (that is the config's \
-engine.workers; in Python it is 'num_workers'); valid: num_workers, max_workers, timeout_s, \
-max_consecutive_failures, nonfinite, on_error, in_process, memory_limit_mb, max_abs_value
+    >>> try:
+    ...     engine_options_argument({"workers": 2})
+    ... except PluginError as exc:
+    ...     print(str(exc).split("; valid:")[0])
+    engine_options: unknown option 'workers' (that is the config's engine.workers; in Python it is 'num_workers')
     """
     import difflib
 
@@ -379,7 +380,17 @@ def probe_rewards(rewards: Sequence[tuple[str, RewardFunction]], engines: Engine
         )
 
 
-class TRLReward:
+class EngineAdapter:
+    """What TRL calls as a reward function and the engine scores: after each call, ``last_failed`` (one flag per
+    completion: no score because the engine could not give one) and ``pending_error`` (an error the trainer
+    raises on every process once the batch's rewards are gathered, or ``None``)."""
+
+    def __init__(self) -> None:
+        self.last_failed: list[bool] = []
+        self.pending_error: BaseException | None = None
+
+
+class TRLReward(EngineAdapter):
     """One reward plugin seen by TRL: ``f(prompts, completions, **columns) -> list[float]``.
 
     A completion the engine could not score (timeout, exception) comes back as NaN and is
@@ -394,6 +405,7 @@ class TRLReward:
     """
 
     def __init__(self, reward: RewardFunction, plugin: str, engines: Engines):
+        super().__init__()
         self.reward, self.plugin, self.engines = reward, plugin, engines
         self.__name__ = reward.name
         self.isolated = engines.isolates(reward)
@@ -403,8 +415,6 @@ class TRLReward:
                 f"reward {reward.name!r} (plugin {plugin!r}) takes `environment`, which lives in the "
                 "trainer's process: register it with isolated=False"
             )
-        self.last_failed: list[bool] = []
-        self.pending_error: BaseException | None = None
 
     def __call__(
         self,
@@ -466,7 +476,7 @@ class BatchCall:
         return None
 
 
-class TRLBatchReward:
+class TRLBatchReward(EngineAdapter):
     """A TRL reward function (``reward_funcs``) run through the reward engine: each batch is one engine job.
 
     In a worker process (``isolated``), the engine's deadline ``timeout_s`` bounds the whole call;
@@ -477,10 +487,9 @@ class TRLBatchReward:
     """
 
     def __init__(self, fn: Any, name: str, engines: Engines):
+        super().__init__()
         self.fn, self.__name__, self.engines = fn, name, engines
         self.reward = RewardFunction(name, BatchCall(fn), isolated=True)
-        self.last_failed: list[bool] = []
-        self.pending_error: BaseException | None = None
 
     def __call__(
         self,

@@ -47,6 +47,7 @@ from .manager import PluginSet, build_plugin_set
 from .outputs import write_atomic
 from .rewards import (
     MAX_NOT_APPLICABLE,
+    EngineAdapter,
     Engines,
     TRLBatchReward,
     TRLReward,
@@ -190,9 +191,9 @@ def plugin_set_argument(plugin_set: Any) -> PluginSet:
     if isinstance(plugin_set, PluginSet):
         return plugin_set
     hint = (
-        f"; build one from the mapping with build_plugin_set({shown(plugin_set)})"
+        f"; pass the mapping as plugins={shown(plugin_set)}, or build one with build_plugin_set({shown(plugin_set)})"
         if isinstance(plugin_set, Mapping)
-        else "; build one with build_plugin_set({plugin name: options})"
+        else "; pass plugins={plugin name: options}, or build one with build_plugin_set({plugin name: options})"
     )
     raise PluginError(
         f"plugin_set must be a PluginSet (rlvr_plugins.manager.build_plugin_set), got "
@@ -218,6 +219,20 @@ def trl_reward_names(reward_funcs: Sequence[Any]) -> list[str]:
         else get_callable_name(f)
         for f in reward_funcs
     ]
+
+
+def check_reward_names(trl_names: Sequence[str], registered: Sequence[tuple[str, Any]]) -> None:
+    """Refuse a function of ``reward_funcs`` named like a plugin's reward (their metrics and columns would clash),
+    naming the plugin."""
+    owners = {reward.name: owner for owner, reward in registered}
+    clash = next((name for name in trl_names if name in owners), None)
+    if clash is not None:
+        raise PluginConflictError(
+            "rlvr_reward_functions",
+            [owners[clash]],
+            f"reward name {clash!r} is both a function of reward_funcs and a reward of plugin "
+            f"{owners[clash]!r}; reward names must be unique (rename the function)",
+        )
 
 
 def _is_module(obj: Any) -> bool:
@@ -355,15 +370,7 @@ class RLVRTrainer(GRPOTrainer):
         registered = plugin_set.reward_functions()
         trl_names = trl_reward_names(trl_funcs)
         plugin_names = [r.name for _, r in registered]
-        clash = sorted(set(trl_names) & set(plugin_names))
-        if clash:
-            owners = {r.name: owner for owner, r in registered}
-            raise PluginConflictError(
-                "rlvr_reward_functions",
-                [owners[clash[0]]],
-                f"reward name {clash[0]!r} is both a function of reward_funcs and a reward of plugin "
-                f"{owners[clash[0]]!r}; reward names must be unique (rename the function)",
-            )
+        check_reward_names(trl_names, registered)
         plugin_set.validate_run(
             args,
             self.engines.settings().deadline_s,
@@ -451,10 +458,7 @@ class RLVRTrainer(GRPOTrainer):
             rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._raise_on_every_rank()
         device = rewards_per_func.device
-        columns = [
-            f.last_failed if isinstance(f, (TRLReward, TRLBatchReward)) else [False] * len(prompts)
-            for f in self.reward_funcs
-        ]
+        columns = [f.last_failed if isinstance(f, EngineAdapter) else [False] * len(prompts) for f in self.reward_funcs]
         failed = torch.tensor(list(zip(*columns)), dtype=torch.long, device=device).view(len(prompts), len(columns))
         self._check_applicable(inputs, rewards_per_func, failed.bool())
         lengths = torch.tensor([len(ids) for ids in completion_ids_list], dtype=torch.long, device=device)

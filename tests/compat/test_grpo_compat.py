@@ -1,9 +1,11 @@
-"""The same GRPO scenarios against TRL's ``GRPOTrainer`` and ``RLVRTrainer`` (through the constructor adapter).
+"""The same GRPO scenarios against TRL's ``GRPOTrainer`` and ``RLVRTrainer``, built by the same call.
 
 Written from what TRL's own GRPO tests check (construction, errors, what a reward function receives, logged
 metrics and warnings, the advantages that reach the loss, PEFT, several iterations, a KL term, reward models,
 async rewards), on local stand-ins for the hub fixtures (``stand_ins``). Every scenario runs once per trainer and
-asserts the same observable behaviour, from values computed by hand where there are values.
+asserts the same observable behaviour, from values computed by hand where there are values. Then one script run
+on both, step by step (the same completions, advantages and loss); ``plugins=`` changing exactly what the plugins
+say; and ``isolate_reward_funcs=True`` (TRL's functions as engine jobs).
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ import statistics
 import pytest
 import torch
 from trl import GRPOConfig
+
+from rlvr_plugins import Plugin, hookimpl
+from rlvr_plugins.manager import temporary_plugin
 
 from .stand_ins import (
     TRAINERS,
@@ -394,7 +399,9 @@ def trace(trainer):
 
     def wrapped(inputs):
         output = original(inputs)
-        steps.append((output["completion_ids"].clone(), output["advantages"].detach().clone()))
+        steps.append(
+            (output["completion_ids"].clone(), output["advantages"].detach().clone(), output["completion_mask"].clone())
+        )
         return output
 
     trainer._generate_and_score_completions = wrapped
@@ -432,11 +439,11 @@ def same_run(tok, tmp_path, rlvr_extra=None, trl_overrides=None, **overrides):
 def assert_same_run(trl, rlvr):
     (trl_steps, trl_loss, _), (rlvr_steps, rlvr_loss, _) = trl, rlvr
     assert len(trl_steps) == len(rlvr_steps) == 3 and len(trl_loss) == len(rlvr_loss) == 3
-    for (ids_a, adv_a), (ids_b, adv_b) in zip(trl_steps, rlvr_steps, strict=True):
+    for (ids_a, adv_a, _), (ids_b, adv_b, _) in zip(trl_steps, rlvr_steps, strict=True):
         assert torch.equal(ids_a, ids_b)
         torch.testing.assert_close(adv_b, adv_a, atol=1e-6, rtol=0)
     assert rlvr_loss == pytest.approx(trl_loss, abs=1e-6)
-    assert any(a.abs().max() > 0.1 for _, a in trl_steps)  # the rewards differ within groups: a real comparison
+    assert any(a.abs().max() > 0.1 for _, a, _ in trl_steps)  # the rewards differ within groups: a real comparison
 
 
 @pytest.mark.parametrize("setting", ["group", "weights"])
@@ -456,10 +463,34 @@ def test_plugins_by_name_change_exactly_what_the_plugin_says(tok, tmp_path):
     )
     assert (rlvr[2].loss_type, rlvr[2].scale_rewards) == ("dr_grpo", "none")
     assert_same_run(trl, rlvr)
-    ids, advantages = rlvr[0][0]
+    ids, advantages, _ = rlvr[0][0]
     rewards = [length_mod_3([c])[0] + vowel_count([c])[0] for c in tok.batch_decode(ids, skip_special_tokens=True)]
     centred = [r - statistics.mean(rewards[g : g + 4]) for g in range(0, 8, 4) for r in rewards[g : g + 4]]
     assert advantages.tolist() == pytest.approx(centred, abs=1e-5)
+
+
+class FewerVowels(Plugin):
+    """A shaping plugin: -0.1 per vowel of the completion (read from the rewards' ``vowel_count`` column)."""
+
+    name = "fewer-vowels"
+
+    @hookimpl
+    def rlvr_length_penalty(self, rewards_per_func, reward_names):
+        return -0.1 * rewards_per_func[:, reward_names.index("vowel_count")]
+
+
+def test_a_shaping_plugin_adds_exactly_its_group_centred_penalty(tok, tmp_path):
+    """``plugins={"fewer-vowels": {}}``: on the first batch, the same completions as TRL and TRL's advantages
+    plus the penalty minus its group mean (never divided by a std), nothing else."""
+    with temporary_plugin(FewerVowels):
+        trl, rlvr = same_run(tok, tmp_path, rlvr_extra={"plugins": {"fewer-vowels": {}}})
+    (ids_a, adv_a, _), (ids_b, adv_b, _) = trl[0][0], rlvr[0][0]
+    assert torch.equal(ids_a, ids_b)
+    vowels = vowel_count(tok.batch_decode(ids_a, skip_special_tokens=True))
+    penalty = [-0.1 * v for v in vowels]
+    centred = [p - statistics.mean(penalty[g : g + 4]) for g in range(0, 8, 4) for p in penalty[g : g + 4]]
+    assert (adv_b.double() - adv_a.double()).tolist() == pytest.approx(centred, abs=1e-6)
+    assert max(abs(c) for c in centred) > 0  # the vowel counts differ within a group: the plugin did something
 
 
 # -- reward_funcs through the reward engine (isolate_reward_funcs=True) ---------------------------------------------

@@ -198,6 +198,37 @@ ATTACKS = [
         DOUBLE,
         1.0,
     ),
+    a(  # issue 21, item 13: the default start method from Python 3.14 (it needs AF_UNIX sockets: fork instead)
+        "correct program",
+        "multiprocessing.Pool(2) under forkserver",
+        """
+        import multiprocessing
+        def twice(x):
+            return 2 * x
+        if __name__ == "__main__":
+            multiprocessing.set_start_method("forkserver")
+            n = int(input())
+            with multiprocessing.Pool(2) as pool:
+                print(pool.map(twice, [n])[0])
+        """,
+        DOUBLE,
+        1.0,
+    ),
+    a(
+        "correct program",
+        "ProcessPoolExecutor with a forkserver context, in an assert test",
+        """
+        import concurrent.futures, multiprocessing
+        def one(x):
+            return 2 * x
+        def double(x):
+            context = multiprocessing.get_context("forkserver")
+            with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+                return pool.submit(one, x).result()
+        """,
+        {"test": ["assert double(2) == 4"]},
+        1.0,
+    ),
     a(
         "correct program",
         "print(file=sys.__stdout__)",

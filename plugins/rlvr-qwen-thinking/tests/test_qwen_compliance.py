@@ -92,3 +92,15 @@ def test_compliance_and_flags_are_linear_on_a_megabyte_of_adversarial_input():
     assert {name for name, (result, _) in thinking.items() if result} == {"interleaved_tags", "think_blocks"}
     flags = time_each(explicit_flag, texts, limit_s=2.0)
     assert {name: result for name, (result, _) in flags.items() if result is not None} == {"flags": False}
+
+
+@pytest.mark.parametrize(
+    "thought", ["\u200b" * 8, "\u2060\x00\ufeff", "\x00" * 3, "...", "---", ". . .", "\u3164\u200b ?"]
+)
+def test_invisible_or_placeholder_thinking_and_answers_do_not_comply(thought):
+    """Issue 21, item 12: 'empty' is what a reader would read (a letter or digit among visible characters)."""
+    assert mode_compliance("57+68=", f"<think>{thought}</think><answer>125</answer>") == 0.0
+    assert mode_compliance("57+68= /no_think" + BLOCK, thought) == 0.0
+    assert mode_compliance("57+68= /no_think", f"<think></think>{thought}") == 0.0
+    assert mode_compliance("57+68=", f"<think>\u200b{thought}7+8=15</think>125") == 1.0  # real thinking around it
+    assert mode_compliance("57+68= /no_think" + BLOCK, f"{thought} 125") == 1.0

@@ -791,3 +791,15 @@ def test_scientific_notation_logarithms_and_every_decimal_digit_are_read(answer,
 )
 def test_scientific_notation_logarithms_and_other_digits_are_not_loopholes(answer, reference):
     assert accuracy(wrap(answer), reference) == 0.0
+
+
+@pytest.mark.parametrize(
+    "reference", ["\\frac{1}{10^{10^{8}}}", "\\sqrt{2}^{10^{9}}", "2^{2^{2^{2^{2^{100}}}}}", "10^{10^{10}}"]
+)
+def test_a_decimal_against_a_huge_exact_reference_is_decided_within_the_time_budget(reference):
+    """The decimal rule evaluates the reference numerically only: no exact power of 10**(10**8) digits."""
+    from rlvr_r1.answers import TIME_BUDGET_S
+
+    start = time.monotonic()
+    assert accuracy(wrap("1.5"), reference) == 0.0
+    assert time.monotonic() - start < TIME_BUDGET_S + 3

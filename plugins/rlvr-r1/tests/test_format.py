@@ -135,8 +135,8 @@ _NO_TAGS = st.text(alphabet=st.characters(blacklist_characters="<"), max_size=40
 @given(_NO_TAGS, _NO_TAGS, st.sampled_from(["", " ", "\n", " \n\t"]))
 def test_well_formed_shape(think, answer, gap):
     completion = f"{gap}<think>{think}</think>{gap}<answer>{answer}</answer>{gap}"
-    seen = [c for c in think if not c.isspace() and unicodedata.category(c) not in ("Cf", "Cc")]
-    expected = float(any(c not in BLANK_LETTERS for c in seen) and has_extractable_answer(answer))
+    seen = [c for c in think if unicodedata.category(c) not in ("Cf", "Cc") and c not in BLANK_LETTERS]
+    expected = float(any(c.isalnum() for c in seen) and has_extractable_answer(answer))
     assert format_score(completion) == expected
     if expected:
         assert extract_answer(completion) == answer.strip()
@@ -165,16 +165,20 @@ def test_format_is_linear_on_a_megabyte_of_adversarial_input():
         "\u2800\u2800",  # Braille blank
         "\U000e0020\U000e0041",  # tag characters
         "\u3000\u2003\u200a",  # ideographic, em, hair spaces
+        "...",  # placeholders: punctuation only, nothing to read
+        "---",
+        ". . .",
+        "?!\u200b*",
     ],
 )
-def test_a_think_block_of_only_invisible_characters_is_empty(thinking):
+def test_a_think_block_of_only_invisible_characters_or_punctuation_is_empty(thinking):
     assert format_score(f"<think>{thinking}</think><answer>5</answer>") == 0.0
     assert format_score(f"{thinking}</think><answer>5</answer>", think_opened=True) == 0.0
 
 
 @pytest.mark.parametrize(
     "thinking",
-    ["Add 2 and 3.", "\u200bAdd\u200b 2 and 3.\u200b", "5", "?", "中", "\u3164a", "x\x00"],
+    ["Add 2 and 3.", "\u200bAdd\u200b 2 and 3.\u200b", "5", "2+3=5", "中", "\u3164a", "x\x00", "...so 5"],
 )
 def test_a_think_block_with_something_to_read_still_counts(thinking):
     assert format_score(f"<think>{thinking}</think><answer>5</answer>") == 1.0

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RLVRError, RunFolderError
-from .runfolder import read_json
+from ..outputs import save_atomic
+from .runfolder import CURVES_FILE, read_json
 
 PLOTS_HINT = "pip install rlvr-plugins[plots]"
 DEFAULT_EMA = 0.6
@@ -288,7 +289,7 @@ def draw_group(figure_class, group, runs: Sequence[Any], window: int, path: Path
     axes[0].legend(
         handles=[Line2D([], [], color=c, marker=".", label=r.label) for r, c in zip(runs, colours)], fontsize=8
     )
-    fig.savefig(path, dpi=100)
+    save_atomic(path, lambda tmp: fig.savefig(tmp, dpi=100, format="png"), what="plot")
     return True
 
 
@@ -351,7 +352,7 @@ def draw_curves(folder: str | Path, ema: float = DEFAULT_EMA) -> Path | None:
         return None
     run = load_run(folder)
     group = Group("curves", f"Learning curves: {run.label}", tuple(Metric(k, title, "max") for k, title in CURVES))
-    path = Path(folder) / "curves.png"
+    path = Path(folder) / CURVES_FILE
     return path if draw_group(figure_class, group, [run], 1, path, ema) else None
 
 

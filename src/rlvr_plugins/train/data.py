@@ -19,7 +19,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -153,7 +153,7 @@ def load_rows(config: Mapping[str, Any], split: str, plugin_set=None) -> list[di
     """The rows of ``data.<split>`` with canonical column names, or None if the split is absent.
 
     With ``plugin_set`` (a command that scores the split), every plugin checks the rows
-    (:func:`check_rows`) before they are returned."""
+    (:func:`check_rows`, :func:`checked_rewards`) before they are returned."""
     data = run_config(config).data
     spec = getattr(data, split)
     if data is None or spec is None:
@@ -177,19 +177,48 @@ def load_rows(config: Mapping[str, Any], split: str, plugin_set=None) -> list[di
     if answer_format is not None:
         rows = normalise_answers(rows, answer_format, where, lines)
     if plugin_set is not None:
-        check_rows(plugin_set, rows, split, where, lines)
+        check_rows(plugin_set, rows, split, where, lines, required=checked_rewards(config, split, plugin_set))
     return rows
 
 
-def check_rows(plugin_set, rows: list[dict[str, Any]], split: str, where: str, lines: list[int] | None = None) -> None:
-    """Refuse a split that a reward can read nothing in (:func:`~rlvr_plugins.rewards.unread_columns`); then
-    call ``rlvr_check_dataset`` once for ``rows`` and log one warning per plugin and problem
-    (:func:`dataset_warnings`)."""
+def checked_rewards(config: Mapping[str, Any], split: str, plugin_set) -> list[str] | None:
+    """The rewards that must apply to some row of ``split`` (None: every reward). The train split: every reward
+    (a run would train without one that applies to no row). Another split: the reward its accuracy is read from
+    (``eval.reward``, default the first registered reward); for the others a warning suffices (a run may
+    evaluate on one kind of its mixed training data)."""
+    if split == "train":
+        return None
+    chosen = run_config(config).eval.reward
+    if chosen is None:
+        rewards = plugin_set.reward_functions()
+        chosen = rewards[0][1].name if rewards else None
+    return [chosen] if chosen is not None else []
+
+
+def check_rows(
+    plugin_set,
+    rows: list[dict[str, Any]],
+    split: str,
+    where: str,
+    lines: list[int] | None = None,
+    required: Collection[str] | None = None,
+) -> None:
+    """Refuse a split that a reward can read nothing in (:func:`~rlvr_plugins.rewards.unread_columns`): every
+    reward, or only those named in ``required`` (the others are warned about); then call ``rlvr_check_dataset``
+    once for ``rows`` and log one warning per plugin and problem (:func:`dataset_warnings`)."""
     from ..rewards import row_columns, unread_columns
 
-    problems = unread_columns(plugin_set.reward_functions(), *row_columns(rows), f"the {split} split ({where})")
+    rewards = plugin_set.reward_functions()
+    present, has_values = row_columns(rows)
+    named = f"the {split} split ({where})"
+    consequence = "the run would train without it" if split == "train" else "it would score none of them"
+    refused = [pair for pair in rewards if required is None or pair[1].name in required]
+    problems = unread_columns(refused, present, has_values, named, consequence)
     if problems:
         raise DataError("; ".join(problems))
+    others = [pair for pair in rewards if pair not in refused]
+    for message in unread_columns(others, present, has_values, named, "it would score none of them"):
+        logger.warning("%s", message)
     for plugin, problems in plugin_set.call("rlvr_check_dataset", rows=rows, split=split):
         for message in dataset_warnings(plugin, problems, len(rows), where, lines):
             logger.warning("%s", message)

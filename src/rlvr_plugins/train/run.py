@@ -23,6 +23,7 @@ from ..outputs import is_main_process, write_atomic
 from . import config as cfg
 from .modeling import cpu_defaults, has_accelerator, vllm_cpu_problem
 from .runfolder import (
+    CURVES_FILE,
     FINAL_DIR,
     SUMMARY_FILE,
     RunStart,
@@ -204,10 +205,19 @@ def train(
     """
     start = start or plan_run(config, resume, overwrite)
     if start.finished and _complete(start.out):
-        print(
-            f"the run in {start.out} is already complete (step {start.step}, {SUMMARY_FILE} written): nothing to do",
-            flush=True,
-        )
+        if (start.out / CURVES_FILE).is_file() or not _can_draw():
+            print(
+                f"the run in {start.out} is already complete (step {start.step}, {SUMMARY_FILE} written): "
+                "nothing to do",
+                flush=True,
+            )
+        else:
+            print(
+                f"the run in {start.out} is complete (step {start.step}, {SUMMARY_FILE} written) but has no "
+                f"{CURVES_FILE} (its writing failed): drawing it",
+                flush=True,
+            )
+            _write_curves(start.out)
         return read_json(start.out / SUMMARY_FILE) or {}
     prepared = prepare(config)  # every config and launch check before the folder is made
     check_prepared_start(start, prepared)
@@ -444,10 +454,26 @@ def save_final(trainer, out: Path, dist) -> None:
     dist.wait_for_everyone()
 
 
+def _can_draw() -> bool:
+    """matplotlib is installed (``rlvr-plugins[plots]``): a run draws its ``curves.png``."""
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def _write_curves(out: Path) -> None:
+    """Draw ``curves.png``, the run's last file; a full disk there is one line saying the run itself is complete
+    and that ``--resume`` draws it."""
+    from ..outputs import OutputError
     from .curves import draw_curves
 
-    path = draw_curves(out)
+    try:
+        path = draw_curves(out)
+    except OutputError as exc:
+        raise OutputError(
+            f"{exc}; the run itself is complete ({FINAL_DIR}/, {SUMMARY_FILE}): free space and run rlvr train "
+            "CONFIG --resume to draw it"
+        ) from exc
     print(
         f"learning curves: {path}"
         if path

@@ -385,11 +385,74 @@ def model_problems(model: Any, where: Where) -> tuple[ModelSection | None, list[
     section, problems = build(ModelSection, "model", model, where)
     if ("name_or_path" in model) == ("tiny" in model):
         problems.append("model needs exactly one of name_or_path (hub id or local folder) and tiny")
+    if isinstance(model.get("tiny"), Mapping):
+        problems += tiny_problems(model["tiny"], where)
     if section.lora is not None:
         lora, more = build(LoraSection, "model.lora", model["lora"], where)
         problems += more
         section = dataclasses.replace(section, lora=lora)
     return section, problems
+
+
+TINY_SIZES = (
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "max_position_embeddings",
+)
+"""The sizes of ``model.tiny`` (a Qwen3 config): each, when given, a whole number >= 1."""
+
+
+def tiny_problems(tiny: Mapping[str, Any], where: Where) -> list[str]:
+    """A size of ``model.tiny`` that no model can have (0 or negative: torch fails after the SFT, not here).
+
+    >>> for problem in tiny_problems({"hidden_size": 0, "head_dim": 16, "num_hidden_layers": 2.5}, lambda key: ""):
+    ...     print(problem)
+    model.tiny.hidden_size must be an integer >= 1, got 0
+    model.tiny.num_hidden_layers must be an integer >= 1, got 2.5
+    """
+    return [
+        f"{where(f'model.tiny.{key}')}model.tiny.{key} must be an integer >= 1, got {shown(tiny[key])}"
+        for key in TINY_SIZES
+        if key in tiny and not (_is_int(tiny[key]) and tiny[key] >= 1)
+    ]
+
+
+TRL_RULES: dict[str, Rule] = {
+    "temperature": Rule(lambda v: v > 0, "a number > 0 (GRPO samples at this temperature; 0 divides by zero)"),
+    "max_completion_length": Rule(lambda v: v is None or v >= 1, "an integer >= 1 (tokens per completion), or null"),
+    "max_length": Rule(lambda v: v is None or v >= 1, "an integer >= 1 (tokens per example), or null"),
+    "top_p": Rule(lambda v: 0 < v <= 1, "a number in (0, 1]"),
+    "top_k": Rule(lambda v: v is None or v >= 0, "an integer >= 0 (0: no top-k), or null"),
+    "min_p": Rule(lambda v: v is None or 0 <= v <= 1, "a number in [0, 1], or null"),
+    "repetition_penalty": Rule(lambda v: v > 0, "a number > 0 (1: none)"),
+    "per_device_train_batch_size": Rule(lambda v: v >= 1, "an integer >= 1"),
+    "gradient_accumulation_steps": Rule(lambda v: v >= 1, "an integer >= 1"),
+    "num_iterations": Rule(lambda v: v >= 1, "an integer >= 1"),
+    "steps_per_generation": Rule(lambda v: v is None or v >= 1, "an integer >= 1, or null"),
+    "generation_batch_size": Rule(lambda v: v is None or v >= 1, "an integer >= 1, or null"),
+    "learning_rate": Rule(lambda v: v >= 0, "a number >= 0"),
+    "beta": Rule(lambda v: v >= 0, "a number >= 0 (0: no KL term)"),
+    "epsilon": Rule(lambda v: v >= 0, "a number >= 0"),
+}
+"""Values of the right type that TRL's configs accept but that fail only once training runs (after the SFT): a
+``trainer:`` or ``sft:`` field named here must also satisfy its rule."""
+
+
+def trl_rule_problems(
+    values: Mapping[str, Any], given: Mapping[str, Any], types: Mapping[str, Any]
+) -> list[fields.Problem]:
+    """A :class:`~rlvr_plugins.fields.Problem` for each value of a ``trainer:`` / ``sft:`` field (``values``:
+    those of the field's type, converted; a wrong type is reported as such) that breaks its rule in
+    :data:`TRL_RULES`; the value named is the one ``given``."""
+    return [
+        fields.Problem(key, given[key], "rule", Annotated[types[key], TRL_RULES[key]])
+        for key, value in values.items()
+        if key in TRL_RULES and key in types and not TRL_RULES[key].ok(value)
+    ]
 
 
 def data_problems(data: Any, where: Where) -> tuple[DataSection | None, list[str]]:

@@ -203,6 +203,7 @@ def _trl_section(config: Mapping[str, Any], section: str, extra: Mapping[str, An
         return {}, [f"{where(section)}{section} must be a mapping, got {shown(value)}"]
     types = {**field_types(section), **extra}
     values, found = fields.check_fields(types, value)
+    found += s.trl_rule_problems(values, value, field_types(section))
     problems = []
     for p in found:
         if p.kind == "unknown":

@@ -252,6 +252,33 @@ def _receive(stream, sizes=None):
     return json.loads(line)
 
 
+FORK_FOR_FORKSERVER = """\
+class _ForkForForkserver:
+    # multiprocessing's forkserver (the default start method from Python 3.14) needs AF_UNIX
+    # sockets, which the sandbox denies: once multiprocessing.context is imported, 'forkserver'
+    # and the default context are 'fork'. Nothing is imported until the program imports it.
+    def find_spec(self, name, path=None, target=None):
+        if name != "multiprocessing.context":
+            return None
+        import sys
+        from importlib.machinery import PathFinder
+        sys.meta_path.remove(self)
+        spec = PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            run = spec.loader.exec_module
+            def exec_module(module):
+                run(module)
+                contexts = module._concrete_contexts
+                contexts["forkserver"] = contexts["fork"]
+                module._default_context = module.DefaultContext(contexts["fork"])
+            spec.loader.exec_module = exec_module
+        return spec
+__import__("sys").meta_path.insert(0, _ForkForForkserver())
+del _ForkForForkserver
+"""
+"""Run by both harnesses before the program (plain source: the stdin harness is a string)."""
+
+
 def _start() -> None:
     """What both sides need: ``exit``/``quit`` (``-S`` skips the site module), 8 MB thread
     stacks (else glibc gives each thread ``RLIMIT_STACK``, 256 MB, of address space),
@@ -264,24 +291,33 @@ def _start() -> None:
     _thread.stack_size(THREAD_STACK)
     sys.set_int_max_str_digits(0)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), CODEC_RECURSION))
+    exec(FORK_FOR_FORKSERVER, {})
 
 
 # ---------------------------------------------------------------- program side
 
+_KEPT: list = []
+
 
 def serve(path: str = "solution.py") -> None:
-    """Run the program as ``__main__``, then answer calls until the checker closes the channel:
-    ``[name, args, kwargs]`` gets ``["ok", value, args after the call]`` (a list, dict or set
-    argument the function changed in place is sent back; others as ``None``),
-    ``["raise", exception class name, its args or None]`` or ``["unsendable", why]``. The
-    program's stdout and stderr go to ``/dev/null``: only the answers count, and a program
-    that prints a lot must not fail on the output cap."""
+    """Run the program as ``__main__``, then answer calls until the checker closes the channel,
+    then exit: ``[name, (args, kwargs)]`` (encoded as one value, so an object passed twice
+    stays one) gets ``["ok", value, args after the call]`` (a list, dict, set, bytearray or
+    deque argument as it is after the call; others as ``None``), ``["raise", exception class
+    name, its args or None, the (module, name) of each class of its MRO, its data
+    attributes]`` (see :func:`_raised`) or ``["unsendable", why]``. The program's stdout and
+    stderr go to ``/dev/null``: only the answers count, and a program that prints a lot must
+    not fail on the output cap."""
     _start()
     sink = os.open(os.devnull, os.O_WRONLY)
     os.dup2(sink, 1)
     os.dup2(sink, 2)
     os.close(sink)
-    program = {"__name__": "__main__", "__builtins__": builtins, "__file__": path}
+    main = type(sys)("__main__")  # the program is __main__, as in plain Python: what a process pool pickles
+    main.__file__, main.__builtins__ = path, builtins  # by reference (__main__.f) is found in its workers
+    _KEPT.append(sys.modules["__main__"])  # this file's own module stays alive under its new name
+    sys.modules["__main__"] = main
+    program = main.__dict__
     with open(path, encoding="utf-8") as f:
         code = compile(f.read(), path, "exec")
     sys.argv[:] = [path]
@@ -441,8 +477,6 @@ def _update_in_place(args: tuple, after) -> None:
         if type(arg) in _MUTABLE and new is not None:
             if type(new) is not type(arg):
                 raise ProgramFailed("an argument changed type in place")
-            if new is arg:
-                continue
             if type(arg) in (list, bytearray):
                 arg[:] = new
             elif type(arg) is collections.deque:

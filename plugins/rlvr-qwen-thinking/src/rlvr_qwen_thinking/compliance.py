@@ -6,10 +6,23 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from rlvr_plugins.text import visible_text
+
 from .modes import rendered_mode
 
 _OPEN = re.compile(r"\s*<think>")
 _EMPTY_BLOCK = re.compile(r"\s*<think>\s*</think>")
+
+
+def readable(text: str) -> bool:
+    """Whether ``text`` has something a reader would read: a letter or digit among the characters a reader
+    sees (:func:`rlvr_plugins.text.visible_text`). Zero-width characters, NUL, whitespace and placeholder
+    punctuation (``...``, ``---``) are not.
+
+    >>> readable("let me add"), readable("\u200b\u2060 ..."), readable("---")
+    (True, False, False)
+    """
+    return any(ch.isalnum() for ch in visible_text(text))
 
 
 def mode_compliance(prompt: Any, completion: str) -> float:
@@ -21,11 +34,11 @@ def mode_compliance(prompt: Any, completion: str) -> float:
 
     * Thinking: the completion opens ``<think>`` (leading whitespace allowed; not needed
       when the prompt itself ends with ``<think>``), and closes it with ``</think>`` after
-      non-blank thinking, with no second ``<think>`` inside.
+      :func:`readable` thinking, with no second ``<think>`` inside.
     * Non-thinking, block in the prompt: the completion contains no ``<think>`` or
-      ``</think>`` and a non-blank answer.
+      ``</think>`` and a :func:`readable` answer.
     * Non-thinking, block not in the prompt: the completion opens with an empty think block
-      (``<think>``, whitespace only, ``</think>``), followed by a non-blank answer with no
+      (``<think>``, whitespace only, ``</think>``), followed by a :func:`readable` answer with no
       think tag.
 
     >>> mode_compliance("2+2=", "<think>4</think><answer>4</answer>")
@@ -44,13 +57,13 @@ def mode_compliance(prompt: Any, completion: str) -> float:
                 return 0.0
             text = text[opened.end() :]
         thought, closed, _ = text.partition("</think>")
-        return 1.0 if closed and thought.strip() and "<think>" not in thought else 0.0
+        return 1.0 if closed and readable(thought) and "<think>" not in thought else 0.0
     if not block_in_prompt:
         block = _EMPTY_BLOCK.match(text)
         if block is None:
             return 0.0
         text = text[block.end() :]
-    return 1.0 if text.strip() and "<think>" not in text and "</think>" not in text else 0.0
+    return 1.0 if readable(text) and "<think>" not in text and "</think>" not in text else 0.0
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
+from fractions import Fraction
 from functools import lru_cache
 from itertools import islice
 
@@ -51,6 +52,10 @@ __all__ = [
     "MAX_NUMBER_DIGITS",
     "MAX_LOG_CHARS",
     "bound_library_logs",
+    "plain_decimal",
+    "rounds_to",
+    "MIN_SIGNIFICANT_DIGITS",
+    "MAX_DECIMALS",
 ]
 
 PARSE_TIMEOUT_S = 5
@@ -540,9 +545,10 @@ def rounds_to(whole: str, fraction: str, negative: bool, value) -> bool:
     number ``value`` (a sympy number): it equals ``value``, or it is ``value`` rounded to ``d`` decimals,
     ``|answer - value| <= 5 * 10**-(d+1)`` (either neighbour at an exact tie), and shows at least
     ``MIN_SIGNIFICANT_DIGITS`` significant digits (``0.333`` for 1/3, not ``0.3``; ``0.0`` for
-    ``1/3000000`` has none). Exact for a sympy ``Rational``; any other ``value`` (``pi``, or an
-    unevaluated ``sqrt(4)``) is evaluated to ``d + 30`` digits, "equal" meaning within
-    ``10**-(d+20)``, and more than ``MAX_DECIMALS`` decimals do not count.
+    ``1/3000000`` has none). Exact (``fractions.Fraction``) for a sympy ``Rational``; any other ``value``
+    (``pi``, or an unevaluated ``sqrt(4)``) is evaluated numerically only (``evalf``, ``d + 30`` digits,
+    so ``1/10^{10^8}`` costs no exact power), "equal" meaning within ``10**-(d+20)``; more than
+    ``MAX_DECIMALS`` decimals, or a value that does not evaluate to a finite real, do not count.
 
     >>> from sympy import Rational, pi
     >>> rounds_to("0", "333", False, Rational(1, 3)), rounds_to("0", "33", False, Rational(1, 3))
@@ -550,22 +556,28 @@ def rounds_to(whole: str, fraction: str, negative: bool, value) -> bool:
     >>> rounds_to("3", "1415927", False, pi), rounds_to("3", "1415926", False, pi)
     (True, False)
     """
-    from sympy import Abs, Rational
-
     decimals = len(fraction)
-    answer = Rational(int(whole + fraction or "0"), 10**decimals) * (-1 if negative else 1)
+    answer = Fraction(int(whole + fraction or "0"), 10**decimals) * (-1 if negative else 1)
     if value.is_Rational:
-        gap = Abs(answer - value)
-        equal = gap == 0
+        gap = abs(answer - Fraction(int(value.p), int(value.q)))
+        equal, within = gap == 0, gap <= Fraction(5, 10 ** (decimals + 1))
     elif decimals > MAX_DECIMALS:
         return False
     else:
-        gap = Abs(answer - value).evalf(decimals + 30)
-        equal = bool(gap < Rational(1, 10 ** (decimals + 20)))
-    if equal:
-        return True
+        import mpmath
+
+        try:
+            approx = value.evalf(decimals + 30)
+            if not (approx.is_Float and approx.is_finite):
+                return False
+            with mpmath.workdps(decimals + 30):
+                gap = abs(mpmath.mpf(answer.numerator) / answer.denominator - approx._to_mpmath(mpmath.mp.prec))
+                equal = bool(gap < mpmath.mpf(10) ** -(decimals + 20))
+                within = bool(gap <= mpmath.mpf(5) * mpmath.mpf(10) ** -(decimals + 1))
+        except (ArithmeticError, ValueError, TypeError):
+            return False
     significant = len((whole + fraction).lstrip("0"))
-    return significant >= MIN_SIGNIFICANT_DIGITS and bool(gap <= Rational(5, 10 ** (decimals + 1)))
+    return equal or (significant >= MIN_SIGNIFICANT_DIGITS and within)
 
 
 def _value_of(parsed: tuple):
@@ -577,11 +589,7 @@ def _value_of(parsed: tuple):
         first = first.rhs
     if not isinstance(first, Expr) or not first.is_number:
         return None
-    try:
-        number = first.evalf(30)
-    except Exception:
-        return None
-    return first if number.is_real and number.is_finite else None
+    return first
 
 
 def _decimal_verdict(reference: str, gold: tuple, predicted: tuple) -> float | None:
@@ -593,8 +601,11 @@ def _decimal_verdict(reference: str, gold: tuple, predicted: tuple) -> float | N
     digit, as by ``_numeric_verdict``)."""
     from sympy import Float
 
-    answer, value = _value_of(predicted), _value_of(gold)
-    if not isinstance(answer, Float) or value is None:
+    answer = _value_of(predicted)
+    if not isinstance(answer, Float):
+        return None
+    value = _value_of(gold)
+    if value is None:
         return None
     literals = {m.groups() for text in predicted if isinstance(text, str) for m in _DECIMAL_LITERAL.finditer(text)}
     if len(literals) != 1:

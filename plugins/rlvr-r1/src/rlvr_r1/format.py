@@ -39,8 +39,8 @@ def _blank(text: str) -> bool:
 
 
 def _empty(text: str) -> bool:
-    """Nothing a reader would see: blank once invisible characters are removed (``visible_text``)."""
-    return _blank(text) or _blank(visible_text(text))
+    """Nothing a reader would read: no letter or digit among the characters a reader sees (``visible_text``)."""
+    return not any(ch.isalnum() for ch in visible_text(text))
 
 
 def format_score(completion: str, *, think_opened: bool = False) -> float:
@@ -53,9 +53,10 @@ def format_score(completion: str, *, think_opened: bool = False) -> float:
       (duplicated, nested, reordered, ``<THINK>``) scores 0.
     - With ``think_opened`` (the prompt template already opened ``<think>``) the completion
       starts inside the thinking: the leading ``<think>`` must be absent.
-    - R must hold something a reader would see: not empty once invisible characters (zero-width
-      and other format characters, NUL and other controls, Hangul fillers, Braille blank: see
-      ``rlvr_plugins.text.visible_text``) and whitespace are removed; A must pass
+    - R must hold something a reader would read: at least one letter or digit among the characters
+      a reader sees (``rlvr_plugins.text.visible_text`` removes zero-width and other format
+      characters, NUL and other controls, Hangul fillers, the Braille blank), so a thinking of
+      only ``\u200b``, NUL, whitespace or punctuation (``...``, ``---``) is empty; A must pass
       ``has_extractable_answer``.
     """
     expected = _EXPECTED[1:] if think_opened else _EXPECTED

@@ -156,10 +156,6 @@ class Running:
             cpu_s=final.cpu_s,
         )
 
-    def exited(self, timeout_s: float) -> bool:
-        """Whether the run ends (its keeper exits) within ``timeout_s``; :meth:`wait` then returns at once."""
-        return self.pid is None or not wait_with_deadline(self.pid, time.monotonic() + timeout_s)
-
     def _kill_orphans(self, keeper_pid: int, program: int | None) -> None:
         """The keeper is gone without sweeping: kill the program's group and, in basic mode as
         root, every process of its uid (a daemon that left the group included)."""

@@ -31,11 +31,12 @@ def _empty(fd: int) -> list[str] | None:
         return None
     left = []
     for entry in entries:
+        is_dir = False
         try:
             is_dir = entry.is_dir(follow_symlinks=False)
-        except OSError:
-            is_dir = False
-        try:
+            if is_dir and entry.stat(follow_symlinks=False).st_nlink > 2:  # it has subdirectories: no rmdir yet
+                left.append(entry.name)
+                continue
             (os.rmdir if is_dir else os.unlink)(entry.name, dir_fd=fd)
         except FileNotFoundError:
             pass
@@ -69,6 +70,8 @@ def remove_tree(path: str, deadline: float = math.inf) -> bool:
     One directory descriptor is open at a time: the walk goes down by name and back up by
     ``..``; each level above keeps the names of its subdirectories still to empty, so every
     directory is listed once (plus once more if a subdirectory could not be entered)."""
+    if time.monotonic() >= deadline:
+        return not os.path.lexists(path)
     try:
         if not stat.S_ISDIR(os.lstat(path).st_mode):
             os.unlink(path)
@@ -78,7 +81,7 @@ def remove_tree(path: str, deadline: float = math.inf) -> bool:
         return True
     except OSError:
         return False
-    above: list[tuple[list[str], str]] = []  # per level above: (subdirectories still to empty, the one entered)
+    above: list[tuple[list[str], str, tuple[int, int]]] = []  # per level above: (still to empty, entered, identity)
     try:
         left = _empty(fd)
         while left is not None and time.monotonic() < deadline:
@@ -88,7 +91,8 @@ def remove_tree(path: str, deadline: float = math.inf) -> bool:
                     child = _open_dir(name, fd)
                 except OSError:
                     continue  # gone, or cannot be entered: the rmdir of this level reports it
-                above.append((left, name))
+                st = os.fstat(fd)
+                above.append((left, name, (st.st_dev, st.st_ino)))
                 os.close(fd)
                 fd = child
                 left = _empty(fd)
@@ -96,7 +100,10 @@ def remove_tree(path: str, deadline: float = math.inf) -> bool:
                 parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
                 os.close(fd)
                 fd = parent
-                left, name = above.pop()
+                left, name, identity = above.pop()
+                st = os.fstat(fd)
+                if (st.st_dev, st.st_ino) != identity:  # the tree was moved under us: never go elsewhere
+                    return False
                 try:
                     os.rmdir(name, dir_fd=fd)
                 except FileNotFoundError:
