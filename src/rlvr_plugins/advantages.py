@@ -162,7 +162,9 @@ def opo_advantages(
     The paper's optimal baseline under its assumption that the squared norm of a
     completion's score gradient grows with its token count ``|o_j|``. ``lengths`` ``(N,)``
     (the hook's ``completion_lengths``); a length below 1 counts as 1, so an empty
-    completion still has weight. Like the group mean, ``b`` contains ``r_i``.
+    completion still has weight. Like the group mean, ``b`` contains ``r_i``, here weighted
+    by ``|o_i|``: a long completion moves its own baseline more. ``rlvr audit`` measures that
+    this does not remove the length bias of per-response normalisation (``docs/audit.md``).
     """
     w = torch.where(valid, lengths.to(rewards.dtype).clamp(min=1), torch.zeros_like(rewards))
     num = grouped(w * torch.where(valid, rewards, torch.zeros_like(rewards)), num_generations).sum(dim=1)
@@ -188,7 +190,11 @@ def gpg_advantages(rewards: torch.Tensor, valid: torch.Tensor, num_generations: 
     (the paper's ``F_norm = 1``; ``B`` completions in the batch, ``M`` of them "invalid":
     in a group whose rewards are all equal, so their advantage is 0). ``alpha`` rescales the
     batch's gradient as if it had been averaged over the ``B - M`` completions that carry
-    one. Here ``B`` counts valid (scored) completions only; see :func:`gpg_scale`.
+    one. Here ``B`` counts valid (scored) completions only; see :func:`gpg_scale`. The
+    paper's loss also averages over every token of the batch (``1 / sum_i |o_i|``), which is
+    the loss's business here (``policy-loss`` ``length_normalization: token-mean``), not the
+    estimator's. ``alpha`` depends on the other prompts' groups, which biases the gradient
+    slightly (``docs/audit.md``).
     """
     return gpg_scale(rewards, valid, num_generations) * mean_baseline_advantages(rewards, valid, num_generations)
 

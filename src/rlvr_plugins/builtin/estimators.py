@@ -95,7 +95,8 @@ class NormalizeThenSumEstimator(Plugin):
 
     TRL's ``multi_objective_aggregation="normalize_then_sum"``; the formula is in
     :func:`rlvr_plugins.advantages.normalize_then_sum_advantages`. It reads the raw rewards
-    of each function and their weights, not the summed outcome.
+    of each function and their weights, not the summed outcome. ``gdpo`` is an alias of it
+    (GDPO is this formula).
     """
 
     name = "normalize-then-sum"
