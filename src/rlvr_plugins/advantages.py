@@ -232,8 +232,9 @@ def pass_at_k_advantages(
     verl's ``grpo_passk`` is a different rule (Thrampoulidis et al. 2025, arXiv 2503.19595):
     only the best completion of a group gets a non-zero advantage, ``r_max - r_second_max``
     (optionally divided by the group std), and it has no ``k``. Here every completion gets
-    an advantage and ``k`` sets how much a failure is blamed: with more passes in the group,
-    ``A_neg`` goes to 0 (a wrong answer costs little when the group's pass@k is safe).
+    an advantage and ``k`` sets how much a failure is blamed: the more passes in the group,
+    the smaller both advantages, and 0 once fewer than ``k`` completions fail (every subset of
+    ``k`` then holds a pass: the group's pass@k is safe).
     """
     if k < 1:
         raise ValueError(f"pass@k needs k >= 1, got k={k}")
