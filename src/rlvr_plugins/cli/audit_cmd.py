@@ -10,6 +10,9 @@ under per-response, constant and token-mean loss normalisation.
 
 Writes audit.md (tables), audit.json and PNG plots to --output. The default size takes
 seconds; --full is the publication size.
+
+``rlvr audit rewards CONFIG`` audits the config's rewards instead: recall on the data's
+references and a battery of known hacks (``rlvr audit rewards --help``).
 """
 
 from __future__ import annotations
@@ -259,7 +262,7 @@ def write_reward_plot(result: dict[str, Any], path: Path) -> Path:
     ax.set_xlim(0, 1)
     ax.axvline(threshold, color="black", lw=0.8, ls="--")
     ax.set_xlabel("share of completions")
-    ax.set_title("Reward audit: red = hack accepted above the threshold, blue = recall")
+    ax.set_title("Reward audit. Red: hack accepted; blue: recall", fontsize=10)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
