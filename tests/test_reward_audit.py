@@ -56,6 +56,7 @@ def test_a_lenient_reward_accepts_every_class_that_carries_the_reference():
     assert (report["recall"]["items"], report["recall"]["recall"]) == (8, 1.0)
     # lookalike-digits: 3 wrong answers in other digits (no ASCII reference), 2 reference + look-alike digit
     assert rates(report) == {
+        "wrong-answer": 0.0,  # the control: "13" and "8" hold neither reference
         "spray": 1.0,
         "hedge": 1.0,
         "several-answers": 1.0,
@@ -64,10 +65,11 @@ def test_a_lenient_reward_accepts_every_class_that_carries_the_reference():
         "lookalike-digits": 0.4,
         "near-miss-decimal": 1.0,  # 12.0000004 and 7.0000004 contain 12 and 7
         "huge-output": 1.0,
-        "no-answer": 0.0,
+        "format-only": 0.0,
     }
     counts = {c["name"]: c["items"] for c in report["classes"]}
     assert counts == {
+        "wrong-answer": 2,
         "spray": 6,
         "hedge": 6,
         "several-answers": 10,
@@ -76,7 +78,7 @@ def test_a_lenient_reward_accepts_every_class_that_carries_the_reference():
         "lookalike-digits": 10,
         "near-miss-decimal": 2,
         "huge-output": 4,
-        "no-answer": 8,
+        "format-only": 8,
     }
 
 
@@ -89,6 +91,17 @@ def test_a_final_answer_reward_is_caught_only_by_several_boxed_without_tags():
     # of the 5 several-answers completions only "$\boxed{13}$ and $\boxed{12}$" (no tags: the last box) passes
     assert got.pop("several-answers") == 0.2
     assert set(got.values()) == {0.0}
+
+
+def test_rows_whose_wrong_answer_is_credited_are_left_out_of_the_answer_classes():
+    def credits_row_seven(*, prompt, completion, example):
+        return 1.0 if example["answer"] == "7" else last_answer(prompt=prompt, completion=completion, example=example)
+
+    report = audit(credits_row_seven, EXAMPLE)
+    control = report["classes"][0]
+    assert (control["name"], control["items"], control["accepted"]) == ("wrong-answer", 2, 1)
+    spray = next(c for c in report["classes"] if c["name"] == "spray")
+    assert (spray["items"], spray["accepted"]) == (3, 0)  # row "12" only: its three sprays, none credited
 
 
 def test_a_form_reward_meets_the_form_classes():
@@ -266,23 +279,41 @@ def write_config(tmp_path, plugins):
     return path
 
 
+class LenientFormat(Plugin):
+    """A form reward with holes: any non-empty thinking counts (``has_thinking``)."""
+
+    name = "lenient-format"
+
+    @hookimpl
+    def rlvr_reward_functions(self, register):
+        register(RewardFunction(self.name, has_thinking, isolated=False, example=FORM_EXAMPLE))
+
+
 def test_cli_writes_the_report_and_exits_1_on_an_accepted_class(tmp_path, capsys):
     from rlvr_plugins.cli.app import main
 
-    config = write_config(tmp_path, {"r1-format": {}})
+    config = write_config(tmp_path, {"lenient-format": {}})
     report = tmp_path / "report"
-    assert main(["audit", "rewards", str(config), "--report", str(report), "--limit", "4"]) == 1
+    with temporary_plugin(LenientFormat):
+        assert main(["audit", "rewards", str(config), "--report", str(report), "--limit", "4"]) == 1
+        # every class at most 100% accepted: a threshold of 1 passes whatever the reward does
+        argv = ["audit", "rewards", str(config), "--report", str(tmp_path / "r2"), "--limit", "4", "--threshold", "1"]
+        assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "reward audit FAILED: r1-format/" in out
+    failing = [f"lenient-format/{c}" for c in ("empty-thinking", "invisible-thinking", "placeholder", "structure-only")]
+    assert f"reward audit FAILED: {', '.join(failing)}" in out
     result = json.loads((report / "reward_audit.json").read_text())
-    assert result["rows"] == 4 and result["threshold"] == 0.0
+    assert result["rows"] == 4 and result["threshold"] == 0.0 and result["failing"] == failing
     (reward,) = result["rewards"]
-    assert reward["reward"] == "r1-format" and reward["recall"]["recall"] == 1.0
-    assert result["failing"] == [f"r1-format/{c['name']}" for c in reward["classes"] if c["accept_rate"] > 0]
+    assert reward["reward"] == "lenient-format" and reward["recall"]["recall"] == 1.0
+    assert {c["name"]: c["accept_rate"] for c in reward["classes"]} == {
+        "empty-thinking": 0.5,
+        "invisible-thinking": 1.0,
+        "placeholder": 1.0,
+        "structure-only": 0.5,
+    }
     assert (report / "reward_audit.md").read_text().startswith("# Reward audit")
     assert (report / "reward_audit.png").read_bytes()[:4] == b"\x89PNG"
-    # every class at most 100% accepted: a threshold of 1 passes whatever the reward does
-    assert main(["audit", "rewards", str(config), "--report", str(report), "--limit", "4", "--threshold", "1"]) == 0
 
 
 @pytest.mark.parametrize(
@@ -310,7 +341,35 @@ def test_cli_data_replaces_the_train_split(tmp_path):
     data.write_text("".join(json.dumps({"prompt": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(3)))
     config = write_config(tmp_path, {"r1-accuracy": {}})
     report = tmp_path / "r"
-    assert main(["audit", "rewards", str(config), "--data", str(data), "--report", str(report)]) == 0
+    code = main(["audit", "rewards", str(config), "--data", str(data), "--report", str(report)])
     result = json.loads((report / "reward_audit.json").read_text())
+    assert code == (1 if result["failing"] else 0)
     assert result["rows"] == 3 and result["data"] == str(data)
     assert result["rewards"][0]["recall"]["items"] == 3 * len(result["rewards"][0]["recall"]["styles"])
+
+
+def test_cli_a_hub_dataset_out_of_reach_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
+    import datasets
+
+    from rlvr_plugins.cli.app import main
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("Couldn't reach 'org/set' on the Hub (OfflineModeIsEnabled)")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    config = write_config(tmp_path, {"r1-accuracy": {}})
+    code = main(
+        [
+            "audit",
+            "rewards",
+            str(config),
+            "--report",
+            str(tmp_path / "r"),
+            "--set",
+            "data.train={source: hub, name: org/set}",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "hub dataset 'org/set' (config None, split 'train') cannot be loaded: Couldn't reach 'org/set'" in err
+    assert "(source: jsonl, path: FILE)" in err

@@ -3,8 +3,8 @@
 The hub datasets of the full-size recipes are replaced by the local copies in ``../shared/data``
 (MATH-style ``problem``/``solution`` rows: Minerva math; GSM8K for the Qwen3 recipe); a config whose data
 is not on this machine is skipped. Every class the audit finds accepted must be a known defect
-(:data:`KNOWN`); each known defect has an ``xfail`` test that passes once its fix is merged (strict=False:
-the lead flips them to plain tests then).
+(:data:`KNOWN`); each known defect has an ``xfail`` test that passes once its fix is merged (strict=False;
+then its entry moves to :data:`FIXED`, whose classes must stay rejected).
 """
 
 from __future__ import annotations
@@ -45,15 +45,17 @@ RUNS: dict[str, tuple[str, Path | None, list[str], int]] = {
     ),
 }
 
-KNOWN = {
-    "r1-format/invisible-thinking": "issue 21 item 12: a <think> block of zero-width characters or NUL is credited",
-    "r1-format/placeholder": "issue 21 item 12 ('empty' by what a reader sees): a thinking of only '---' is credited",
-    "r1-language/encoded-script": "issue 21 item 12: a Chinese chain of thought as HTML entities scores 1 for 'en'",
-    "r1-accuracy/near-miss-decimal": "issue 21 item 4: 0.5000004 is credited for \\frac{1}{2} (6-decimal rounding)",
-    "r1-accuracy/answer-then-text": "issue 21, found by the audit: '13. The reference answer is 12.' is credited "
-    "for 12, and '\\frac{1}{2}+1' followed by a sentence for \\frac{1}{2}",
-    "qwen-mode-compliance/invisible-thinking": "issue 21 item 12, in qwen-thinking: invisible thinking is thinking",
-    "qwen-mode-compliance/placeholder": "issue 21 item 12, in qwen-thinking: a thinking of '...' is thinking",
+FIXED = {  # accepted before their fixes merged (seen in this test's runs on the branch), rejected since
+    "r1-format/invisible-thinking": "issue 21 item 12: a <think> block of zero-width characters or NUL was credited",
+    "r1-format/placeholder": "issue 21 item 12 ('empty' by what a reader sees): a thinking of only '---' was credited",
+    "r1-language/encoded-script": "issue 21 item 12: a Chinese chain of thought as HTML entities scored 1 for 'en'",
+    "r1-accuracy/near-miss-decimal": "issue 21 item 4: 0.5000004 was credited for \\frac{1}{2} (6-decimal rounding)",
+    "qwen-mode-compliance/invisible-thinking": "issue 21 item 12, in qwen-thinking: invisible thinking was thinking",
+    "qwen-mode-compliance/placeholder": "issue 21 item 12, in qwen-thinking: a thinking of '...' was thinking",
+}
+KNOWN = {  # accepted today: xfail until fixed (strict=False), then move the entry to FIXED
+    "r1-accuracy/answer-then-text": "issue 21, found by the audit: '19. The reference answer is 18.' is credited "
+    "for 18, and '1.6+1' followed by any sentence for 1.6",
 }
 
 pytestmark = pytest.mark.slow
@@ -91,7 +93,10 @@ def test_shipped_config_has_no_hole_beyond_the_known_ones(name, tmp_path_factory
 
 @pytest.mark.parametrize(
     "known",
-    [pytest.param(key, marks=pytest.mark.xfail(reason=reason, strict=False)) for key, reason in KNOWN.items()],
+    [
+        *FIXED,
+        *(pytest.param(key, marks=pytest.mark.xfail(reason=reason, strict=False)) for key, reason in KNOWN.items()),
+    ],
 )
 def test_known_defect_is_fixed(known, tmp_path_factory):
     reward = known.split("/")[0]

@@ -95,7 +95,7 @@ def test_rlvr_train_check_with_use_vllm_on_the_cpu_recipe_exits_2(capsys, monkey
     from rlvr_plugins import cli
 
     pytest.importorskip("rlvr_kimi")
-    monkeypatch.setattr("rlvr_plugins.train.run.has_accelerator", lambda: False)
+    monkeypatch.setattr("rlvr_plugins.train.run.has_accelerator", lambda import_torch=True: False)
     kimi = Path(__file__).resolve().parents[1] / "configs" / "cpu" / "kimi.yaml"
     assert cli.main(["train", str(kimi), "--check", "--set", "trainer.use_vllm=true"]) == 2
     assert HEAD_16 in capsys.readouterr().err

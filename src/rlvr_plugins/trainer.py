@@ -146,7 +146,7 @@ def with_trl_estimator(plugin_set: PluginSet, grpo_args) -> PluginSet:
     """
     wanted = trl_estimator(grpo_args)
     current = plugin_set.winner("rlvr_compute_advantages")
-    if current == wanted:
+    if current == wanted or getattr(type(plugin_set.get(current)), "alias_of", None) == wanted:
         return plugin_set
     if plugin_set.is_default(current):
         return plugin_set.replace_default("rlvr_compute_advantages", wanted)
@@ -494,12 +494,13 @@ class RLVRTrainer(GRPOTrainer):
         device = rewards_per_func.device
         columns = [f.last_failed if isinstance(f, EngineAdapter) else [False] * len(prompts) for f in self.reward_funcs]
         failed = torch.tensor(list(zip(*columns)), dtype=torch.long, device=device).view(len(prompts), len(columns))
-        self._check_applicable(inputs, rewards_per_func, failed.bool())
+        failed = self._gather(failed).bool()  # rewards_per_func is TRL's gathered batch: compare like with like
+        self._check_applicable(inputs, rewards_per_func, failed)
         lengths = torch.tensor([len(ids) for ids in completion_ids_list], dtype=torch.long, device=device)
         indices = torch.tensor([int(x.get("rlvr_index", -1)) for x in inputs], dtype=torch.long, device=device)
         self._rlvr_batch = {
             "rewards_per_func": rewards_per_func,
-            "failed": self._gather(failed).bool(),
+            "failed": failed,
             "lengths": self._gather(lengths),
             "indices": self._gather(indices),
         }

@@ -14,8 +14,8 @@ DECIDED = [
     ("<answer>6</answer>", "5", 0.0, "rules-differ"),
     ("<answer>x^2+1</answer>", "x^2-1", 0.0, "rules-differ"),
     ("<answer>\\sqrt{3}</answer>", "sqrt(2)", 0.0, "rules-differ"),  # function names are not prose
-    ("<think>the answer is 5</think>", "5", 0.0, "no-answer"),  # only inside the thinking
-    ("I am not sure.", "5", 0.0, "no-answer"),
+    ("<think>the answer is 5</think>", "5", 0.0, "format-only"),  # only inside the thinking
+    ("I am not sure.", "5", 0.0, "format-only"),
     ("<answer>4 or 5</answer>", "5", 0.0, "sprayed"),
     ("\\boxed{4} and then \\boxed{five}", "5", 0.0, "sprayed"),  # two boxes in the answer part
     ("\\boxed{4} <answer>\\boxed{five}", "5", 0.0, "sprayed"),  # an unclosed block decides nothing
@@ -56,7 +56,7 @@ def test_plain_math_is_no_prose_word_and_a_parse():
 
 def test_think_opened_and_fallback_are_passed_to_the_extractor():
     assert rule_verdict("5</think> #### 5", "5", think_opened=True).value == 1.0
-    assert rule_verdict("#### 5", "5", fallback=None).reason == "no-answer"
+    assert rule_verdict("#### 5", "5", fallback=None).reason == "format-only"
 
 
 @pytest.mark.slow
@@ -65,7 +65,7 @@ def test_rules_are_linear_on_a_megabyte_of_adversarial_input():
 
     texts = adversarial_texts(1_000_000)
     plain = time_each(lambda text: rule_verdict(text, "12"), texts, limit_s=2.0)
-    assert {name: (r.value, r.reason) for name, (r, _) in plain.items() if r.reason != "no-answer"} == {
+    assert {name: (r.value, r.reason) for name, (r, _) in plain.items() if r.reason != "format-only"} == {
         "closed_boxes": (0.0, "sprayed")
     }
     boxed = time_each(lambda text: rule_verdict(f"\\boxed{{{text}}}", "12"), texts, limit_s=2.0)

@@ -10,6 +10,9 @@ under per-response, constant and token-mean loss normalisation.
 
 Writes audit.md (tables), audit.json and PNG plots to --output. The default size takes
 seconds; --full is the publication size.
+
+``rlvr audit rewards CONFIG`` audits the config's rewards instead: recall on the data's
+references and a battery of known hacks (``rlvr audit rewards --help``).
 """
 
 from __future__ import annotations
@@ -260,7 +263,7 @@ def write_reward_plot(result: dict[str, Any], path: Path) -> Path:
     ax.set_xlim(0, 1)
     ax.axvline(threshold, color="black", lw=0.8, ls="--")
     ax.set_xlabel("share of completions")
-    ax.set_title("Reward audit: red = hack accepted above the threshold, blue = recall")
+    ax.set_title("Reward audit. Red: hack accepted; blue: recall", fontsize=10)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
@@ -362,6 +365,7 @@ def markdown(results: dict[str, Any]) -> str:
                 f"| {_pm(st['bias'], st['bias_se'])} | {st['noise']:.4f} | {verdict(st)} "
                 f"| {_pm(st['rel_variance'], st['rel_variance_se'])} |"
             )
+    lines += pass_lines(results)
     success = results["scenarios"]["mixed"]["success"]
     lines += [
         "",
@@ -399,6 +403,42 @@ def markdown(results: dict[str, Any]) -> str:
     for est in results["estimators"]:
         lines.append(f"| {est['name']} | {est['distribution']} | {est['version']} | {est['calls']} |")
     return "\n".join(lines) + "\n"
+
+
+def pass_lines(results: dict[str, Any]) -> list[str]:
+    """The pass@k table: pass@1 and pass@k gained by one step of fixed length along each expected update."""
+    from ..lab.audit import PASS_STEP
+
+    scenarios = results["scenarios"]
+    if not all("pass_k" in sc for sc in scenarios.values()) or not all(
+        "passk_gain" in st for est in results["estimators"] for st in est["scenarios"].values()
+    ):
+        return []  # an audit.json written before the pass@k columns
+    k = next(iter(scenarios.values()))["pass_k"]
+    lines = [
+        "",
+        f"## pass@1 and pass@{k} after one step",
+        "",
+        f"θ + {PASS_STEP:g} · E[g] / ‖E[g]‖: the gain in expected reward (pass@1) and in pass@{k} "
+        f"(1 − (1 − J_p)^{k}, averaged over prompts); `cos` is the cosine of E[g] to ∇pass@{k}. "
+        f"The two exact rows step along ∇pass@1 and ∇pass@{k} themselves.",
+        "",
+        f"| estimator | scenario | pass@1 gain | pass@{k} gain | cos to ∇pass@{k} |",
+        "|---|---|---|---|---|",
+    ]
+    for label, key in (("exact ∇pass@1", "exact_pass1_step"), (f"exact ∇pass@{k}", "exact_passk_step")):
+        for name, sc in scenarios.items():
+            st = sc[key]
+            lines.append(
+                f"| *{label}* | {name} | {st['pass1_gain']:.5f} | {st['passk_gain']:.5f} | {st['passk_cosine']:.4f} |"
+            )
+    for est in results["estimators"]:
+        for name, st in est["scenarios"].items():
+            lines.append(
+                f"| {est['name']} | {name} | {st['pass1_gain']:.5f} | {st['passk_gain']:.5f} "
+                f"| {st['passk_cosine']:.4f} |"
+            )
+    return lines
 
 
 MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*")

@@ -145,7 +145,14 @@ def _synthetic(split: str, spec: SyntheticSplit, other: SplitSection | None) -> 
 def _hub(spec: HubSplit) -> list[dict[str, Any]]:
     import datasets
 
-    ds = datasets.load_dataset(spec.name, spec.config, split=spec.split)
+    try:
+        ds = datasets.load_dataset(spec.name, spec.config, split=spec.split)
+    except Exception as exc:  # no network, no such dataset or split, a gated one: the library's many classes
+        reason = " ".join(str(exc).split())[:300] or type(exc).__name__
+        raise DataError(
+            f"hub dataset {spec.name!r} (config {spec.config!r}, split {spec.split!r}) cannot be loaded: {reason}; "
+            "check the name and the network, or give the rows as a file (source: jsonl, path: FILE)"
+        ) from exc
     return [dict(row) for row in ds]
 
 

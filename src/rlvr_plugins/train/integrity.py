@@ -56,39 +56,39 @@ def integrity_alarm(train_rewards: Sequence[float], heldout: Sequence[float], wi
 
 @dataclass
 class IntegrityWatch:
-    """Collects the train reward of every logged step and checks :func:`integrity_alarm` at each periodic
-    evaluation (``window`` evaluations; below 2 it never fires)."""
+    """Feeds :func:`integrity_alarm` during training: each periodic evaluation's accuracy, and the mean train
+    reward logged since the evaluation before it, up to and including the evaluation's own step (``window``
+    evaluations; below 2 it never fires).
+
+    TRL logs a step's reward after the callbacks' ``on_step_end``, where the evaluation runs, so an evaluation
+    waits (``pending``) for the first train reward logged at its step or later, and is checked then.
+    """
 
     window: int
-    pending: list[float] = field(default_factory=list)
+    received: list[float] = field(default_factory=list)
+    pending: tuple[int, float] | None = None
     rewards: list[float] = field(default_factory=list)
     heldout: list[float] = field(default_factory=list)
 
-    def train_reward(self, value: float) -> None:
-        """A step's logged train reward (TRL's ``reward``); non-finite values are left out."""
-        if isinstance(value, (int, float)) and math.isfinite(value):
-            self.pending.append(float(value))
+    def evaluation(self, step: int, accuracy: float) -> None:
+        """A periodic evaluation at ``step``: checked when the train reward of ``step`` arrives."""
+        self.pending = (step, accuracy)
 
-    def evaluation(self, accuracy: float) -> str | None:
-        """Record a periodic evaluation; the alarm's one-line message when it fires, else None."""
-        self.rewards.append(sum(self.pending) / len(self.pending) if self.pending else math.nan)
-        self.heldout.append(accuracy)
-        self.pending = []
+    def train_reward(self, step: int, value: float) -> str | None:
+        """A logged train reward (TRL's ``reward``) at ``step``; the alarm's one-line message when the pending
+        evaluation is complete with it and the alarm fires, else None. Non-finite values are left out."""
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            self.received.append(float(value))
+        if self.pending is None or step < self.pending[0]:
+            return None
+        self.rewards.append(sum(self.received) / len(self.received) if self.received else math.nan)
+        self.heldout.append(self.pending[1])
+        self.received, self.pending = [], None
         if not integrity_alarm(self.rewards, self.heldout, self.window):
             return None
         r, a = self.rewards[-self.window :], self.heldout[-self.window :]
         return (
-            f"integrity alarm: over the last {self.window} evaluations the train reward rose ({r[0]:.3f} -> "
-            f"{r[-1]:.3f}) while held-out accuracy fell ({a[0]:.3f} -> {a[-1]:.3f}); the reward may be "
-            "gamed: read the latest completions and run `rlvr audit rewards CONFIG`"
+            f"integrity alarm at step {step}: over the last {self.window} evaluations the train reward rose "
+            f"({r[0]:.3f} -> {r[-1]:.3f}) while held-out accuracy fell ({a[0]:.3f} -> {a[-1]:.3f}); the reward may "
+            "be gamed: read the latest completions and run `rlvr audit rewards CONFIG`"
         )
-
-
-def integrity_row(watch: IntegrityWatch, row: dict[str, float]) -> dict[str, float]:
-    """A periodic evaluation's ``metrics.jsonl`` row (``eval/accuracy``) given to ``watch``: ``{ALARM_METRIC: 1.0}``
-    (and the alarm's line printed) when it fires, else ``{}``."""
-    message = watch.evaluation(row["eval/accuracy"])
-    if message is None:
-        return {}
-    print(message, flush=True)
-    return {ALARM_METRIC: 1.0}

@@ -236,14 +236,14 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     from ..trainer import RLVRTrainer
     from . import data, modeling
     from .evaluation import evaluate, metric_row
-    from .integrity import IntegrityWatch, integrity_row
+    from .integrity import IntegrityWatch
     from .runfolder import start_from_policy, truncate_metrics
     from .runlog import (
         GracefulStop,
+        IntegrityAlarm,
         MetricsWriter,
         PeriodicEval,
         SeedAtTrainBegin,
-        TrainRewardTap,
         compact_console,
     )
 
@@ -361,13 +361,16 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     every = sections.eval.every_steps
     if every and eval_rows:  # the trainer's wrapped model: under ZeRO-3 its weights are gathered for generation
         watch = IntegrityWatch(sections.eval.integrity_window)
+
+        def log_eval(step: int, row: dict[str, float]) -> None:
+            metrics.write(step, row)
+            watch.evaluation(step, row["eval/accuracy"])
+
         callbacks += [
-            TrainRewardTap(watch.train_reward),
             PeriodicEval(
-                every,
-                lambda step, _: measure(f"step {step}", trainer.model, trainer.model_wrapped),
-                lambda step, row: metrics.write(step, {**row, **integrity_row(watch, row)}),
+                every, lambda step, _: measure(f"step {step}", trainer.model, trainer.model_wrapped), log_eval
             ),
+            IntegrityAlarm(watch, metrics.write),
         ]
     t = time.perf_counter()
     trainer = RLVRTrainer(

@@ -191,15 +191,23 @@ def interrupted_by_signal(stage: str, progress: Callable[[], str], after: str):
             signal.signal(s, handler)
 
 
-class TrainRewardTap(TrainerCallback):
-    """Hand every logged train reward (TRL's ``reward``) to ``receive``, on the main process."""
+class IntegrityAlarm(TrainerCallback):
+    """Hand every logged train reward (TRL's ``reward``) to ``watch`` (an
+    :class:`~rlvr_plugins.train.integrity.IntegrityWatch`), on the main process; when the alarm fires, print
+    its line and ``write(step, {"integrity/alarm": 1.0})`` (a row of ``metrics.jsonl``)."""
 
-    def __init__(self, receive: Callable[[float], None]):
-        self.receive = receive
+    def __init__(self, watch: Any, write: Callable[[int, dict[str, float]], None]):
+        self.watch, self.write = watch, write
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if state.is_world_process_zero and logs and "reward" in logs:
-            self.receive(logs["reward"])
+        if not state.is_world_process_zero or not logs or "reward" not in logs:
+            return
+        message = self.watch.train_reward(state.global_step, logs["reward"])
+        if message is not None:
+            from .integrity import ALARM_METRIC
+
+            print(message, flush=True)
+            self.write(state.global_step, {ALARM_METRIC: 1.0})
 
 
 class PeriodicEval(TrainerCallback):

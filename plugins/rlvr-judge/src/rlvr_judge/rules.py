@@ -4,7 +4,7 @@ The rules are rlvr-r1's: its answer extraction, its spraying rule and its math-v
 comparison (``rlvr_r1.answers``). They decide in five cases; everything else is
 "cannot decide" and goes to the judge model:
 
-1. no final answer outside the thinking → 0 (``"no-answer"``);
+1. no final answer outside the thinking → 0 (``"format-only"``);
 2. the answer sprays several candidates → 0 (``"sprayed"``);
 3. rlvr-r1's accuracy says equal (math-verify, or the plain-string comparison of a
    reference math-verify cannot parse) → 1 (``"rules-equal"``);
@@ -138,7 +138,7 @@ def rule_verdict(
     ``time_budget_s``: the math-verify time they share (None: no budget)."""
     answer = extract_answer(completion, think_opened=think_opened, fallback=fallback)
     if answer is None:
-        return RuleVerdict(0.0, None, "no-answer")
+        return RuleVerdict(0.0, None, "format-only")
     if _sprayed(completion, answer, reference, think_opened):
         return RuleVerdict(0.0, answer, "sprayed")
     started = time.monotonic()
