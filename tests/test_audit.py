@@ -332,3 +332,109 @@ def test_coinciding_curves_stay_visible():
     assert len(set(styles)) == 12
     assert all(a[0] != b[0] and a[1] != b[1] for a, b in zip(styles, styles[1:]))  # neighbours differ in both
     assert [dodge(i, 3, 0.01) for i in range(3)] == [-0.01, 0.0, 0.01]
+
+
+# -- pass@k and the peers' estimators (issue 22) -----------------------------------------
+
+
+def test_pass_at_k_gradient_matches_finite_differences():
+    rng = np.random.default_rng(4)
+    logits = rng.normal(size=(3, 4))
+    correct = np.array([[1.0, 0, 0, 0], [0, 1, 1, 0], [0, 0, 0, 1]])
+    h, fd = 1e-6, np.zeros((3, 4))
+    for p in range(3):
+        for k in range(4):
+            step = np.zeros((3, 4))
+            step[p, k] = h
+            fd[p, k] = (audit.pass_at_k(logits + step, correct, 3) - audit.pass_at_k(logits - step, correct, 3)) / (
+                2 * h
+            )
+    assert np.allclose(audit.pass_at_k_gradient(logits, correct, 3), fd, atol=1e-9)
+    # pass@1 is the expected reward; by hand for one prompt with J = 0.25: pass@2 = 1 - 0.75^2
+    assert audit.pass_at_k(logits, correct, 1) == pytest.approx(audit.expected_reward(logits, correct))
+    one = np.log(np.array([[0.25, 0.75]]))
+    assert audit.pass_at_k(one, np.array([[1.0, 0.0]]), 2) == pytest.approx(1 - 0.75**2)
+
+
+def test_a_step_along_the_pass_at_k_gradient_gains_more_pass_at_k_than_one_along_the_pass_at_1_gradient():
+    problem = audit.mixed_difficulty(8)
+    exact1 = audit.exact_gradient(problem.logits, problem.correct)
+    exactk = audit.pass_at_k_gradient(problem.logits, problem.correct, audit.PASS_K)
+    along1 = audit.pass_gains(problem.logits, problem.correct, exact1)
+    alongk = audit.pass_gains(problem.logits, problem.correct, exactk)
+    assert alongk["passk_cosine"] == pytest.approx(1.0)
+    assert alongk["passk_gain"] > along1["passk_gain"] > 0
+    assert along1["pass1_gain"] > alongk["pass1_gain"] > 0
+
+
+def test_peer_estimators_are_called_as_they_train():
+    """Batch-wide statistics (reinforce++, reinforce++-baseline, gpg's B / (B - M)) are called once per batch;
+    opo and pass-at-k act group by group and are stacked."""
+    ests = audit.load_estimators(["reinforce++", "reinforce++-baseline", "gpg", "opo", "pass-at-k", "gdpo"])
+    assert {e.name: audit.probe_stacking(e, SIZE) for e in ests} == {
+        "reinforce++": False,
+        "reinforce++-baseline": False,
+        "gpg": False,
+        "opo": True,
+        "pass-at-k": True,
+        "gdpo": False,
+    }
+
+
+@pytest.fixture(scope="module")
+def peers():
+    return {e.name: e for e in audit.load_estimators(["gpg", "opo", "pass-at-k"])}
+
+
+def gpg_prompt_scale(success, g=G):
+    """κ_p of GPG: (G−1)/G · E[α | p's group has a gradient], α = PG / (PG − G·Z), Z the Poisson-binomial
+    number of all-equal groups among the *other* prompts (prompt q's group is all-equal w.p. J^G + (1−J)^G)."""
+    success = np.asarray(success)
+    zero = success**g + (1 - success) ** g
+    p_count = len(success)
+    out = []
+    for p in range(p_count):
+        dist = np.zeros(p_count)
+        dist[0] = 1.0
+        for q in range(p_count):
+            if q != p:
+                dist = dist * (1 - zero[q]) + np.concatenate([[0.0], dist[:-1]]) * zero[q]
+        m = np.arange(p_count)
+        out.append((g - 1) / g * (dist * p_count * g / (p_count * g - g * m)).sum())
+    return np.array(out)
+
+
+def test_gpg_weights_prompts_by_the_other_prompts_zero_variance_groups(peers):
+    problem = audit.mixed_difficulty(8)
+    st = mc_stats(peers["gpg"], problem)
+    kappa = gpg_prompt_scale(problem.success)
+    assert kappa.max() / kappa.min() > 1.1  # 1.117: the easiest and hardest prompts weigh least
+    assert np.all(np.abs(np.array(st["prompt_scale"]) - kappa) < 4 * np.array(st["prompt_scale_se"]))
+
+
+def test_pass_at_k_raises_pass_at_k_more_and_pass_at_1_less_than_leave_one_out(peers, estimators):
+    problem = audit.mixed_difficulty(8)
+    gains = {}
+    for name, est in (("pass-at-k", peers["pass-at-k"]), ("rloo", estimators["rloo"])):
+        answers, adv = draws(est, problem, 1)
+        mean = audit.score_function_gradients(answers, adv, problem.probs).mean(axis=0)
+        gains[name] = audit.pass_gains(problem.logits, problem.correct, mean)
+    assert gains["pass-at-k"]["passk_gain"] > 1.2 * gains["rloo"]["passk_gain"]
+    assert gains["pass-at-k"]["pass1_gain"] < gains["rloo"]["pass1_gain"]
+    assert gains["pass-at-k"]["passk_cosine"] > 0.95 > 0.8 > gains["rloo"]["passk_cosine"]
+
+
+def test_opo_length_weighting_does_not_remove_the_per_response_length_bias(peers):
+    short, long = 64, 512
+    problem = audit.length_problem(8, short, long)
+    answers, adv = draws(peers["opo"], problem, 2)
+    push = {}
+    for norm in ("per-response", "constant"):
+        w = audit.normalisation_weights(norm, problem.lengths, answers, max_length=long)
+        push[norm] = audit.length_push(
+            audit.score_function_gradients(answers, adv, problem.probs, w).sum(axis=1), np.random.default_rng(5)
+        )
+    per, const = push["per-response"], push["constant"]
+    # per-response: still about 64/512 (lower, in fact); constant: the baseline adds a length bias of its own
+    assert per["wrong_ratio"] < short / long
+    assert const["wrong_ratio"] < 1 - 4 * const["wrong_ratio_se"]

@@ -23,8 +23,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run(out, per_device, processes):
-    cmd = [sys.executable, str(SCRIPT), str(out), str(per_device)]
+def run(out, per_device, processes, estimator=None):
+    cmd = [sys.executable, str(SCRIPT), str(out), str(per_device), *([estimator] if estimator else [])]
     if processes > 1:
         cmd = [
             sys.executable,
@@ -58,6 +58,21 @@ def test_groups_split_across_two_ranks_match_one_process(tmp_path):
         weighted = [r[0] + 0.5 * r[1] for r in a["per_func"]]
         penalty = [t - w for t, w in zip(a["rewards"], weighted)]
         assert any(abs(p) > 1e-3 for p in penalty)  # kimi-length shaped the group's total reward
+        assert any(abs(x) > 0.1 for x in a["advantages"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("estimator", ["opo", "gpg"])
+def test_peer_estimators_on_groups_split_across_two_ranks_match_one_process(tmp_path, estimator):
+    """opo reads the gathered completion lengths, gpg a batch-wide count: both see the whole gathered batch."""
+    pytest.importorskip("rlvr_kimi")
+    one = run(tmp_path / "one.jsonl", per_device=8, processes=1, estimator=estimator)
+    two = run(tmp_path / "two.jsonl", per_device=4, processes=2, estimator=estimator)
+    assert len(one) == len(two) == 2
+    for a, b in zip(one, two):
+        assert a["indices"] == b["indices"] and len(set(a["indices"])) == 1
+        assert a["rewards"] == pytest.approx(b["rewards"], abs=1e-6)
+        assert a["advantages"] == pytest.approx(b["advantages"], abs=1e-6)
         assert any(abs(x) > 0.1 for x in a["advantages"])
 
 

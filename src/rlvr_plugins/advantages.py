@@ -111,6 +111,145 @@ def batch_std_advantages(
     return _zero_invalid(adv, valid)
 
 
+def _batch_zscore(x: torch.Tensor, valid: torch.Tensor, eps: float) -> torch.Tensor:
+    """``(x - mean_batch(x)) / (std_batch(x) + eps)`` over the valid entries (Bessel); 0 with fewer than 2."""
+    masked = _masked(x, valid)
+    std = nan_std(masked)
+    adv = (x - torch.nanmean(masked)) / (std + eps)
+    return _zero_invalid(torch.where(torch.isnan(std), torch.zeros_like(adv), adv), valid)
+
+
+def reinforce_pp_advantages(rewards: torch.Tensor, valid: torch.Tensor, eps: float = 1e-4) -> torch.Tensor:
+    """REINFORCE++ (Hu et al. 2025), outcome reward, no KL term: the return normalised over the global batch::
+
+        A_i = (r_i - mean_batch(r)) / (std_batch(r) + eps)
+
+    No per-prompt baseline at all: the batch mean is the baseline, shared by every group.
+    The groups play no part (``num_generations`` is not needed). Statistics over the valid
+    completions of the batch, sample std (Bessel); fewer than two valid completions give 0.
+    The paper whitens token-level returns, i.e. the batch statistics weight each completion
+    by its token count; this is the per-completion form (equal to it when all lengths agree).
+    """
+    return _batch_zscore(rewards, valid, eps)
+
+
+def reinforce_pp_baseline_advantages(
+    rewards: torch.Tensor, valid: torch.Tensor, num_generations: int, eps: float = 1e-4
+) -> torch.Tensor:
+    """REINFORCE++-baseline (Hu et al. 2025): group mean subtracted, then normalised over the batch::
+
+        c_i = r_i - mean_group(r)
+        A_i = (c_i - mean_batch(c)) / (std_batch(c) + eps)
+
+    Not the same as ``batch-std`` (TRL's ``scale_rewards="batch"``,
+    :func:`batch_std_advantages`): that divides ``c_i`` by the batch std of the *raw*
+    rewards ``r``, which includes the spread between prompts' means; this divides by the
+    batch std of the *centred* rewards ``c`` (smaller, or equal when every group has the
+    same mean) and subtracts ``mean_batch(c)`` (0 when every completion is valid). The two
+    differ by a positive factor per batch, so neither re-weights prompts against each other.
+    """
+    return _batch_zscore(mean_baseline_advantages(rewards, valid, num_generations), valid, eps)
+
+
+def opo_advantages(
+    rewards: torch.Tensor, valid: torch.Tensor, lengths: torch.Tensor, num_generations: int
+) -> torch.Tensor:
+    """OPO (Hao et al. 2025, "On-Policy RL with Optimal reward baseline"), the length-weighted baseline::
+
+        b = sum_j |o_j| r_j / sum_j |o_j|       (per group, over its valid completions)
+        A_i = r_i - b
+
+    The paper's optimal baseline under its assumption that the squared norm of a
+    completion's score gradient grows with its token count ``|o_j|``. ``lengths`` ``(N,)``
+    (the hook's ``completion_lengths``); a length below 1 counts as 1, so an empty
+    completion still has weight. Like the group mean, ``b`` contains ``r_i``, here weighted
+    by ``|o_i|``: a long completion moves its own baseline more. ``rlvr audit`` measures that
+    this does not remove the length bias of per-response normalisation (``docs/audit.md``).
+    """
+    w = torch.where(valid, lengths.to(rewards.dtype).clamp(min=1), torch.zeros_like(rewards))
+    num = grouped(w * torch.where(valid, rewards, torch.zeros_like(rewards)), num_generations).sum(dim=1)
+    den = grouped(w, num_generations).sum(dim=1)
+    baseline = (num / den.clamp(min=1)).repeat_interleave(num_generations)
+    return _zero_invalid(rewards - baseline, valid)
+
+
+def gpg_scale(rewards: torch.Tensor, valid: torch.Tensor, num_generations: int) -> torch.Tensor:
+    """GPG's correction ``alpha = B / (B - M)`` (a 0-d tensor): ``B`` valid completions in the batch, ``M`` of
+    them in groups whose valid rewards are all equal (no gradient); 1 when every group is such."""
+    zero_var = zero_variance_groups(rewards, valid, num_generations).repeat_interleave(num_generations)
+    b = valid.sum().to(rewards.dtype)
+    m = (valid & zero_var).sum().to(rewards.dtype)
+    return torch.where(b > m, b / (b - m).clamp(min=1), torch.ones_like(b))
+
+
+def gpg_advantages(rewards: torch.Tensor, valid: torch.Tensor, num_generations: int) -> torch.Tensor:
+    """GPG (Chu et al. 2025, "GPG: A Simple and Strong Reinforcement Learning Baseline")::
+
+        A_i = alpha * (r_i - mean_group(r)),       alpha = B / (B - M)
+
+    (the paper's ``F_norm = 1``; ``B`` completions in the batch, ``M`` of them "invalid":
+    in a group whose rewards are all equal, so their advantage is 0). ``alpha`` rescales the
+    batch's gradient as if it had been averaged over the ``B - M`` completions that carry
+    one. Here ``B`` counts valid (scored) completions only; see :func:`gpg_scale`. The
+    paper's loss also averages over every token of the batch (``1 / sum_i |o_i|``), which is
+    the loss's business here (``policy-loss`` ``length_normalization: token-mean``), not the
+    estimator's. ``alpha`` depends on the other prompts' groups, which biases the gradient
+    slightly (``docs/audit.md``).
+    """
+    return gpg_scale(rewards, valid, num_generations) * mean_baseline_advantages(rewards, valid, num_generations)
+
+
+def _ratio_of_binomials(top: torch.Tensor, bottom: torch.Tensor, k: int) -> torch.Tensor:
+    """``C(top, k) / C(bottom, k)`` for integer-valued tensors with ``bottom >= k``, as ``prod_j (top-j)/(bottom-j)``.
+
+    With ``0 <= top < k`` a factor is 0 and so is the result (``C(top, k) = 0``).
+    """
+    out = torch.ones_like(top)
+    for j in range(k):
+        out = out * (top - j).clamp(min=0) / (bottom - j).clamp(min=1)
+    return out
+
+
+def pass_at_k_advantages(
+    rewards: torch.Tensor, valid: torch.Tensor, num_generations: int, k: int, threshold: float = 1.0
+) -> torch.Tensor:
+    """Pass@k training (Chen et al. 2025, "Pass@k Training for Adaptively Balancing Exploration and
+    Exploitation of LRMs"), the paper's analytic advantage.
+
+    A completion passes when its reward is at least ``threshold``. In a group of ``N`` valid
+    completions of which ``N_neg`` fail, every subset of ``k`` scores 1 if it holds a pass;
+    the mean and std of that score over all ``C(N, k)`` subsets, and the mean of the
+    subsets' normalised advantage over the subsets that contain completion ``i``, are::
+
+        R = 1 - C(N_neg, k) / C(N, k),        sigma = sqrt(R (1 - R))
+        A_pos = (1 - R) / sigma
+        A_neg = (1 - R - C(N_neg - 1, k - 1) / C(N - 1, k - 1)) / sigma
+
+    ``k = 1`` is GRPO with the population std. A group whose completions all pass or all
+    fail (``sigma = 0``), or with fewer than ``k`` valid completions (no subset of ``k``),
+    gets 0.
+
+    verl's ``grpo_passk`` is a different rule (Thrampoulidis et al. 2025, arXiv 2503.19595):
+    only the best completion of a group gets a non-zero advantage, ``r_max - r_second_max``
+    (optionally divided by the group std), and it has no ``k``. Here every completion gets
+    an advantage and ``k`` sets how much a failure is blamed: the more passes in the group,
+    the smaller both advantages, and 0 once fewer than ``k`` completions fail (every subset of
+    ``k`` then holds a pass: the group's pass@k is safe).
+    """
+    if k < 1:
+        raise ValueError(f"pass@k needs k >= 1, got k={k}")
+    passed = grouped((valid & (rewards >= threshold)).to(rewards.dtype), num_generations)
+    n = grouped(valid.to(rewards.dtype), num_generations).sum(dim=1, keepdim=True)
+    n_neg = n - passed.sum(dim=1, keepdim=True)
+    mean = 1 - _ratio_of_binomials(n_neg, n, k)
+    sigma = (mean * (1 - mean)).clamp(min=0).sqrt()
+    blame = _ratio_of_binomials(n_neg - 1, n - 1, k - 1)
+    raw = torch.where(passed > 0, 1 - mean, 1 - mean - blame)
+    ok = (n >= k) & (sigma > 0)
+    adv = torch.where(ok, raw / torch.where(ok, sigma, torch.ones_like(sigma)), torch.zeros_like(raw))
+    return _zero_invalid(adv.reshape(-1), valid)
+
+
 def normalize_then_sum_advantages(
     rewards_per_func: torch.Tensor,
     weights: torch.Tensor,
@@ -141,6 +280,19 @@ def normalize_then_sum_advantages(
     summed = _masked(summed, valid)
     adv = (summed - torch.nanmean(summed)) / (nan_std(summed) + eps)
     return _zero_invalid(torch.nan_to_num(adv, nan=0.0), valid)
+
+
+def overlong_penalty(lengths: torch.Tensor, max_length: int, cache: int) -> torch.Tensor:
+    """DAPO's soft overlong punishment (Yu et al. 2025, §3.4, Eq. 13), ``(N,)`` lengths → ``(N,)`` float::
+
+        R(|y|) = 0                                   |y| <= L_max - L_cache
+               = ((L_max - L_cache) - |y|) / L_cache  L_max - L_cache < |y| <= L_max
+               = -1                                  L_max < |y|
+
+    with ``L_max = max_length`` and ``L_cache = cache`` (``0 < cache <= max_length``).
+    """
+    over = (lengths.to(torch.float32) - (max_length - cache)) / cache
+    return -over.clamp(min=0.0, max=1.0)
 
 
 def shaping_advantages(shaping: torch.Tensor, valid: torch.Tensor, num_generations: int) -> torch.Tensor:

@@ -29,6 +29,7 @@ from .errors import (
     PluginConflictError,
     PluginError,
     PluginImportError,
+    PluginOptionError,
     PluginValidationError,
     UnknownPluginError,
     shown,
@@ -41,6 +42,13 @@ BUILTIN_PLUGINS = {
     "batch-std": "rlvr_plugins.builtin.estimators:BatchStdEstimator",
     "mean-baseline": "rlvr_plugins.builtin.estimators:MeanBaselineEstimator",
     "normalize-then-sum": "rlvr_plugins.builtin.estimators:NormalizeThenSumEstimator",
+    "gdpo": "rlvr_plugins.builtin.estimators:GDPOEstimator",
+    "reinforce++": "rlvr_plugins.builtin.estimators:ReinforcePPEstimator",
+    "reinforce++-baseline": "rlvr_plugins.builtin.estimators:ReinforcePPBaselineEstimator",
+    "opo": "rlvr_plugins.builtin.estimators:OPOEstimator",
+    "gpg": "rlvr_plugins.builtin.estimators:GPGEstimator",
+    "pass-at-k": "rlvr_plugins.builtin.estimators:PassAtKEstimator",
+    "dapo-overlong": "rlvr_plugins.builtin.shaping:DAPOOverlong",
     "repeat-sampler": "rlvr_plugins.builtin.sampler:RepeatSamplerPlugin",
     "plain-template": "rlvr_plugins.builtin.template:PlainTemplate",
     "policy-loss": "rlvr_plugins.builtin.loss:PolicyLoss",
@@ -558,12 +566,15 @@ def _options_dict(opts: Any) -> dict[str, Any]:
 
 
 def check_plugins_config(
-    plugins_config: Mapping[str, Any] | None, available: Mapping[str, Any] | None = None
+    plugins_config: Mapping[str, Any] | None,
+    available: Mapping[str, Any] | None = None,
+    where: Callable[[str], str] | None = None,
 ) -> list[tuple[str, type, Any]]:
     """``(name, class, parsed options)`` of each plugin the config's ``plugins:`` names, no
     instance made: a name that is not installed, a plugin that cannot be imported, an unknown or
     ill-typed option or a misnamed hook is an error naming it. Imports only the named plugins'
-    modules, so a command can run it before torch (the unknown names before any import)."""
+    modules, so a command can run it before torch (the unknown names before any import).
+    ``where(dotted key)``: ``"file:line: "`` of a key of the config file, put before an option's error."""
     if plugins_config is not None and not isinstance(plugins_config, Mapping):
         raise PluginError(plugins_mapping_problem(plugins_config))
     available = discover() if available is None else available
@@ -578,6 +589,8 @@ def check_plugins_config(
             cls = available[name].load()
             _check_hook_names(name, cls)
             checked.append((name, cls, cls.parse_options(raw)))
+        except PluginOptionError as exc:
+            problems.append(exc.located(where) if where is not None else exc)
         except PluginError as exc:
             problems.append(exc)
     if len(problems) == 1:

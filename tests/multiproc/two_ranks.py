@@ -27,6 +27,7 @@ from rlvr_plugins.trainer import RLVRTrainer  # noqa: E402
 
 OUT = Path(sys.argv[1])
 PER_DEVICE = int(sys.argv[2])
+ESTIMATOR = sys.argv[3] if len(sys.argv) > 3 else None  # an estimator plugin to enable (default: grpo)
 
 
 def completion_for(position: int) -> str:
@@ -109,6 +110,7 @@ def main():
                 "mp-rollout": {},
                 "mp-recorder": {},
                 "kimi-length": {"correctness_reward": "mp-correct", "weight": 0.5},
+                **({ESTIMATOR: {}} if ESTIMATOR else {}),
             }
         )
     args = grpo_args(

@@ -114,6 +114,7 @@ def run_rewards(args) -> int:
     from ..manager import check_plugins_config
     from ..outputs import check_output_file
     from ..train.config import load_config, run_config
+    from ..train.validate import where_of
 
     problems = []
     if not 0.0 <= args.threshold <= 1.0:
@@ -131,7 +132,7 @@ def run_rewards(args) -> int:
         path = json.dumps(str(Path(args.data).resolve()))  # a JSON string is a YAML string
         overrides += [f"data.train={{source: jsonl, path: {path}}}"]
     config = load_config(args.config, overrides, need_model=False)
-    check_plugins_config(run_config(config).plugins)
+    check_plugins_config(run_config(config).plugins, where=where_of(config))
     report = Path(args.report)
     try:
         report.mkdir(parents=True, exist_ok=True)
@@ -364,6 +365,7 @@ def markdown(results: dict[str, Any]) -> str:
                 f"| {_pm(st['bias'], st['bias_se'])} | {st['noise']:.4f} | {verdict(st)} "
                 f"| {_pm(st['rel_variance'], st['rel_variance_se'])} |"
             )
+    lines += pass_lines(results)
     success = results["scenarios"]["mixed"]["success"]
     lines += [
         "",
@@ -401,6 +403,42 @@ def markdown(results: dict[str, Any]) -> str:
     for est in results["estimators"]:
         lines.append(f"| {est['name']} | {est['distribution']} | {est['version']} | {est['calls']} |")
     return "\n".join(lines) + "\n"
+
+
+def pass_lines(results: dict[str, Any]) -> list[str]:
+    """The pass@k table: pass@1 and pass@k gained by one step of fixed length along each expected update."""
+    from ..lab.audit import PASS_STEP
+
+    scenarios = results["scenarios"]
+    if not all("pass_k" in sc for sc in scenarios.values()) or not all(
+        "passk_gain" in st for est in results["estimators"] for st in est["scenarios"].values()
+    ):
+        return []  # an audit.json written before the pass@k columns
+    k = next(iter(scenarios.values()))["pass_k"]
+    lines = [
+        "",
+        f"## pass@1 and pass@{k} after one step",
+        "",
+        f"θ + {PASS_STEP:g} · E[g] / ‖E[g]‖: the gain in expected reward (pass@1) and in pass@{k} "
+        f"(1 − (1 − J_p)^{k}, averaged over prompts); `cos` is the cosine of E[g] to ∇pass@{k}. "
+        f"The two exact rows step along ∇pass@1 and ∇pass@{k} themselves.",
+        "",
+        f"| estimator | scenario | pass@1 gain | pass@{k} gain | cos to ∇pass@{k} |",
+        "|---|---|---|---|---|",
+    ]
+    for label, key in (("exact ∇pass@1", "exact_pass1_step"), (f"exact ∇pass@{k}", "exact_passk_step")):
+        for name, sc in scenarios.items():
+            st = sc[key]
+            lines.append(
+                f"| *{label}* | {name} | {st['pass1_gain']:.5f} | {st['passk_gain']:.5f} | {st['passk_cosine']:.4f} |"
+            )
+    for est in results["estimators"]:
+        for name, st in est["scenarios"].items():
+            lines.append(
+                f"| {est['name']} | {name} | {st['pass1_gain']:.5f} | {st['passk_gain']:.5f} "
+                f"| {st['passk_cosine']:.4f} |"
+            )
+    return lines
 
 
 MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*")

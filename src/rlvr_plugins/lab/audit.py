@@ -115,6 +115,42 @@ def exact_gradient(logits: np.ndarray, correct: np.ndarray) -> np.ndarray:
     return probs * (correct - prompt_rewards(probs, correct)[:, None]) / probs.shape[0]
 
 
+PASS_K = 4
+"""The ``k`` of the audit's pass@k measurement (the ``pass-at-k`` estimator's default ``k``)."""
+PASS_STEP = 1.0
+"""Length ``‖Δθ‖`` of the one step along each expected update whose pass@1 and pass@k gains are reported."""
+
+
+def pass_at_k(logits: np.ndarray, correct: np.ndarray, k: int) -> float:
+    """``pass@k(θ) = 1/P Σ_p (1 − (1 − J_p)^k)``: the chance that one of ``k`` independent answers is right
+    (``correct`` 0/1). ``k = 1`` is :func:`expected_reward`."""
+    return float((1 - (1 - prompt_rewards(softmax(logits), correct)) ** k).mean())
+
+
+def pass_at_k_gradient(logits: np.ndarray, correct: np.ndarray, k: int) -> np.ndarray:
+    """``∂ pass@k / ∂θ_pk = k (1 − J_p)^(k−1) ∂J/∂θ_pk``: the exact gradient re-weighted per prompt
+    towards the unsolved ones; ``(P, K), (P, K) → (P, K)``."""
+    success = prompt_rewards(softmax(logits), correct)
+    return k * (1 - success)[:, None] ** (k - 1) * exact_gradient(logits, correct)
+
+
+def pass_gains(
+    logits: np.ndarray, correct: np.ndarray, direction: np.ndarray, k: int = PASS_K, step: float = PASS_STEP
+) -> dict[str, float]:
+    """Change of pass@1 and pass@k after one step ``θ + step · d / ‖d‖`` along ``direction`` ``(P, K)``.
+
+    Returns ``{"pass1_gain", "passk_gain", "passk_cosine"}``, the last ``cos ∠(d, ∇ pass@k)``.
+    """
+    d = direction / np.linalg.norm(direction)
+    moved = logits + step * d
+    gk = pass_at_k_gradient(logits, correct, k)
+    return {
+        "pass1_gain": expected_reward(moved, correct) - expected_reward(logits, correct),
+        "passk_gain": pass_at_k(moved, correct, k) - pass_at_k(logits, correct, k),
+        "passk_cosine": float(cosine(d.reshape(-1), gk.reshape(-1))),
+    }
+
+
 def success_problem(
     name: str, success: Sequence[float], wrong_shares: Sequence[float] = WRONG_SHARES, description: str = ""
 ) -> Problem:
@@ -579,6 +615,7 @@ def audit_estimator(estimator: Estimator, size: AuditSize) -> dict[str, Any]:
         )
         exact = exact_gradient(problem.logits, problem.correct)
         out["scenarios"][problem.name] = summarize_gradients(grads, exact, np.random.default_rng([size.seed, 99, key]))
+        out["scenarios"][problem.name].update(pass_gains(problem.logits, problem.correct, grads.mean(axis=0)))
     problem = length_problem(size.prompts, size.short, size.long)
     per_answer: dict[str, list[np.ndarray]] = {norm: [] for norm in NORMALISATIONS}
     for answers, adv in iter_draws(estimator, problem, size, len(out["scenarios"]), stacked):
@@ -622,6 +659,10 @@ def run_audit(estimators: Iterable[Estimator], size: AuditSize = QUICK) -> dict[
                 "description": p.description,
                 "success": p.success.tolist(),
                 "expected_reward": expected_reward(p.logits, p.correct),
+                "pass_k": PASS_K,
+                "pass_at_k": pass_at_k(p.logits, p.correct, PASS_K),
+                "exact_pass1_step": pass_gains(p.logits, p.correct, exact_gradient(p.logits, p.correct)),
+                "exact_passk_step": pass_gains(p.logits, p.correct, pass_at_k_gradient(p.logits, p.correct, PASS_K)),
             }
             for p in problems
         },
