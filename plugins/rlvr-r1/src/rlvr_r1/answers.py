@@ -235,29 +235,69 @@ def _math_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+_PROSE_TOKEN = re.compile(r"\\(?:text[a-z]*|mbox|mathrm)\s*\{|\\[A-Za-z]+|\\[{}]|[{}]|[^\W\d_]{2,}")
+_OPEN_TEXT = re.compile(r"(?:\\[A-Za-z]+\s*\{\s*)+$|(?:\s+(?:and|or))+\s*$", re.IGNORECASE)
+_CONNECTIVES = frozenset({"and", "or"})  # list and alternative markers: is_sprayed judges them
+_TRAILING = " \t,;:([-\u2013\u2014"
+
+
+def _first_prose_word(text: str, spans: list[tuple[int, int]]) -> int | None:
+    """Where the first prose word of ``text`` starts: a word of two or more letters (not "and"/"or")
+    outside the math ``spans``, not a LaTeX command and outside braces, except those of
+    ``\\text{…}``, ``\\textbf{…}``, ``\\mbox{…}``, ``\\mathrm{…}``, whose words are prose (``18 \\text{ dollars}``);
+    None if there is none. One linear scan."""
+    depth, span, texts = 0, 0, []
+    for token in _PROSE_TOKEN.finditer(text):
+        while span < len(spans) and spans[span][1] <= token.start():
+            span += 1
+        if span < len(spans) and spans[span][0] <= token.start():
+            continue  # inside math
+        word = token.group()
+        if word[-1] == "{" and word[0] == "\\":
+            texts.append(depth)  # the words of \\text{…} are read as prose: its braces do not count
+        elif word == "{":
+            depth += 1
+        elif word == "}":
+            if texts and texts[-1] == depth:
+                texts.pop()
+            else:
+                depth = max(depth - 1, 0)
+        elif depth == 0 and word[0] != "\\" and word.lower() not in _CONNECTIVES:
+            return token.start()
+    return None
+
+
+def _cut_lead(text: str) -> str:
+    r"""``text`` less trailing separators, an opened ``\text{`` and a trailing "and"/"or" (looked for
+    in its last 200 characters only, so that the search stays linear)."""
+    text = text.rstrip(_TRAILING)
+    return (text[:-200] + _OPEN_TEXT.sub("", text[-200:])).rstrip(_TRAILING)
+
+
 def graded_statement(answer: str) -> str:
     r"""The part of an answer that is graded: an answer followed by prose is graded on its first
-    statement.
+    statement, and a statement that starts with math on that leading expression.
 
-    When ``answer`` holds prose (a word of two or more letters outside ``$…$``, ``\(…\)``,
-    ``\[…\]`` and LaTeX commands), it is cut into sentences (at a newline, or at one ``.``, ``!``
-    or ``?`` followed by whitespace; not inside math, not a decimal point, not an ellipsis) and
-    the first sentence holding math (a digit, ``$``, a LaTeX command) is graded; the sentences
-    after it are commentary and are not read. An answer without prose, or whose sentences hold
-    no math, is graded whole.
+    When ``answer`` holds prose (a word of two or more letters, other than "and"/"or", outside
+    ``$…$``, ``\(…\)``, ``\[…\]``, LaTeX commands and braces other than ``\text{…}``'s:
+    ``_first_prose_word``), it is cut into sentences (at a
+    newline, or at one ``.``, ``!`` or ``?`` followed by whitespace; not inside math, not a decimal
+    point, not an ellipsis) and the first sentence holding math (a digit, ``$``, a LaTeX command)
+    is kept; the sentences after it are commentary and are not read. When that sentence starts
+    with math before its first prose word (``19 (the reference answer is 18)``, ``18 dollars``),
+    only that leading expression is graded (``19``, ``18``); a sentence that starts with words
+    (``The answer is 18``) is graded whole. An answer without prose, or whose sentences hold no
+    math, is graded whole.
 
     >>> graded_statement("19. The reference answer is 18."), graded_statement("The answer is 18.")
     ('19', 'The answer is 18.')
     >>> graded_statement("1.6+1\nI am confident in this answer."), graded_statement("$x = 2.5$. So 2.5 m.")
     ('1.6+1', '$x = 2.5$')
+    >>> graded_statement("19 (the reference answer is 18)"), graded_statement("18 \\text{ dollars}")
+    ('19', '18')
     """
     spans = _math_spans(answer)
-    outside, last = [], 0
-    for start, end in spans:
-        outside.append(answer[last:start])
-        last = end
-    outside.append(answer[last:])
-    if not _PROSE_WORD.search(_LATEX_COMMAND.sub(" ", " ".join(outside))):
+    if _first_prose_word(answer, spans) is None:
         return answer
     sentences, begin, span = [], 0, 0
     for end in _SENTENCE_END.finditer(answer):
@@ -269,7 +309,11 @@ def graded_statement(answer: str) -> str:
         begin = end.end()
     sentences.append(answer[begin:])
     first = next((s.strip() for s in sentences if _HAS_MATH.search(s)), None)
-    return answer if first is None else first
+    if first is None:
+        return answer
+    at = _first_prose_word(first, _math_spans(first))
+    lead = _cut_lead(first if at is None else first[:at])
+    return lead if _HAS_MATH.search(lead) else first
 
 
 def _marker_text(text: str) -> str:
