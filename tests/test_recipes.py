@@ -130,7 +130,27 @@ def _cpu_config(name: str, tmp_path: Path, policy: Path) -> dict:
         # on this machine's packages (2026-12-02; also on d4e0595) it collapsed to one answer for every prompt,
         # so every group had zero variance and GRPO nothing to learn from. What is checked here is GRPO after it.
         config["sft"]["learning_rate"] = 1.0e-5
+        config["sft"]["examples"] = 32  # of the 48 rows above (16 left for RL); the recipe's 300 would leave none
     return config
+
+
+SFT_SMOKE = ["r1", "kimi", "qwen3_fusion"]
+"""The smoke forms with an ``sft:`` cold start: run as shipped, their GRPO steps score something."""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SFT_SMOKE)
+def test_cpu_recipe_as_shipped_scores_some_completions(name, tmp_path):
+    """A first-time user's ``rlvr train configs/cpu/<name>.yaml`` (issue 26 item 5): the recipe's own SFT
+    stage, not the tests' shared policy, yields a policy with non-zero reward in some GRPO step."""
+    from rlvr_plugins.train.run import train
+
+    config = load_config(CONFIGS / "cpu" / f"{name}.yaml", [f"output_dir={tmp_path / name}", "engine.in_process=true"])
+    train(config)
+    rows = [r for r in read_metrics(tmp_path / name / "metrics.jsonl") if "reward" in r]
+    assert [r["step"] for r in rows] == [1, 2]
+    assert max(r["reward"] for r in rows) > 0, rows
+    assert max(r["rewards/r1-accuracy/mean"] for r in rows) > 0, "no completion got an addition right"
 
 
 @pytest.mark.parametrize("name", sorted(USES_SHARED_DATA))
