@@ -240,3 +240,30 @@ def test_homework_configs_differ_only_in_the_variant(name):
         assert getattr(prepared.grpo_args, key) == value, key
     assert prepared.grpo_args.per_device_train_batch_size == 64 and prepared.grpo_args.num_generations == 8
     assert ("kimi-length" in prepared.plugin_set.names) == (name == "kimi_length")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(USES_SHARED_DATA))
+def test_pure_rl_smoke_recipe_says_why_its_curves_are_flat(name, tmp_path, capsys):
+    """R1-Zero and Dr. GRPO start from the untrained tiny model by definition (no SFT), which scores 0 on GSM8K:
+    the run says so at the end instead of leaving a first-time user with flat curves (issue 26 item 5)."""
+    data = shared_data()
+    if data is None:
+        pytest.skip("../shared/data is absent: the GSM8K slice of this recipe is not available")
+    args = [f"output_dir={tmp_path / name}", "engine.in_process=true"]
+    args += [f"data.train.path={data / 'gsm8k' / 'train.jsonl'}", f"data.eval.path={data / 'gsm8k' / 'test.jsonl'}"]
+    assert cli.main(["train", str(CONFIGS / "cpu" / f"{name}.yaml"), *(x for a in args for x in ("--set", a))]) == 0
+    out = capsys.readouterr().out
+    assert "no learning signal: in all 2 GRPO steps each group scored alike (best step reward 0.000)" in out
+
+
+def test_no_signal_hint_only_when_every_step_had_equal_rewards_in_each_group():
+    from rlvr_plugins.train.run import no_signal_line
+
+    flat = [
+        {"step": 0, "eval/accuracy": 0.0},
+        *({"step": s, "frac_reward_zero_std": 1.0, "reward": 0.25} for s in (1, 2, 3)),
+    ]
+    assert "in all 3 GRPO steps" in no_signal_line(flat) and "best step reward 0.250" in no_signal_line(flat)
+    assert no_signal_line([*flat, {"step": 4, "frac_reward_zero_std": 0.75, "reward": 0.1}]) is None
+    assert no_signal_line([{"step": 0, "eval/accuracy": 0.0}]) is None  # no GRPO step logged

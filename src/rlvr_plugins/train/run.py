@@ -421,6 +421,12 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
         with writing(out / SUMMARY_FILE, out, remove_partial=False):
             write_atomic(out / SUMMARY_FILE, [json.dumps(summary, indent=2, default=str)], what="summary")
         _print_summary(summary)
+        if (out / "metrics.jsonl").is_file():
+            from .runlog import read_metrics
+
+            hint = no_signal_line(read_metrics(out / "metrics.jsonl"))
+            if hint:
+                print(hint, flush=True)
         _write_curves(out)
     return summary
 
@@ -539,6 +545,27 @@ def eval_label(tag: str, with_sft: bool) -> str:
     if tag == "after":
         return "after GRPO"
     return "after SFT (before GRPO)" if with_sft else "before GRPO"
+
+
+def no_signal_line(rows: list[Mapping[str, Any]]) -> str | None:
+    """A hint when no GRPO step had a learning signal: in every logged step each group's completions scored
+    alike (TRL's ``frac_reward_zero_std`` is 1), typically a policy that never scores. ``None`` otherwise.
+
+    >>> no_signal_line([{"step": 0}, {"step": 1, "frac_reward_zero_std": 1.0, "reward": 0.0},
+    ...                 {"step": 2, "frac_reward_zero_std": 1.0, "reward": 0.0}])[:78]
+    'no learning signal: in all 2 GRPO steps each group scored alike (best step rew'
+    >>> no_signal_line([{"step": 1, "frac_reward_zero_std": 1.0}, {"step": 2, "frac_reward_zero_std": 0.5}]) is None
+    True
+    """
+    steps = [r for r in rows if r.get("frac_reward_zero_std") is not None]
+    if not steps or any(r["frac_reward_zero_std"] < 1.0 for r in steps):
+        return None
+    best = max((r["reward"] for r in steps if r.get("reward") is not None), default=float("nan"))
+    return (
+        f"no learning signal: in all {len(steps)} GRPO steps each group scored alike (best step reward {best:.3f}), "
+        "so nothing was learned and the curves stay flat; start from a policy that scores some answers "
+        "(an sft: stage, or model.name_or_path), see docs/recipes.md"
+    )
 
 
 def failure_line(failures: Mapping[str, Mapping[str, int]]) -> str:
