@@ -12,7 +12,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -547,7 +547,7 @@ def eval_label(tag: str, with_sft: bool) -> str:
     return "after SFT (before GRPO)" if with_sft else "before GRPO"
 
 
-def no_signal_line(rows: list[Mapping[str, Any]]) -> str | None:
+def no_signal_line(rows: Sequence[Mapping[str, Any]]) -> str | None:
     """A hint when no GRPO step had a learning signal: in every logged step each group's completions scored
     alike (TRL's ``frac_reward_zero_std`` is 1), typically a policy that never scores. ``None`` otherwise.
 
