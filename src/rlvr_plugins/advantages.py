@@ -364,13 +364,19 @@ def batch_advantages(
 ) -> BatchAdvantages:
     """Penalties, estimator and the framework's rules on a gathered batch (training and ``rlvr score``).
 
-    ``valid`` = no reward failed and not every reward ``None``; outcome = ``Σ_k w_k r_k``
-    (a ``None`` counts 0); the estimator turns the outcome into advantages; the summed
-    length penalties are added as group-centred shaping (``shaping_advantages``); then
+    ``valid`` = no reward failed and not every reward ``None``; outcome = ``Σ_k w_k(t) r_k``
+    (a ``None`` counts 0), with ``w_k(t)`` = ``weights[k]`` times the value at ``step`` of its
+    plugin's weight schedule (:mod:`rlvr_plugins.schedules`; 1 without one), and each length
+    penalty likewise times its plugin's schedule: the one place a schedule is applied. The
+    estimator turns the outcome into advantages; the summed length penalties are added as
+    group-centred shaping (``shaping_advantages``); then
     ``finalize_advantages`` (no score → 0, equal totals in a group → exactly 0).
     ``total`` = outcome + penalties, NaN where not valid.
     """
     valid = ~failed.any(dim=1) & ~torch.isnan(rewards_per_func).all(dim=1)
+    weights = weights.to(rewards_per_func.device) * torch.tensor(
+        plugin_set.reward_weight_factors(names, step), dtype=weights.dtype, device=rewards_per_func.device
+    )
     outcome = (rewards_per_func * weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
     shaping = torch.zeros_like(outcome)
     penalties = []
@@ -384,7 +390,7 @@ def batch_advantages(
     ):
         if penalty is None:
             continue
-        penalty = check_vector(plugin, "rlvr_length_penalty", penalty, outcome)
+        penalty = check_vector(plugin, "rlvr_length_penalty", penalty, outcome) * plugin_set.weight_factor(plugin, step)
         shaping = shaping + penalty
         penalties.append((plugin, penalty))
     nan = torch.full_like(outcome, float("nan"))

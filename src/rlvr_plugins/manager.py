@@ -23,17 +23,19 @@ from typing import Any, cast
 
 import pluggy
 
-from . import ENTRY_POINT_GROUP, PROJECT, __version__, hookspecs
+from . import ENTRY_POINT_GROUP, PROJECT, __version__, fields, hookspecs
 from .errors import (
     ConfigError,
     PluginConflictError,
     PluginError,
     PluginImportError,
+    PluginOptionError,
     PluginValidationError,
     UnknownPluginError,
     shown,
 )
 from .plugin import Plugin, RewardExploit, RewardFunction, describe_options
+from .schedules import WeightSchedule, parse_schedule
 
 BUILTIN_PLUGINS = {
     "grpo": "rlvr_plugins.builtin.estimators:GRPOEstimator",
@@ -219,6 +221,7 @@ class EnabledPlugin:
     instance: Plugin
     entry: PluginEntry
     default: bool = False
+    weight_schedule: WeightSchedule | None = None
 
 
 @dataclass
@@ -395,6 +398,36 @@ class PluginSet:
         replaced.adjusted_args = self.adjusted_args
         return replaced
 
+    def weight_factor(self, plugin: str, step: int) -> float:
+        """The value at ``step`` of ``plugin``'s weight schedule; 1.0 when it has none."""
+        for p in self.enabled:
+            if p.name == plugin and p.weight_schedule is not None:
+                return p.weight_schedule.at(step)
+        return 1.0
+
+    def scheduled_weights(self, step: int) -> dict[str, float]:
+        """``{name: weight at step}`` for every scheduled reward (its registered weight times the
+        schedule) and every scheduled length-penalty plugin (the schedule), for ``weights/<name>``."""
+        scheduled = {p.name for p in self.enabled if p.weight_schedule is not None}
+        if not scheduled:
+            return {}
+        out = {
+            r.name: r.weight * self.weight_factor(plugin, step)
+            for plugin, r in self.reward_functions()
+            if plugin in scheduled
+        }
+        for plugin in self.implementers("rlvr_length_penalty"):
+            if plugin in scheduled:
+                out[plugin] = self.weight_factor(plugin, step)
+        return out
+
+    def reward_weight_factors(self, names: Sequence[str], step: int) -> list[float]:
+        """One factor per reward of ``names`` (TRL's and the plugins'): its plugin's schedule at ``step``, else 1.0."""
+        if all(p.weight_schedule is None for p in self.enabled):
+            return [1.0] * len(names)
+        owner = {r.name: plugin for plugin, r in self.reward_functions()}
+        return [self.weight_factor(owner[n], step) if n in owner else 1.0 for n in names]
+
     def reward_functions(self) -> list[tuple[str, RewardFunction]]:
         """Every registered reward as ``(plugin name, RewardFunction)``, names unique.
 
@@ -564,13 +597,51 @@ def _options_dict(opts: Any) -> dict[str, Any]:
     return dataclasses.asdict(opts) if dataclasses.is_dataclass(opts) and not isinstance(opts, type) else {}
 
 
+WEIGHTED_HOOKS = ("rlvr_reward_functions", "rlvr_length_penalty")
+
+
+def split_weight_schedule(name: str, cls: type[Plugin], raw: Any) -> tuple[Any, WeightSchedule | None]:
+    """``(options without the schedule, schedule)`` when ``raw["weight"]`` is a mapping, else ``(raw, None)``.
+
+    The plugin's ``weight`` option then parses as 1.0 and the schedule gives the whole weight. A
+    schedule on a plugin that contributes no reward and no length penalty, or has no ``weight``
+    option, or a malformed schedule, is a :class:`PluginOptionError` naming the plugin and ``weight``.
+    """
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("weight"), Mapping):
+        return raw, None
+    valid = describe_options(cls.Options)
+    if not set(WEIGHTED_HOOKS) & set(implemented_hooks(cls)) or "weight" not in fields.hints(cls.Options):
+        raise PluginOptionError(
+            name,
+            [
+                "option 'weight' is a schedule, but this plugin contributes no weighted reward or length penalty "
+                "(a schedule applies to a plugin implementing rlvr_reward_functions or rlvr_length_penalty with "
+                "a 'weight' option)"
+            ],
+            valid,
+        )
+    try:
+        schedule = parse_schedule(raw["weight"])
+    except ValueError as exc:
+        raise PluginOptionError(name, [f"option 'weight' (a schedule): {exc}"], valid) from None
+    return {**raw, "weight": 1.0}, schedule
+
+
 def check_plugins_config(
     plugins_config: Mapping[str, Any] | None, available: Mapping[str, Any] | None = None
 ) -> list[tuple[str, type, Any]]:
     """``(name, class, parsed options)`` of each plugin the config's ``plugins:`` names, no
     instance made: a name that is not installed, a plugin that cannot be imported, an unknown or
     ill-typed option or a misnamed hook is an error naming it. Imports only the named plugins'
-    modules, so a command can run it before torch (the unknown names before any import)."""
+    modules, so a command can run it before torch (the unknown names before any import). A ``weight``
+    schedule is checked too (:func:`split_weight_schedule`)."""
+    return [(name, cls, options) for name, cls, options, _ in _checked_plugins(plugins_config, available)]
+
+
+def _checked_plugins(
+    plugins_config: Mapping[str, Any] | None, available: Mapping[str, Any] | None = None
+) -> list[tuple[str, type, Any, WeightSchedule | None]]:
+    """:func:`check_plugins_config` with each plugin's weight schedule (None: a plain number)."""
     if plugins_config is not None and not isinstance(plugins_config, Mapping):
         raise PluginError(plugins_mapping_problem(plugins_config))
     available = discover() if available is None else available
@@ -579,12 +650,13 @@ def check_plugins_config(
     if unknown:
         raise UnknownPluginError(unknown, list(available))
     problems: list[PluginError] = []
-    checked = []
+    checked: list[tuple[str, type, Any, WeightSchedule | None]] = []
     for name, raw in plugins_config.items():
         try:
             cls = available[name].load()
             _check_hook_names(name, cls)
-            checked.append((name, cls, cls.parse_options(raw)))
+            raw, schedule = split_weight_schedule(name, cls, raw)
+            checked.append((name, cls, cls.parse_options(raw), schedule))
         except PluginError as exc:
             problems.append(exc)
     if len(problems) == 1:
@@ -617,8 +689,8 @@ def build_plugin_set(plugins_config: Mapping[str, Any] | None) -> PluginSet:
     """
     available = discover()
     enabled = [
-        EnabledPlugin(name, cls(options), available[name])
-        for name, cls, options in check_plugins_config(plugins_config, available)
+        EnabledPlugin(name, cls(options), available[name], weight_schedule=schedule)
+        for name, cls, options, schedule in _checked_plugins(plugins_config, available)
     ]
     for hook in hookspecs.ONE_WINNER_HOOKS:
         answering = [p.name for p in enabled if hook in implemented_hooks(type(p.instance))]
