@@ -295,6 +295,31 @@ def overlong_penalty(lengths: torch.Tensor, max_length: int, cache: int) -> torc
     return -over.clamp(min=0.0, max=1.0)
 
 
+def cosine_length_reward(
+    lengths: torch.Tensor,
+    correct: torch.Tensor,
+    max_length: int,
+    correct_range: tuple[float, float] = (0.5, 1.0),
+    wrong_range: tuple[float, float] = (-1.0, -0.5),
+) -> torch.Tensor:
+    """The cosine length reward of Yeo et al. 2025 ("Demystifying Long Chain-of-Thought Reasoning in
+    LLMs", its cosine length-scaling reward), ``(N,)`` lengths and ``(N,)`` bool correctness → ``(N,)`` float::
+
+        p    = min(1, |y| / L_max)
+        C(v0, vL) = vL + (v0 - vL) * (1 + cos(pi * p)) / 2      (v0 at |y| = 0, vL at L_max)
+        R    = C(max_c, min_c)   if correct                     (short correct answers earn more)
+             = C(min_w, max_w)   if wrong                       (long wrong answers lose less)
+
+    with ``correct_range = (min_c, max_c)`` and ``wrong_range = (min_w, max_w)``. A length past
+    ``L_max`` is held at ``L_max`` (the cosine does not turn back up).
+    """
+    p = (lengths.to(torch.float32) / max_length).clamp(min=0.0, max=1.0)
+    half = (1.0 + torch.cos(torch.pi * p)) / 2.0
+    min_c, max_c = correct_range
+    min_w, max_w = wrong_range
+    return torch.where(correct.to(torch.bool), min_c + (max_c - min_c) * half, max_w + (min_w - max_w) * half)
+
+
 def shaping_advantages(shaping: torch.Tensor, valid: torch.Tensor, num_generations: int) -> torch.Tensor:
     """The advantage of a shaping term (length penalty): ``s_i - mean_j s_j`` per group, never std-scaled.
 

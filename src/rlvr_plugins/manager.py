@@ -50,6 +50,8 @@ BUILTIN_PLUGINS = {
     "gpg": "rlvr_plugins.builtin.estimators:GPGEstimator",
     "pass-at-k": "rlvr_plugins.builtin.estimators:PassAtKEstimator",
     "dapo-overlong": "rlvr_plugins.builtin.shaping:DAPOOverlong",
+    "cosine-length": "rlvr_plugins.builtin.shaping:CosineLength",
+    "repetition": "rlvr_plugins.builtin.repetition:RepetitionPenalty",
     "repeat-sampler": "rlvr_plugins.builtin.sampler:RepeatSamplerPlugin",
     "plain-template": "rlvr_plugins.builtin.template:PlainTemplate",
     "policy-loss": "rlvr_plugins.builtin.loss:PolicyLoss",
