@@ -132,3 +132,14 @@ def test_repetition_reward_plugin_scores_max_penalty_times_the_share():
 def test_repetition_refuses_bad_options(options, message):
     with pytest.raises(PluginError, match=f"plugin 'repetition': {message}"):
         build_plugin_set({"repetition": options})
+
+
+def test_cosine_length_refuses_max_length_beyond_the_runs():
+    plugin_set = build_plugin_set({"cosine-length": {"correctness_reward": "acc", "max_length": 100}})
+    with pytest.raises(ConfigError, match=r"'cosine-length': option max_length=100 exceeds .*max_completion_length=64"):
+        plugin_set.call(
+            "rlvr_validate_run",
+            reward_names=["acc"],
+            grpo_args=SimpleNamespace(max_completion_length=64),
+            engine_timeout_s=None,
+        )

@@ -11,7 +11,40 @@ from ..errors import ConfigError, PluginContractError
 from ..plugin import Plugin
 
 
-class DAPOOverlong(Plugin):
+class MaxLengthShaping(Plugin):
+    """A length shaping with an ``L_max`` option (``max_length``) that defaults to the run's
+    ``max_completion_length``, learnt in ``rlvr_validate_run``; a larger one is refused there."""
+
+    def __init__(self, options=None):
+        super().__init__(options)
+        self._run_max_length: int | None = None
+
+    def max_length(self) -> int:
+        """``L_max``: the option, else the run's ``max_completion_length``."""
+        max_length = self.options.max_length or self._run_max_length
+        if max_length is None:
+            raise ConfigError(
+                f"plugin {self.name!r}: option 'max_length' is not set and the run's max_completion_length "
+                "is unknown; set max_length",
+                source="plugins",
+            )
+        return max_length
+
+    def check_run_length(self, grpo_args) -> None:
+        """Learn the run's ``max_completion_length``; refuse an ``L_max`` beyond it."""
+        run_max = getattr(grpo_args, "max_completion_length", None)
+        self._run_max_length = run_max if isinstance(run_max, int) else None
+        max_length = self.max_length()
+        if self._run_max_length is not None and max_length > self._run_max_length:
+            raise ConfigError(
+                f"plugin {self.name!r}: option max_length={max_length} exceeds trainer.max_completion_length="
+                f"{self._run_max_length}, so no completion reaches the penalty's end; set max_length <= "
+                f"{self._run_max_length}",
+                source="plugins",
+            )
+
+
+class DAPOOverlong(MaxLengthShaping):
     """DAPO's soft overlong punishment (Yu et al. 2025, §3.4, Eq. 13) as a length penalty.
 
     ``weight · R(|y|)`` with ``R = 0`` up to ``L_max − L_cache`` tokens, then linear down to
@@ -47,19 +80,9 @@ class DAPOOverlong(Plugin):
             if not math.isfinite(self.weight) or self.weight < 0:
                 raise ValueError(f"option 'weight' must be a finite number >= 0, got {self.weight!r}")
 
-    def __init__(self, options=None):
-        super().__init__(options)
-        self._run_max_length: int | None = None
-
     def limits(self) -> tuple[int, int]:
         """``(L_max, L_cache)``: the options, else the run's ``max_completion_length`` and a fifth of it."""
-        max_length = self.options.max_length or self._run_max_length
-        if max_length is None:
-            raise ConfigError(
-                f"plugin {self.name!r}: option 'max_length' is not set and the run's max_completion_length "
-                "is unknown; set max_length",
-                source="plugins",
-            )
+        max_length = self.max_length()
         cache = self.options.cache or max(1, max_length // 5)
         if cache > max_length:
             raise ConfigError(
@@ -70,16 +93,8 @@ class DAPOOverlong(Plugin):
 
     @hookimpl
     def rlvr_validate_run(self, grpo_args):
-        run_max = getattr(grpo_args, "max_completion_length", None)
-        self._run_max_length = run_max if isinstance(run_max, int) else None
-        max_length, _ = self.limits()
-        if self._run_max_length is not None and max_length > self._run_max_length:
-            raise ConfigError(
-                f"plugin {self.name!r}: option max_length={max_length} exceeds trainer.max_completion_length="
-                f"{self._run_max_length}, so no completion reaches the penalty's end; set max_length <= "
-                f"{self._run_max_length}",
-                source="plugins",
-            )
+        self.check_run_length(grpo_args)
+        self.limits()
 
     @hookimpl
     def rlvr_length_penalty(self, completion_lengths):
@@ -89,7 +104,7 @@ class DAPOOverlong(Plugin):
         return self.options.weight * overlong_penalty(completion_lengths, max_length, cache)
 
 
-class CosineLength(Plugin):
+class CosineLength(MaxLengthShaping):
     """The cosine length reward of Yeo et al. 2025, "Demystifying Long Chain-of-Thought Reasoning in
     LLMs" (its "cosine length-scaling reward"), as a length shaping.
 
@@ -145,28 +160,11 @@ class CosineLength(Plugin):
             if not math.isfinite(self.weight) or self.weight < 0:
                 raise ValueError(f"option 'weight' must be a finite number >= 0, got {self.weight!r}")
 
-    def __init__(self, options=None):
-        super().__init__(options)
-        self._run_max_length: int | None = None
-
-    def max_length(self) -> int:
-        """``L_max``: the option, else the run's ``max_completion_length``."""
-        max_length = self.options.max_length or self._run_max_length
-        if max_length is None:
-            raise ConfigError(
-                f"plugin {self.name!r}: option 'max_length' is not set and the run's max_completion_length "
-                "is unknown; set max_length",
-                source="plugins",
-            )
-        return max_length
-
     @hookimpl
     def rlvr_validate_run(self, reward_names, grpo_args):
         if self.options.correctness_reward not in reward_names:
             raise ConfigError(self._missing(reward_names), source="plugins")
-        run_max = getattr(grpo_args, "max_completion_length", None)
-        self._run_max_length = run_max if isinstance(run_max, int) else None
-        self.max_length()
+        self.check_run_length(grpo_args)
 
     def _missing(self, reward_names) -> str:
         return (
