@@ -546,8 +546,30 @@ class PluginSet:
                 f"{NO_REWARD_SOURCE} rlvr-plugins: no reward function is enabled: enable at least one reward plugin "
                 "(for example r1-accuracy), or pass an environment_factory whose environment defines get_reward"
             )
+        self.check_claims()
         self.call("rlvr_validate_run", reward_names=names, grpo_args=grpo_args, engine_timeout_s=engine_timeout_s)
         self._validated = (grpo_args, engine_timeout_s)
+
+    def check_claims(self) -> None:
+        """Refuse two plugins whose ``rlvr_claims`` name the same thing, naming both and the claim."""
+        owners: dict[str, list[str]] = {}
+        for plugin, claims in self.call("rlvr_claims"):
+            if claims is None:
+                continue
+            if isinstance(claims, str) or not all(isinstance(c, str) for c in claims):
+                raise PluginValidationError(
+                    f"plugin {plugin!r}: rlvr_claims returned {claims!r}; expected a list of strings or None"
+                )
+            for claim in dict.fromkeys(claims):
+                owners.setdefault(claim, []).append(plugin)
+        for claim, plugins in owners.items():
+            if len(plugins) > 1:
+                raise PluginConflictError(
+                    f"rlvr_claims ({claim!r})",
+                    plugins,
+                    f"plugins {', '.join(repr(p) for p in plugins)} both claim {claim!r} (rlvr_claims): they would "
+                    "act on the same completions twice; enable only one of them.",
+                )
 
     def describe(self) -> list[dict[str, Any]]:
         out = []

@@ -102,7 +102,7 @@ def test_installed_entry_point_and_defaults():
     ps = build_plugin_set({"kimi-length": {}})
     (described,) = [p for p in ps.describe() if p["name"] == "kimi-length"]
     assert described["distribution"] == "rlvr-kimi"
-    assert described["hooks"] == ["rlvr_length_penalty", "rlvr_validate_run"]
+    assert described["hooks"] == ["rlvr_claims", "rlvr_length_penalty", "rlvr_validate_run"]
     assert described["options"] == {
         "weight": 1.0,
         "warmup_steps": 0,

@@ -97,6 +97,10 @@ class DAPOOverlong(MaxLengthShaping):
         self.limits()
 
     @hookimpl
+    def rlvr_claims(self):
+        return ["truncated-completions"]
+
+    @hookimpl
     def rlvr_length_penalty(self, completion_lengths):
         from ..advantages import overlong_penalty  # torch: when the hook runs
 
@@ -171,6 +175,10 @@ class CosineLength(MaxLengthShaping):
             f"plugin {self.name!r}: option correctness_reward={self.options.correctness_reward!r} is not a reward "
             f"of this run. Available rewards: {list(reward_names)}. Set correctness_reward to one of these."
         )
+
+    @hookimpl
+    def rlvr_claims(self):
+        return ["length-by-correctness"]
 
     @hookimpl
     def rlvr_length_penalty(self, completion_lengths, rewards_per_func, reward_names):

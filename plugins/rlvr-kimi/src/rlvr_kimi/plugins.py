@@ -74,6 +74,10 @@ class KimiLengthPenalty(Plugin):
         return missing_reward_message(self.name, self.options.correctness_reward, reward_names)
 
     @hookimpl
+    def rlvr_claims(self):
+        return ["length-by-correctness"]
+
+    @hookimpl
     def rlvr_length_penalty(self, completion_lengths, num_generations, rewards_per_func, reward_names, step):
         o = self.options
         factor = warmup_schedule(o.warmup_steps).at(step)
