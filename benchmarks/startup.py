@@ -4,8 +4,10 @@ The commands (issue 26, item 6): ``rlvr plugins``, ``rlvr train CONFIG --check``
 ``rlvr --help``. Each repeat starts every command once in a fresh process, in a rotated order, beside a
 ``python -c pass`` of the same interpreter; the ratio of a command is the median of its per-repeat ratios
 to that repeat's bare start, with a 95 % bootstrap interval (``benchkit.paired_ratio``), and its wall time
-the median with the range. The loaded condition runs the same repeats while ``--burners`` processes
-(default: one per core) spin on the CPU. Both conditions run in one invocation, quiet first.
+the median with the range, beside its CPU time (user + system, with the processes it waited for: on a quiet
+machine a one-process command's wall time is about its CPU time). The loaded condition runs the same
+repeats while ``--burners`` processes (default: one per core) spin on the CPU. Both conditions run in one
+invocation, quiet first.
 
     python benchmarks/startup.py [--repeats 7] [--config configs/demo.yaml] [--burners N] [--json FILE] [--quick]
 
@@ -19,6 +21,7 @@ import json
 import multiprocessing
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -51,14 +54,17 @@ def commands(config: str, out: str) -> dict[str, list[str]]:
     }
 
 
-def wall_time(argv: list[str]) -> float:
-    """Seconds from start to exit of ``argv``; a failing command stops the benchmark (it timed no real work)."""
+def timed(argv: list[str]) -> tuple[float, float]:
+    """``(wall, cpu)`` seconds of ``argv`` from start to exit; ``cpu`` is user + system time of the process and of
+    every process it waited for (the reward engine's workers). A failing command stops the benchmark."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.strip()[-500:]}")
-    return elapsed
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def burn() -> None:
@@ -66,23 +72,29 @@ def burn() -> None:
         pass
 
 
-def measure(cmds: dict[str, list[str]], repeats: int) -> dict[str, list[float]]:
-    """``repeats`` rounds; round ``r`` starts the commands rotated by ``r`` (each goes first as often)."""
+def measure(cmds: dict[str, list[str]], repeats: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """``(wall, cpu)`` seconds per command over ``repeats`` rounds; round ``r`` starts the commands rotated by
+    ``r`` (each goes first as often)."""
     names = list(cmds)
-    times: dict[str, list[float]] = {name: [] for name in names}
+    wall: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
     for r in range(repeats):
         for name in names[r % len(names) :] + names[: r % len(names)]:
-            times[name].append(wall_time(cmds[name]))
-    return times
+            w, c = timed(cmds[name])
+            wall[name].append(w)
+            cpu[name].append(c)
+    return wall, cpu
 
 
-def summary(times: dict[str, list[float]], base: str) -> dict[str, dict]:
+def summary(times: dict[str, list[float]], cpu: dict[str, list[float]], base: str) -> dict[str, dict]:
     out = {}
     for name, values in times.items():
         row = {
             "wall_s_median": round(statistics.median(values), 3),
             "wall_s_range": [round(min(values), 3), round(max(values), 3)],
-            "wall_s": [round(v, 3) for v in values],
+            "wall_s": [round(v, 6) for v in values],
+            "cpu_s_median": round(statistics.median(cpu[name]), 3),
+            "cpu_s_range": [round(min(cpu[name]), 3), round(max(cpu[name]), 3)],
         }
         if name != base:
             ratio = paired_ratio(values, times[base])
@@ -100,8 +112,8 @@ def run_condition(cmds: dict[str, list[str]], repeats: int, burners: int) -> dic
         p.start()
     load_start = load_average()
     try:
-        wall_time(cmds["python -c pass"])  # warm the file cache before the timed rounds
-        times = measure(cmds, repeats)
+        timed(cmds["python -c pass"])  # warm the file cache before the timed rounds
+        times, cpu = measure(cmds, repeats)
     finally:
         for p in procs:
             p.terminate()
@@ -109,7 +121,7 @@ def run_condition(cmds: dict[str, list[str]], repeats: int, burners: int) -> dic
     return {
         "burners": burners,
         "machine": machine_note(load_start, load_average()),
-        "commands": summary(times, "python -c pass"),
+        "commands": summary(times, cpu, "python -c pass"),
     }
 
 

@@ -582,7 +582,7 @@ def test_a_non_finite_float_option_is_a_one_line_error(tmp_path, capsys, weight,
     assert cli.main(["train", str(path), "--check"]) == 2
     err = error_of(capsys)
     assert err.startswith(
-        f"rlvr: error: plugin 'r1-accuracy': option 'weight' must be float (finite), got {shown_as}. "
+        f"rlvr: error: {path}:3: plugin 'r1-accuracy': option 'weight' must be float (finite), got {shown_as}. "
         "Valid options: weight (float, default 1.0);"
     )
     assert err.count("\n") == 1
@@ -592,8 +592,29 @@ def test_an_int_option_past_the_float_range_is_a_one_line_error(tmp_path, capsys
     path = write(tmp_path / "c.yaml", MINIMAL.replace("r1-accuracy: {}", "r1-accuracy: {weight: 1" + "0" * 400 + "}"))
     assert cli.main(["train", str(path), "--check"]) == 2
     assert error_of(capsys).startswith(
-        "rlvr: error: plugin 'r1-accuracy': option 'weight' must be float (finite), got 1000"
+        f"rlvr: error: {path}:3: plugin 'r1-accuracy': option 'weight' must be float (finite), got 1000"
     )
+
+
+def test_plugin_option_errors_name_the_file_and_line_of_the_option(tmp_path, capsys):
+    """Issue 26: a plugin's option error said which plugin and option, but not where in the config it is."""
+    text = "model: {tiny: {}}\ndata: {train: {source: synthetic, task: arithmetic}}\nplugins:\n"
+    text += "  r1-accuracy: {}\n  r1-format:\n    think_opened: false\n    wieght: 2\n"
+    path = write(tmp_path / "c.yaml", text)
+    assert cli.main(["train", str(path), "--check"]) == 2
+    assert error_of(capsys).startswith(f"rlvr: error: {path}:7: plugin 'r1-format': unknown option 'wieght' (did")
+    assert cli.main(["train", str(path), "--check", "--set", "plugins.r1-format={weight: x}"]) == 2
+    assert error_of(capsys).startswith("rlvr: error: plugin 'r1-format': option 'weight' must be float, got 'x'")
+    both = text.replace("r1-accuracy: {}", "r1-accuracy:\n    weight: [1]")
+    path = write(tmp_path / "c.yaml", both)
+    assert cli.main(["score", str(path), str(write(tmp_path / "r.jsonl", json.dumps(ROW) + "\n"))]) == 2
+    assert error_of(capsys).splitlines()[1:] == [
+        f"  - {path}:5: plugin 'r1-accuracy': option 'weight' must be float, got [1]. Valid options: weight (float, "
+        "default 1.0); answer_column (str, default 'answer'); think_opened (bool, default False); fallback (one of "
+        "'gsm8k' or null, default 'gsm8k'); time_budget_s (float, default 5.0)",
+        f"  - {path}:8: plugin 'r1-format': unknown option 'wieght' (did you mean 'weight'?). Valid options: weight "
+        "(float, default 1.0); think_opened (bool, default False)",
+    ]
 
 
 @pytest.mark.parametrize(

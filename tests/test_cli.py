@@ -155,6 +155,9 @@ def test_smoke_run_writes_a_complete_run_folder(tmp_path):
     assert "held-out accuracy" in result.stdout
     resolved = yaml.safe_load((out / "config.yaml").read_text())
     assert resolved["output_dir"] == str(out)
+    readme = (out / "README.md").read_text()  # ours, not TRL's model card of a base model "[None]"
+    assert readme.startswith(f"# {out}: an rlvr-plugins run\n") and "[None]" not in readme
+    assert "with the plugins r1-accuracy, r1-format, grpo, repeat-sampler, plain-template,\n" in readme
 
 
 @pytest.mark.slow
@@ -391,3 +394,24 @@ def test_sigterm_during_the_sft_cold_start_of_rlvr_train_ends_with_our_line(tmp_
         "of 100000); SFT keeps no checkpoint, so nothing of it was saved: run the command again "
         "(rlvr train: with --overwrite)"
     )
+
+
+def test_setting_an_option_of_a_plugin_the_config_does_not_enable_is_an_error_naming_it(capsys):
+    """``--set plugins.X.opt=...`` used to enable X silently; now it names X and how to enable it."""
+    assert cli.main(["train", str(SMOKE), "--check", "--set", "plugins.kimi-length.weight=0.5"]) == 2
+    assert capsys.readouterr().err == (
+        "rlvr: error: invalid config in --set: override 'plugins.kimi-length.weight=0.5': plugin 'kimi-length' is "
+        "not enabled, so it has no option to set; enable it with --set 'plugins.kimi-length={weight: ...}' (or "
+        "under plugins: in the config); enabled: r1-accuracy, r1-format\n"
+    )
+    assert cli.main(["train", str(SMOKE), "--check", "--set", "plugins.r1-formt.weight=1"]) == 2
+    assert "plugin 'r1-formt' is not enabled (did you mean r1-format?)" in capsys.readouterr().err
+
+
+def test_an_option_of_a_plugin_enabled_by_an_earlier_override_can_be_set(capsys, tmp_path):
+    argv = ["train", str(SMOKE), "--check", "--set", f"output_dir={tmp_path}", "--set", "plugins.rloo={}"]
+    assert cli.main([*argv, "--set", "plugins.r1-format.weight=0.2"]) == 0
+    from rlvr_plugins.train.config import load_config
+
+    config = load_config(SMOKE, ["plugins.mean-baseline={}", "plugins.mean-baseline.x=1", "plugins.r1-format.weight=0"])
+    assert config["plugins"] == {"r1-accuracy": {}, "r1-format": {"weight": 0}, "mean-baseline": {"x": 1}}

@@ -89,3 +89,10 @@ def test_sft_final_loss_is_the_last_logging_window_not_the_run_average():
     assert last_logged_loss(history) == 0.0901
     assert last_logged_loss([{"train_loss": 0.61, "step": 3}]) is None
     assert last_logged_loss([]) is None
+
+
+def test_the_eval_split_alone_is_the_one_split_train_eval_draws():
+    from rlvr_plugins.demo.task import eval_problems, split_train_eval
+
+    options = {"max_digits": 3, "cot": "columns", "carry_slip": 0.6}
+    assert eval_problems(40, 7, **options) == split_train_eval(500, 40, 7, **options)[1]

@@ -543,3 +543,59 @@ def test_answer_key_is_linear_and_keys_huge_numbers_as_text():
 )
 def test_plain_answers_keep_every_digit(value, expected):
     assert plain_answer(value) == expected
+
+
+@dataclass(frozen=True)
+class OnlyEven:
+    """1.0 for an even number of characters; ``None`` (does not apply) otherwise."""
+
+    def __call__(self, *, prompt, completion, example):
+        return 1.0 if len(completion) % 2 == 0 else None
+
+
+@dataclass(frozen=True)
+class FailsOnOdd:
+    """0.5 for an even number of characters; raises otherwise (the engine cannot score it)."""
+
+    def __call__(self, *, prompt, completion, example):
+        if len(completion) % 2:
+            raise ValueError("odd")
+        return 0.5
+
+
+OnlyEvenPlugin = reward_plugin_class("only-even", OnlyEven(), isolated=False)
+FailsOnOddPlugin = reward_plugin_class("fails-on-odd", FailsOnOdd(), isolated=False)
+
+
+def _no_nan(text: str):
+    raise ValueError(f"not JSON: {text}")
+
+
+@pytest.mark.slow
+def test_eval_samples_are_json_with_null_and_a_reason_where_a_reward_gave_no_value(tmp_path):
+    out = tmp_path / "run"
+    config = {
+        "output_dir": str(out),
+        "seed": 3,
+        "model": {"tiny": TINY},
+        "data": {"train": {"source": "synthetic", "task": "arithmetic", "size": 4, "seed": 0}},
+        "plugins": {"only-even": {}, "fails-on-odd": {}},
+        "engine": {"in_process": True},
+        "eval": {"reward": "only-even", "split": "train", "n": 4, "temperature": 1.0, "max_new_tokens": 6},
+    }
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    with temporary_plugin(OnlyEvenPlugin), temporary_plugin(FailsOnOddPlugin):
+        assert cli.main(["eval", str(tmp_path / "c.yaml")]) == 0
+    lines = (out / "eval_samples.jsonl").read_text().splitlines()
+    samples = [json.loads(line, parse_constant=_no_nan) for line in lines]  # strict JSON: no NaN, no Infinity
+    odd = [len(s["completion"]) % 2 == 1 for s in samples]
+    assert 0 < sum(odd) < len(samples), "the sampled lengths should mix odd and even"
+    for s, is_odd in zip(samples, odd):
+        if is_odd:
+            assert s["only-even"] is None and s["fails-on-odd"] is None
+            assert s["unscored"] == {
+                "only-even": "did not apply (the reward returned None)",
+                "fails-on-odd": "could not score (the reward failed, timed out or returned no usable value)",
+            }
+        else:
+            assert (s["only-even"], s["fails-on-odd"]) == (1.0, 0.5) and "unscored" not in s

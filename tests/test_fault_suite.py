@@ -501,9 +501,24 @@ def test_15_rows_undecided_by_every_reward_get_advantage_0(tmp_path, one_torch_t
     assert logged["rlvr/frac_no_score"] == odd / 8 and logged["rlvr/failed/undecided-a"] == 0
     assert math.isfinite(logged["loss"])
     (warning,) = no_score_warnings(caplog)  # one warning, with the count; TRL's per-row dump is filtered out
-    assert warning.startswith(f"All reward functions returned None for {odd} of 8 completions")
-    assert "this warning is not repeated" in warning
+    assert warning.startswith(f"All reward functions returned None for {odd} of 8 completions of this batch: ")
+    assert "this warning is not repeated" in warning  # TRL's words first, then ours
     assert "for the following kwargs" not in caplog.text  # TRL's per-row dump is filtered out
+
+
+def test_15_the_warning_names_the_reward_that_failed_when_the_others_scored(tmp_path, one_torch_thread, caplog):
+    """Issue 26: 'could not be scored by any reward' was wrong when one reward failed and the other scored."""
+    trainer = trainer_with(tmp_path, {"flaky": fr.raise_on_odd_rows, "length": fr.text_length})
+    with caplog.at_level(logging.WARNING, logger="rlvr_plugins.trainer"):
+        trainer.train()
+    (batch,) = seen_batches(trainer)
+    odd = sum(index % 2 for index in batch["indices"])
+    [warning] = [r.getMessage() for r in caplog.records if "have no score" in r.getMessage()]
+    assert warning.startswith(
+        f"{odd} of 8 completions of this batch have no score: reward 'flaky' failed (raised, timed out or "
+        f"returned no usable value) on {odd}, which leaves them out even where the other rewards scored them: "
+    )
+    assert NO_SCORE not in warning
 
 
 def test_15_a_batch_undecided_by_every_reward_gets_advantage_0_and_one_warning(tmp_path, one_torch_thread, caplog):

@@ -165,3 +165,21 @@ def test_completions_of_15_and_50_mb_get_no_score_and_the_others_are_scored_in_b
         [0.5 / (math.sqrt(0.5) + 1e-4), -0.5 / (math.sqrt(0.5) + 1e-4)], abs=1e-5
     )
     assert scored[4]["advantage"] == 0.0 and all(scored[i]["scored"] for i in (0, 2, 4))
+
+
+def test_score_needs_no_model_section_and_then_counts_characters(tmp_path, capsys):
+    """Issue 26: rlvr score demanded a model: section only to count tokens. Without one it counts with the demo's
+    character tokenizer (documented), so the scores equal those of a config naming that tokenizer."""
+    plugins = "plugins: {r1-accuracy: {}, kimi-length: {warmup_steps: 0}}\nengine: {in_process: true}\n"
+    (tmp_path / "bare.yaml").write_text(plugins)
+    (tmp_path / "char.yaml").write_text("model: {tiny: {}, tokenizer: char}\n" + plugins)
+    src = write_rows(tmp_path / "r.jsonl", ROWS[:4])
+    for name in ("bare", "char"):
+        assert cli.main(["score", str(tmp_path / f"{name}.yaml"), str(src), "--output", str(tmp_path / name)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("note: the config has no model section, so completion lengths") == 1
+    bare, char = ((tmp_path / n).read_text() for n in ("bare", "char"))
+    assert bare == char
+    # tokens: the four tags one each, then characters: 8, 8, 4, 14; Kimi's lambda = 0.5 - (len - 4) / (14 - 4),
+    # kept for a correct answer, min(lambda, 0) for a wrong one (row 1)
+    assert [json.loads(line)["kimi-length"] for line in bare.splitlines()] == pytest.approx([0.1, 0.0, 0.5, -0.5])

@@ -18,7 +18,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from rlvr_plugins import Plugin, hookimpl
 from rlvr_plugins.errors import ConfigError, PluginConflictError, PluginError
-from rlvr_plugins.manager import build_plugin_set, temporary_plugin
+from rlvr_plugins.manager import build_plugin_set, discover, temporary_plugin
 from rlvr_plugins.rewards import TRLReward
 from rlvr_plugins.testing import digit_share, reward_plugin_class
 from rlvr_plugins.train.config import load_config
@@ -46,7 +46,7 @@ def handed_to_trl(monkeypatch):
     """``build(**kwargs)`` → the keyword arguments ``RLVRTrainer(**kwargs)`` passes to ``GRPOTrainer.__init__``."""
 
     def stub(self, **kwargs):
-        raise Handed(kwargs)
+        raise Handed({**kwargs, "enabled_plugins": list(self.plugin_set.names)})
 
     monkeypatch.setattr(GRPOTrainer, "__init__", stub)
 
@@ -213,3 +213,36 @@ def test_plugins_see_trls_names_of_reward_models_and_functions(digit_reward, han
     assert SeesRewardNames.seen == [["some-rm", "tiny-reward-model", "completion_length"]]
     assert handed["reward_funcs"][:2] == ["org/some-rm", model]  # TRL loads the id itself
     assert args.reward_weights == [1.0, 1.0, 1.0]
+
+
+# -- plugins= with every installed plugin --------------------------------------------------------------------------
+
+
+def needed_options(name: str) -> dict:
+    """Options without which a plugin cannot be enabled (a model), as a script would give them."""
+    if name == "judge-equivalence":
+        return {"model": "a-judge"}  # loaded at the first score, never here
+    if name == "reward-model":
+        from compat.stand_ins import chat_tokenizer, tiny_reward_model
+
+        tokenizer = chat_tokenizer()
+        return {"model": tiny_reward_model(tokenizer), "processing_class": tokenizer}
+    return {}
+
+
+@pytest.mark.parametrize("name", sorted(discover()))
+def test_plugins_by_name_hand_trl_what_the_built_plugin_set_hands_it(name, handed_to_trl, tmp_path):
+    """Every installed plugin, enabled by name from Python (beside r1-accuracy, unless it replaces it), reaches TRL
+    exactly as the plugin set ``rlvr train`` builds from the same mapping: the same reward functions, weights and
+    GRPOConfig."""
+    options = needed_options(name)
+    plugins = {name: options} if name == "judge-equivalence" else {"r1-accuracy": {}, name: options}
+
+    def args():
+        return GRPOConfig(output_dir=str(tmp_path), use_cpu=True, num_generations=4, per_device_train_batch_size=4)
+
+    by_name = handed_to_trl(plugins=plugins, args=args())
+    built = handed_to_trl(plugin_set=build_plugin_set(plugins), args=args())
+    assert [f.__name__ for f in by_name["reward_funcs"]] == [f.__name__ for f in built["reward_funcs"]]
+    assert init_fields(by_name["args"]) == init_fields(built["args"])
+    assert by_name["enabled_plugins"] == built["enabled_plugins"] and name in by_name["enabled_plugins"]

@@ -177,3 +177,19 @@ def test_training_logs_the_scheduled_weight_each_step_and_trl_reward_uses_it(tin
     assert [h["weights/r1-format"] for h in logged] == [0.0, 2.0]
     for h in logged:  # TRL's own weighted mean reward agrees with ours: it reads the scheduled weights
         assert h["reward"] == pytest.approx(h["rlvr/reward_total"], abs=1e-6)
+
+
+def test_check_names_the_file_and_line_of_a_bad_schedule(tmp_path, capsys):
+    from rlvr_plugins.cli import main
+
+    text = DEMO.read_text(encoding="utf-8").replace(
+        "  r1-format: {weight: 0.1}", "  r1-format:\n    weight: {schedule: linear, from: 0.0}"
+    )
+    assert "schedule: linear" in text
+    lines = text.splitlines()
+    line = next(i for i, t in enumerate(lines, 1) if "schedule: linear" in t)
+    path = tmp_path / "c.yaml"
+    path.write_text(text, encoding="utf-8")
+    assert main(["train", str(path), "--check", "--set", f"output_dir={tmp_path / 'run'}"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:{line}: plugin 'r1-format': option 'weight' (a schedule): a linear schedule takes" in err

@@ -148,10 +148,25 @@ class PluginConflictError(PluginError):
 
 
 class PluginOptionError(PluginError):
-    def __init__(self, plugin: str, problems: list[str], valid: list[str]):
-        self.plugin, self.problems = plugin, problems
+    """A plugin's options refused: every problem, then the valid options. ``keys``: the option each problem is
+    about (``None`` for one about the plugin's options as a whole), so that the config's reader can say where it
+    is (:meth:`located`)."""
+
+    def __init__(
+        self, plugin: str, problems: list[str], valid: list[str], keys: list[str | None] | None = None, where: str = ""
+    ):
+        self.plugin, self.problems, self.valid = plugin, problems, valid
+        self.keys: list[str | None] = list(keys) if keys is not None else [None] * len(problems)
         valid_text = "; ".join(valid) if valid else "(this plugin takes no options)"
-        super().__init__(f"plugin {plugin!r}: {'; '.join(problems)}. Valid options: {valid_text}")
+        super().__init__(f"{where}plugin {plugin!r}: {'; '.join(problems)}. Valid options: {valid_text}")
+
+    def located(self, where: Any) -> PluginOptionError:
+        """This error with ``file:line: `` first: ``where(dotted key)`` (``""`` for a key the file does not hold,
+        e.g. one from ``--set``) of the first problem's option, or of the plugin's entry for a problem of the
+        options as a whole."""
+        key = self.keys[0] if self.keys else None
+        prefix = where(f"plugins.{self.plugin}.{key}") if key is not None else where(f"plugins.{self.plugin}")
+        return PluginOptionError(self.plugin, self.problems, self.valid, self.keys, prefix)
 
 
 class PluginValidationError(PluginError):

@@ -643,27 +643,33 @@ def split_weight_schedule(name: str, cls: type[Plugin], raw: Any) -> tuple[Any, 
                 "a 'weight' option)"
             ],
             valid,
+            ["weight"],
         )
     try:
         schedule = parse_schedule(raw["weight"])
     except ValueError as exc:
-        raise PluginOptionError(name, [f"option 'weight' (a schedule): {exc}"], valid) from None
+        raise PluginOptionError(name, [f"option 'weight' (a schedule): {exc}"], valid, ["weight"]) from None
     return {**raw, "weight": 1.0}, schedule
 
 
 def check_plugins_config(
-    plugins_config: Mapping[str, Any] | None, available: Mapping[str, Any] | None = None
+    plugins_config: Mapping[str, Any] | None,
+    available: Mapping[str, Any] | None = None,
+    where: Callable[[str], str] | None = None,
 ) -> list[tuple[str, type, Any]]:
     """``(name, class, parsed options)`` of each plugin the config's ``plugins:`` names, no
     instance made: a name that is not installed, a plugin that cannot be imported, an unknown or
     ill-typed option or a misnamed hook is an error naming it. Imports only the named plugins'
     modules, so a command can run it before torch (the unknown names before any import). A ``weight``
-    schedule is checked too (:func:`split_weight_schedule`)."""
-    return [(name, cls, options) for name, cls, options, _ in _checked_plugins(plugins_config, available)]
+    schedule is checked too (:func:`split_weight_schedule`).
+    ``where(dotted key)``: ``"file:line: "`` of a key of the config file, put before an option's error."""
+    return [(name, cls, options) for name, cls, options, _ in _checked_plugins(plugins_config, available, where)]
 
 
 def _checked_plugins(
-    plugins_config: Mapping[str, Any] | None, available: Mapping[str, Any] | None = None
+    plugins_config: Mapping[str, Any] | None,
+    available: Mapping[str, Any] | None = None,
+    where: Callable[[str], str] | None = None,
 ) -> list[tuple[str, type, Any, WeightSchedule | None]]:
     """:func:`check_plugins_config` with each plugin's weight schedule (None: a plain number)."""
     if plugins_config is not None and not isinstance(plugins_config, Mapping):
@@ -681,6 +687,8 @@ def _checked_plugins(
             _check_hook_names(name, cls)
             raw, schedule = split_weight_schedule(name, cls, raw)
             checked.append((name, cls, cls.parse_options(raw), schedule))
+        except PluginOptionError as exc:
+            problems.append(exc.located(where) if where is not None else exc)
         except PluginError as exc:
             problems.append(exc)
     if len(problems) == 1:

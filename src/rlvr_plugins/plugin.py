@@ -172,8 +172,9 @@ def parse_options(plugin: str, options_cls: type, raw: Mapping[str, Any]) -> Any
         )
     annotations = fields.hints(options_cls)
     values, found = fields.check_fields(annotations, raw, fields.required_fields(options_cls))
-    problems = []
+    problems, keys = [], []
     for p in found:
+        keys.append(None if p.kind == "missing" else p.key)
         if p.kind == "unknown":
             close = difflib.get_close_matches(p.key, annotations, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -186,7 +187,7 @@ def parse_options(plugin: str, options_cls: type, raw: Mapping[str, Any]) -> Any
                 f"option {p.key!r} must be {fields.type_name(annotations[p.key])}{finite}, got {shown(p.value)}"
             )
     if problems:
-        raise PluginOptionError(plugin, problems, describe_options(options_cls))
+        raise PluginOptionError(plugin, problems, describe_options(options_cls), keys)
     try:
         return options_cls(**values)
     except (TypeError, ValueError) as exc:

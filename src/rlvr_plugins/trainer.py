@@ -62,6 +62,40 @@ logger = logging.getLogger(__name__)
 TRL_NO_SCORE_WARNING = "All reward functions returned None"
 
 
+def no_score_warning(n_unscored: int, n_total: int, undecided: int, failures: Mapping[str, int]) -> str:
+    """The batch's one warning on completions without a score: how many, and why. When no reward applied to any of
+    them (every one returned None) it starts with TRL's own words (:data:`TRL_NO_SCORE_WARNING`); otherwise it names
+    each reward that failed (raised, timed out or returned no usable value) and on how many completions, since one
+    failing reward leaves a completion out even where the other rewards scored it.
+
+    >>> print(no_score_warning(3, 8, 0, {"r1-accuracy": 0, "judge": 3}))  # doctest: +NORMALIZE_WHITESPACE
+    3 of 8 completions of this batch have no score: reward 'judge' failed (raised, timed out or returned no usable
+    value) on 3, which leaves them out even where the other rewards scored them: their advantage is 0 and they are
+    left out of their group's baseline. Counted in rlvr/frac_no_score and rlvr/failed/<reward>; this warning is
+    not repeated.
+    >>> no_score_warning(8, 8, 8, {"a": 0}).split(": their")[0]
+    'All reward functions returned None for 8 of 8 completions of this batch: they could not be scored by any reward'
+    """
+    nothing = "; no completion of the batch has a score" if n_unscored == n_total else ""
+    tail = (
+        f": their advantage is 0 and they are left out of their group's baseline{nothing}. Counted in "
+        "rlvr/frac_no_score and rlvr/failed/<reward>; this warning is not repeated."
+    )
+    if undecided == n_unscored:
+        return (
+            f"{TRL_NO_SCORE_WARNING} for {n_unscored} of {n_total} completions of this batch: they could not be "
+            f"scored by any reward{tail}"
+        )
+    failed = [f"{name!r} on {count}" for name, count in failures.items() if count]
+    which = ("reward " if len(failed) == 1 else "rewards ") + ", ".join(failed)
+    which = which.replace(" on ", " failed (raised, timed out or returned no usable value) on ", 1)
+    others = " even where the other rewards scored them" if len(failures) > 1 else ""
+    reasons = [f"{which}, which leaves them out{others}"]
+    if undecided:
+        reasons.append(f"{undecided} could not be scored by any reward (every reward returned None)")
+    return f"{n_unscored} of {n_total} completions of this batch have no score: {'; '.join(reasons)}{tail}"
+
+
 class _TRLNoScoreFilter(logging.Filter):
     """Drop TRL's per-batch warning for rows no reward scored (it prints the whole row, every
     batch); the trainer warns once itself and counts them in ``rlvr/frac_no_score``."""
@@ -658,18 +692,22 @@ class RLVRTrainer(GRPOTrainer):
         for (plugin, _), total in zip(result.penalties, counts[failed.shape[1] :], strict=True):
             metrics[f"penalties/{plugin}/mean"].append(total / n_valid if n_valid else 0.0)
         if no_score and not self._warned_no_score:
-            logger.warning(
-                TRL_NO_SCORE_WARNING + " for %d of %d completions of this batch: they could not be scored by any "
-                "reward (a reward failed, timed out or did not apply): their advantage is 0 and they are left out "
-                "of their group's baseline%s. Counted in rlvr/frac_no_score and rlvr/failed/<reward>; this warning "
-                "is not repeated.",
-                int((~valid).sum()),
-                valid.numel(),
-                "; no completion of the batch has a score" if not valid.any() else "",
-            )
+            undecided = int((~valid & ~failed.any(dim=1)).sum())
+            failures = dict(zip(self.reward_func_names, map(int, counts[: failed.shape[1]]), strict=True))
+            logger.warning("%s", no_score_warning(int((~valid).sum()), valid.numel(), undecided, failures))
             self._warned_no_score = True
 
     # -- checkpoints -----------------------------------------------------------------
+    #: The text ``create_model_card`` writes as ``<output_dir>/README.md`` instead of TRL's card (``rlvr train``
+    #: sets it: TRL's card names the base model "[None]" for a tiny or local policy). None: TRL's card.
+    model_card: str | None = None
+
+    def create_model_card(self, *args: Any, **kwargs: Any) -> None:
+        if self.model_card is None:
+            return super().create_model_card(*args, **kwargs)
+        if self.is_world_process_zero():
+            Path(str(self.args.output_dir), "README.md").write_text(self.model_card, encoding="utf-8")
+
     def _save_checkpoint(self, model, trial):
         """TRL's checkpoint, then the plugins' states (the completeness marker), then rotation.
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import Interrupted, RLVRError, bounded
-from ..train.validate import run_config
+from ..train.validate import run_config, where_of
 from .common import quiet_libraries
 
 
@@ -248,7 +248,7 @@ def cmd_train(args) -> int:
         start = None
     else:
         start = plan_run(config, args.resume, args.overwrite)
-    check_plugins_config(run_config(config).plugins)
+    check_plugins_config(run_config(config).plugins, where=where_of(config))
     quiet_libraries()
     from ..train.run import check_data, check_prepared_start, configure_threads, prepare, probe_reward_examples, train
 
@@ -279,7 +279,7 @@ def _command_config(args, need_model: bool = True, check=None):
     config = load(args.config, args.overrides, need_model=need_model, need_files=True)
     if check is not None:
         check(config)
-    check_plugins_config(run_config(config).plugins)
+    check_plugins_config(run_config(config).plugins, where=where_of(config))
     quiet_libraries()
     from ..train.run import configure_threads
 

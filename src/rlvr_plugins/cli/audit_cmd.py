@@ -114,6 +114,7 @@ def run_rewards(args) -> int:
     from ..manager import check_plugins_config
     from ..outputs import check_output_file
     from ..train.config import load_config, run_config
+    from ..train.validate import where_of
 
     problems = []
     if not 0.0 <= args.threshold <= 1.0:
@@ -131,7 +132,7 @@ def run_rewards(args) -> int:
         path = json.dumps(str(Path(args.data).resolve()))  # a JSON string is a YAML string
         overrides += [f"data.train={{source: jsonl, path: {path}}}"]
     config = load_config(args.config, overrides, need_model=False)
-    check_plugins_config(run_config(config).plugins)
+    check_plugins_config(run_config(config).plugins, where=where_of(config))
     report = Path(args.report)
     try:
         report.mkdir(parents=True, exist_ok=True)

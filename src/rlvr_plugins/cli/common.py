@@ -162,10 +162,43 @@ def score(
     ctx: Context, engines, prompts: Sequence[str], completions: Sequence[str], rows: Sequence[Mapping[str, Any]]
 ) -> dict[str, list[float]]:
     """Every reward's raw value per completion (NaN where it did not apply or could not score)."""
+    return score_with_failures(ctx, engines, prompts, completions, rows)[0]
+
+
+def score_with_failures(
+    ctx: Context, engines, prompts: Sequence[str], completions: Sequence[str], rows: Sequence[Mapping[str, Any]]
+) -> tuple[dict[str, list[float]], dict[str, list[bool]]]:
+    """:func:`score`, and per reward and completion whether the engine could not score it (failed, timed out,
+    returned no usable value) rather than the reward not applying (NaN both)."""
     from ..rewards import score_all
 
     table = score_all(ctx.rewards, engines, prompts, completions, rows)
-    return {name: table.column(name) for name in table.names}
+    failed = {name: table.failed[:, k].tolist() for k, name in enumerate(table.names)}
+    return {name: table.column(name) for name in table.names}, failed
+
+
+UNSCORED_REASONS = {
+    False: "did not apply (the reward returned None)",
+    True: "could not score (the reward failed, timed out or returned no usable value)",
+}
+
+
+def reward_fields(values: Mapping[str, float], failed: Mapping[str, bool]) -> dict[str, Any]:
+    """One completion's rewards as JSON fields: the value, or ``null`` with the reason under ``unscored``
+    (never a bare ``NaN``, which is not JSON).
+
+    >>> nan = float("nan")
+    >>> fields = reward_fields({"acc": 1.0, "fmt": nan, "judge": nan}, {"acc": False, "fmt": False, "judge": True})
+    >>> fields["acc"], fields["fmt"], fields["judge"], fields["unscored"]["fmt"]
+    (1.0, None, None, 'did not apply (the reward returned None)')
+    >>> fields["unscored"]["judge"]
+    'could not score (the reward failed, timed out or returned no usable value)'
+    """
+    out: dict[str, Any] = {name: (v if math.isfinite(v) else None) for name, v in values.items()}
+    unscored = {name: UNSCORED_REASONS[bool(failed.get(name))] for name, v in values.items() if not math.isfinite(v)}
+    if unscored:
+        out["unscored"] = unscored
+    return out
 
 
 def reaches(value: float, threshold: float) -> bool:
@@ -183,11 +216,12 @@ def source_row(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def write_jsonl(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    """One JSON object per line, written whole or not at all (:func:`rlvr_plugins.outputs.write_atomic`)."""
+    """One JSON object per line, written whole or not at all (:func:`rlvr_plugins.outputs.write_atomic`);
+    a non-finite float is written as ``null`` (``NaN`` is not JSON)."""
     from ..outputs import write_atomic
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, (json.dumps(row, ensure_ascii=False, default=_jsonable) + "\n" for row in rows))
+    write_atomic(path, (json.dumps(_finite(row), ensure_ascii=False, default=_jsonable) + "\n" for row in rows))
 
 
 def write_json(path: Path, value: Any) -> None:

@@ -29,8 +29,9 @@ from ..train.validate import run_config
 from .common import (
     engines_for,
     reaches,
+    reward_fields,
     sample_rows,
-    score,
+    score_with_failures,
     setup,
     split_rows,
     target_reward,
@@ -130,7 +131,7 @@ def run_eval(config: dict[str, Any]) -> dict[str, Any]:
     flat = [s for per in samples for s in per]
     engines = engines_for(config)
     try:
-        values = score(ctx, engines, flat_prompts, [s.text for s in flat], flat_rows)
+        values, failed = score_with_failures(ctx, engines, flat_prompts, [s.text for s in flat], flat_rows)
     finally:
         engines.close()
     problems, sample_records = [], []
@@ -161,7 +162,7 @@ def run_eval(config: dict[str, Any]) -> dict[str, Any]:
                     "answer": row.get("answer"),
                     "extracted": answers[s],
                     "correct": correct[s],
-                    **{n: values[n][j] for n in ctx.reward_names},
+                    **reward_fields({n: values[n][j] for n in ctx.reward_names}, {n: failed[n][j] for n in failed}),
                 }
             )
     report = {

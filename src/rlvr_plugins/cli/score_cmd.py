@@ -17,15 +17,23 @@ def cmd_score(args) -> int:
     from ..manager import check_plugins_config
     from ..outputs import check_output_file
     from ..train.config import load_config_or_run, run_config
+    from ..train.validate import where_of
 
-    config = load_config_or_run(args.config, args.overrides, need_data=False)
-    check_plugins_config(run_config(config).plugins)
+    config = load_config_or_run(args.config, args.overrides, need_data=False, need_model=False)
+    check_plugins_config(run_config(config).plugins, where=where_of(config))
     rows, lines = load_completions(args.completions)
     if args.output:
         check_output_file(args.output, "--output")
     quiet_libraries()
     run_score(config, rows, args.output, LATE_STEP if args.step is None else args.step, args.completions, lines)
     return 0
+
+
+NO_MODEL_NOTE = (
+    "note: the config has no model section, so completion lengths (for length penalties and estimators) are "
+    "counted with the demo's character tokenizer (a token per character; <think>, </think>, <answer>, </answer> "
+    "one each); give model.tokenizer (or model.name_or_path) to count the policy's tokens"
+)
 
 
 def run_score(
@@ -47,10 +55,17 @@ def run_score(
     from ..train.data import check_rows
     from ..train.modeling import load_tokenizer
     from ..train.run import engine_options, validate_scoring
+    from ..train.validate import run_config
 
     plugin_set = validate_scoring(config)
     check_rows(plugin_set, rows, "completions", where, lines)
-    tokenizer = load_tokenizer(config)
+    if run_config(config).model is None:
+        from ..demo.tokenizer import build_char_tokenizer
+
+        tokenizer = build_char_tokenizer()
+        print(NO_MODEL_NOTE, flush=True)
+    else:
+        tokenizer = load_tokenizer(config)
     print(describe_scoring(plugin_set))
     warning = group_warning(rows)
     if warning:

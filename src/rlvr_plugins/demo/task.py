@@ -173,9 +173,14 @@ def split_train_eval(n_train: int, n_eval: int, seed: int, **task_options) -> tu
     The evaluation set (no repeats) depends only on ``seed`` and the task options,
     not on ``n_train``.
     """
-    eval_rows = make_problems(n_eval, seed, unique=True, stream="eval", **task_options)
+    eval_rows = eval_problems(n_eval, seed, **task_options)
     train_rows = make_problems(n_train, seed, exclude={r["prompt"] for r in eval_rows}, stream="train", **task_options)
     return train_rows, eval_rows
+
+
+def eval_problems(n_eval: int, seed: int, **task_options) -> list[dict]:
+    """The held-out problems of :func:`split_train_eval` alone (they do not depend on the train set)."""
+    return make_problems(n_eval, seed, unique=True, stream="eval", **task_options)
 
 
 def extract_answer(completion: str) -> str | None:

@@ -127,7 +127,7 @@ def _parse_line(line: bytes, path: str, lineno: int) -> dict[str, Any]:
 
 
 def _synthetic(split: str, spec: SyntheticSplit, other: SplitSection | None) -> list[dict[str, Any]]:
-    from ..demo.task import split_train_eval
+    from ..demo.task import eval_problems, split_train_eval
 
     task = spec.task
     if task not in SYNTHETIC_TASKS:
@@ -139,7 +139,7 @@ def _synthetic(split: str, spec: SyntheticSplit, other: SplitSection | None) -> 
     options = dict(spec.options or {})
     if split == "train":
         return split_train_eval(sizes["train"], sizes["other"], seed, **options)[0]
-    return split_train_eval(sizes["other"], sizes["eval"], seed, **options)[1]
+    return eval_problems(sizes["eval"], seed, **options)  # split_train_eval's, without drawing the train set
 
 
 def _hub(spec: HubSplit) -> list[dict[str, Any]]:

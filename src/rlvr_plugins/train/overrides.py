@@ -21,6 +21,10 @@ def apply_overrides(config: Mapping[str, Any], overrides: list[str]) -> dict[str
             problems.append(f"override {shown(item)} must look like section.key=value")
             continue
         parts = key.strip().split(".")
+        unset = not_enabled(out, parts)
+        if unset is not None:
+            problems.append(f"override {shown(item)}: {unset}")
+            continue
         node = out
         for part in parts[:-1]:
             child = node.setdefault(part, {})
@@ -51,6 +55,25 @@ def apply_overrides(config: Mapping[str, Any], overrides: list[str]) -> dict[str
     if problems:
         raise ConfigError(problems, source="--set")
     return out
+
+
+def not_enabled(config: Mapping[str, Any], parts: list[str]) -> str | None:
+    """Why an override of a plugin's option (``plugins.X.option=...``) cannot apply: ``X`` is not enabled (by the
+    config or an earlier ``--set``), and setting its option would silently enable it. None when it can apply."""
+    if len(parts) < 3 or parts[0] != "plugins":
+        return None
+    enabled = config.get("plugins")
+    enabled = list(enabled) if isinstance(enabled, Mapping) else []
+    name = parts[1]
+    if name in enabled:
+        return None
+    close = difflib.get_close_matches(name, enabled, n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    return (
+        f"plugin {shown(name)} is not enabled{hint}, so it has no option to set; enable it with "
+        f"--set 'plugins.{name}={{{parts[2]}: ...}}' (or under plugins: in the config); enabled: "
+        f"{', '.join(enabled) or '(none)'}"
+    )
 
 
 def removes(parts: list[str], value: str, parsed: Any) -> bool:

@@ -37,6 +37,7 @@ from .runfolder import (
     plan_run,
     read_json,
     run_header,
+    run_readme,
 )
 from .validate import SFTSection, model_section, run_config
 
@@ -384,6 +385,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
         correctness_reward=sections.eval.reward,
         correct_threshold=sections.eval.threshold,
     )
+    trainer.model_card = run_readme(config, prepared.plugin_set.names)
     compact_console(trainer, show_bar=not prepared.grpo_args.disable_tqdm)
     if start.finished:
         trainer._load_from_checkpoint(str(start.checkpoint))

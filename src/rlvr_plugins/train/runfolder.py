@@ -542,3 +542,42 @@ def _row(line: str) -> dict | None:
     except ValueError:
         return None
     return row if isinstance(row, dict) else None
+
+
+def run_readme(config: Mapping[str, Any], plugins: list[str]) -> str:
+    """The run folder's ``README.md`` (written at every checkpoint in place of TRL's model card): what was trained,
+    from what, with which plugins, and what the folder holds.
+
+    >>> print(run_readme({"output_dir": "runs/demo", "model": {"tiny": {}}}, ["r1-accuracy", "grpo"]))
+    # runs/demo: an rlvr-plugins run
+    <BLANKLINE>
+    GRPO (TRL's GRPOTrainer) with the plugins r1-accuracy, grpo,
+    trained by `rlvr train` from a tiny Qwen3 built from model.tiny.
+    <BLANKLINE>
+    - `config.yaml`: the resolved config; `rlvr train config.yaml --resume` continues the run
+    - `plugins.json`: the plugins with their versions and options; `metrics.jsonl`: every logged step
+    - `checkpoint-<step>/`: complete checkpoints; `final/`: the trained policy (`from_pretrained` loads it)
+    - `summary.json`, `curves.png`: held-out accuracy before, during and after GRPO
+    <BLANKLINE>
+    """
+    model = config.get("model") or {}
+    source = (
+        f"the policy {model['name_or_path']}"
+        if model.get("name_or_path")
+        else "a tiny Qwen3 built from model.tiny"
+        if model.get("tiny") is not None
+        else "the configured policy"
+    )
+    lines = [
+        f"# {config.get('output_dir') or DEFAULT_OUTPUT_DIR}: an rlvr-plugins run",
+        "",
+        f"GRPO (TRL's GRPOTrainer) with the plugins {', '.join(plugins)},",
+        f"trained by `rlvr train` from {source}.",
+        "",
+        "- `config.yaml`: the resolved config; `rlvr train config.yaml --resume` continues the run",
+        "- `plugins.json`: the plugins with their versions and options; `metrics.jsonl`: every logged step",
+        "- `checkpoint-<step>/`: complete checkpoints; `final/`: the trained policy (`from_pretrained` loads it)",
+        "- `summary.json`, `curves.png`: held-out accuracy before, during and after GRPO",
+        "",
+    ]
+    return "\n".join(lines)
