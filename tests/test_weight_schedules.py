@@ -7,14 +7,16 @@ penalties; ``--check`` refuses a malformed schedule or one on a plugin without a
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
 
+from rlvr_plugins import Plugin, RewardFunction, hookimpl
 from rlvr_plugins.advantages import batch_advantages
 from rlvr_plugins.errors import PluginError
-from rlvr_plugins.manager import build_plugin_set
+from rlvr_plugins.manager import build_plugin_set, temporary_plugin
 from rlvr_plugins.schedules import cosine_value, linear_value, parse_schedule, step_value
 
 DEMO = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
@@ -164,19 +166,41 @@ def has_digit(*, prompt, completion, example):
     return 1.0 if any(c.isdigit() for c in completion) else 0.0
 
 
+def one(*, prompt, completion, example):
+    return 1.0
+
+
+class ConstantReward(Plugin):
+    """Scores every completion 1.0, with a ``weight`` option (so its weight may be a schedule)."""
+
+    name = "schedule-test-one"
+
+    @dataclass
+    class Options:
+        weight: float = 1.0
+
+    @hookimpl
+    def rlvr_reward_functions(self, register):
+        register(RewardFunction(self.name, one, self.options.weight, isolated=False))
+
+
 @pytest.mark.slow
 def test_training_logs_the_scheduled_weight_each_step_and_trl_reward_uses_it(tiny_trainer, reward_plugin):
     reward_plugin("schedule-test-digit", has_digit, isolated=False)
     plugins = {
         "schedule-test-digit": {},
-        "r1-format": {"weight": {"schedule": "step", "points": [[0, 0.0], [1, 2.0]]}},
+        "schedule-test-one": {"weight": {"schedule": "step", "points": [[0, 0.0], [1, 2.0]]}},
     }
-    trainer = tiny_trainer(plugins)
+    with temporary_plugin(ConstantReward):
+        trainer = tiny_trainer(plugins)
     trainer.train()
-    logged = [h for h in trainer.state.log_history if "weights/r1-format" in h]
-    assert [h["weights/r1-format"] for h in logged] == [0.0, 2.0]
-    for h in logged:  # TRL's own weighted mean reward agrees with ours: it reads the scheduled weights
-        assert h["reward"] == pytest.approx(h["rlvr/reward_total"], abs=1e-6)
+    logged = [h for h in trainer.state.log_history if "weights/schedule-test-one" in h]
+    assert [h["weights/schedule-test-one"] for h in logged] == [0.0, 2.0]
+    for h, w in zip(logged, (0.0, 2.0), strict=True):
+        # the constant reward adds exactly its scheduled weight to the mean total, in ours and in TRL's metric
+        digit = h["rewards/schedule-test-digit/mean"]
+        assert h["rlvr/reward_total"] == pytest.approx(digit + w, abs=1e-6)
+        assert h["reward"] == pytest.approx(digit + w, abs=1e-6)
 
 
 def test_check_names_the_file_and_line_of_a_bad_schedule(tmp_path, capsys):
