@@ -217,3 +217,43 @@ def test_check_names_the_file_and_line_of_a_bad_schedule(tmp_path, capsys):
     assert main(["train", str(path), "--check", "--set", f"output_dir={tmp_path / 'run'}"]) == 2
     err = capsys.readouterr().err
     assert f"{path}:{line}: plugin 'r1-format': option 'weight' (a schedule): a linear schedule takes" in err
+
+
+@pytest.mark.slow
+def test_a_resumed_run_logs_the_same_scheduled_weights(tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    import yaml
+
+    from rlvr_plugins.train.runlog import read_metrics
+
+    repo = Path(__file__).resolve().parents[1]
+    cfg = yaml.safe_load((repo / "tests" / "configs" / "smoke.yaml").read_text())
+    cfg.pop("eval")
+    cfg["output_dir"] = str(tmp_path / "run")
+    cfg["trainer"]["max_steps"] = 3
+    # cosine from 1 to 0 over 2 steps: 1, 0.5, 0 at global steps 0, 1, 2 (logged as steps 1, 2, 3)
+    cfg["plugins"]["r1-format"] = {"weight": {"schedule": "cosine", "from": 1.0, "to": 0.0, "steps": 2}}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+
+    def train(*extra):
+        env = {**os.environ, "PYTHONWARNINGS": "ignore", "RLVR_THREADS": "1"}
+        proc = subprocess.run(
+            [sys.executable, "-m", "rlvr_plugins.cli", "train", str(path), *extra],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        rows = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if "weights/r1-format" in r]
+        return [(r["step"], r["weights/r1-format"]) for r in rows]
+
+    assert train() == [(1, 1.0), (2, pytest.approx(0.5)), (3, pytest.approx(0.0, abs=1e-12))]
+    shutil.rmtree(tmp_path / "run" / "checkpoint-3")  # resume from checkpoint-2: step 3 is trained again
+    assert train("--resume") == [(1, 1.0), (2, pytest.approx(0.5)), (3, pytest.approx(0.0, abs=1e-12))]
