@@ -257,3 +257,16 @@ def test_a_resumed_run_logs_the_same_scheduled_weights(tmp_path):
     assert train() == [(1, 1.0), (2, pytest.approx(0.5)), (3, pytest.approx(0.0, abs=1e-12))]
     shutil.rmtree(tmp_path / "run" / "checkpoint-3")  # resume from checkpoint-2: step 3 is trained again
     assert train("--resume") == [(1, 1.0), (2, pytest.approx(0.5)), (3, pytest.approx(0.0, abs=1e-12))]
+
+
+def test_the_run_header_records_the_schedule_as_written():
+    from rlvr_plugins.lab.score import describe_scoring
+    from rlvr_plugins.train.runfolder import run_header
+
+    written = {"schedule": "step", "points": [[0, 0.0], [5, 0.5]]}
+    plugin_set = build_plugin_set({"r1-accuracy": {}, "r1-format": {"weight": written}})
+    header = run_header(plugin_set)
+    (fmt,) = [p for p in header["plugins"] if p["name"] == "r1-format"]
+    assert fmt["options"]["weight"] == written
+    assert build_plugin_set({"r1-format": fmt["options"]}).weight_factor("r1-format", 5) == 0.5  # re-read: same
+    assert "r1-format x1 (times its weight schedule)" in describe_scoring(plugin_set)

@@ -574,7 +574,9 @@ class PluginSet:
     def describe(self) -> list[dict[str, Any]]:
         out = []
         for p in self.enabled:
-            opts = p.instance.options
+            options = _options_dict(p.instance.options)
+            if p.weight_schedule is not None:
+                options["weight"] = p.weight_schedule.as_config()
             out.append(
                 {
                     "name": p.name,
@@ -582,7 +584,7 @@ class PluginSet:
                     "version": p.entry.version,
                     "default": p.default,
                     "hooks": implemented_hooks(type(p.instance)),
-                    "options": _options_dict(opts),
+                    "options": options,
                 }
             )
         return out

@@ -82,6 +82,18 @@ class WeightSchedule:
     steps: int = 0
     points: tuple[tuple[int, float], ...] = ()
 
+    def as_config(self) -> dict[str, Any]:
+        """The YAML mapping this schedule was parsed from (for ``plugins.json``).
+
+        >>> WeightSchedule("linear", start=0.0, end=1.0, steps=10).as_config()
+        {'schedule': 'linear', 'from': 0.0, 'to': 1.0, 'steps': 10}
+        """
+        if self.kind == "constant":
+            return {"schedule": "constant", "value": self.value}
+        if self.kind == "step":
+            return {"schedule": "step", "points": [[at, v] for at, v in self.points]}
+        return {"schedule": self.kind, "from": self.start, "to": self.end, "steps": self.steps}
+
     def at(self, step: int) -> float:
         if self.kind == "linear":
             return linear_value(step, self.start, self.end, self.steps)
