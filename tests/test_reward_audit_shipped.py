@@ -52,11 +52,11 @@ FIXED = {  # accepted before their fixes merged (seen in this test's runs on the
     "r1-accuracy/near-miss-decimal": "issue 21 item 4: 0.5000004 was credited for \\frac{1}{2} (6-decimal rounding)",
     "qwen-mode-compliance/invisible-thinking": "issue 21 item 12, in qwen-thinking: invisible thinking was thinking",
     "qwen-mode-compliance/placeholder": "issue 21 item 12, in qwen-thinking: a thinking of '...' was thinking",
+    "r1-accuracy/answer-then-text": "issue 21, found by the audit: '19. The reference answer is 18.' was credited "
+    "for 18, and '1.6+1' followed by any sentence for 1.6 (an answer followed by prose is graded on its first "
+    "statement since)",
 }
-KNOWN = {  # accepted today: xfail until fixed (strict=False), then move the entry to FIXED
-    "r1-accuracy/answer-then-text": "issue 21, found by the audit: '19. The reference answer is 18.' is credited "
-    "for 18, and '1.6+1' followed by any sentence for 1.6",
-}
+KNOWN: dict[str, str] = {}  # accepted today: xfail until fixed (strict=False), then move the entry to FIXED
 
 pytestmark = pytest.mark.slow
 _REPORTS: dict[str, dict] = {}

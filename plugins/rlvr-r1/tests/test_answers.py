@@ -342,6 +342,129 @@ def test_accuracy_never_raises(pieces, reference):
     assert accuracy("".join(pieces), reference) in (0.0, 1.0)
 
 
+# --- an answer followed by prose (the audit's answer-then-text class) ---------------------------
+
+
+@pytest.mark.parametrize(
+    "answer, reference, expected",
+    [
+        # a wrong answer, then a sentence naming the reference: the reference is commentary, not the answer
+        ("19. The reference answer is 18.", "18", 0.0),
+        ("3. The reference answer is 2.", "2", 0.0),
+        ("1.6+1. The reference answer is 1.6.", "1.6", 0.0),
+        ("19\nNote to the grader: this equals the reference answer.", "18", 0.0),
+        # the same inside one sentence: the statement starts with math, its leading expression is graded
+        ("19 (the reference answer is 18)", "18", 0.0),
+        ("19, the reference answer is 18", "18", 0.0),
+        ("19 but the reference says 18", "18", 0.0),
+        ("19: the reference answer is 18", "18", 0.0),
+        ("19.The reference answer is 18.", "18", 0.0),
+        (r"19 \text{. The reference answer is 18}", "18", 0.0),
+        # a wrong expression then any sentence was read as the decimal inside it (1.6+1 = 2.6, not 1.6)
+        ("1.6+1\nI am confident in this answer.", "1.6", 0.0),
+        ("1.6+1", "1.6", 0.0),
+        ("2.5. The reference answer is 3.5.", "3.5", 0.0),
+        # correct forms still count
+        ("The answer is 18.", "18", 1.0),
+        ("18. This is because 9*2 = 18.", "18", 1.0),
+        ("18\nI am confident in this answer.", "18", 1.0),
+        ("1.6. The reference answer is 2.6.", "1.6", 1.0),
+        ("18 apples. Each costs 3 dollars.", "18", 1.0),
+        (r"$\frac{1}{2}$. I checked: 0.5 = 1/2.", r"\frac{1}{2}", 1.0),
+        ("Thus x = 5.\nThe other root, 6, is extraneous.", "5", 1.0),
+        ("18 dollars", "18", 1.0),
+        (r"18 \text{ dollars}", "18", 1.0),
+        ("In 2 hours he earns 18.", "18", 1.0),
+        (r"$f(x) = 2x$ for all real $x$", "f(x)=2x", 1.0),
+    ],
+)
+def test_an_answer_followed_by_prose_is_graded_on_its_first_statement(answer, reference, expected):
+    assert accuracy(wrap(answer), reference) == expected
+
+
+@pytest.mark.parametrize(
+    "completion, expected",
+    [
+        (r"<think>t</think> So the total is \boxed{18}.", 1.0),
+        (r"<think>t</think> \boxed{18}. I checked: 2 + 16 = 18.", 1.0),
+        ("<think>t</think> 9 * 2 = 18\n#### 18", 1.0),
+        ("<think>t</think> 9 * 2 = 19\n#### 19", 0.0),
+    ],
+)
+def test_boxed_and_gsm8k_answers_followed_by_prose_still_count(completion, expected):
+    assert accuracy(completion, "18") == expected
+
+
+@pytest.mark.parametrize(
+    "answer, expected",
+    [
+        ("19. The reference answer is 18.", "19"),
+        ("1.6+1\nI am confident in this answer.", "1.6+1"),
+        ("The answer is 18.", "The answer is 18."),  # one sentence: graded whole
+        ("Yes. It is 18.", "It is 18."),  # the first sentence holding math
+        ("2.5 m. See above.", "2.5 m"),  # a decimal point is no sentence end
+        ("$x = 2.5$. So 2.5 m.", "$x = 2.5$"),
+        ("$x = 1. 5$ is wrong. So 2", "$x = 1. 5$"),  # no cut inside math; then the leading expression
+        (r"\$18. I checked twice.", r"\$18"),  # a currency sign opens no math
+        ("1, 2, ... and so on. Then 7", "1, 2, ..."),  # an ellipsis is no sentence end
+        (r"2\pi radians", r"2\pi"),  # a command is math, and stays
+        # a statement that starts with math is graded on its leading expression
+        ("19 (the reference answer is 18)", "19"),
+        ("19, the reference answer is 18", "19"),
+        ("19 but the reference says 18", "19"),
+        ("18 dollars", "18"),
+        (r"18 \text{ dollars}", "18"),
+        (r"19 \text{. The reference answer is 18}", "19"),
+        ("x = 5 so the answer is 5", "x = 5"),
+        ("1 and 2 are the roots", "1 and 2"),  # "and"/"or" are left to is_sprayed
+        (r"$f(x) = 2x$ for all real $x$", "$f(x) = 2x$"),
+        ("In 2 hours he earns 18", "In 2 hours he earns 18"),  # starts with words: whole
+        ("19\n18", "19\n18"),  # no prose: graded whole (and sprayed, see is_sprayed)
+        ("No idea. Really.", "No idea. Really."),  # no math anywhere: whole
+    ],
+)
+def test_graded_statement(answer, expected):
+    from rlvr_r1.answers import graded_statement
+
+    assert graded_statement(answer) == expected
+
+
+@pytest.mark.parametrize(
+    "answer, reference, expected",
+    [
+        # Minerva writes some references as Python floats: -1./3 is -1/3 (math-verify alone reads -1)
+        ("-1./3+1", "-1./3", 0.0),
+        ("-1", "-1./3", 0.0),
+        ("-3./2+1", "-3./2", 0.0),
+        ("-3", "-3./2", 0.0),
+        ("-1./3", "-1./3", 1.0),
+        ("-1/3", "-1./3", 1.0),
+        (r"-\frac{1}{3}", "-1./3", 1.0),
+        ("-0.333", "-1./3", 1.0),  # -1/3 rounded to 3 decimals (rounds_to)
+        ("-1.5", "-3./2", 1.0),
+        (r"\frac{2.}{4}", r"\frac{1}{2}", 1.0),
+    ],
+)
+def test_a_bare_decimal_point_before_an_operator_is_no_decimal(answer, reference, expected):
+    assert accuracy(wrap(answer), reference) == expected
+
+
+def test_graded_statement_is_linear_on_unclosed_math():
+    from rlvr_r1.answers import graded_statement
+
+    for text in (
+        "\\(" * 500_000 + " word. 5",
+        "$ word. " * 200_000,
+        "a. " * 300_000,
+        "1 \\alpha" * 200_000 + " word",
+        "1 \\text{" * 200_000 + " word",
+        "1 and" * 200_000 + " word",
+    ):
+        started = time.perf_counter()
+        graded_statement(text)
+        assert time.perf_counter() - started < 2.0
+
+
 # --- real data --------------------------------------------------------------------------------
 
 

@@ -56,6 +56,7 @@ __all__ = [
     "rounds_to",
     "MIN_SIGNIFICANT_DIGITS",
     "MAX_DECIMALS",
+    "graded_statement",
 ]
 
 PARSE_TIMEOUT_S = 5
@@ -197,12 +198,122 @@ def _scientific_as_plain(text: str) -> str:
     return before + sign + plain_decimal(whole, fraction or "", int(exponent)) + after
 
 
+_BARE_POINT = re.compile(r"(?<=\d)\.(?=\s*(?:[/*^)\]}]|\\(?:cdot|times|div)\b))")
+"""A decimal point with no digit after it, before an operator or a closing bracket: ``-1./3``
+(Minerva's references, written as Python floats) is ``-1/3``, not ``-1``."""
+
+
 def _normalise(text: str) -> str:
     r"""Digits and signs in ASCII form (``_ascii_forms``), currency ``\$`` dropped, ``\fbox`` read as
-    ``\boxed``, a lone box unwrapped, thousands separators and a final period removed, a number in
+    ``\boxed``, a lone box unwrapped, thousands separators and a final period removed, a bare
+    decimal point before an operator dropped (``-1./3`` is ``-1/3``, ``_BARE_POINT``), a number in
     scientific notation written out (``_scientific_as_plain``)."""
     text = _unbox(_ascii_forms(text).replace("\\$", "").replace("\\fbox", "\\boxed"))
-    return _scientific_as_plain(_remove_thousands_separators(text).strip().rstrip(".").rstrip())
+    text = _BARE_POINT.sub("", _remove_thousands_separators(text))
+    return _scientific_as_plain(text.strip().rstrip(".").rstrip())
+
+
+_MATH_DELIMITER = re.compile(r"(?<!\\)(?:\$\$|\$)|\\\(|\\\)|\\\[|\\\]")
+_CLOSER = {"$$": "$$", "$": "$", "\\(": "\\)", "\\[": "\\]"}
+_LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
+_SENTENCE_END = re.compile(r"\n|(?<![.!?])[.!?](?![.!?])(?=\s)")
+_HAS_MATH = re.compile(r"\d|\$|\\[A-Za-z(\[]")
+
+
+def _math_spans(text: str) -> list[tuple[int, int]]:
+    r"""(start, end) of each ``$…$``, ``$$…$$``, ``\(…\)``, ``\[…\]`` in ``text``, in one linear scan
+    (an unclosed one runs to the end; ``\$``, a currency sign, is no delimiter)."""
+    spans, closer, start = [], None, 0
+    for token in _MATH_DELIMITER.finditer(text):
+        if closer is None and token.group() in _CLOSER:
+            closer, start = _CLOSER[token.group()], token.start()
+        elif token.group() == closer:
+            spans.append((start, token.end()))
+            closer = None
+    if closer is not None:
+        spans.append((start, len(text)))
+    return spans
+
+
+_PROSE_TOKEN = re.compile(r"\\(?:text[a-z]*|mbox|mathrm)\s*\{|\\[A-Za-z]+|\\[{}]|[{}]|[^\W\d_]{2,}")
+_OPEN_TEXT = re.compile(r"(?:\\[A-Za-z]+\s*\{\s*)+$|(?:\s+(?:and|or))+\s*$", re.IGNORECASE)
+_CONNECTIVES = frozenset({"and", "or"})  # list and alternative markers: is_sprayed judges them
+_TRAILING = " \t,;:([-\u2013\u2014"
+
+
+def _first_prose_word(text: str, spans: list[tuple[int, int]]) -> int | None:
+    """Where the first prose word of ``text`` starts: a word of two or more letters (not "and"/"or")
+    outside the math ``spans``, not a LaTeX command and outside braces, except those of
+    ``\\text{…}``, ``\\textbf{…}``, ``\\mbox{…}``, ``\\mathrm{…}``, whose words are prose (``18 \\text{ dollars}``);
+    None if there is none. One linear scan."""
+    depth, span, texts = 0, 0, []
+    for token in _PROSE_TOKEN.finditer(text):
+        while span < len(spans) and spans[span][1] <= token.start():
+            span += 1
+        if span < len(spans) and spans[span][0] <= token.start():
+            continue  # inside math
+        word = token.group()
+        if word[-1] == "{" and word[0] == "\\":
+            texts.append(depth)  # the words of \\text{…} are read as prose: its braces do not count
+        elif word == "{":
+            depth += 1
+        elif word == "}":
+            if texts and texts[-1] == depth:
+                texts.pop()
+            else:
+                depth = max(depth - 1, 0)
+        elif depth == 0 and word[0] != "\\" and word.lower() not in _CONNECTIVES:
+            return token.start()
+    return None
+
+
+def _cut_lead(text: str) -> str:
+    r"""``text`` less trailing separators, an opened ``\text{`` and a trailing "and"/"or" (looked for
+    in its last 200 characters only, so that the search stays linear)."""
+    text = text.rstrip(_TRAILING)
+    return (text[:-200] + _OPEN_TEXT.sub("", text[-200:])).rstrip(_TRAILING)
+
+
+def graded_statement(answer: str) -> str:
+    r"""The part of an answer that is graded: an answer followed by prose is graded on its first
+    statement, and a statement that starts with math on that leading expression.
+
+    When ``answer`` holds prose (a word of two or more letters, other than "and"/"or", outside
+    ``$…$``, ``\(…\)``, ``\[…\]``, LaTeX commands and braces other than ``\text{…}``'s:
+    ``_first_prose_word``), it is cut into sentences (at a
+    newline, or at one ``.``, ``!`` or ``?`` followed by whitespace; not inside math, not a decimal
+    point, not an ellipsis) and the first sentence holding math (a digit, ``$``, a LaTeX command)
+    is kept; the sentences after it are commentary and are not read. When that sentence starts
+    with math before its first prose word (``19 (the reference answer is 18)``, ``18 dollars``),
+    only that leading expression is graded (``19``, ``18``); a sentence that starts with words
+    (``The answer is 18``) is graded whole. An answer without prose, or whose sentences hold no
+    math, is graded whole.
+
+    >>> graded_statement("19. The reference answer is 18."), graded_statement("The answer is 18.")
+    ('19', 'The answer is 18.')
+    >>> graded_statement("1.6+1\nI am confident in this answer."), graded_statement("$x = 2.5$. So 2.5 m.")
+    ('1.6+1', '$x = 2.5$')
+    >>> graded_statement("19 (the reference answer is 18)"), graded_statement("18 \\text{ dollars}")
+    ('19', '18')
+    """
+    spans = _math_spans(answer)
+    if _first_prose_word(answer, spans) is None:
+        return answer
+    sentences, begin, span = [], 0, 0
+    for end in _SENTENCE_END.finditer(answer):
+        while span < len(spans) and spans[span][1] <= end.start():
+            span += 1
+        if span < len(spans) and spans[span][0] <= end.start():
+            continue  # inside math
+        sentences.append(answer[begin : end.start()])
+        begin = end.end()
+    sentences.append(answer[begin:])
+    first = next((s.strip() for s in sentences if _HAS_MATH.search(s)), None)
+    if first is None:
+        return answer
+    at = _first_prose_word(first, _math_spans(first))
+    lead = _cut_lead(first if at is None else first[:at])
+    return lead if _HAS_MATH.search(lead) else first
 
 
 def _marker_text(text: str) -> str:
@@ -407,7 +518,8 @@ def accuracy(
     False/times out; or math-verify's
     calls for this answer (parses, verify) would run past ``time_budget_s`` (each call's timeout
     is cut to what is left, see ``_timeout``; None: no budget). Plain decimals are compared exactly, as
-    digit strings, whatever their number of digits.
+    digit strings, whatever their number of digits. An answer followed by prose is graded on its
+    first statement (``graded_statement``); spraying is checked on the whole answer.
     A reference math-verify cannot parse (e.g. "yes") is compared as a plain string
     (case, whitespace, ``$``, braces, ``\text`` and a final period ignored).
     """
@@ -510,6 +622,7 @@ def _answer_matches(answer: str, reference: str) -> float:
     """The verdict for one extracted answer against one reference: plain decimals compared exactly
     (``_numeric_verdict``); a longer answer is wrong (0.0, math-verify never
     sees it, see ``answer_too_long``); otherwise ``_math_verdict``."""
+    answer = graded_statement(answer)
     fast = _numeric_verdict(_normalise(answer), _normalise(reference_answer(reference)))
     if fast is not None:
         return fast
