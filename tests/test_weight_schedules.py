@@ -270,3 +270,14 @@ def test_the_run_header_records_the_schedule_as_written():
     assert fmt["options"]["weight"] == written
     assert build_plugin_set({"r1-format": fmt["options"]}).weight_factor("r1-format", 5) == 0.5  # re-read: same
     assert "r1-format x1 (times its weight schedule)" in describe_scoring(plugin_set)
+
+
+def test_the_plugins_own_weight_rule_holds_at_every_value_of_the_schedule():
+    # dapo-overlong's weight must be >= 0: a cosine down to -0.5 reaches a value the plugin refuses
+    with pytest.raises(PluginError) as info:
+        build_plugin_set({"dapo-overlong": {"weight": {"schedule": "cosine", "from": 1.0, "to": -0.5, "steps": 10}}})
+    assert str(info.value).startswith(
+        "plugin 'dapo-overlong': option 'weight' (a schedule) reaches -0.5, where: option 'weight' must be a finite "
+        "number >= 0, got -0.5"
+    )
+    build_plugin_set({"dapo-overlong": {"weight": {"schedule": "cosine", "from": 1.0, "to": 0.0, "steps": 10}}})

@@ -651,6 +651,15 @@ def split_weight_schedule(name: str, cls: type[Plugin], raw: Any) -> tuple[Any, 
         schedule = parse_schedule(raw["weight"])
     except ValueError as exc:
         raise PluginOptionError(name, [f"option 'weight' (a schedule): {exc}"], valid, ["weight"]) from None
+    for value in dict.fromkeys(schedule.extremes()):  # the plugin's own rule for its weight holds at every step
+        try:
+            cls.parse_options({**raw, "weight": value})
+        except PluginOptionError as exc:
+            if "weight" in exc.keys or any("'weight'" in p for p in exc.problems):
+                problems = "; ".join(exc.problems)
+                raise PluginOptionError(
+                    name, [f"option 'weight' (a schedule) reaches {value:g}, where: {problems}"], valid, ["weight"]
+                ) from None
     return {**raw, "weight": 1.0}, schedule
 
 

@@ -82,6 +82,20 @@ class WeightSchedule:
     steps: int = 0
     points: tuple[tuple[int, float], ...] = ()
 
+    def extremes(self) -> tuple[float, float]:
+        """The least and the greatest value the schedule takes (at some step).
+
+        >>> WeightSchedule("cosine", start=1.0, end=-0.5, steps=10).extremes()
+        (-0.5, 1.0)
+        """
+        if self.kind == "constant":
+            values = [self.value]
+        elif self.kind == "step":
+            values = [v for _, v in self.points]
+        else:
+            values = [self.start, self.end]
+        return min(values), max(values)
+
     def as_config(self) -> dict[str, Any]:
         """The YAML mapping this schedule was parsed from (for ``plugins.json``).
 
