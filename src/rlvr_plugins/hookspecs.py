@@ -284,7 +284,9 @@ def rlvr_length_penalty(
     Called once per generation batch, after the rewards are gathered from every process
     and before the advantages are computed. Collect-all: each enabled plugin's tensor
     (already weighted by the plugin) is added to the total reward and logged as
-    ``penalties/<plugin>/mean``. Return ``None`` to contribute nothing this step.
+    ``penalties/<plugin>/mean``. Return ``None`` to contribute nothing this step. When the
+    plugin's ``weight`` option is a schedule (:mod:`rlvr_plugins.schedules`), the plugin sees
+    ``weight = 1.0`` and the framework multiplies the tensor by the schedule's value at ``step``.
 
     The sum of the penalties is not shown to the estimator: it is added to the
     estimator's advantages as ``p_i - mean_j p_j`` over the group (never divided by a
