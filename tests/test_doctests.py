@@ -11,6 +11,8 @@ import pytest
 EXAMPLES = {  # module: the fewest examples it must keep
     "rlvr_plugins.errors": 1,
     "rlvr_plugins.builtin.loss": 1,
+    "rlvr_plugins.builtin.repetition": 2,
+    "rlvr_plugins.schedules": 7,
     "rlvr_plugins.testing": 1,
     "rlvr_plugins.train.yamlfile": 1,
     "rlvr_plugins.train.trl_fields": 1,

@@ -77,6 +77,10 @@ class Probe(Plugin):
         pass
 
     @hookimpl
+    def rlvr_claims(self):
+        return None
+
+    @hookimpl
     def rlvr_check_dataset(self, rows, split):
         return None
 
@@ -436,6 +440,68 @@ def test_hook_rlvr_validate_run(tmp_path, hook_recorder):
         prepared = prepare({**config, "plugins": {"needs-format": {}, "r1-format": {}}})
         prepared.plugin_set.validate_run(prepared.grpo_args, 10.0)  # the same run: not again
     assert len(hook_recorder.getcalls("rlvr_validate_run")) == 2
+
+
+class TruncationCost(Plugin):
+    """A third-party length shaping that also penalises truncated completions."""
+
+    name = "truncation-cost"
+
+    @hookimpl
+    def rlvr_claims(self):
+        return ["truncated-completions"]
+
+    @hookimpl
+    def rlvr_length_penalty(self, completion_lengths):
+        return -(completion_lengths >= 4).float()
+
+
+def test_hook_rlvr_claims(tmp_path, capsys, hook_recorder):
+    from rlvr_plugins.cli import main
+    from rlvr_plugins.errors import PluginConflictError
+
+    def validate(plugins):
+        build_plugin_set(plugins).validate_run(SimpleNamespace(max_completion_length=64), None)
+
+    with temporary_plugin(TruncationCost):
+        with pytest.raises(PluginConflictError) as info:
+            validate({"r1-accuracy": {}, "dapo-overlong": {}, "truncation-cost": {}})
+        assert str(info.value).startswith(
+            "plugins 'dapo-overlong', 'truncation-cost' both claim 'truncated-completions' (rlvr_claims)"
+        )
+        validate({"r1-accuracy": {}, "truncation-cost": {}})  # alone: fine
+        demo = REPO / "configs" / "demo.yaml"
+        code = main(
+            [
+                "train",
+                str(demo),
+                "--check",
+                "--set",
+                f"output_dir={tmp_path}",
+                "--set",
+                "plugins.dapo-overlong={}",
+                "--set",
+                "plugins.truncation-cost={}",
+            ]
+        )
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "plugins 'dapo-overlong', 'truncation-cost' both claim 'truncated-completions'" in err
+    # the shipped length rewards by correctness cannot be stacked either
+    with pytest.raises(PluginConflictError, match=r"'kimi-length', 'cosine-length' both claim 'length-by-correctness'"):
+        validate({"r1-accuracy": {}, "kimi-length": {}, "cosine-length": {"correctness_reward": "r1-accuracy"}})
+    validate({"r1-accuracy": {}, "dapo-overlong": {}, "cosine-length": {"correctness_reward": "r1-accuracy"}})
+
+    class BadClaims(Plugin):
+        name = "bad-claims"
+
+        @hookimpl
+        def rlvr_claims(self):
+            return "truncated-completions"
+
+    with temporary_plugin(BadClaims), pytest.raises(PluginValidationError, match=r"plugin 'bad-claims': rlvr_claims"):
+        validate({"r1-accuracy": {}, "bad-claims": {}})
+    assert len(hook_recorder.getcalls("rlvr_claims")) >= 5
 
 
 def test_hook_rlvr_check_dataset(caplog):

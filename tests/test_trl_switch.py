@@ -219,9 +219,11 @@ def test_plugins_see_trls_names_of_reward_models_and_functions(digit_reward, han
 
 
 def needed_options(name: str) -> dict:
-    """Options without which a plugin cannot be enabled (a model), as a script would give them."""
+    """Options without which a plugin cannot be enabled (a model, a reward to read), as a script would give them."""
     if name == "judge-equivalence":
         return {"model": "a-judge"}  # loaded at the first score, never here
+    if name == "cosine-length":
+        return {"correctness_reward": "r1-accuracy"}  # required: the reward that says what is correct
     if name == "reward-model":
         from compat.stand_ins import chat_tokenizer, tiny_reward_model
 

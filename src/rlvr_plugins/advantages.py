@@ -295,6 +295,31 @@ def overlong_penalty(lengths: torch.Tensor, max_length: int, cache: int) -> torc
     return -over.clamp(min=0.0, max=1.0)
 
 
+def cosine_length_reward(
+    lengths: torch.Tensor,
+    correct: torch.Tensor,
+    max_length: int,
+    correct_range: tuple[float, float] = (0.5, 1.0),
+    wrong_range: tuple[float, float] = (-1.0, -0.5),
+) -> torch.Tensor:
+    """The cosine length reward of Yeo et al. 2025 ("Demystifying Long Chain-of-Thought Reasoning in
+    LLMs", its cosine length-scaling reward), ``(N,)`` lengths and ``(N,)`` bool correctness → ``(N,)`` float::
+
+        p    = min(1, |y| / L_max)
+        C(v0, vL) = vL + (v0 - vL) * (1 + cos(pi * p)) / 2      (v0 at |y| = 0, vL at L_max)
+        R    = C(max_c, min_c)   if correct                     (short correct answers earn more)
+             = C(min_w, max_w)   if wrong                       (long wrong answers lose less)
+
+    with ``correct_range = (min_c, max_c)`` and ``wrong_range = (min_w, max_w)``. A length past
+    ``L_max`` is held at ``L_max`` (the cosine does not turn back up).
+    """
+    p = (lengths.to(torch.float32) / max_length).clamp(min=0.0, max=1.0)
+    half = (1.0 + torch.cos(torch.pi * p)) / 2.0
+    min_c, max_c = correct_range
+    min_w, max_w = wrong_range
+    return torch.where(correct.to(torch.bool), min_c + (max_c - min_c) * half, max_w + (min_w - max_w) * half)
+
+
 def shaping_advantages(shaping: torch.Tensor, valid: torch.Tensor, num_generations: int) -> torch.Tensor:
     """The advantage of a shaping term (length penalty): ``s_i - mean_j s_j`` per group, never std-scaled.
 
@@ -364,13 +389,19 @@ def batch_advantages(
 ) -> BatchAdvantages:
     """Penalties, estimator and the framework's rules on a gathered batch (training and ``rlvr score``).
 
-    ``valid`` = no reward failed and not every reward ``None``; outcome = ``Σ_k w_k r_k``
-    (a ``None`` counts 0); the estimator turns the outcome into advantages; the summed
-    length penalties are added as group-centred shaping (``shaping_advantages``); then
+    ``valid`` = no reward failed and not every reward ``None``; outcome = ``Σ_k w_k(t) r_k``
+    (a ``None`` counts 0), with ``w_k(t)`` = ``weights[k]`` times the value at ``step`` of its
+    plugin's weight schedule (:mod:`rlvr_plugins.schedules`; 1 without one), and each length
+    penalty likewise times its plugin's schedule: the one place a schedule is applied. The
+    estimator turns the outcome into advantages; the summed length penalties are added as
+    group-centred shaping (``shaping_advantages``); then
     ``finalize_advantages`` (no score → 0, equal totals in a group → exactly 0).
     ``total`` = outcome + penalties, NaN where not valid.
     """
     valid = ~failed.any(dim=1) & ~torch.isnan(rewards_per_func).all(dim=1)
+    weights = weights.to(rewards_per_func.device) * torch.tensor(
+        plugin_set.reward_weight_factors(names, step), dtype=weights.dtype, device=rewards_per_func.device
+    )
     outcome = (rewards_per_func * weights.to(rewards_per_func.device).unsqueeze(0)).nansum(dim=1)
     shaping = torch.zeros_like(outcome)
     penalties = []
@@ -384,7 +415,7 @@ def batch_advantages(
     ):
         if penalty is None:
             continue
-        penalty = check_vector(plugin, "rlvr_length_penalty", penalty, outcome)
+        penalty = check_vector(plugin, "rlvr_length_penalty", penalty, outcome) * plugin_set.weight_factor(plugin, step)
         shaping = shaping + penalty
         penalties.append((plugin, penalty))
     nan = torch.full_like(outcome, float("nan"))

@@ -117,6 +117,22 @@ def rlvr_validate_run(reward_names: list[str], grpo_args: Any, engine_timeout_s:
 
 
 @hookspec
+def rlvr_claims() -> list[str] | None:
+    """Name what this plugin takes charge of alone, so that two plugins that both would are refused.
+
+    Called once per run, just before ``rlvr_validate_run`` (so also by ``--check`` and every
+    command that scores). Collect-all. Two enabled plugins that return the same claim stop the
+    run with :class:`rlvr_plugins.errors.PluginConflictError` naming both plugins and the
+    claim, before any model is loaded. A claim is a free-form string; the shipped ones are
+    ``"truncated-completions"`` (a length shaping that penalises the completions cut at
+    ``max_completion_length``: ``dapo-overlong``) and ``"length-by-correctness"`` (a length
+    reward whose shape depends on the answer's correctness: ``kimi-length``, ``cosine-length``).
+
+    :returns: the claims (a list of strings), or ``None`` for none.
+    """
+
+
+@hookspec
 def rlvr_check_dataset(rows: Sequence[Mapping[str, Any]], split: str) -> list[tuple[int, str]] | None:
     """Check the rows of one loaded split, once, before anything is generated or scored.
 
@@ -268,7 +284,9 @@ def rlvr_length_penalty(
     Called once per generation batch, after the rewards are gathered from every process
     and before the advantages are computed. Collect-all: each enabled plugin's tensor
     (already weighted by the plugin) is added to the total reward and logged as
-    ``penalties/<plugin>/mean``. Return ``None`` to contribute nothing this step.
+    ``penalties/<plugin>/mean``. Return ``None`` to contribute nothing this step. When the
+    plugin's ``weight`` option is a schedule (:mod:`rlvr_plugins.schedules`), the plugin sees
+    ``weight = 1.0`` and the framework multiplies the tensor by the schedule's value at ``step``.
 
     The sum of the penalties is not shown to the estimator: it is added to the
     estimator's advantages as ``p_i - mean_j p_j`` over the group (never divided by a

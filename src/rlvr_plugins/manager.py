@@ -23,7 +23,7 @@ from typing import Any, cast
 
 import pluggy
 
-from . import ENTRY_POINT_GROUP, PROJECT, __version__, hookspecs
+from . import ENTRY_POINT_GROUP, PROJECT, __version__, fields, hookspecs
 from .errors import (
     ConfigError,
     PluginConflictError,
@@ -35,6 +35,7 @@ from .errors import (
     shown,
 )
 from .plugin import Plugin, RewardExploit, RewardFunction, describe_options
+from .schedules import WeightSchedule, parse_schedule
 
 BUILTIN_PLUGINS = {
     "grpo": "rlvr_plugins.builtin.estimators:GRPOEstimator",
@@ -49,6 +50,8 @@ BUILTIN_PLUGINS = {
     "gpg": "rlvr_plugins.builtin.estimators:GPGEstimator",
     "pass-at-k": "rlvr_plugins.builtin.estimators:PassAtKEstimator",
     "dapo-overlong": "rlvr_plugins.builtin.shaping:DAPOOverlong",
+    "cosine-length": "rlvr_plugins.builtin.shaping:CosineLength",
+    "repetition": "rlvr_plugins.builtin.repetition:RepetitionPenalty",
     "repeat-sampler": "rlvr_plugins.builtin.sampler:RepeatSamplerPlugin",
     "plain-template": "rlvr_plugins.builtin.template:PlainTemplate",
     "policy-loss": "rlvr_plugins.builtin.loss:PolicyLoss",
@@ -220,6 +223,7 @@ class EnabledPlugin:
     instance: Plugin
     entry: PluginEntry
     default: bool = False
+    weight_schedule: WeightSchedule | None = None
 
 
 @dataclass
@@ -396,6 +400,36 @@ class PluginSet:
         replaced.adjusted_args = self.adjusted_args
         return replaced
 
+    def weight_factor(self, plugin: str, step: int) -> float:
+        """The value at ``step`` of ``plugin``'s weight schedule; 1.0 when it has none."""
+        for p in self.enabled:
+            if p.name == plugin and p.weight_schedule is not None:
+                return p.weight_schedule.at(step)
+        return 1.0
+
+    def scheduled_weights(self, step: int) -> dict[str, float]:
+        """``{name: weight at step}`` for every scheduled reward (its registered weight times the
+        schedule) and every scheduled length-penalty plugin (the schedule), for ``weights/<name>``."""
+        scheduled = {p.name for p in self.enabled if p.weight_schedule is not None}
+        if not scheduled:
+            return {}
+        out = {
+            r.name: r.weight * self.weight_factor(plugin, step)
+            for plugin, r in self.reward_functions()
+            if plugin in scheduled
+        }
+        for plugin in self.implementers("rlvr_length_penalty"):
+            if plugin in scheduled:
+                out[plugin] = self.weight_factor(plugin, step)
+        return out
+
+    def reward_weight_factors(self, names: Sequence[str], step: int) -> list[float]:
+        """One factor per reward of ``names`` (TRL's and the plugins'): its plugin's schedule at ``step``, else 1.0."""
+        if all(p.weight_schedule is None for p in self.enabled):
+            return [1.0] * len(names)
+        owner = {r.name: plugin for plugin, r in self.reward_functions()}
+        return [self.weight_factor(owner[n], step) if n in owner else 1.0 for n in names]
+
     def reward_functions(self) -> list[tuple[str, RewardFunction]]:
         """Every registered reward as ``(plugin name, RewardFunction)``, names unique.
 
@@ -512,13 +546,37 @@ class PluginSet:
                 f"{NO_REWARD_SOURCE} rlvr-plugins: no reward function is enabled: enable at least one reward plugin "
                 "(for example r1-accuracy), or pass an environment_factory whose environment defines get_reward"
             )
+        self.check_claims()
         self.call("rlvr_validate_run", reward_names=names, grpo_args=grpo_args, engine_timeout_s=engine_timeout_s)
         self._validated = (grpo_args, engine_timeout_s)
+
+    def check_claims(self) -> None:
+        """Refuse two plugins whose ``rlvr_claims`` name the same thing, naming both and the claim."""
+        owners: dict[str, list[str]] = {}
+        for plugin, claims in self.call("rlvr_claims"):
+            if claims is None:
+                continue
+            if isinstance(claims, str) or not all(isinstance(c, str) for c in claims):
+                raise PluginValidationError(
+                    f"plugin {plugin!r}: rlvr_claims returned {claims!r}; expected a list of strings or None"
+                )
+            for claim in dict.fromkeys(claims):
+                owners.setdefault(claim, []).append(plugin)
+        for claim, plugins in owners.items():
+            if len(plugins) > 1:
+                raise PluginConflictError(
+                    f"rlvr_claims ({claim!r})",
+                    plugins,
+                    f"plugins {', '.join(repr(p) for p in plugins)} both claim {claim!r} (rlvr_claims): they would "
+                    "act on the same completions twice; enable only one of them.",
+                )
 
     def describe(self) -> list[dict[str, Any]]:
         out = []
         for p in self.enabled:
-            opts = p.instance.options
+            options = _options_dict(p.instance.options)
+            if p.weight_schedule is not None:
+                options["weight"] = p.weight_schedule.as_config()
             out.append(
                 {
                     "name": p.name,
@@ -526,7 +584,7 @@ class PluginSet:
                     "version": p.entry.version,
                     "default": p.default,
                     "hooks": implemented_hooks(type(p.instance)),
-                    "options": _options_dict(opts),
+                    "options": options,
                 }
             )
         return out
@@ -565,6 +623,46 @@ def _options_dict(opts: Any) -> dict[str, Any]:
     return dataclasses.asdict(opts) if dataclasses.is_dataclass(opts) and not isinstance(opts, type) else {}
 
 
+WEIGHTED_HOOKS = ("rlvr_reward_functions", "rlvr_length_penalty")
+
+
+def split_weight_schedule(name: str, cls: type[Plugin], raw: Any) -> tuple[Any, WeightSchedule | None]:
+    """``(options without the schedule, schedule)`` when ``raw["weight"]`` is a mapping, else ``(raw, None)``.
+
+    The plugin's ``weight`` option then parses as 1.0 and the schedule gives the whole weight. A
+    schedule on a plugin that contributes no reward and no length penalty, or has no ``weight``
+    option, or a malformed schedule, is a :class:`PluginOptionError` naming the plugin and ``weight``.
+    """
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("weight"), Mapping):
+        return raw, None
+    valid = describe_options(cls.Options)
+    if not set(WEIGHTED_HOOKS) & set(implemented_hooks(cls)) or "weight" not in fields.hints(cls.Options):
+        raise PluginOptionError(
+            name,
+            [
+                "option 'weight' is a schedule, but this plugin contributes no weighted reward or length penalty "
+                "(a schedule applies to a plugin implementing rlvr_reward_functions or rlvr_length_penalty with "
+                "a 'weight' option)"
+            ],
+            valid,
+            ["weight"],
+        )
+    try:
+        schedule = parse_schedule(raw["weight"])
+    except ValueError as exc:
+        raise PluginOptionError(name, [f"option 'weight' (a schedule): {exc}"], valid, ["weight"]) from None
+    for value in dict.fromkeys(schedule.extremes()):  # the plugin's own rule for its weight holds at every step
+        try:
+            cls.parse_options({**raw, "weight": value})
+        except PluginOptionError as exc:
+            if "weight" in exc.keys or any("'weight'" in p for p in exc.problems):
+                problems = "; ".join(exc.problems)
+                raise PluginOptionError(
+                    name, [f"option 'weight' (a schedule) reaches {value:g}, where: {problems}"], valid, ["weight"]
+                ) from None
+    return {**raw, "weight": 1.0}, schedule
+
+
 def check_plugins_config(
     plugins_config: Mapping[str, Any] | None,
     available: Mapping[str, Any] | None = None,
@@ -573,8 +671,18 @@ def check_plugins_config(
     """``(name, class, parsed options)`` of each plugin the config's ``plugins:`` names, no
     instance made: a name that is not installed, a plugin that cannot be imported, an unknown or
     ill-typed option or a misnamed hook is an error naming it. Imports only the named plugins'
-    modules, so a command can run it before torch (the unknown names before any import).
+    modules, so a command can run it before torch (the unknown names before any import). A ``weight``
+    schedule is checked too (:func:`split_weight_schedule`).
     ``where(dotted key)``: ``"file:line: "`` of a key of the config file, put before an option's error."""
+    return [(name, cls, options) for name, cls, options, _ in _checked_plugins(plugins_config, available, where)]
+
+
+def _checked_plugins(
+    plugins_config: Mapping[str, Any] | None,
+    available: Mapping[str, Any] | None = None,
+    where: Callable[[str], str] | None = None,
+) -> list[tuple[str, type, Any, WeightSchedule | None]]:
+    """:func:`check_plugins_config` with each plugin's weight schedule (None: a plain number)."""
     if plugins_config is not None and not isinstance(plugins_config, Mapping):
         raise PluginError(plugins_mapping_problem(plugins_config))
     available = discover() if available is None else available
@@ -583,12 +691,13 @@ def check_plugins_config(
     if unknown:
         raise UnknownPluginError(unknown, list(available))
     problems: list[PluginError] = []
-    checked = []
+    checked: list[tuple[str, type, Any, WeightSchedule | None]] = []
     for name, raw in plugins_config.items():
         try:
             cls = available[name].load()
             _check_hook_names(name, cls)
-            checked.append((name, cls, cls.parse_options(raw)))
+            raw, schedule = split_weight_schedule(name, cls, raw)
+            checked.append((name, cls, cls.parse_options(raw), schedule))
         except PluginOptionError as exc:
             problems.append(exc.located(where) if where is not None else exc)
         except PluginError as exc:
@@ -623,8 +732,8 @@ def build_plugin_set(plugins_config: Mapping[str, Any] | None) -> PluginSet:
     """
     available = discover()
     enabled = [
-        EnabledPlugin(name, cls(options), available[name])
-        for name, cls, options in check_plugins_config(plugins_config, available)
+        EnabledPlugin(name, cls(options), available[name], weight_schedule=schedule)
+        for name, cls, options, schedule in _checked_plugins(plugins_config, available)
     ]
     for hook in hookspecs.ONE_WINNER_HOOKS:
         answering = [p.name for p in enabled if hook in implemented_hooks(type(p.instance))]

@@ -430,6 +430,7 @@ class RLVRTrainer(GRPOTrainer):
         )
         self._rlvr_batch: dict[str, torch.Tensor] = {}
         self._warned_no_score = False
+        self._rlvr_base_weights: torch.Tensor | None = None
         self._warned_checkpoint_bytes = False
         self._rlvr_capture_logps, self._rlvr_logps = False, None
         names = trl_names + plugin_names
@@ -565,6 +566,13 @@ class RLVRTrainer(GRPOTrainer):
         raise RewardPluginFailing(text)
 
     def _generate_and_score_completions(self, inputs):
+        if self._rlvr_base_weights is None:
+            self._rlvr_base_weights = self.reward_weights.clone()
+        factors = self.plugin_set.reward_weight_factors(list(self.reward_func_names), self.state.global_step)
+        # TRL's own "reward" metric reads self.reward_weights: the scheduled weights of this step
+        self.reward_weights = self._rlvr_base_weights * torch.tensor(
+            factors, dtype=self._rlvr_base_weights.dtype, device=self._rlvr_base_weights.device
+        )
         output = super()._generate_and_score_completions(inputs)
         mode = "train" if self.model is not None and self.model.training else "eval"
         num_generations = self.num_generations if mode == "train" else self.num_generations_eval
@@ -585,7 +593,7 @@ class RLVRTrainer(GRPOTrainer):
         result = batch_advantages(
             self.plugin_set,
             rewards_per_func,
-            self.reward_weights,
+            self._rlvr_base_weights if self._rlvr_base_weights is not None else self.reward_weights,
             batch["failed"],
             batch["lengths"],
             num_generations,
@@ -595,6 +603,8 @@ class RLVRTrainer(GRPOTrainer):
         metrics = self._metrics[mode]
         valid = result.valid
         self._log_batch(metrics, result, batch["failed"])
+        for name, value in self.plugin_set.scheduled_weights(self.state.global_step).items():
+            metrics[f"weights/{name}"].append(value)
         self._log_lengths(metrics, rewards_per_func, batch["lengths"], names)
         if mode == "train":
             self.plugin_set.call(

@@ -102,10 +102,41 @@ def test_installed_entry_point_and_defaults():
     ps = build_plugin_set({"kimi-length": {}})
     (described,) = [p for p in ps.describe() if p["name"] == "kimi-length"]
     assert described["distribution"] == "rlvr-kimi"
-    assert described["hooks"] == ["rlvr_length_penalty", "rlvr_validate_run"]
+    assert described["hooks"] == ["rlvr_claims", "rlvr_length_penalty", "rlvr_validate_run"]
     assert described["options"] == {
         "weight": 1.0,
         "warmup_steps": 0,
         "correctness_reward": "r1-accuracy",
         "threshold": 1.0,
     }
+
+
+def test_a_weight_schedule_on_kimi_length_scales_it_and_warmup_steps_is_its_step_case():
+    from rlvr_plugins.advantages import batch_advantages
+
+    def totals(options, step):
+        plugin_set = build_plugin_set({"r1-accuracy": {}, "r1-format": {}, "kimi-length": options})
+        plugin_set.reward_functions()
+        return batch_advantages(
+            plugin_set,
+            rewards_per_func=PER_FUNC,
+            weights=torch.ones(2),
+            failed=torch.zeros(8, 2, dtype=torch.bool),
+            lengths=LENGTHS,
+            num_generations=4,
+            step=step,
+            names=NAMES,
+        ).total
+
+    outcome = torch.nansum(PER_FUNC, dim=1)
+    lam = torch.tensor([0.5, 0.0, 0.0, -0.5, 0.0, 0.0, 0.0, 0.0])
+    linear = {"weight": {"schedule": "linear", "from": 0.0, "to": 0.4, "steps": 4}}
+    # weight 0.4 * t / 4: 0.1 at step 1, 0.4 from step 4
+    assert totals(linear, 1).tolist() == pytest.approx((outcome + 0.1 * lam).tolist())
+    assert totals(linear, 9).tolist() == pytest.approx((outcome + 0.4 * lam).tolist())
+    # warmup_steps: 3 with weight 0.5 gives what the schedule step [[0, 0], [3, 0.5]] gives
+    schedule = {"weight": {"schedule": "step", "points": [[0, 0.0], [3, 0.5]]}}
+    for step in (0, 2, 3, 7):
+        assert totals({"warmup_steps": 3, "weight": 0.5}, step).tolist() == pytest.approx(
+            totals(schedule, step).tolist()
+        )

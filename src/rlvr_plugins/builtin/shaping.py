@@ -1,4 +1,5 @@
-"""Built-in length shaping: ``dapo-overlong`` (DAPO's soft overlong punishment)."""
+"""Built-in length shaping: ``dapo-overlong`` (DAPO's soft overlong punishment) and ``cosine-length``
+(Yeo et al. 2025's cosine length reward)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,44 @@ import math
 from dataclasses import dataclass
 
 from .. import hookimpl
-from ..errors import ConfigError
+from ..errors import ConfigError, PluginContractError
 from ..plugin import Plugin
 
 
-class DAPOOverlong(Plugin):
+class MaxLengthShaping(Plugin):
+    """A length shaping with an ``L_max`` option (``max_length``) that defaults to the run's
+    ``max_completion_length``, learnt in ``rlvr_validate_run``; a larger one is refused there."""
+
+    def __init__(self, options=None):
+        super().__init__(options)
+        self._run_max_length: int | None = None
+
+    def max_length(self) -> int:
+        """``L_max``: the option, else the run's ``max_completion_length``."""
+        max_length = self.options.max_length or self._run_max_length
+        if max_length is None:
+            raise ConfigError(
+                f"plugin {self.name!r}: option 'max_length' is not set and the run's max_completion_length "
+                "is unknown; set max_length",
+                source="plugins",
+            )
+        return max_length
+
+    def check_run_length(self, grpo_args) -> None:
+        """Learn the run's ``max_completion_length``; refuse an ``L_max`` beyond it."""
+        run_max = getattr(grpo_args, "max_completion_length", None)
+        self._run_max_length = run_max if isinstance(run_max, int) else None
+        max_length = self.max_length()
+        if self._run_max_length is not None and max_length > self._run_max_length:
+            raise ConfigError(
+                f"plugin {self.name!r}: option max_length={max_length} exceeds trainer.max_completion_length="
+                f"{self._run_max_length}, so no completion reaches the penalty's end; set max_length <= "
+                f"{self._run_max_length}",
+                source="plugins",
+            )
+
+
+class DAPOOverlong(MaxLengthShaping):
     """DAPO's soft overlong punishment (Yu et al. 2025, §3.4, Eq. 13) as a length penalty.
 
     ``weight · R(|y|)`` with ``R = 0`` up to ``L_max − L_cache`` tokens, then linear down to
@@ -46,19 +80,9 @@ class DAPOOverlong(Plugin):
             if not math.isfinite(self.weight) or self.weight < 0:
                 raise ValueError(f"option 'weight' must be a finite number >= 0, got {self.weight!r}")
 
-    def __init__(self, options=None):
-        super().__init__(options)
-        self._run_max_length: int | None = None
-
     def limits(self) -> tuple[int, int]:
         """``(L_max, L_cache)``: the options, else the run's ``max_completion_length`` and a fifth of it."""
-        max_length = self.options.max_length or self._run_max_length
-        if max_length is None:
-            raise ConfigError(
-                f"plugin {self.name!r}: option 'max_length' is not set and the run's max_completion_length "
-                "is unknown; set max_length",
-                source="plugins",
-            )
+        max_length = self.max_length()
         cache = self.options.cache or max(1, max_length // 5)
         if cache > max_length:
             raise ConfigError(
@@ -69,16 +93,12 @@ class DAPOOverlong(Plugin):
 
     @hookimpl
     def rlvr_validate_run(self, grpo_args):
-        run_max = getattr(grpo_args, "max_completion_length", None)
-        self._run_max_length = run_max if isinstance(run_max, int) else None
-        max_length, _ = self.limits()
-        if self._run_max_length is not None and max_length > self._run_max_length:
-            raise ConfigError(
-                f"plugin {self.name!r}: option max_length={max_length} exceeds trainer.max_completion_length="
-                f"{self._run_max_length}, so no completion reaches the penalty's end; set max_length <= "
-                f"{self._run_max_length}",
-                source="plugins",
-            )
+        self.check_run_length(grpo_args)
+        self.limits()
+
+    @hookimpl
+    def rlvr_claims(self):
+        return ["truncated-completions"]
 
     @hookimpl
     def rlvr_length_penalty(self, completion_lengths):
@@ -86,3 +106,96 @@ class DAPOOverlong(Plugin):
 
         max_length, cache = self.limits()
         return self.options.weight * overlong_penalty(completion_lengths, max_length, cache)
+
+
+class CosineLength(MaxLengthShaping):
+    """The cosine length reward of Yeo et al. 2025, "Demystifying Long Chain-of-Thought Reasoning in
+    LLMs" (its "cosine length-scaling reward"), as a length shaping.
+
+    ``weight · R(|y|, correct)``: for a correct answer ``R`` falls along a half cosine from
+    ``max_value_correct`` (empty) to ``min_value_correct`` (at ``max_length`` tokens), for a wrong
+    one it rises from ``min_value_wrong`` to ``max_value_wrong``: short correct answers earn more,
+    long wrong answers lose less (the model is pushed to think longer when it fails). Formula in
+    :func:`rlvr_plugins.advantages.cosine_length_reward`; the defaults (0.5 … 1 correct, −1 … −0.5
+    wrong) have the paper's shape. open-r1's ``cosine`` reward has the same formula but defaults
+    ``min_value_wrong=0.0, max_value_wrong=-0.5``, under which a wrong answer loses *more* the
+    longer it is (0 when empty, −0.5 at ``max_len``); set those two options to reproduce it.
+    Correctness is read from another reward of the batch (``correctness_reward``, required):
+    correct when its raw value is ``>= threshold``; not scored (NaN) counts as wrong.
+    ``max_length`` defaults to the run's ``max_completion_length``; lengths are tokens (open-r1
+    counts characters).
+
+    Why a length shaping (``rlvr_length_penalty``) and not a reward: ``R`` is a function of the
+    length, and the two things a reward cannot do here decide it. (1) As a reward it would reach
+    the estimator, and GRPO's division by the group std would turn the length differences of an
+    all-wrong group (−0.98 against −0.97) into advantages of about ±1, as large as right
+    against wrong: the fault the shaping rule exists for (added after the estimator,
+    group-centred, never divided by a std). (2) It needs the verdict of the correctness reward,
+    which a reward function, scoring one completion in a worker, does not see. As shaping, the
+    jump between the correct and the wrong range (at least ``min_value_correct −
+    max_value_wrong``, 1.0 by default) adds a correctness signal at that scale beside the
+    estimator's; to train on ``R`` alone, as the paper does, give the correctness reward
+    ``weight: 0`` (the estimator then sees only zeros and the advantage is ``R``'s group-centred
+    value, a mean baseline).
+    """
+
+    name = "cosine-length"
+    description = "Yeo et al. 2025 cosine length reward: short correct earn more, long wrong lose less"
+
+    @dataclass
+    class Options:
+        correctness_reward: str
+        max_length: int | None = None
+        min_value_correct: float = 0.5
+        max_value_correct: float = 1.0
+        min_value_wrong: float = -1.0
+        max_value_wrong: float = -0.5
+        threshold: float = 1.0
+        weight: float = 1.0
+
+        def __post_init__(self):
+            if not self.correctness_reward:
+                raise ValueError("option 'correctness_reward' must name a reward, got ''")
+            if self.max_length is not None and self.max_length < 1:
+                raise ValueError(f"option 'max_length' must be >= 1, got {self.max_length!r}")
+            for key in ("min_value_correct", "max_value_correct", "min_value_wrong", "max_value_wrong", "threshold"):
+                if not math.isfinite(getattr(self, key)):
+                    raise ValueError(f"option {key!r} must be finite, got {getattr(self, key)!r}")
+            if not math.isfinite(self.weight) or self.weight < 0:
+                raise ValueError(f"option 'weight' must be a finite number >= 0, got {self.weight!r}")
+
+    @hookimpl
+    def rlvr_validate_run(self, reward_names, grpo_args):
+        if self.options.correctness_reward not in reward_names:
+            raise ConfigError(self._missing(reward_names), source="plugins")
+        self.check_run_length(grpo_args)
+
+    def _missing(self, reward_names) -> str:
+        return (
+            f"plugin {self.name!r}: option correctness_reward={self.options.correctness_reward!r} is not a reward "
+            f"of this run. Available rewards: {list(reward_names)}. Set correctness_reward to one of these."
+        )
+
+    @hookimpl
+    def rlvr_claims(self):
+        return ["length-by-correctness"]
+
+    @hookimpl
+    def rlvr_length_penalty(self, completion_lengths, rewards_per_func, reward_names):
+        import torch
+
+        from ..advantages import cosine_length_reward  # torch: when the hook runs
+
+        o = self.options
+        if o.correctness_reward not in reward_names:
+            raise PluginContractError(self._missing(reward_names))
+        column = rewards_per_func[:, list(reward_names).index(o.correctness_reward)]
+        correct = ~torch.isnan(column) & (column >= o.threshold)
+        shaped = cosine_length_reward(
+            completion_lengths.to(column.device),
+            correct,
+            self.max_length(),
+            (o.min_value_correct, o.max_value_correct),
+            (o.min_value_wrong, o.max_value_wrong),
+        )
+        return o.weight * shaped

@@ -36,7 +36,14 @@ def describe_scoring(plugin_set: PluginSet) -> str:
     """One line: the rewards with their weights, the length penalties and the estimator ``rlvr score`` uses."""
     from ..manager import implemented_hooks
 
-    rewards = ", ".join(f"{r.name} x{r.weight:g}" for _, r in plugin_set.reward_functions()) or "none"
+    scheduled = {p.name for p in plugin_set.enabled if p.weight_schedule is not None}
+    rewards = (
+        ", ".join(
+            f"{r.name} x{r.weight:g}{' (times its weight schedule)' if p in scheduled else ''}"
+            for p, r in plugin_set.reward_functions()
+        )
+        or "none"
+    )
     penalties = [p.name for p in plugin_set.enabled if "rlvr_length_penalty" in implemented_hooks(type(p.instance))]
     return (
         f"scoring with rewards {rewards}; length penalties {', '.join(penalties) or 'none'}; "

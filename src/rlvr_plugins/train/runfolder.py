@@ -560,16 +560,17 @@ def run_readme(config: Mapping[str, Any], plugins: list[str]) -> str:
     - `summary.json`, `curves.png`: held-out accuracy before, during and after GRPO
     <BLANKLINE>
     """
-    model = config.get("model") or {}
+    sections = run_config(config)
+    model = sections.model
     source = (
-        f"the policy {model['name_or_path']}"
-        if model.get("name_or_path")
+        f"the policy {model.name_or_path}"
+        if model is not None and model.name_or_path
         else "a tiny Qwen3 built from model.tiny"
-        if model.get("tiny") is not None
+        if model is not None and model.tiny is not None
         else "the configured policy"
     )
     lines = [
-        f"# {config.get('output_dir') or DEFAULT_OUTPUT_DIR}: an rlvr-plugins run",
+        f"# {sections.output_dir or DEFAULT_OUTPUT_DIR}: an rlvr-plugins run",
         "",
         f"GRPO (TRL's GRPOTrainer) with the plugins {', '.join(plugins)},",
         f"trained by `rlvr train` from {source}.",

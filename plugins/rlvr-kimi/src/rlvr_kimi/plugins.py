@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Literal
 
 from rlvr_plugins import Plugin, hookimpl
 from rlvr_plugins.errors import ConfigError, PluginContractError, PluginError
+from rlvr_plugins.schedules import warmup_schedule
 
 from .schedules import SCHEDULES
 
@@ -33,6 +34,11 @@ def missing_reward_message(plugin: str, correctness_reward: str, reward_names) -
 
 class KimiLengthPenalty(Plugin):
     """Adds ``weight * kimi_length_reward`` to the reward from step ``warmup_steps`` on.
+
+    ``warmup_steps: N`` is a shorthand for the weight schedule ``weight: {schedule: step, points:
+    [[0, 0], [N, w]]}`` (:func:`rlvr_plugins.schedules.warmup_schedule`), with one difference:
+    before step ``N`` the penalty is not computed at all (no ``penalties/kimi-length/mean``),
+    where the schedule computes it and multiplies it by 0. Given both, they multiply.
 
     Correctness is read from another reward of the same batch (``correctness_reward``):
     a completion is correct when that reward's raw value is ``>= threshold``; NaN (not
@@ -68,9 +74,14 @@ class KimiLengthPenalty(Plugin):
         return missing_reward_message(self.name, self.options.correctness_reward, reward_names)
 
     @hookimpl
+    def rlvr_claims(self):
+        return ["length-by-correctness"]
+
+    @hookimpl
     def rlvr_length_penalty(self, completion_lengths, num_generations, rewards_per_func, reward_names, step):
         o = self.options
-        if step < o.warmup_steps:
+        factor = warmup_schedule(o.warmup_steps).at(step)
+        if factor == 0:
             return None
         if o.correctness_reward not in reward_names:
             raise PluginContractError(self._missing_reward(reward_names))
@@ -78,7 +89,7 @@ class KimiLengthPenalty(Plugin):
 
         column = rewards_per_func[:, list(reward_names).index(o.correctness_reward)]
         correct = is_correct(column, o.threshold)
-        return o.weight * kimi_length_reward(completion_lengths, correct, num_generations).to(column.device)
+        return factor * o.weight * kimi_length_reward(completion_lengths, correct, num_generations).to(column.device)
 
 
 class KimiCurriculum(Plugin):
