@@ -575,7 +575,7 @@ def test_train_and_sft_build_the_same_sft_rows_on_the_qwen_fusion_recipe(tmp_pat
         with pytest.raises(SystemExit):
             command(config)
     train_rows, sft_rows = seen["rows"]
-    assert train_rows == sft_rows and len(train_rows) == 32
+    assert train_rows == sft_rows and len(train_rows) == config["sft"]["examples"] == 300  # the recipe's SFT examples
     assert any(p.endswith("/no_think<think>\n\n</think>\n\n") and not s.startswith("<think>") for p, s in train_rows)
     assert any(s.startswith("<think>") for _, s in train_rows)
 
