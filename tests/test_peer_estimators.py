@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -24,7 +25,7 @@ from rlvr_plugins.advantages import (
     reinforce_pp_advantages,
     reinforce_pp_baseline_advantages,
 )
-from rlvr_plugins.errors import ConfigError, PluginError
+from rlvr_plugins.errors import ConfigError, PluginError, PluginOptionError
 from rlvr_plugins.manager import build_plugin_set, discover
 from rlvr_plugins.testing import grpo_args
 from rlvr_plugins.trainer import with_trl_estimator
@@ -332,3 +333,15 @@ def test_check_refuses_limits_the_run_cannot_meet(tmp_path, capsys, plugin, mess
     assert code == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "name", ["grpo", "batch-std", "normalize-then-sum", "gdpo", "reinforce++", "reinforce++-baseline"]
+)
+def test_every_estimator_with_an_eps_refuses_a_negative_or_infinite_one(name):
+    prefix = rf"plugin '{re.escape(name)}': option 'eps' must be "
+    with pytest.raises(PluginOptionError, match=prefix + r"a finite number >= 0, got -1"):
+        build_plugin_set({name: {"eps": -1.0}})
+    with pytest.raises(PluginOptionError, match=prefix):
+        build_plugin_set({name: {"eps": float("inf")}})
+    assert build_plugin_set({name: {"eps": 0.0}}).get(name).options.eps == 0.0

@@ -17,9 +17,15 @@ from ..errors import ConfigError
 from ..plugin import Plugin
 
 
-def _check_eps(eps: float) -> None:
-    if not (math.isfinite(eps) and eps >= 0):
-        raise ValueError(f"option 'eps' must be a finite number >= 0, got {eps!r}")
+@dataclass
+class EpsOptions(Plugin.Options):
+    """The options of an estimator that divides by a standard deviation: ``eps`` in its denominator."""
+
+    eps: float = 1e-4
+
+    def __post_init__(self):
+        if not (math.isfinite(self.eps) and self.eps >= 0):
+            raise ValueError(f"option 'eps' must be a finite number >= 0, got {self.eps!r}")
 
 
 class GRPOEstimator(Plugin):
@@ -29,9 +35,7 @@ class GRPOEstimator(Plugin):
     trl_scale_rewards = "group"
     description = "GRPO group z-score advantage (r - mean) / (std + eps); the default estimator"
 
-    @dataclass
-    class Options:
-        eps: float = 1e-4
+    Options = EpsOptions
 
     @hookimpl
     def rlvr_compute_advantages(self, rewards, num_generations, valid):
@@ -65,9 +69,7 @@ class BatchStdEstimator(Plugin):
     trl_scale_rewards = "batch"
     description = "group mean baseline, scaled by the batch standard deviation"
 
-    @dataclass
-    class Options:
-        eps: float = 1e-4
+    Options = EpsOptions
 
     @hookimpl
     def rlvr_compute_advantages(self, rewards, num_generations, valid):
@@ -102,9 +104,7 @@ class NormalizeThenSumEstimator(Plugin):
     name = "normalize-then-sum"
     description = "per-reward group z-score, weighted sum, batch z-score (TRL multi_objective_aggregation)"
 
-    @dataclass
-    class Options:
-        eps: float = 1e-4
+    Options = EpsOptions
 
     @hookimpl
     def rlvr_compute_advantages(self, rewards_per_func, reward_weights, num_generations, valid):
@@ -139,12 +139,7 @@ class ReinforcePPEstimator(Plugin):
     name = "reinforce++"
     description = "REINFORCE++: reward z-scored over the whole batch, no per-prompt baseline"
 
-    @dataclass
-    class Options:
-        eps: float = 1e-4
-
-        def __post_init__(self):
-            _check_eps(self.eps)
+    Options = EpsOptions
 
     @hookimpl
     def rlvr_compute_advantages(self, rewards, valid):
@@ -164,12 +159,7 @@ class ReinforcePPBaselineEstimator(Plugin):
     name = "reinforce++-baseline"
     description = "REINFORCE++-baseline: r - group mean, then z-scored over the batch"
 
-    @dataclass
-    class Options:
-        eps: float = 1e-4
-
-        def __post_init__(self):
-            _check_eps(self.eps)
+    Options = EpsOptions
 
     @hookimpl
     def rlvr_compute_advantages(self, rewards, num_generations, valid):
