@@ -570,8 +570,12 @@ class RLVRTrainer(GRPOTrainer):
             self._rlvr_base_weights = self.reward_weights.clone()
         factors = self.plugin_set.reward_weight_factors(list(self.reward_func_names), self.state.global_step)
         # TRL's own "reward" metric reads self.reward_weights: the scheduled weights of this step
-        self.reward_weights = self._rlvr_base_weights * torch.tensor(
-            factors, dtype=self._rlvr_base_weights.dtype, device=self._rlvr_base_weights.device
+        # (no tensor is built on the step's path when no weight is scheduled)
+        self.reward_weights = (
+            self._rlvr_base_weights
+            if all(f == 1.0 for f in factors)
+            else self._rlvr_base_weights
+            * torch.tensor(factors, dtype=self._rlvr_base_weights.dtype, device=self._rlvr_base_weights.device)
         )
         output = super()._generate_and_score_completions(inputs)
         mode = "train" if self.model is not None and self.model.training else "eval"
