@@ -177,7 +177,10 @@ class CodeTestsScorer:
         ``time_limit_s`` plus the channel's own cost (:func:`channel_allowance_s`); both run
         under the wall-clock ceiling ``total_time_s``. Raises ``ValueError`` when the tests call
         the program with an argument that is not plain data."""
-        verdict, served = self.run_pair(program, tests)
+        return self.passed(*self.run_pair(program, tests))
+
+    def passed(self, verdict: RunResult, served: RunResult | None) -> bool:
+        """The verdict of :meth:`run_pair`'s results (see :meth:`run_asserts`)."""
         if verdict.exit_code == calls.EXIT_UNSENDABLE:
             why = verdict.stderr.decode(errors="replace").strip().splitlines() or ["an argument that cannot be sent"]
             raise ValueError(why[-1][:300])
