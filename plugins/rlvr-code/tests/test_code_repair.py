@@ -125,6 +125,19 @@ def test_the_working_directory_is_removed_on_reset_and_when_collected():
     assert not os.path.exists(second)
 
 
+def test_the_working_directories_are_removed_when_the_process_exits(tmp_path):
+    script = "from rlvr_code.repair import CodeRepairEnv\nimport sys\n" + (
+        f"envs = [CodeRepairEnv(), CodeRepairEnv()]\nfor e in envs:\n    e.reset(**{ROW!r})\n"
+        "print(*[e._workdir for e in envs], flush=True)\nsys.exit(0)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env={**os.environ, "TMPDIR": str(tmp_path)}
+    )
+    workdirs = done.stdout.split()
+    assert done.returncode == 0 and len(workdirs) == 2 and all(w.startswith(str(tmp_path)) for w in workdirs)
+    assert not any(os.path.exists(w) for w in workdirs)
+
+
 def test_the_working_directory_of_a_crashed_process_is_swept_by_the_next_sandbox_run(tmp_path):
     script = "from rlvr_code.repair import CodeRepairEnv\nimport os, sys\n" + (
         f"e = CodeRepairEnv()\ne.reset(**{ROW!r})\nprint(e._workdir, flush=True)\nos._exit(9)\n"
