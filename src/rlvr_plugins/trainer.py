@@ -56,6 +56,7 @@ from .rewards import (
     row_columns,
     unread_columns,
 )
+from .turns import check_turns
 
 logger = logging.getLogger(__name__)
 
@@ -456,6 +457,10 @@ class RLVRTrainer(GRPOTrainer):
             if kwargs.get("rollout_func") is not None:
                 raise TypeError(f"plugin {rollouts[0][0]!r} provides the rollout_func; do not also pass rollout_func")
             kwargs["rollout_func"] = rollouts[0][1]
+        tokenizer = kwargs.get("processing_class")
+        if (kwargs.get("tools") or kwargs.get("environment_factory") is not None) and tokenizer is not None:
+            for warning in check_turns(tokenizer, args.chat_template_kwargs):
+                logger.warning("chat template: %s", warning)
         super().__init__(
             model=model,
             reward_funcs=trl_funcs + self.rlvr_rewards,
