@@ -25,7 +25,6 @@ from functools import partial
 from typing import Any, Literal
 
 from rlvr_plugins import Plugin, hookimpl
-from rlvr_plugins.engine.pool import parent_path
 
 from .cases import AssertTests, load_assert_tests
 from .plugins import CodeTestsOptions, CodeTestsScorer
@@ -134,6 +133,8 @@ def _runner_main() -> None:
 
 def _run_in_fresh_process(program: str, tests: AssertTests, options: CodeTestsOptions) -> tuple[bool, str]:
     """:func:`run_tests_in_sandbox` in a new interpreter (its process group killed at the deadline)."""
+    from rlvr_plugins.engine.pool import parent_path  # the trainer's side only: the runner need not import it
+
     job = {
         "program": program,
         "code": tests.code,
