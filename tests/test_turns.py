@@ -86,7 +86,9 @@ def test_a_qwen3_style_template_trl_cannot_patch_is_refused_naming_the_reason():
     report = turn_report(tok)
     assert report.errors and "TRL has no training version of it" in report.errors[0]
     assert "without a chat template" not in report.errors[0]
-    assert turn_report(build_char_tokenizer()).errors == ["the tokenizer has no chat template; tools and environments need one"]
+    assert turn_report(build_char_tokenizer()).errors == [
+        "the tokenizer has no chat template; tools and environments need one"
+    ]
 
 
 def test_a_template_that_drops_earlier_think_blocks_warns_with_the_reason():

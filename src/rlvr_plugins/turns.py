@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 from transformers import ProcessorMixin
 from trl import GRPOTrainer
@@ -104,7 +104,9 @@ def turn_report(tokenizer: Any, chat_template_kwargs: dict[str, Any] | None = No
         label = _label(mode, thinking)
         trl_view.chat_template_kwargs = mode
         try:
-            GRPOTrainer._get_tool_suffix_ids(trl_view, [{"role": "tool", "name": "run_tests", "content": "passed"}])
+            # TRL's own method, on the few attributes it reads: the check is exactly the one the tool loop makes
+            tool = [{"role": "tool", "name": "run_tests", "content": "passed"}]
+            GRPOTrainer._get_tool_suffix_ids(cast(GRPOTrainer, trl_view), tool)
         except ValueError as exc:
             problem = f"{label}: a tool result's tokens do not follow the assistant's tool call as a prefix ({exc})"
             if own:

@@ -217,8 +217,7 @@ class CodeRepairEnv:
         Returns:
             The file's content.
         """
-        with open(self._path(path), encoding="utf-8", errors="surrogatepass") as f:
-            return f.read()
+        return self._read(self._name(path))
 
     def replace_file(self, path: str, content: str) -> str:
         """Replace the whole content of the module.
@@ -231,8 +230,7 @@ class CodeRepairEnv:
             A confirmation with the number of bytes written.
         """
         o = self._options
-        target = self._path(path)
-        if os.path.basename(target) == o.tests_path:
+        if self._name(path) == o.tests_path:
             raise ValueError(f"{o.tests_path} is read-only: fix {o.module_path} instead")
         data = content.encode("utf-8", "surrogatepass") if isinstance(content, str) else None
         if data is None:
@@ -264,8 +262,7 @@ class CodeRepairEnv:
         """The tests' result on the current module (cached until the module changes)."""
         if self._tests is None or self._workdir is None:
             raise ValueError("no episode: reset() was not called")
-        with open(os.path.join(self._workdir, self._options.module_path), encoding="utf-8", errors="surrogatepass") as f:
-            program = f.read()
+        program = self._read(self._options.module_path)
         if self._last_run is not None and self._last_run[0] == program:
             return self._last_run[1], self._last_run[2]
         try:
@@ -279,9 +276,9 @@ class CodeRepairEnv:
         self._last_run = (program, passed, report)
         return passed, report
 
-    def _path(self, path: Any) -> str:
-        """The absolute path of a repository file; ``ValueError`` for anything else (no directory,
-        no ``..``, no absolute path, no file the repository does not have)."""
+    def _name(self, path: Any) -> str:
+        """The repository file ``path`` names; ``ValueError`` for anything else (no directory, no ``..``,
+        no absolute path, no file the repository does not have)."""
         o = self._options
         if self._workdir is None:
             raise ValueError("no episode: reset() was not called")
@@ -289,12 +286,16 @@ class CodeRepairEnv:
         name = os.path.normpath(path) if isinstance(path, str) and "\x00" not in path else None
         if name not in files:
             raise ValueError(f"no file {str(path)[:100]!r} in the repository; its files are {', '.join(files)}")
-        return os.path.join(self._workdir, name)
+        return name
+
+    def _read(self, name: str) -> str:
+        assert self._workdir is not None
+        with open(os.path.join(self._workdir, name), encoding="utf-8", errors="surrogatepass") as f:
+            return f.read()
 
     def _write(self, name: str, content: str) -> None:
         assert self._workdir is not None
-        path = os.path.join(self._workdir, name)
-        with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:
+        with open(os.path.join(self._workdir, name), "w", encoding="utf-8", errors="surrogatepass") as f:
             f.write(content)
 
     def _close(self) -> None:
