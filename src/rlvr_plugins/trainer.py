@@ -56,7 +56,7 @@ from .rewards import (
     row_columns,
     unread_columns,
 )
-from .turns import check_turns
+from .turns import check_turns, refuse_text_prompts
 
 logger = logging.getLogger(__name__)
 
@@ -458,8 +458,9 @@ class RLVRTrainer(GRPOTrainer):
                 raise TypeError(f"plugin {rollouts[0][0]!r} provides the rollout_func; do not also pass rollout_func")
             kwargs["rollout_func"] = rollouts[0][1]
         tokenizer = kwargs.get("processing_class")
-        if (kwargs.get("tools") or kwargs.get("environment_factory") is not None) and tokenizer is not None:
-            for warning in check_turns(tokenizer, args.chat_template_kwargs):
+        if kwargs.get("tools") or kwargs.get("environment_factory") is not None:
+            refuse_text_prompts(kwargs.get("train_dataset"), plugin_set.winner("rlvr_render_prompt"))
+            for warning in check_turns(tokenizer, args.chat_template_kwargs) if tokenizer is not None else ():
                 logger.warning("chat template: %s", warning)
         super().__init__(
             model=model,

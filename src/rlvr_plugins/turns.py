@@ -31,10 +31,11 @@ from typing import Any, cast
 from transformers import ProcessorMixin
 from trl import GRPOTrainer
 from trl.chat_template_utils import get_training_chat_template, is_chat_template_prefix_preserving
+from trl.data_utils import is_conversational
 
 from .errors import ConfigError
 
-__all__ = ["TurnReport", "check_turns", "turn_report"]
+__all__ = ["TurnReport", "check_turns", "refuse_text_prompts", "turn_report"]
 
 SOURCE = "the tokenizer's chat template"
 _TOOL_CALL = [{"type": "function", "function": {"name": "run_tests", "arguments": {}}}]
@@ -152,3 +153,20 @@ def check_turns(tokenizer: Any, chat_template_kwargs: dict[str, Any] | None = No
     if report.errors:
         raise ConfigError(report.errors, source=SOURCE)
     return report.warnings
+
+
+def refuse_text_prompts(dataset: Any, renderer: str) -> None:
+    """Refuse a train dataset whose first prompt is text for a run with tools: TRL's tool loop works on
+    conversations (its prompt must be chat messages, which it renders with the tools' schemas), and on a
+    text prompt it fails at the first generation. ``renderer``: the plugin that answers ``rlvr_render_prompt``
+    (the rows of ``rlvr train`` are its output)."""
+    if dataset is None or not hasattr(dataset, "__iter__"):
+        return
+    row = next(iter(dataset), None)
+    if isinstance(row, dict) and "prompt" in row and not is_conversational(row):
+        raise ConfigError(
+            "the prompts are text, but TRL's tool loop needs chat messages (a list of {role, content}) to render "
+            f"the tools and parse their calls; in rlvr train they are rendered by plugin {renderer!r} "
+            "(rlvr_render_prompt): give chat rows and a template plugin that keeps them as messages",
+            source="the train dataset",
+        )
