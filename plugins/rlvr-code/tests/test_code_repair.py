@@ -176,3 +176,31 @@ def test_the_example_rows_fail_as_given():
         env.reset(**row)
         assert env.get_reward() == 0.0, row["source"]
     env._close()
+
+
+def test_a_test_run_that_does_not_answer_is_killed_and_the_episode_goes_on(env, monkeypatch):
+    import rlvr_code.repair as repair
+
+    monkeypatch.setattr(repair, "RUNNER_GRACE_S", 0.05 - QUICK.total_time_s)  # a 50 ms deadline: never met
+    with pytest.raises(RuntimeError, match=r"the test run did not answer within 0.05s and was killed"):
+        env.run_tests()
+    assert env.get_reward() is None  # the sandbox failed, not the policy: no score
+    monkeypatch.undo()
+    env.replace_file("solution.py", FIXED)
+    assert env.run_tests() == "passed"
+
+
+@pytest.mark.skipif(
+    not hasattr(__import__("rlvr_plugins.hookspecs").hookspecs, "rlvr_environments"),
+    reason="the rlvr_environments hook is not in this rlvr-plugins yet",
+)
+def test_the_plugin_registers_the_environment_with_its_options():
+    from rlvr_plugins.manager import build_plugin_set
+
+    [(owner, environment)] = build_plugin_set({"code-repair": {"max_file_kb": 1}}).environments()
+    assert (owner, environment.name) == ("code-repair", "code-repair")
+    env = environment.factory()
+    env.reset(**ROW)
+    with pytest.raises(ValueError, match="over the limit of 1024 bytes"):
+        env.replace_file("solution.py", "#" * 1025)
+    env._close()
