@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from rlvr_plugins import Plugin, hookimpl
 
+from . import calls
 from .cases import AssertTests, load_assert_tests
 from .plugins import CodeTestsOptions, CodeTestsScorer
 from .sandbox import DIR_PREFIX
@@ -92,8 +93,8 @@ def run_tests_in_sandbox(program: str, tests: AssertTests, options: CodeTestsOpt
         return True, "passed"
     if verdict.timed_out:
         return False, f"failed: the tests did not finish within {options.total_time_s:g}s"
-    if verdict.ok:
-        return False, f"failed: the module used more than {options.time_limit_s:g}s of CPU time"
+    if verdict.ok:  # the tests ran to their end: the module's side failed (see CodeTestsScorer.passed)
+        return False, f"failed: the module used more than {options.time_limit_s:g}s of CPU time or did not exit cleanly"
     lines = with_test_lines(verdict.stderr.decode("utf-8", "replace"), tests.code)
     if lines and lines[-1].startswith("ProgramFailed") and "the program ended" in lines[-1]:
         lines.append(
@@ -114,7 +115,7 @@ def with_test_lines(traceback: str, code: str) -> list[str]:
     source = code.splitlines()
     out = []
     for line in traceback.strip().splitlines():
-        if line.startswith(("rlvr-code-channel", '  File "<string>"')):
+        if line.startswith((calls.TRAFFIC_MARK, '  File "<string>"')):
             continue
         out.append(line)
         frame = re.match(r'  File "tests\.py", line (\d+)', line)
