@@ -10,7 +10,13 @@ from code_helpers import basic_python
 from rlvr_code.sandbox import namespaces_available
 
 if not sys.platform.startswith("linux"):  # the sandbox is Linux only; extraction and comparison are not
-    collect_ignore = ["test_code_sandbox.py", "test_code_plugin.py", "test_code_score.py"]
+    collect_ignore = [
+        "test_code_sandbox.py",
+        "test_code_plugin.py",
+        "test_code_score.py",
+        "test_code_repair.py",
+        "test_code_repair_training.py",
+    ]
 
 ISOLATIONS = [
     pytest.param(
