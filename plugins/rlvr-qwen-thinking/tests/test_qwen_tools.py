@@ -12,20 +12,13 @@ from rlvr_plugins.errors import ConfigError
 from rlvr_plugins.manager import build_plugin_set
 
 
-class Ping:
-    def reset(self, **row):
-        return None
+def ping() -> str:
+    """Answer.
 
-    def ping(self) -> str:
-        """Answer.
-
-        Returns:
-            pong.
-        """
-        return "pong"
-
-    def get_reward(self) -> float:
-        return 0.0
+    Returns:
+        pong.
+    """
+    return "pong"
 
 
 def test_a_run_with_tools_refuses_the_text_prompts_qwen_thinking_renders(tmp_path, tiny_model, tokenizer):
@@ -36,7 +29,7 @@ def test_a_run_with_tools_refuses_the_text_prompts_qwen_thinking_renders(tmp_pat
     from rlvr_plugins.trainer import RLVRTrainer
 
     tokenizer.chat_template = (pathlib.Path(trl.__file__).parent / "chat_templates" / "qwen3.jinja").read_text()
-    plugins = {"qwen-thinking": {"no_think_share": 0.5}}
+    plugins = {"qwen-thinking": {"no_think_share": 0.5, "compliance_weight": 1.0}}
     render = build_plugin_set(plugins)
     rows = [
         {"prompt": render.one("rlvr_render_prompt", example={"prompt": p}, index=i, seed=0, tokenizer=tokenizer)}
@@ -47,7 +40,7 @@ def test_a_run_with_tools_refuses_the_text_prompts_qwen_thinking_renders(tmp_pat
         RLVRTrainer(
             tiny_model,
             plugins=plugins,
-            environment_factory=Ping,
+            tools=[ping],
             args=grpo_args(tmp_path, per_device_train_batch_size=4),
             train_dataset=Dataset.from_list(rows),
             processing_class=tokenizer,
