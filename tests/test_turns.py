@@ -135,3 +135,10 @@ def test_rlvr_trainer_with_an_environment_checks_the_template_in_the_runs_thinki
     with caplog.at_level(logging.WARNING, logger="rlvr_plugins.trainer"):
         build(tokenizer_with(template("qwen3_5_think")))
     assert "chat template: with thinking on: an earlier assistant turn is rendered differently" in caplog.text
+
+
+def test_a_template_that_cannot_render_tool_calls_is_refused():
+    plain = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    assert turn_report(tokenizer_with(plain)).errors == [
+        "the template cannot render a tool call and its result (TRL's supports_tool_calling)"
+    ]

@@ -30,7 +30,11 @@ from typing import Any, cast
 
 from transformers import ProcessorMixin
 from trl import GRPOTrainer
-from trl.chat_template_utils import get_training_chat_template, is_chat_template_prefix_preserving
+from trl.chat_template_utils import (
+    get_training_chat_template,
+    is_chat_template_prefix_preserving,
+    supports_tool_calling,
+)
 from trl.data_utils import is_conversational
 
 from .errors import ConfigError
@@ -84,7 +88,15 @@ def turn_report(tokenizer: Any, chat_template_kwargs: dict[str, Any] | None = No
         return report
     kwargs = dict(chat_template_kwargs or {})
     template = None
-    if not is_chat_template_prefix_preserving(tokenizer):
+    if not supports_tool_calling(tokenizer):
+        report.errors.append("the template cannot render a tool call and its result (TRL's supports_tool_calling)")
+        return report
+    try:
+        preserving = is_chat_template_prefix_preserving(tokenizer)
+    except Exception as exc:  # a template error: TRL's start-up check would raise it too
+        report.errors.append(f"the template fails on a tool-calling conversation: {type(exc).__name__}: {exc}")
+        return report
+    if not preserving:
         try:
             template = get_training_chat_template(tokenizer)
         except ValueError as exc:
@@ -108,7 +120,7 @@ def turn_report(tokenizer: Any, chat_template_kwargs: dict[str, Any] | None = No
             # TRL's own method, on the few attributes it reads: the check is exactly the one the tool loop makes
             tool = [{"role": "tool", "name": "run_tests", "content": "passed"}]
             GRPOTrainer._get_tool_suffix_ids(cast(GRPOTrainer, trl_view), tool)
-        except ValueError as exc:
+        except Exception as exc:  # what TRL's tool loop would raise at the first tool call
             problem = f"{label}: a tool result's tokens do not follow the assistant's tool call as a prefix ({exc})"
             if own:
                 report.errors.append(f"{problem}; TRL's tool loop would fail at the first tool call")
@@ -117,16 +129,11 @@ def turn_report(tokenizer: Any, chat_template_kwargs: dict[str, Any] | None = No
                     f"{problem}; this run's chat_template_kwargs render the other mode, but a run in this one "
                     "would fail at its first tool call"
                 )
-        first = _ids(tokenizer.apply_chat_template(_TWO_TURNS, tokenize=True, chat_template=template, **mode))
-        both = _ids(
-            tokenizer.apply_chat_template(
-                [*_TWO_TURNS, {"role": "user", "content": "And 3 + 3?"}],
-                tokenize=True,
-                add_generation_prompt=True,
-                chat_template=template,
-                **mode,
-            )
-        )
+        try:
+            first, both = _two_turns(tokenizer, template, mode)
+        except Exception as exc:
+            report.warnings.append(f"{label}: a two-turn conversation cannot be rendered ({type(exc).__name__}: {exc})")
+            continue
         eos = [i for i, t in enumerate(first) if t == tokenizer.eos_token_id]
         first = first[: eos[-1] + 1] if eos else first
         if both[: len(first)] != first:
@@ -139,6 +146,19 @@ def turn_report(tokenizer: Any, chat_template_kwargs: dict[str, Any] | None = No
                 "history gives the policy a context it was not trained on"
             )
     return report
+
+
+def _two_turns(tokenizer: Any, template: str | None, kwargs: dict[str, Any]) -> tuple[list[int], list[int]]:
+    """The ids of a conversation whose one answer thinks, and of the same once a second question follows."""
+    first = tokenizer.apply_chat_template(_TWO_TURNS, tokenize=True, chat_template=template, **kwargs)
+    both = tokenizer.apply_chat_template(
+        [*_TWO_TURNS, {"role": "user", "content": "And 3 + 3?"}],
+        tokenize=True,
+        add_generation_prompt=True,
+        chat_template=template,
+        **kwargs,
+    )
+    return _ids(first), _ids(both)
 
 
 def _ids(rendered: Any) -> list[int]:
