@@ -34,7 +34,7 @@ from .errors import (
     UnknownPluginError,
     shown,
 )
-from .plugin import Plugin, RewardExploit, RewardFunction, describe_options
+from .plugin import Environment, Plugin, RewardExploit, RewardFunction, describe_options
 from .schedules import WeightSchedule, parse_schedule
 
 BUILTIN_PLUGINS = {
@@ -266,6 +266,7 @@ class PluginSet:
     def __init__(self, enabled: list[EnabledPlugin]):
         self.enabled = enabled
         self._rewards: list[tuple[str, RewardFunction]] | None = None
+        self._environments: list[tuple[str, Environment]] | None = None
         self._validated: tuple[Any, float | None] | None = None
         self.adjusted_args: Any = None
         self._callers: dict[tuple[str, str], Any] = {}
@@ -396,6 +397,7 @@ class PluginSet:
         kept = [p for p in self.enabled if not (p.default and hook in implemented_hooks(type(p.instance)))]
         replaced = PluginSet([*kept, EnabledPlugin(entry.name, cls(cls.Options()), entry, default=True)])
         replaced._rewards = self._rewards
+        replaced._environments = self._environments
         replaced._validated = self._validated
         replaced.adjusted_args = self.adjusted_args
         return replaced
@@ -463,6 +465,49 @@ class PluginSet:
             current["plugin"] = plugin
             self.call("rlvr_reward_functions", only=[plugin], register=register)
         return rewards
+
+    def environments(self) -> list[tuple[str, Environment]]:
+        """Every registered environment as ``(plugin name, Environment)``, names unique.
+
+        ``rlvr_environments`` is called once per plugin set; later calls return the same list.
+        """
+        if self._environments is None:
+            found: list[tuple[str, Environment]] = []
+            current = {"plugin": ""}
+
+            def register(environment: Environment) -> None:
+                plugin = current["plugin"]
+                if not isinstance(environment, Environment):
+                    raise PluginValidationError(
+                        f"plugin {plugin!r} registered {type(environment).__name__} {environment!r}; "
+                        "register() takes an rlvr_plugins.Environment"
+                    )
+                for owner, other in found:
+                    if other.name == environment.name:
+                        raise PluginConflictError(
+                            f"rlvr_environments (environment name {environment.name!r})",
+                            [owner, plugin],
+                            f"environment name {environment.name!r} is registered by plugin {owner!r} "
+                            f"and by plugin {plugin!r}; environment names must be unique",
+                        )
+                found.append((plugin, environment))
+
+            for plugin in self.implementers("rlvr_environments"):
+                current["plugin"] = plugin
+                self.call("rlvr_environments", only=[plugin], register=register)
+            self._environments = found
+        return list(self._environments)
+
+    def environment_factory(self) -> Any:
+        """TRL's ``environment_factory`` for the registered environments: ``None`` when there are none,
+        the factory when there is one, ``{name: factory}`` when there are several (rows route by their
+        ``environment`` column)."""
+        environments = [environment for _, environment in self.environments()]
+        if not environments:
+            return None
+        if len(environments) == 1:
+            return environments[0].factory
+        return {environment.name: environment.factory for environment in environments}
 
     def reward_exploits(self) -> list[tuple[str, RewardExploit]]:
         """Every exploit class the plugins ship (``rlvr_reward_exploits``) as ``(plugin name, RewardExploit)``,
@@ -541,7 +586,8 @@ class PluginSet:
         if self._validated is not None and self._validated[0] is grpo_args and self._validated[1] == engine_timeout_s:
             return
         names = [*other_rewards, *(reward.name for _, reward in self.reward_functions())]
-        if not names and not environment_factory:
+        own_environments = self.environment_factory()
+        if not names and not (environment_factory or own_environments):
             raise PluginError(
                 f"{NO_REWARD_SOURCE} rlvr-plugins: no reward function is enabled: enable at least one reward plugin "
                 "(for example r1-accuracy), or pass an environment_factory whose environment defines get_reward"

@@ -1,4 +1,4 @@
-"""The plugin base class, typed options, and the reward-function record."""
+"""The plugin base class, typed options, and the records plugins register (rewards, environments, exploits)."""
 
 from __future__ import annotations
 
@@ -118,6 +118,33 @@ class RewardFunction:
                 f"RewardFunction {self.name!r}: example must be a mapping with 'prompt', 'completion' "
                 f"(and 'example', the dataset row), got {self.example!r}"
             )
+
+
+@dataclass(frozen=True)
+class Environment:
+    """One environment contributed through ``rlvr_environments``: TRL's ``environment_factory``, by name.
+
+    ``factory()`` returns a fresh environment object (TRL builds one per rollout and reuses it across
+    batches, calling ``reset`` before each episode): ``reset(**row) -> str | None`` receives the dataset
+    row and may return text appended to the last user message; every public method other than ``reset``
+    and ``get_reward`` is a tool the policy can call (typed arguments and a Google-style docstring, as TRL
+    requires); an optional ``get_reward() -> float`` scores the finished episode (a reward column named
+    after the environment's class, weight 1). A reward plugin reads the episode's final state through
+    its ``environment`` keyword (:class:`RewardFunction`, ``isolated=False``).
+
+    ``name`` is what the rows' ``environment`` column holds when several environments are enabled;
+    with one, every row uses it.
+    """
+
+    name: str
+    factory: Callable[[], Any]
+    description: str = ""
+
+    def __post_init__(self):
+        if not self.name or not isinstance(self.name, str):
+            raise TypeError(f"Environment.name must be a non-empty string, got {self.name!r}")
+        if not callable(self.factory):
+            raise TypeError(f"Environment {self.name!r}: factory must be callable, got {type(self.factory).__name__}")
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@
 Where each hook fires (see ``docs/architecture.md``):
 
 * ``rlvr_train_sampler``: ``_get_train_sampler``, once, when the dataloader is built.
-* ``rlvr_reward_functions``, ``rlvr_validate_run``: ``__init__``; each reward becomes a TRL
-  reward function, then every plugin may refuse the run. TRL's ``scale_rewards`` and
+* ``rlvr_reward_functions``, ``rlvr_environments``, ``rlvr_validate_run``: ``__init__``; each reward
+  becomes a TRL reward function, the environments TRL's ``environment_factory``, then every plugin
+  may refuse the run. TRL's ``scale_rewards`` and
   ``multi_objective_aggregation`` choose the estimator when no estimator plugin is enabled
   (:func:`trl_estimator`).
 * ``rlvr_rollout_func``: ``__init__``; when a plugin answers, it is TRL's ``rollout_func``.
@@ -402,6 +403,15 @@ class RLVRTrainer(GRPOTrainer):
             else Engines(**{"on_error": "raise", **engine_options_argument(engine_options, "engine_options")})
         )
         registered = plugin_set.reward_functions()
+        plugin_environments = plugin_set.environment_factory()
+        if plugin_environments is not None:
+            if kwargs.get("environment_factory") is not None:
+                owners = sorted({owner for owner, _ in plugin_set.environments()})
+                raise TypeError(
+                    f"plugin(s) {', '.join(map(repr, owners))} provide the environments (rlvr_environments); do not "
+                    "also pass environment_factory: register that environment from a plugin instead"
+                )
+            kwargs["environment_factory"] = plugin_environments
         trl_names = trl_reward_names(trl_funcs)
         plugin_names = [r.name for _, r in registered]
         check_reward_names(trl_names, registered)
