@@ -43,6 +43,14 @@ from .checkpoints import (
     writing,
 )
 from .engine import RewardPluginFailing
+from .episodes import (
+    UNPARSABLE_TOOL,
+    episode_stats,
+    refuse_unparsable,
+    reward_by_turns,
+    tool_call_marker,
+    unparsable_call,
+)
 from .errors import PluginConflictError, PluginError, shown
 from .manager import PluginSet, build_plugin_set
 from .outputs import write_atomic
@@ -477,6 +485,8 @@ class RLVRTrainer(GRPOTrainer):
             from .vllm_cpu import install_cpu_weight_sync
 
             install_cpu_weight_sync(self)  # TRL's colocated sync cannot write into vLLM-CPU's packed weights
+        self._rlvr_tool_marker = tool_call_marker(self.processing_class) if self.tools else None
+        self._rlvr_turns: list[int] | None = None
         for _, callbacks in plugin_set.call("rlvr_trainer_callbacks", trainer=self):
             for callback in callbacks or ():
                 self.add_callback(callback)
@@ -494,6 +504,61 @@ class RLVRTrainer(GRPOTrainer):
             seed=self.args.seed,
             grpo_args=self.args,
         )
+
+    # -- episodes with tools (TRL's tool loop) ---------------------------------------
+    def _generate(self, prompts):
+        """TRL's generation and tool loop, with a tool call it cannot parse answered as an error turn
+        (:func:`~rlvr_plugins.episodes.unparsable_call`) and the episodes' numbers logged."""
+        if not self.tools:
+            return super()._generate(prompts)
+        from trl.trainer import grpo_trainer
+
+        trl_parse = grpo_trainer.parse_response
+        unparsable = 0
+
+        def parse(tokenizer, ids, prefix=None, tools=None):
+            nonlocal unparsable
+            parsed = trl_parse(tokenizer, ids, prefix=prefix, tools=tools)
+            replaced = unparsable_call(parsed, self._rlvr_tool_marker)
+            unparsable += replaced is not None
+            return parsed if replaced is None else replaced
+
+        for tool_dict in self._sync_tool_dicts:
+            tool_dict[UNPARSABLE_TOOL] = refuse_unparsable
+        grpo_trainer.parse_response = parse  # TRL's parser, seen through unparsable_call, for this batch only
+        try:
+            output = super()._generate(prompts)
+        finally:
+            grpo_trainer.parse_response = trl_parse
+        tool_mask, completions = output[2], output[3]
+        self._log_episodes(episode_stats(completions, tool_mask), unparsable)
+        return output
+
+    def _log_episodes(self, stats, unparsable: int) -> None:
+        """``tools/*`` and ``tokens/*`` per episode, over every process's episodes (TRL logs
+        ``tools/call_frequency`` and ``tools/failure_frequency``)."""
+        self._rlvr_turns = stats.turns
+        local = torch.tensor(
+            [[t, p, o] for t, p, o in zip(stats.turns, stats.policy_tokens, stats.tool_tokens, strict=True)],
+            dtype=torch.float,
+            device=self.accelerator.device,
+        ).view(-1, 3)
+        rows = self._gather(local)
+        counted = [(stats.calls, stats.errors, unparsable)]
+        if self.accelerator.num_processes > 1:
+            counted = gather_object(counted)
+        episodes = max(1, rows.shape[0])
+        metrics = self._metrics["train" if self.model is not None and self.model.training else "eval"]
+        turns, policy, tool = rows.mean(dim=0).tolist() if rows.numel() else (0.0, 0.0, 0.0)
+        metrics["tools/turns_mean"].append(turns)
+        metrics["tools/turns_max"].append(float(rows[:, 0].max()) if rows.numel() else 0.0)
+        metrics["tokens/policy_mean"].append(policy)
+        metrics["tokens/tool_mean"].append(tool)
+        metrics["tools/unparsable_frequency"].append(sum(n for _, _, n in counted) / episodes)
+        names = sorted({name for calls, _, _ in counted for name in calls})
+        for name in names:
+            metrics[f"tools/calls/{name}"].append(sum(calls[name] for calls, _, _ in counted) / episodes)
+            metrics[f"tools/errors/{name}"].append(sum(errors[name] for _, errors, _ in counted) / episodes)
 
     # -- rewards, penalties, advantages --------------------------------------------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -515,6 +580,10 @@ class RLVRTrainer(GRPOTrainer):
             "lengths": self._gather(lengths),
             "indices": self._gather(indices),
         }
+        if self._rlvr_turns is not None:
+            turns = torch.tensor(self._rlvr_turns, dtype=torch.long, device=device)
+            self._rlvr_batch["turns"] = self._gather(turns)
+            self._rlvr_turns = None
         return rewards_per_func
 
     def _check_applicable(self, inputs, rewards_per_func: torch.Tensor, failed: torch.Tensor) -> None:
@@ -620,6 +689,9 @@ class RLVRTrainer(GRPOTrainer):
         for name, value in self.plugin_set.scheduled_weights(self.state.global_step).items():
             metrics[f"weights/{name}"].append(value)
         self._log_lengths(metrics, rewards_per_func, batch["lengths"], names)
+        if "turns" in batch:
+            for turns, reward in reward_by_turns(batch["turns"].tolist(), result.total.tolist()).items():
+                metrics[f"tools/reward_by_turns/{turns}"].append(reward)
         if mode == "train":
             self.plugin_set.call(
                 "rlvr_on_rewards",
