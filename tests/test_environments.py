@@ -4,18 +4,21 @@ the refusals of ``RLVRTrainer`` and ``rlvr train --check``."""
 
 from __future__ import annotations
 
+import json
 import re
 from decimal import Decimal
 
 import pytest
 import torch
+import yaml
 from datasets import Dataset
 
+from rlvr_plugins import Plugin, hookimpl
 from rlvr_plugins.builtin.calculator import calculate
 from rlvr_plugins.episodes import UNPARSABLE_TOOL
 from rlvr_plugins.manager import temporary_plugin
 from rlvr_plugins.rewards import Engines
-from rlvr_plugins.testing import grpo_args, reward_plugin_class, scripted_turns, tiny_model, tool_tokenizer
+from rlvr_plugins.testing import TINY, grpo_args, reward_plugin_class, scripted_turns, tiny_model, tool_tokenizer
 from rlvr_plugins.trainer import RLVRTrainer
 
 # -- the calculator ------------------------------------------------------------------------
@@ -72,7 +75,9 @@ ANSWER = "<answer>5</answer><|im_end|>"
 
 
 def tool_call(expression: str) -> str:
-    return f'<tool_call>\n{{"name": "calculate", "arguments": {{"expression": "{expression}"}}}}\n</tool_call><|im_end|>'
+    return (
+        f'<tool_call>\n{{"name": "calculate", "arguments": {{"expression": "{expression}"}}}}\n</tool_call><|im_end|>'
+    )
 
 
 def reply(text: str) -> str:
@@ -218,3 +223,99 @@ def test_a_script_environment_factory_beside_a_plugin_environment_is_refused(tmp
             processing_class=tok,
             environment_factory=lambda: None,
         )
+
+
+# -- rlvr train with an environment enabled in the YAML ----------------------------------------
+
+
+class ScriptedTurns(Plugin):
+    """Makes the run's trainer write the scripted turns of :func:`reply` (a test seam, through a hook)."""
+
+    name = "scripted-turns"
+
+    @hookimpl
+    def rlvr_trainer_callbacks(self, trainer):
+        scripted_turns(trainer, reply)
+
+
+def agent_config(tmp_path, rows, **plugins) -> str:
+    folder = tmp_path / "tool-tokenizer"
+    tool_tokenizer().save_pretrained(folder)
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    config = {
+        "output_dir": str(tmp_path / "run"),
+        "seed": 0,
+        "model": {"tiny": {**TINY, "max_position_embeddings": 2048}, "tokenizer": str(folder)},
+        "data": {"train": {"source": "jsonl", "path": str(data)}},
+        "plugins": {"calculator": {}, "r1-accuracy": {}, **plugins},
+        "engine": {"in_process": True},
+        "trainer": {
+            "max_steps": 2,
+            "per_device_train_batch_size": 4,
+            "num_generations": 4,
+            "max_completion_length": 384,
+            "learning_rate": 1e-3,
+            "logging_steps": 1,
+            "save_strategy": "no",
+            "use_cpu": True,
+            "disable_tqdm": True,
+            "beta": 0.0,
+        },
+    }
+    path = tmp_path / "agent.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return str(path)
+
+
+def chat_rows(*texts: str, **columns) -> list[dict]:
+    return [{"prompt": [{"role": "user", "content": text}], "answer": "5", **columns} for text in texts]
+
+
+@pytest.mark.slow
+def test_rlvr_train_with_the_calculator_enabled_in_the_yaml(tmp_path, rlvr_cli, one_torch_thread):
+    config = agent_config(tmp_path, chat_rows("calls=1", "calls=2 err"), **{"scripted-turns": {}})
+    with temporary_plugin(ScriptedTurns):
+        result = rlvr_cli("train", config)
+    assert result.exit_code == 0, result.err[-2000:]
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "tools/calls/calculate" in r]
+    assert len(steps) == 2
+    for row in steps:  # each step is one prompt's group of 4 episodes: 1 call each, or 2 refused calls each
+        assert row["tools/calls/calculate"] in (1.0, 2.0)
+        assert row["tools/errors/calculate"] == (0.0 if row["tools/calls/calculate"] == 1.0 else 2.0)
+        assert row["tools/turns_mean"] == row["tools/calls/calculate"] + 1
+        assert row["tokens/tool_mean"] > 0 and row["tokens/policy_mean"] > 0
+        assert row["rewards/r1-accuracy/mean"] == 1.0  # the answer is in the policy's last turn
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["grpo_steps"] == 2
+
+
+def test_check_refuses_a_row_routed_to_no_environment(tmp_path, rlvr_cli):
+    config = agent_config(tmp_path, chat_rows("calls=1", "calls=0", environment="python"))
+    result = rlvr_cli("train", config, "--check")
+    assert result.exit_code == 2
+    assert "row 0 (line 1) has environment 'python', which no plugin registers (and 1 more rows)" in result.err
+    assert "registered: ['calculator']" in result.err and "Traceback" not in result.err
+
+
+def test_check_refuses_environments_when_trl_tool_loop_libraries_are_missing(tmp_path, rlvr_cli, monkeypatch):
+    from rlvr_plugins.train import run
+
+    monkeypatch.setattr(run, "tool_loop_libraries", lambda: ("5.10.0", False))
+    result = rlvr_cli("train", agent_config(tmp_path, chat_rows("calls=1")), "--check")
+    assert result.exit_code == 2 and "Traceback" not in result.err
+    assert (
+        "plugin 'calculator' enables environment 'calculator', but TRL's tool loop needs jmespath with transformers "
+        "5.10.0 (< 5.13.0); pip install jmespath"
+    ) in result.err
+
+
+def test_train_refuses_a_tokenizer_that_cannot_render_tool_calls(tmp_path, rlvr_cli):
+    config = yaml.safe_load(open(agent_config(tmp_path, chat_rows("calls=1"))))
+    config["model"]["tokenizer"] = "char"
+    (tmp_path / "char.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    result = rlvr_cli("train", tmp_path / "char.yaml")
+    assert result.exit_code == 2 and "Traceback" not in result.err
+    assert (
+        "model.tokenizer: the chat template of 'char' cannot render tool calls, but plugin 'calculator'" in result.err
+    )

@@ -33,9 +33,24 @@ def score_items(
     """
     as_given = completion_format == "messages"
     return [
-        {"prompt": p, "completion": c if as_given else message_text(c, roles=("assistant",), sep="\n"), "example": dict(e)}
+        {
+            "prompt": p,
+            "completion": c if as_given else message_text(c, roles=("assistant",), sep="\n"),
+            "example": dict(e),
+        }
         for p, c, e in zip(prompts, completions, examples, strict=True)
     ]
+
+
+def policy_text(completion: Any) -> str:
+    """A completion as the text the policy wrote: a string as it is; TRL's messages as their assistant turns,
+    one per line (the tool turns of an episode are left out).
+
+    >>> policy_text([{"role": "assistant", "content": "3*4?"}, {"role": "tool", "content": "12"},
+    ...              {"role": "assistant", "content": "12"}])
+    '3*4?\\n12'
+    """
+    return message_text(completion, roles=("assistant",), sep="\n")
 
 
 ITEM_COLUMNS = ("prompt", "completion")
