@@ -272,7 +272,6 @@ def chat_rows(*texts: str, **columns) -> list[dict]:
     return [{"prompt": [{"role": "user", "content": text}], "answer": "5", **columns} for text in texts]
 
 
-@pytest.mark.slow
 def test_rlvr_train_with_the_calculator_enabled_in_the_yaml(tmp_path, rlvr_cli, one_torch_thread):
     config = agent_config(tmp_path, chat_rows("calls=1", "calls=2 err"), **{"scripted-turns": {}})
     with temporary_plugin(ScriptedTurns):
