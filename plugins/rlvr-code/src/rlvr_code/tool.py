@@ -44,7 +44,8 @@ def tool_answer(result: RunResult, limits: Limits, max_chars: int) -> str:
     try:
         text = result.stdout.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"the program's output is not valid UTF-8 (byte {exc.start} of {len(result.stdout)})") from None
+        size = len(result.stdout)
+        raise ValueError(f"the program's output is not valid UTF-8 (byte {exc.start} of {size})") from None
     if len(text) > max_chars:
         text = f"{text[:max_chars]}\n... ({len(text) - max_chars} more characters)"
     return text
