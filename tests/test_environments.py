@@ -170,6 +170,7 @@ def test_episodes_of_different_lengths_in_one_batch(tool_trainer):
     assert tool[[0, 5]].tolist() == [0, 0] and (tool[[1, 2, 3, 4, 6, 7]] > 0).all()
     assert tool[2] > tool[1]  # two tool results against one
     assert metrics["tokens/policy_mean"] == pytest.approx(policy.float().mean().item())
+    assert trainer._rlvr_batch["lengths"].tolist() == policy.tolist()  # what length penalties see
     assert metrics["tokens/tool_mean"] == pytest.approx(tool.float().mean().item())
 
 

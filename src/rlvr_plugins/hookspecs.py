@@ -316,7 +316,8 @@ def rlvr_length_penalty(
 
     :param completion_lengths: ``(N,)`` long, completion length in tokens (every token of
         the completion, including tokens a rollout plugin injected, e.g. a thinking-budget
-        stop text; padding excluded).
+        stop text; padding excluded). In an episode with tools: the tokens the policy wrote,
+        its turns, without the tool results (as TRL's ``completions/mean_length``).
     :param num_generations: G; group ``g`` is rows ``g*G … g*G+G-1``.
     :param rewards_per_func: ``(N, K)`` float, each reward function's raw value (NaN
         where a function did not apply or could not score).

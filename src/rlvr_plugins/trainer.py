@@ -486,7 +486,7 @@ class RLVRTrainer(GRPOTrainer):
 
             install_cpu_weight_sync(self)  # TRL's colocated sync cannot write into vLLM-CPU's packed weights
         self._rlvr_tool_marker = tool_call_marker(self.processing_class) if self.tools else None
-        self._rlvr_turns: list[int] | None = None
+        self._rlvr_episodes: tuple[list[int], list[int]] | None = None  # this batch's (turns, policy tokens)
         for _, callbacks in plugin_set.call("rlvr_trainer_callbacks", trainer=self):
             for callback in callbacks or ():
                 self.add_callback(callback)
@@ -537,7 +537,7 @@ class RLVRTrainer(GRPOTrainer):
     def _log_episodes(self, stats, unparsable: int) -> None:
         """``tools/*`` and ``tokens/*`` per episode, over every process's episodes (TRL logs
         ``tools/call_frequency`` and ``tools/failure_frequency``)."""
-        self._rlvr_turns = stats.turns
+        self._rlvr_episodes = (stats.turns, stats.policy_tokens)
         local = torch.tensor(
             [[t, p, o] for t, p, o in zip(stats.turns, stats.policy_tokens, stats.tool_tokens, strict=True)],
             dtype=torch.float,
@@ -572,7 +572,9 @@ class RLVRTrainer(GRPOTrainer):
         failed = torch.tensor(list(zip(*columns)), dtype=torch.long, device=device).view(len(prompts), len(columns))
         failed = self._gather(failed).bool()  # rewards_per_func is TRL's gathered batch: compare like with like
         self._check_applicable(inputs, rewards_per_func, failed)
-        lengths = torch.tensor([len(ids) for ids in completion_ids_list], dtype=torch.long, device=device)
+        episodes, self._rlvr_episodes = self._rlvr_episodes, None
+        written = episodes[1] if episodes is not None else [len(ids) for ids in completion_ids_list]
+        lengths = torch.tensor(written, dtype=torch.long, device=device)  # the policy's tokens, not the tools
         indices = torch.tensor([int(x.get("rlvr_index", -1)) for x in inputs], dtype=torch.long, device=device)
         self._rlvr_batch = {
             "rewards_per_func": rewards_per_func,
@@ -580,10 +582,8 @@ class RLVRTrainer(GRPOTrainer):
             "lengths": self._gather(lengths),
             "indices": self._gather(indices),
         }
-        if self._rlvr_turns is not None:
-            turns = torch.tensor(self._rlvr_turns, dtype=torch.long, device=device)
-            self._rlvr_batch["turns"] = self._gather(turns)
-            self._rlvr_turns = None
+        if episodes is not None:
+            self._rlvr_batch["turns"] = self._gather(torch.tensor(episodes[0], dtype=torch.long, device=device))
         return rewards_per_func
 
     def _check_applicable(self, inputs, rewards_per_func: torch.Tensor, failed: torch.Tensor) -> None:
