@@ -443,29 +443,52 @@ class PluginSet:
         return list(self._rewards)
 
     def _collect_rewards(self) -> list[tuple[str, RewardFunction]]:
-        rewards: list[tuple[str, RewardFunction]] = []
+        return self._registered(
+            "rlvr_reward_functions",
+            RewardFunction,
+            lambda r: r.name,
+            lambda r: (f"reward name {r.name!r}", "reward names must be unique"),
+        )
+
+    def _registered(
+        self,
+        hook: str,
+        record_type: type,
+        key: Callable[[Any], Any],
+        clash: Callable[[Any], tuple[str, str]],
+        check: Callable[[str, Any], None] | None = None,
+        **kwargs: Any,
+    ) -> list[tuple[str, Any]]:
+        """Call the registration hook ``hook`` once per implementing plugin, in the config's order, with a
+        ``register`` callback; return the registered records as ``(plugin, record)``. A record that is not a
+        ``record_type`` is refused naming the plugin; ``check(plugin, record)`` may refuse more; two records
+        with one ``key`` are refused naming both plugins, in the words of ``clash(record)``: ``(what, rule)``."""
+        found: list[tuple[str, Any]] = []
         current = {"plugin": ""}
 
-        def register(reward: RewardFunction) -> None:
-            if not isinstance(reward, RewardFunction):
+        def register(record: Any) -> None:
+            plugin = current["plugin"]
+            if not isinstance(record, record_type):
                 raise PluginValidationError(
-                    f"plugin {current['plugin']!r} registered {type(reward).__name__} {reward!r}; "
-                    "register() takes an rlvr_plugins.RewardFunction"
+                    f"plugin {plugin!r} registered {type(record).__name__} {record!r}; "
+                    f"register() takes an rlvr_plugins.{record_type.__name__}"
                 )
-            for owner, other in rewards:
-                if other.name == reward.name:
+            if check is not None:
+                check(plugin, record)
+            for owner, other in found:
+                if key(other) == key(record):
+                    what, rule = clash(record)
                     raise PluginConflictError(
-                        f"rlvr_reward_functions (reward name {reward.name!r})",
-                        [owner, current["plugin"]],
-                        f"reward name {reward.name!r} is registered by plugin {owner!r} "
-                        f"and by plugin {current['plugin']!r}; reward names must be unique",
+                        f"{hook} ({what})",
+                        [owner, plugin],
+                        f"{what} is registered by plugin {owner!r} and by plugin {plugin!r}; {rule}",
                     )
-            rewards.append((current["plugin"], reward))
+            found.append((plugin, record))
 
-        for plugin in self.implementers("rlvr_reward_functions"):
+        for plugin in self.implementers(hook):
             current["plugin"] = plugin
-            self.call("rlvr_reward_functions", only=[plugin], register=register)
-        return rewards
+            self.call(hook, only=[plugin], register=register, **kwargs)
+        return found
 
     def environments(self) -> list[tuple[str, Environment]]:
         """Every registered environment as ``(plugin name, Environment)``, names unique.
@@ -473,30 +496,12 @@ class PluginSet:
         ``rlvr_environments`` is called once per plugin set; later calls return the same list.
         """
         if self._environments is None:
-            found: list[tuple[str, Environment]] = []
-            current = {"plugin": ""}
-
-            def register(environment: Environment) -> None:
-                plugin = current["plugin"]
-                if not isinstance(environment, Environment):
-                    raise PluginValidationError(
-                        f"plugin {plugin!r} registered {type(environment).__name__} {environment!r}; "
-                        "register() takes an rlvr_plugins.Environment"
-                    )
-                for owner, other in found:
-                    if other.name == environment.name:
-                        raise PluginConflictError(
-                            f"rlvr_environments (environment name {environment.name!r})",
-                            [owner, plugin],
-                            f"environment name {environment.name!r} is registered by plugin {owner!r} "
-                            f"and by plugin {plugin!r}; environment names must be unique",
-                        )
-                found.append((plugin, environment))
-
-            for plugin in self.implementers("rlvr_environments"):
-                current["plugin"] = plugin
-                self.call("rlvr_environments", only=[plugin], register=register)
-            self._environments = found
+            self._environments = self._registered(
+                "rlvr_environments",
+                Environment,
+                lambda e: e.name,
+                lambda e: (f"environment name {e.name!r}", "environment names must be unique"),
+            )
         return list(self._environments)
 
     def environment_factory(self) -> Any:
@@ -514,35 +519,22 @@ class PluginSet:
         """Every exploit class the plugins ship (``rlvr_reward_exploits``) as ``(plugin name, RewardExploit)``,
         each for a registered reward, ``(reward, name)`` unique."""
         names = [reward.name for _, reward in self.reward_functions()]
-        exploits: list[tuple[str, RewardExploit]] = []
-        current = {"plugin": ""}
 
-        def register(exploit: RewardExploit) -> None:
-            plugin = current["plugin"]
-            if not isinstance(exploit, RewardExploit):
-                raise PluginValidationError(
-                    f"plugin {plugin!r} registered {type(exploit).__name__} {exploit!r}; "
-                    "register() takes an rlvr_plugins.RewardExploit"
-                )
+        def for_a_registered_reward(plugin: str, exploit: RewardExploit) -> None:
             if exploit.reward not in names:
                 raise PluginValidationError(
                     f"plugin {plugin!r} registered exploit {exploit.name!r} for reward {exploit.reward!r}, "
                     f"which is not registered; registered: {names}"
                 )
-            for owner, other in exploits:
-                if (other.reward, other.name) == (exploit.reward, exploit.name):
-                    raise PluginConflictError(
-                        f"rlvr_reward_exploits (exploit {exploit.name!r} of reward {exploit.reward!r})",
-                        [owner, plugin],
-                        f"exploit {exploit.name!r} of reward {exploit.reward!r} is registered by plugin {owner!r} "
-                        f"and by plugin {plugin!r}; exploit names must be unique per reward",
-                    )
-            exploits.append((plugin, exploit))
 
-        for plugin in self.implementers("rlvr_reward_exploits"):
-            current["plugin"] = plugin
-            self.call("rlvr_reward_exploits", only=[plugin], register=register, reward_names=list(names))
-        return exploits
+        return self._registered(
+            "rlvr_reward_exploits",
+            RewardExploit,
+            lambda x: (x.reward, x.name),
+            lambda x: (f"exploit {x.name!r} of reward {x.reward!r}", "exploit names must be unique per reward"),
+            check=for_a_registered_reward,
+            reward_names=list(names),
+        )
 
     def adjust_grpo_config(self, kwargs: dict[str, Any], trainer_section: Mapping[str, Any]) -> dict[str, str]:
         """Let each plugin adjust ``kwargs`` (``rlvr_adjust_grpo_config``, config order); return which plugin

@@ -35,7 +35,10 @@ def test_a_long_output_is_cut_and_says_so():
         ("raise KeyError('nope')", "the program failed (exit status 1): KeyError: 'nope'"),
         ("while True:\n    pass", "the program ran past its 1 s deadline and was stopped"),
         ("print('x' * (1 << 20))", "the program wrote more than 65536 bytes of output and was stopped"),
-        ("import sys\nsys.stdout.buffer.write(b'ok \\xff\\xfe')", "the program's output is not valid UTF-8 (byte 3 of 5)"),
+        (
+            "import sys\nsys.stdout.buffer.write(b'ok \\xff\\xfe')",
+            "the program's output is not valid UTF-8 (byte 3 of 5)",
+        ),
         ("import socket\nsocket.socket()", "the program failed (exit status 1): PermissionError"),
     ],
     ids=["raises", "hangs", "floods-1MB", "invalid-utf8", "no-network"],

@@ -92,7 +92,7 @@ def _evaluate(node: ast.AST, max_digits: int) -> Number:
     return value
 
 
-def _apply(op: type, left: Number, right: Number) -> Number:
+def _apply(op: type[ast.operator], left: Number, right: Number) -> Number:
     if op is ast.Div:
         if right == 0:
             raise ValueError("division by zero")
