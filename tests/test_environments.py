@@ -288,6 +288,7 @@ def test_rlvr_train_with_the_calculator_enabled_in_the_yaml(tmp_path, rlvr_cli, 
         assert row["tokens/tool_mean"] > 0 and row["tokens/policy_mean"] > 0
         assert row["rewards/r1-accuracy/mean"] == 1.0  # the answer is in the policy's last turn
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["grpo_steps"] == 2
+    assert (tmp_path / "run" / "curves.png").stat().st_size > 0
 
 
 def test_check_refuses_a_row_routed_to_no_environment(tmp_path, rlvr_cli):
