@@ -13,7 +13,7 @@ import torch
 import yaml
 from datasets import Dataset
 
-from rlvr_plugins import Plugin, hookimpl
+from rlvr_plugins import Environment, Plugin, hookimpl
 from rlvr_plugins.builtin.calculator import calculate
 from rlvr_plugins.episodes import UNPARSABLE_TOOL
 from rlvr_plugins.manager import temporary_plugin
@@ -320,3 +320,56 @@ def test_train_refuses_a_tokenizer_that_cannot_render_tool_calls(tmp_path, rlvr_
     assert (
         "model.tokenizer: the chat template of 'char' cannot render tool calls, but plugin 'calculator'" in result.err
     )
+
+
+class Notes:
+    """A second environment, with state: the notes written in this episode."""
+
+    def reset(self, **row):
+        assert "environment" not in row  # TRL keeps its routing column from reset
+        self.notes = []
+
+    def note(self, text: str) -> str:
+        """Keep a note.
+
+        Args:
+            text: the note.
+        """
+        self.notes.append(text)
+        return f"{len(self.notes)} notes"
+
+
+class NotesPlugin(Plugin):
+    name = "notes"
+
+    @hookimpl
+    def rlvr_environments(self, register):
+        register(Environment("notes", Notes))
+
+
+def test_several_environments_route_each_row_by_its_environment_column(tmp_path, one_torch_thread):
+    def reply(text: str) -> str:
+        if "<tool_response>" in text:
+            return ANSWER
+        if '"name": "calculate"' in text:
+            return tool_call("2 + 3")
+        return '<tool_call>\n{"name": "note", "arguments": {"text": "five"}}\n</tool_call><|im_end|>'
+
+    Seen.episodes, Seen.environments = [], []
+    tok = tool_tokenizer()
+    rows = [{"prompt": [{"role": "user", "content": "x"}], "environment": e} for e in ["calculator", "notes"] * 2]
+    plugin = reward_plugin_class("turns", turns_reward, isolated=False, completion_format="messages")
+    with temporary_plugin(plugin), temporary_plugin(NotesPlugin):
+        trainer = RLVRTrainer(
+            model=tiny_model(tok, max_position_embeddings=2048),
+            args=grpo_args(tmp_path, max_completion_length=384, per_device_train_batch_size=4, num_generations=2),
+            plugins={"calculator": {}, "notes": {}, "turns": {}},
+            train_dataset=Dataset.from_list(rows),
+            processing_class=tok,
+            engines=Engines(in_process=True),
+        )
+        scripted_turns(trainer, reply)
+        trainer._generate_and_score_completions([{**r, "rlvr_index": i} for i, r in enumerate(rows)])
+    assert [tool_turns(e) for e in Seen.episodes] == [["5"], ["1 notes"], ["5"], ["1 notes"]]
+    assert [type(env).__name__ for env in Seen.environments] == ["CalculatorTool", "Notes"] * 2
+    assert [env.notes for env in Seen.environments[1::2]] == [["five"], ["five"]]  # the final state, per rollout
