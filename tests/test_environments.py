@@ -373,3 +373,10 @@ def test_several_environments_route_each_row_by_its_environment_column(tmp_path,
     assert [tool_turns(e) for e in Seen.episodes] == [["5"], ["1 notes"], ["5"], ["1 notes"]]
     assert [type(env).__name__ for env in Seen.environments] == ["CalculatorTool", "Notes"] * 2
     assert [env.notes for env in Seen.environments[1::2]] == [["five"], ["five"]]  # the final state, per rollout
+
+
+def test_train_refuses_prompts_that_are_plain_text(tmp_path, rlvr_cli):
+    rows = [{"prompt": "2+3=", "answer": "5"}]
+    result = rlvr_cli("train", agent_config(tmp_path, rows))
+    assert result.exit_code == 2 and "Traceback" not in result.err
+    assert "enables environment 'calculator', but train row 0 is rendered as plain text" in result.err

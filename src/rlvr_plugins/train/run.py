@@ -195,6 +195,20 @@ def check_tool_template(tokenizer: Any, config: Mapping[str, Any], plugin_set: P
         )
 
 
+def check_chat_prompts(rows: Sequence[Mapping[str, Any]], plugin_set: PluginSet) -> None:
+    """Refuse rendered prompts that are plain text when an environment is enabled: TRL's tool loop reads tool
+    calls from chat messages only."""
+    environments = plugin_set.environments()
+    text = next((i for i, row in enumerate(rows) if isinstance(row.get("prompt"), str)), None)
+    if environments and text is not None:
+        owner, environment = environments[0]
+        raise ConfigError(
+            f"plugin {owner!r} enables environment {environment.name!r}, but train row {text} is rendered as plain "
+            "text; TRL's tool loop needs chat messages: give the prompts as lists of messages "
+            "([{role: user, content: ...}]) or enable a template plugin that renders them so"
+        )
+
+
 def check_prepared_start(start: RunStart | None, prepared: Prepared) -> None:
     """A ``--resume`` that raises ``trainer.max_steps``, checked again on the ``GRPOConfig`` the plugins adjusted
     (:func:`~rlvr_plugins.train.runfolder.plan_run` saw only the config; a plugin may set the schedule)."""
@@ -325,6 +339,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     raw_train = data.load_rows(config, "train", checking)
     assert raw_train is not None, "load_config requires data.train for rlvr train"
     train_rows = data.render(raw_train, prepared.plugin_set, tokenizer, seed)
+    check_chat_prompts(train_rows, prepared.plugin_set)
     eval_rows = data.load_rows(config, "eval", checking)
     eval_rows = data.render(eval_rows, prepared.plugin_set, tokenizer, seed) if eval_rows else None
     sections = run_config(config)
