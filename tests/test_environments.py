@@ -380,3 +380,63 @@ def test_train_refuses_prompts_that_are_plain_text(tmp_path, rlvr_cli):
     result = rlvr_cli("train", agent_config(tmp_path, rows))
     assert result.exit_code == 2 and "Traceback" not in result.err
     assert "enables environment 'calculator', but train row 0 is rendered as plain text" in result.err
+
+
+class Misbehaving:
+    """Tools that misbehave, each in its own way."""
+
+    def reset(self, **row):
+        return None
+
+    def misbehave(self, how: str) -> str:
+        """Misbehave.
+
+        Args:
+            how: raise, flood, bytes or surrogate.
+        """
+        if how == "raise":
+            raise RuntimeError("broken tool")
+        return {"flood": "x" * (1 << 20), "bytes": b"ok \xff\xfe", "surrogate": "a\udcffb"}[how]
+
+
+class MisbehavingPlugin(Plugin):
+    name = "misbehaving"
+
+    @hookimpl
+    def rlvr_environments(self, register):
+        register(Environment("misbehaving", Misbehaving, max_result_chars=100))
+
+
+def test_a_tool_that_raises_floods_or_returns_invalid_utf8_is_a_turn_and_the_episode_goes_on(
+    tmp_path, one_torch_thread
+):
+    def reply(text: str) -> str:
+        if "<tool_response>" in text:
+            return ANSWER
+        how = text.split("<|im_start|>user\n")[1].split("<|im_end|>")[0]
+        return f'<tool_call>\n{{"name": "misbehave", "arguments": {{"how": "{how}"}}}}\n</tool_call><|im_end|>'
+
+    Seen.episodes, Seen.environments = [], []
+    tok = tool_tokenizer()
+    rows = [{"prompt": [{"role": "user", "content": how}]} for how in ("raise", "flood", "bytes", "surrogate")]
+    plugin = reward_plugin_class("turns", turns_reward, isolated=False, completion_format="messages")
+    with temporary_plugin(plugin), temporary_plugin(MisbehavingPlugin):
+        trainer = RLVRTrainer(
+            model=tiny_model(tok, max_position_embeddings=2048),
+            args=grpo_args(tmp_path, max_completion_length=384, per_device_train_batch_size=4, num_generations=2),
+            plugins={"misbehaving": {}, "turns": {}},
+            train_dataset=Dataset.from_list(rows),
+            processing_class=tok,
+            engines=Engines(in_process=True),
+        )
+        scripted_turns(trainer, reply)
+        trainer._generate_and_score_completions([{**r, "rlvr_index": i} for i, r in enumerate(rows)])
+    answers = [tool_turns(e) for e in Seen.episodes]
+    assert answers == [
+        ["{'error': 'broken tool'}"],
+        ["x" * 100 + f"\n... ({(1 << 20) - 100} more characters)"],
+        ["{'error': \"the tool's answer is not valid UTF-8 (byte 3 of 5)\"}"],
+        ["a?b"],
+    ]
+    assert all(e[-1]["content"] == "<answer>5</answer>" for e in Seen.episodes)  # every episode went on
+    assert trainer._metrics["train"]["tools/errors/misbehave"][-1] == pytest.approx(2 / 4)

@@ -1,20 +1,23 @@
-"""Multi-turn episodes on TRL's tool loop: a call TRL cannot parse, and what the episodes are made of.
+"""Multi-turn episodes on TRL's tool loop: a call TRL cannot parse, a tool's answer, what the episodes are made of.
 
 TRL's ``parse_response`` falls back to plain text when a completion holds a tool call it cannot
 parse, which silently ends the episode. :func:`unparsable_call` turns such a completion into a
 call of the reserved tool :data:`UNPARSABLE_TOOL`, whose answer (:func:`refuse_unparsable`) is an
 error message: the policy reads it as the tool's turn and may try again, and TRL counts it as a
-failed call. :func:`episode_stats` and :func:`reward_by_turns` give the logged numbers.
+failed call. :func:`bounded_answer` keeps one tool answer from filling the episode's budget.
+:func:`episode_stats` and :func:`reward_by_turns` give the logged numbers.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 UNPARSABLE_TOOL = "unparsable_tool_call"
+MAX_RESULT_CHARS = 2000
+"""Default cut of one tool answer (``Environment.max_result_chars``), also for tools not from a plugin."""
 TRL_ERROR_PREFIX = "{'error': "
 """How TRL's tool loop writes a tool that raised (``str({"error": message})``) into the tool's turn."""
 
@@ -62,6 +65,39 @@ def refuse_unparsable(text: str = "") -> str:
     """The answer to a call that could not be parsed (the reserved tool :data:`UNPARSABLE_TOOL`): always raises,
     so that TRL writes the message into the tool's turn and counts a failed call."""
     raise ValueError(f'unparsable tool call; write {{"name": ..., "arguments": {{...}}}}: {text[:40]!r}')
+
+
+def bounded_answer(answer: Any, max_chars: int) -> Any:
+    """A tool's answer as the text TRL writes into the tool's turn, at most ``max_chars`` characters (the rest
+    replaced by a note of how many were left out); bytes decoded as UTF-8 (``ValueError`` when they are not),
+    lone surrogates replaced. A list (TRL's multimodal content blocks) is passed on as it is.
+
+    >>> bounded_answer("x" * 12, 5), bounded_answer(b"ok", 5), bounded_answer(42, 5)
+    ('xxxxx\\n... (7 more characters)', 'ok', '42')
+    >>> bounded_answer(b"\\xff", 5)
+    Traceback (most recent call last):
+    ValueError: the tool's answer is not valid UTF-8 (byte 0 of 1)
+    """
+    if isinstance(answer, list):
+        return answer
+    if isinstance(answer, (bytes, bytearray)):
+        try:
+            answer = bytes(answer).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"the tool's answer is not valid UTF-8 (byte {exc.start} of {len(answer)})") from None
+    text = str(answer).encode("utf-8", "replace").decode("utf-8")
+    if len(text) > max_chars:
+        text = f"{text[:max_chars]}\n... ({len(text) - max_chars} more characters)"
+    return text
+
+
+def bounded_tool(tool: Callable[..., Any], max_chars: int) -> Callable[..., Any]:
+    """``tool`` whose answers go through :func:`bounded_answer`."""
+
+    def bounded(**arguments: Any) -> Any:
+        return bounded_answer(tool(**arguments), max_chars)
+
+    return bounded
 
 
 @dataclass

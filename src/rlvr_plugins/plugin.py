@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from . import fields
+from .episodes import MAX_RESULT_CHARS
 from .errors import PluginOptionError, shown
 
 
@@ -133,16 +134,21 @@ class Environment:
     its ``environment`` keyword (:class:`RewardFunction`, ``isolated=False``).
 
     ``name`` is what the rows' ``environment`` column holds when several environments are enabled;
-    with one, every row uses it.
+    with one, every row uses it. ``max_result_chars``: a tool's answer longer than this is cut, saying
+    how many characters were left out (bytes are decoded as UTF-8, an answer that is not valid UTF-8 is
+    an error turn), so that one answer cannot fill the episode's token budget.
     """
 
     name: str
     factory: Callable[[], Any]
     description: str = ""
+    max_result_chars: int = MAX_RESULT_CHARS
 
     def __post_init__(self):
         if not self.name or not isinstance(self.name, str):
             raise TypeError(f"Environment.name must be a non-empty string, got {self.name!r}")
+        if not isinstance(self.max_result_chars, int) or self.max_result_chars < 1:
+            raise TypeError(f"Environment {self.name!r}: max_result_chars must be an integer >= 1")
         if not callable(self.factory):
             raise TypeError(f"Environment {self.name!r}: factory must be callable, got {type(self.factory).__name__}")
 

@@ -44,7 +44,9 @@ from .checkpoints import (
 )
 from .engine import RewardPluginFailing
 from .episodes import (
+    MAX_RESULT_CHARS,
     UNPARSABLE_TOOL,
+    bounded_tool,
     episode_stats,
     refuse_unparsable,
     reward_by_turns,
@@ -486,6 +488,10 @@ class RLVRTrainer(GRPOTrainer):
 
             install_cpu_weight_sync(self)  # TRL's colocated sync cannot write into vLLM-CPU's packed weights
         self._rlvr_tool_marker = tool_call_marker(self.processing_class) if self.tools else None
+        environments = [environment for _, environment in plugin_set.environments()]
+        self._rlvr_result_chars = {  # TRL's key of each environment: None when there is one
+            (e.name if len(environments) > 1 else None): e.max_result_chars for e in environments
+        }
         self._rlvr_episodes: tuple[list[int], list[int]] | None = None  # this batch's (turns, policy tokens)
         for _, callbacks in plugin_set.call("rlvr_trainer_callbacks", trainer=self):
             for callback in callbacks or ():
@@ -523,7 +529,10 @@ class RLVRTrainer(GRPOTrainer):
             unparsable += replaced is not None
             return parsed if replaced is None else replaced
 
-        for tool_dict in self._sync_tool_dicts:
+        batch_environments = getattr(self, "_batch_environments", None) or [None] * len(self._sync_tool_dicts)
+        for tool_dict, environment in zip(self._sync_tool_dicts, batch_environments, strict=True):
+            cap = self._rlvr_result_chars.get(environment, MAX_RESULT_CHARS)
+            tool_dict.update({name: bounded_tool(tool, cap) for name, tool in tool_dict.items()})
             tool_dict[UNPARSABLE_TOOL] = refuse_unparsable
         grpo_trainer.parse_response = parse  # TRL's parser, seen through unparsable_call, for this batch only
         try:

@@ -22,14 +22,14 @@ from .sandbox import run_python as run_sandboxed
 logger = logging.getLogger("rlvr_code.tool")
 
 
-def tool_answer(result: RunResult, limits: Limits, max_chars: int) -> str:
-    """What the policy reads after a run: the program's standard output (cut to ``max_chars``
-    characters, saying how many were left out), or ``ValueError`` saying why there is none.
+def tool_answer(result: RunResult, limits: Limits) -> str:
+    """What the policy reads after a run: the program's standard output, or ``ValueError`` saying why
+    there is none. (The trainer cuts a long answer to the environment's ``max_result_chars``.)
 
     >>> ok = RunResult(b"12\\n", b"", 0, None, False, False, 0.1, "basic", 0)
-    >>> tool_answer(ok, Limits(), 100)
+    >>> tool_answer(ok, Limits())
     '12\\n'
-    >>> tool_answer(RunResult(b"\\xff", b"", 0, None, False, False, 0.1, "basic", 0), Limits(), 100)
+    >>> tool_answer(RunResult(b"\\xff", b"", 0, None, False, False, 0.1, "basic", 0), Limits())
     Traceback (most recent call last):
     ValueError: the program's output is not valid UTF-8 (byte 0 of 1)
     """
@@ -42,20 +42,17 @@ def tool_answer(result: RunResult, limits: Limits, max_chars: int) -> str:
         status = f"exit status {result.exit_code}" if result.exit_code is not None else f"signal {result.signal}"
         raise ValueError(f"the program failed ({status}): {last[0][:300]}".rstrip(": "))
     try:
-        text = result.stdout.decode("utf-8")
+        return result.stdout.decode("utf-8")
     except UnicodeDecodeError as exc:
         size = len(result.stdout)
         raise ValueError(f"the program's output is not valid UTF-8 (byte {exc.start} of {size})") from None
-    if len(text) > max_chars:
-        text = f"{text[:max_chars]}\n... ({len(text) - max_chars} more characters)"
-    return text
 
 
 class PythonTool:
     """The ``python`` environment: ``run_python(code)`` is its one tool; it keeps no state between calls."""
 
-    def __init__(self, limits: Limits, isolation: Any, interpreter: str | None, max_chars: int):
-        self.limits, self.isolation, self.interpreter, self.max_chars = limits, isolation, interpreter, max_chars
+    def __init__(self, limits: Limits, isolation: Any, interpreter: str | None):
+        self.limits, self.isolation, self.interpreter = limits, isolation, interpreter
 
     def reset(self, **row: Any) -> None:
         return None
@@ -74,7 +71,7 @@ class PythonTool:
         except SandboxError as exc:
             logger.warning("python tool: the sandbox could not be built: %s", exc)
             raise ValueError("the sandbox could not run the program (not the program's fault)") from exc
-        return tool_answer(result, self.limits, self.max_chars)
+        return tool_answer(result, self.limits)
 
 
 @dataclass(frozen=True)
@@ -84,10 +81,9 @@ class PythonToolFactory:
     limits: Limits
     isolation: str
     interpreter: str | None
-    max_chars: int
 
     def __call__(self) -> PythonTool:
-        return PythonTool(self.limits, self.isolation, self.interpreter, self.max_chars)
+        return PythonTool(self.limits, self.isolation, self.interpreter)
 
 
 class PythonToolPlugin(Plugin):
@@ -107,5 +103,5 @@ class PythonToolPlugin(Plugin):
     def rlvr_environments(self, register):
         o = self.options
         limits = Limits(time_s=o.time_s, memory_mb=o.memory_mb, output_bytes=o.output_limit_kb * 1024)
-        factory = PythonToolFactory(limits, o.isolation, o.python or None, o.max_output_chars)
-        register(Environment("python", factory, self.description))
+        factory = PythonToolFactory(limits, o.isolation, o.python or None)
+        register(Environment("python", factory, self.description, max_result_chars=o.max_output_chars))
