@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 import torch
@@ -440,3 +441,19 @@ def test_a_tool_that_raises_floods_or_returns_invalid_utf8_is_a_turn_and_the_epi
     ]
     assert all(e[-1]["content"] == "<answer>5</answer>" for e in Seen.episodes)  # every episode went on
     assert trainer._metrics["train"]["tools/errors/misbehave"][-1] == pytest.approx(2 / 4)
+
+
+@pytest.mark.slow
+def test_episode_metrics_of_a_batch_split_across_two_processes_match_one_process(tmp_path):
+    from test_multiprocess import run_script
+
+    script = Path(__file__).parent / "multiproc" / "agent_ranks.py"
+    one = run_script(script, tmp_path / "one.jsonl", ["8"], processes=1)
+    two = run_script(script, tmp_path / "two.jsonl", ["4"], processes=2)  # one prompt's group on each process
+    assert len(one) == len(two) == 2
+    for a, b in zip(one, two):
+        assert a == pytest.approx(b)
+    # by hand: step 1 is "calls=1" (1 call) and "calls=2 err" (2 refused calls), step 2 "calls=2" and "calls=0"
+    assert [row["tools/calls/calculate"] for row in one] == pytest.approx([1.5, 1.0])
+    assert [row["tools/errors/calculate"] for row in one] == pytest.approx([1.0, 0.0])
+    assert [row["tools/turns_mean"] for row in one] == pytest.approx([2.5, 2.0])
