@@ -14,8 +14,8 @@ import pytest
 import torch
 import yaml
 
-from rlvr_plugins import Plugin, RewardFunction, cli, hookimpl, hookspecs
-from rlvr_plugins.errors import ConfigError, PluginError, PluginValidationError
+from rlvr_plugins import Environment, Plugin, RewardFunction, cli, hookimpl, hookspecs
+from rlvr_plugins.errors import ConfigError, PluginConflictError, PluginError, PluginValidationError
 from rlvr_plugins.manager import (
     HOOK_NAMES,
     build_plugin_set,
@@ -70,6 +70,10 @@ class Probe(Plugin):
 
     @hookimpl
     def rlvr_reward_functions(self, register):
+        pass
+
+    @hookimpl
+    def rlvr_environments(self, register):
         pass
 
     @hookimpl
@@ -420,6 +424,47 @@ def test_hook_rlvr_reward_functions(hook_recorder):
         ]
         assert ps.reward_functions() == first
     assert [c.plugin for c in hook_recorder.getcalls("rlvr_reward_functions")] == ["constant", "r1-accuracy"]
+
+
+class _Room:
+    def reset(self, **row):
+        return None
+
+
+class _Hall(_Room):
+    pass
+
+
+def test_hook_rlvr_environments(hook_recorder):
+    def plugin(name: str, *environments):
+        class Registers(Plugin):
+            @hookimpl
+            def rlvr_environments(self, register):
+                for environment in environments:
+                    register(environment)
+
+        Registers.name = name
+        return Registers
+
+    room, hall = Environment("room", _Room), Environment("hall", _Hall)
+    with temporary_plugin(plugin("rooms", room)), temporary_plugin(plugin("halls", hall)):
+        ps = build_plugin_set({"rooms": {}, "halls": {}, "r1-accuracy": {}})
+        assert ps.environments() == [("rooms", room), ("halls", hall)]
+        assert ps.environment_factory() == {"room": _Room, "hall": _Hall}
+        assert ps.environments() == [("rooms", room), ("halls", hall)]  # collected once
+        assert build_plugin_set({"rooms": {}}).environment_factory() is _Room  # one: TRL's single factory
+        assert build_plugin_set({"r1-accuracy": {}}).environment_factory() is None
+    assert [c.plugin for c in hook_recorder.getcalls("rlvr_environments")] == ["rooms", "halls", "rooms"]
+    with temporary_plugin(plugin("a", room)), temporary_plugin(plugin("b", Environment("room", _Hall))):
+        with pytest.raises(
+            PluginConflictError, match="environment name 'room' is registered by plugin 'a' and by plugin 'b'"
+        ):
+            build_plugin_set({"a": {}, "b": {}}).environments()
+    with temporary_plugin(plugin("wrong", _Room)):
+        with pytest.raises(PluginValidationError, match="register\\(\\) takes an rlvr_plugins.Environment"):
+            build_plugin_set({"wrong": {}}).environments()
+    with pytest.raises(TypeError, match="factory must be callable"):
+        Environment("x", "not callable")  # type: ignore[arg-type]
 
 
 def test_hook_rlvr_validate_run(tmp_path, hook_recorder):

@@ -24,7 +24,13 @@ def free_port() -> int:
 
 
 def run(out, per_device, processes, estimator=None):
-    cmd = [sys.executable, str(SCRIPT), str(out), str(per_device), *([estimator] if estimator else [])]
+    return run_script(SCRIPT, out, [str(per_device), *([estimator] if estimator else [])], processes)
+
+
+def run_script(script: Path, out: Path, arguments: list[str], processes: int) -> list[dict]:
+    """Run ``script OUT *arguments`` in one process, or in ``processes`` under torch.distributed.run; the JSON
+    lines it wrote to ``out``."""
+    cmd = [sys.executable, str(script), str(out), *arguments]
     if processes > 1:
         cmd = [
             sys.executable,

@@ -9,6 +9,6 @@ ENTRY_POINT_GROUP = "rlvr_plugins"
 
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
-from .plugin import Plugin, RewardExploit, RewardFunction  # noqa: E402
+from .plugin import Environment, Plugin, RewardExploit, RewardFunction  # noqa: E402
 
-__all__ = ["ENTRY_POINT_GROUP", "Plugin", "RewardExploit", "RewardFunction", "hookimpl", "__version__"]
+__all__ = ["ENTRY_POINT_GROUP", "Environment", "Plugin", "RewardExploit", "RewardFunction", "hookimpl", "__version__"]

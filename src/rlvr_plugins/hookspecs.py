@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import torch
     from torch.utils.data import Sampler
 
-    from .plugin import RewardExploit, RewardFunction
+    from .plugin import Environment, RewardExploit, RewardFunction
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 
@@ -89,6 +89,27 @@ def rlvr_reward_functions(register: Callable[[RewardFunction], None]) -> None:
     records the plugin that registered it and rejects two rewards with the same name.
     Each reward becomes one TRL reward function, weighted by ``RewardFunction.weight``
     and logged as ``rewards/<name>/mean``.
+
+    :param register: the registration callback.
+    :returns: nothing.
+    """
+
+
+@hookspec
+def rlvr_environments(register: Callable[[Environment], None]) -> None:
+    """Contribute environments: multi-turn episodes whose methods the policy calls as tools.
+
+    Called once per plugin set, the first time the environments are needed (the start-up check of
+    ``rlvr train``, ``--check`` and every command that scores; ``RLVRTrainer.__init__``); the list is
+    kept for the rest of the run. Collect-all. Call ``register(Environment(name=..., factory=...))``
+    once per environment; the host checks the type, records the plugin and rejects two environments of
+    one name, naming both plugins.
+
+    The trainer hands the factories to TRL's ``environment_factory``: the factory itself when one
+    environment is enabled, a ``{name: factory}`` mapping when several are (each row's ``environment``
+    column then chooses). Generation and the tool loop are TRL's (``max_tool_calling_iterations``);
+    tool-result tokens are out of the loss (TRL's tool mask). The episode's environment object reaches
+    a reward function as its ``environment`` keyword (``RewardFunction(isolated=False)``).
 
     :param register: the registration callback.
     :returns: nothing.
@@ -295,7 +316,8 @@ def rlvr_length_penalty(
 
     :param completion_lengths: ``(N,)`` long, completion length in tokens (every token of
         the completion, including tokens a rollout plugin injected, e.g. a thinking-budget
-        stop text; padding excluded).
+        stop text; padding excluded). In an episode with tools: the tokens the policy wrote,
+        its turns, without the tool results (as TRL's ``completions/mean_length``).
     :param num_generations: G; group ``g`` is rows ``g*G … g*G+G-1``.
     :param rewards_per_func: ``(N, K)`` float, each reward function's raw value (NaN
         where a function did not apply or could not score).

@@ -34,7 +34,7 @@ from .errors import (
     UnknownPluginError,
     shown,
 )
-from .plugin import Plugin, RewardExploit, RewardFunction, describe_options
+from .plugin import Environment, Plugin, RewardExploit, RewardFunction, describe_options
 from .schedules import WeightSchedule, parse_schedule
 
 BUILTIN_PLUGINS = {
@@ -56,6 +56,7 @@ BUILTIN_PLUGINS = {
     "plain-template": "rlvr_plugins.builtin.template:PlainTemplate",
     "policy-loss": "rlvr_plugins.builtin.loss:PolicyLoss",
     "reward-model": "rlvr_plugins.builtin.reward_model:RewardModel",
+    "calculator": "rlvr_plugins.builtin.calculator:Calculator",
 }
 
 DEFAULTS = {
@@ -266,6 +267,7 @@ class PluginSet:
     def __init__(self, enabled: list[EnabledPlugin]):
         self.enabled = enabled
         self._rewards: list[tuple[str, RewardFunction]] | None = None
+        self._environments: list[tuple[str, Environment]] | None = None
         self._validated: tuple[Any, float | None] | None = None
         self.adjusted_args: Any = None
         self._callers: dict[tuple[str, str], Any] = {}
@@ -396,6 +398,7 @@ class PluginSet:
         kept = [p for p in self.enabled if not (p.default and hook in implemented_hooks(type(p.instance)))]
         replaced = PluginSet([*kept, EnabledPlugin(entry.name, cls(cls.Options()), entry, default=True)])
         replaced._rewards = self._rewards
+        replaced._environments = self._environments
         replaced._validated = self._validated
         replaced.adjusted_args = self.adjusted_args
         return replaced
@@ -440,63 +443,98 @@ class PluginSet:
         return list(self._rewards)
 
     def _collect_rewards(self) -> list[tuple[str, RewardFunction]]:
-        rewards: list[tuple[str, RewardFunction]] = []
+        return self._registered(
+            "rlvr_reward_functions",
+            RewardFunction,
+            lambda r: r.name,
+            lambda r: (f"reward name {r.name!r}", "reward names must be unique"),
+        )
+
+    def _registered(
+        self,
+        hook: str,
+        record_type: type,
+        key: Callable[[Any], Any],
+        clash: Callable[[Any], tuple[str, str]],
+        check: Callable[[str, Any], None] | None = None,
+        **kwargs: Any,
+    ) -> list[tuple[str, Any]]:
+        """Call the registration hook ``hook`` once per implementing plugin, in the config's order, with a
+        ``register`` callback; return the registered records as ``(plugin, record)``. A record that is not a
+        ``record_type`` is refused naming the plugin; ``check(plugin, record)`` may refuse more; two records
+        with one ``key`` are refused naming both plugins, in the words of ``clash(record)``: ``(what, rule)``."""
+        found: list[tuple[str, Any]] = []
         current = {"plugin": ""}
 
-        def register(reward: RewardFunction) -> None:
-            if not isinstance(reward, RewardFunction):
+        def register(record: Any) -> None:
+            plugin = current["plugin"]
+            if not isinstance(record, record_type):
                 raise PluginValidationError(
-                    f"plugin {current['plugin']!r} registered {type(reward).__name__} {reward!r}; "
-                    "register() takes an rlvr_plugins.RewardFunction"
+                    f"plugin {plugin!r} registered {type(record).__name__} {record!r}; "
+                    f"register() takes an rlvr_plugins.{record_type.__name__}"
                 )
-            for owner, other in rewards:
-                if other.name == reward.name:
+            if check is not None:
+                check(plugin, record)
+            for owner, other in found:
+                if key(other) == key(record):
+                    what, rule = clash(record)
                     raise PluginConflictError(
-                        f"rlvr_reward_functions (reward name {reward.name!r})",
-                        [owner, current["plugin"]],
-                        f"reward name {reward.name!r} is registered by plugin {owner!r} "
-                        f"and by plugin {current['plugin']!r}; reward names must be unique",
+                        f"{hook} ({what})",
+                        [owner, plugin],
+                        f"{what} is registered by plugin {owner!r} and by plugin {plugin!r}; {rule}",
                     )
-            rewards.append((current["plugin"], reward))
+            found.append((plugin, record))
 
-        for plugin in self.implementers("rlvr_reward_functions"):
+        for plugin in self.implementers(hook):
             current["plugin"] = plugin
-            self.call("rlvr_reward_functions", only=[plugin], register=register)
-        return rewards
+            self.call(hook, only=[plugin], register=register, **kwargs)
+        return found
+
+    def environments(self) -> list[tuple[str, Environment]]:
+        """Every registered environment as ``(plugin name, Environment)``, names unique.
+
+        ``rlvr_environments`` is called once per plugin set; later calls return the same list.
+        """
+        if self._environments is None:
+            self._environments = self._registered(
+                "rlvr_environments",
+                Environment,
+                lambda e: e.name,
+                lambda e: (f"environment name {e.name!r}", "environment names must be unique"),
+            )
+        return list(self._environments)
+
+    def environment_factory(self) -> Any:
+        """TRL's ``environment_factory`` for the registered environments: ``None`` when there are none,
+        the factory when there is one, ``{name: factory}`` when there are several (rows route by their
+        ``environment`` column)."""
+        environments = [environment for _, environment in self.environments()]
+        if not environments:
+            return None
+        if len(environments) == 1:
+            return environments[0].factory
+        return {environment.name: environment.factory for environment in environments}
 
     def reward_exploits(self) -> list[tuple[str, RewardExploit]]:
         """Every exploit class the plugins ship (``rlvr_reward_exploits``) as ``(plugin name, RewardExploit)``,
         each for a registered reward, ``(reward, name)`` unique."""
         names = [reward.name for _, reward in self.reward_functions()]
-        exploits: list[tuple[str, RewardExploit]] = []
-        current = {"plugin": ""}
 
-        def register(exploit: RewardExploit) -> None:
-            plugin = current["plugin"]
-            if not isinstance(exploit, RewardExploit):
-                raise PluginValidationError(
-                    f"plugin {plugin!r} registered {type(exploit).__name__} {exploit!r}; "
-                    "register() takes an rlvr_plugins.RewardExploit"
-                )
+        def for_a_registered_reward(plugin: str, exploit: RewardExploit) -> None:
             if exploit.reward not in names:
                 raise PluginValidationError(
                     f"plugin {plugin!r} registered exploit {exploit.name!r} for reward {exploit.reward!r}, "
                     f"which is not registered; registered: {names}"
                 )
-            for owner, other in exploits:
-                if (other.reward, other.name) == (exploit.reward, exploit.name):
-                    raise PluginConflictError(
-                        f"rlvr_reward_exploits (exploit {exploit.name!r} of reward {exploit.reward!r})",
-                        [owner, plugin],
-                        f"exploit {exploit.name!r} of reward {exploit.reward!r} is registered by plugin {owner!r} "
-                        f"and by plugin {plugin!r}; exploit names must be unique per reward",
-                    )
-            exploits.append((plugin, exploit))
 
-        for plugin in self.implementers("rlvr_reward_exploits"):
-            current["plugin"] = plugin
-            self.call("rlvr_reward_exploits", only=[plugin], register=register, reward_names=list(names))
-        return exploits
+        return self._registered(
+            "rlvr_reward_exploits",
+            RewardExploit,
+            lambda x: (x.reward, x.name),
+            lambda x: (f"exploit {x.name!r} of reward {x.reward!r}", "exploit names must be unique per reward"),
+            check=for_a_registered_reward,
+            reward_names=list(names),
+        )
 
     def adjust_grpo_config(self, kwargs: dict[str, Any], trainer_section: Mapping[str, Any]) -> dict[str, str]:
         """Let each plugin adjust ``kwargs`` (``rlvr_adjust_grpo_config``, config order); return which plugin
@@ -541,7 +579,8 @@ class PluginSet:
         if self._validated is not None and self._validated[0] is grpo_args and self._validated[1] == engine_timeout_s:
             return
         names = [*other_rewards, *(reward.name for _, reward in self.reward_functions())]
-        if not names and not environment_factory:
+        own_environments = self.environment_factory()
+        if not names and not (environment_factory or own_environments):
             raise PluginError(
                 f"{NO_REWARD_SOURCE} rlvr-plugins: no reward function is enabled: enable at least one reward plugin "
                 "(for example r1-accuracy), or pass an environment_factory whose environment defines get_reward"

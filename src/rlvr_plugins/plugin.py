@@ -1,4 +1,4 @@
-"""The plugin base class, typed options, and the reward-function record."""
+"""The plugin base class, typed options, and the records plugins register (rewards, environments, exploits)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from . import fields
+from .episodes import MAX_RESULT_CHARS
 from .errors import PluginOptionError, shown
 
 
@@ -118,6 +119,38 @@ class RewardFunction:
                 f"RewardFunction {self.name!r}: example must be a mapping with 'prompt', 'completion' "
                 f"(and 'example', the dataset row), got {self.example!r}"
             )
+
+
+@dataclass(frozen=True)
+class Environment:
+    """One environment contributed through ``rlvr_environments``: TRL's ``environment_factory``, by name.
+
+    ``factory()`` returns a fresh environment object (TRL builds one per rollout and reuses it across
+    batches, calling ``reset`` before each episode): ``reset(**row) -> str | None`` receives the dataset
+    row and may return text appended to the last user message; every public method other than ``reset``
+    and ``get_reward`` is a tool the policy can call (typed arguments and a Google-style docstring, as TRL
+    requires); an optional ``get_reward() -> float`` scores the finished episode (a reward column named
+    after the environment's class, weight 1). A reward plugin reads the episode's final state through
+    its ``environment`` keyword (:class:`RewardFunction`, ``isolated=False``).
+
+    ``name`` is what the rows' ``environment`` column holds when several environments are enabled;
+    with one, every row uses it. ``max_result_chars``: a tool's answer longer than this is cut, saying
+    how many characters were left out (bytes are decoded as UTF-8, an answer that is not valid UTF-8 is
+    an error turn), so that one answer cannot fill the episode's token budget.
+    """
+
+    name: str
+    factory: Callable[[], Any]
+    description: str = ""
+    max_result_chars: int = MAX_RESULT_CHARS
+
+    def __post_init__(self):
+        if not self.name or not isinstance(self.name, str):
+            raise TypeError(f"Environment.name must be a non-empty string, got {self.name!r}")
+        if not isinstance(self.max_result_chars, int) or self.max_result_chars < 1:
+            raise TypeError(f"Environment {self.name!r}: max_result_chars must be an integer >= 1")
+        if not callable(self.factory):
+            raise TypeError(f"Environment {self.name!r}: factory must be callable, got {type(self.factory).__name__}")
 
 
 @dataclass(frozen=True)

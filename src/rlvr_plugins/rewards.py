@@ -27,13 +27,30 @@ def score_items(
 ):
     """The engine's items: one ``{"prompt", "completion", "example"}`` per completion.
 
-    ``completion_format="messages"`` keeps a conversational completion as TRL's list of messages.
+    ``completion_format="messages"`` keeps a conversational completion as TRL's list of messages; as text, a
+    conversational completion is what the policy wrote: its assistant turns, one per line (a multi-turn
+    episode's tool turns are left out, so a tool's output never passes for the policy's answer).
     """
     as_given = completion_format == "messages"
     return [
-        {"prompt": p, "completion": c if as_given else message_text(c, sep=""), "example": dict(e)}
+        {
+            "prompt": p,
+            "completion": c if as_given else message_text(c, roles=("assistant",), sep="\n"),
+            "example": dict(e),
+        }
         for p, c, e in zip(prompts, completions, examples, strict=True)
     ]
+
+
+def policy_text(completion: Any) -> str:
+    """A completion as the text the policy wrote: a string as it is; TRL's messages as their assistant turns,
+    one per line (the tool turns of an episode are left out).
+
+    >>> policy_text([{"role": "assistant", "content": "3*4?"}, {"role": "tool", "content": "12"},
+    ...              {"role": "assistant", "content": "12"}])
+    '3*4?\\n12'
+    """
+    return message_text(completion, roles=("assistant",), sep="\n")
 
 
 ITEM_COLUMNS = ("prompt", "completion")

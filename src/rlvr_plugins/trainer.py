@@ -3,8 +3,9 @@
 Where each hook fires (see ``docs/architecture.md``):
 
 * ``rlvr_train_sampler``: ``_get_train_sampler``, once, when the dataloader is built.
-* ``rlvr_reward_functions``, ``rlvr_validate_run``: ``__init__``; each reward becomes a TRL
-  reward function, then every plugin may refuse the run. TRL's ``scale_rewards`` and
+* ``rlvr_reward_functions``, ``rlvr_environments``, ``rlvr_validate_run``: ``__init__``; each reward
+  becomes a TRL reward function, the environments TRL's ``environment_factory``, then every plugin
+  may refuse the run. TRL's ``scale_rewards`` and
   ``multi_objective_aggregation`` choose the estimator when no estimator plugin is enabled
   (:func:`trl_estimator`).
 * ``rlvr_rollout_func``: ``__init__``; when a plugin answers, it is TRL's ``rollout_func``.
@@ -42,6 +43,16 @@ from .checkpoints import (
     writing,
 )
 from .engine import RewardPluginFailing
+from .episodes import (
+    MAX_RESULT_CHARS,
+    UNPARSABLE_TOOL,
+    bounded_tool,
+    episode_stats,
+    refuse_unparsable,
+    reward_by_turns,
+    tool_call_marker,
+    unparsable_call,
+)
 from .errors import PluginConflictError, PluginError, shown
 from .manager import PluginSet, build_plugin_set
 from .outputs import write_atomic
@@ -403,6 +414,15 @@ class RLVRTrainer(GRPOTrainer):
             else Engines(**{"on_error": "raise", **engine_options_argument(engine_options, "engine_options")})
         )
         registered = plugin_set.reward_functions()
+        plugin_environments = plugin_set.environment_factory()
+        if plugin_environments is not None:
+            if kwargs.get("environment_factory") is not None:
+                owners = sorted({owner for owner, _ in plugin_set.environments()})
+                raise TypeError(
+                    f"plugin(s) {', '.join(map(repr, owners))} provide the environments (rlvr_environments); do not "
+                    "also pass environment_factory: register that environment from a plugin instead"
+                )
+            kwargs["environment_factory"] = plugin_environments
         trl_names = trl_reward_names(trl_funcs)
         plugin_names = [r.name for _, r in registered]
         check_reward_names(trl_names, registered)
@@ -473,6 +493,12 @@ class RLVRTrainer(GRPOTrainer):
             from .vllm_cpu import install_cpu_weight_sync
 
             install_cpu_weight_sync(self)  # TRL's colocated sync cannot write into vLLM-CPU's packed weights
+        self._rlvr_tool_marker = tool_call_marker(self.processing_class) if self.tools else None
+        environments = [environment for _, environment in plugin_set.environments()]
+        self._rlvr_result_chars = {  # TRL's key of each environment: None when there is one
+            (e.name if len(environments) > 1 else None): e.max_result_chars for e in environments
+        }
+        self._rlvr_episodes: tuple[list[int], list[int]] | None = None  # this batch's (turns, policy tokens)
         for _, callbacks in plugin_set.call("rlvr_trainer_callbacks", trainer=self):
             for callback in callbacks or ():
                 self.add_callback(callback)
@@ -491,6 +517,64 @@ class RLVRTrainer(GRPOTrainer):
             grpo_args=self.args,
         )
 
+    # -- episodes with tools (TRL's tool loop) ---------------------------------------
+    def _generate(self, prompts):
+        """TRL's generation and tool loop, with a tool call it cannot parse answered as an error turn
+        (:func:`~rlvr_plugins.episodes.unparsable_call`) and the episodes' numbers logged."""
+        if not self.tools:
+            return super()._generate(prompts)
+        from trl.trainer import grpo_trainer
+
+        trl_parse = grpo_trainer.parse_response
+        unparsable = 0
+
+        def parse(tokenizer, ids, prefix=None, tools=None):
+            nonlocal unparsable
+            parsed = trl_parse(tokenizer, ids, prefix=prefix, tools=tools)
+            replaced = unparsable_call(parsed, self._rlvr_tool_marker)
+            unparsable += replaced is not None
+            return parsed if replaced is None else replaced
+
+        batch_environments = getattr(self, "_batch_environments", None) or [None] * len(self._sync_tool_dicts)
+        for tool_dict, environment in zip(self._sync_tool_dicts, batch_environments, strict=True):
+            cap = self._rlvr_result_chars.get(environment, MAX_RESULT_CHARS)
+            tool_dict.update({name: bounded_tool(tool, cap) for name, tool in tool_dict.items()})
+            tool_dict[UNPARSABLE_TOOL] = refuse_unparsable
+        grpo_trainer.parse_response = parse  # TRL's parser, seen through unparsable_call, for this batch only
+        try:
+            output = super()._generate(prompts)
+        finally:
+            grpo_trainer.parse_response = trl_parse
+        tool_mask, completions = output[2], output[3]
+        self._log_episodes(episode_stats(completions, tool_mask), unparsable)
+        return output
+
+    def _log_episodes(self, stats, unparsable: int) -> None:
+        """``tools/*`` and ``tokens/*`` per episode, over every process's episodes (TRL logs
+        ``tools/call_frequency`` and ``tools/failure_frequency``)."""
+        self._rlvr_episodes = (stats.turns, stats.policy_tokens)
+        local = torch.tensor(
+            [[t, p, o] for t, p, o in zip(stats.turns, stats.policy_tokens, stats.tool_tokens, strict=True)],
+            dtype=torch.float,
+            device=self.accelerator.device,
+        ).view(-1, 3)
+        rows = self._gather(local)
+        counted = [(stats.calls, stats.errors, unparsable)]
+        if self.accelerator.num_processes > 1:
+            counted = gather_object(counted)
+        episodes = max(1, rows.shape[0])
+        metrics = self._metrics["train" if self.model is not None and self.model.training else "eval"]
+        turns, policy, tool = rows.mean(dim=0).tolist() if rows.numel() else (0.0, 0.0, 0.0)
+        metrics["tools/turns_mean"].append(turns)
+        metrics["tools/turns_max"].append(float(rows[:, 0].max()) if rows.numel() else 0.0)
+        metrics["tokens/policy_mean"].append(policy)
+        metrics["tokens/tool_mean"].append(tool)
+        metrics["tools/unparsable_frequency"].append(sum(n for _, _, n in counted) / episodes)
+        names = sorted({name for calls, _, _ in counted for name in calls})
+        for name in names:
+            metrics[f"tools/calls/{name}"].append(sum(calls[name] for calls, _, _ in counted) / episodes)
+            metrics[f"tools/errors/{name}"].append(sum(errors[name] for _, errors, _ in counted) / episodes)
+
     # -- rewards, penalties, advantages --------------------------------------------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         for reward in self._rlvr_adapters:
@@ -503,7 +587,9 @@ class RLVRTrainer(GRPOTrainer):
         failed = torch.tensor(list(zip(*columns)), dtype=torch.long, device=device).view(len(prompts), len(columns))
         failed = self._gather(failed).bool()  # rewards_per_func is TRL's gathered batch: compare like with like
         self._check_applicable(inputs, rewards_per_func, failed)
-        lengths = torch.tensor([len(ids) for ids in completion_ids_list], dtype=torch.long, device=device)
+        episodes, self._rlvr_episodes = self._rlvr_episodes, None
+        written = episodes[1] if episodes is not None else [len(ids) for ids in completion_ids_list]
+        lengths = torch.tensor(written, dtype=torch.long, device=device)  # the policy's tokens, not the tools
         indices = torch.tensor([int(x.get("rlvr_index", -1)) for x in inputs], dtype=torch.long, device=device)
         self._rlvr_batch = {
             "rewards_per_func": rewards_per_func,
@@ -511,6 +597,8 @@ class RLVRTrainer(GRPOTrainer):
             "lengths": self._gather(lengths),
             "indices": self._gather(indices),
         }
+        if episodes is not None:
+            self._rlvr_batch["turns"] = self._gather(torch.tensor(episodes[0], dtype=torch.long, device=device))
         return rewards_per_func
 
     def _check_applicable(self, inputs, rewards_per_func: torch.Tensor, failed: torch.Tensor) -> None:
@@ -616,6 +704,9 @@ class RLVRTrainer(GRPOTrainer):
         for name, value in self.plugin_set.scheduled_weights(self.state.global_step).items():
             metrics[f"weights/{name}"].append(value)
         self._log_lengths(metrics, rewards_per_func, batch["lengths"], names)
+        if "turns" in batch:
+            for turns, reward in reward_by_turns(batch["turns"].tolist(), result.total.tolist()).items():
+                metrics[f"tools/reward_by_turns/{turns}"].append(reward)
         if mode == "train":
             self.plugin_set.call(
                 "rlvr_on_rewards",

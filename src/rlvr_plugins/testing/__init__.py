@@ -53,6 +53,47 @@ def char_tokenizer():
     return build_char_tokenizer()
 
 
+TOOL_MARKERS = ["<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
+
+
+def tool_tokenizer():
+    """A character-level tokenizer over printable ASCII with the Qwen2.5 chat template that TRL ships
+    (tool calls as JSON between ``<tool_call>`` markers, one added token each), so that TRL's tool loop
+    renders tools and parses calls as it does for Qwen. Prompts are long (a tool's schema is a few
+    hundred tokens): give the tiny model ``max_position_embeddings=2048``.
+
+    >>> tok = tool_tokenizer()
+    >>> tok.decode(tok("<tool_call>{}", add_special_tokens=False)["input_ids"][:1])
+    '<tool_call>'
+    """
+    import string
+
+    import trl
+
+    from ..demo.tokenizer import build_char_tokenizer
+
+    tok = build_char_tokenizer(string.printable)
+    tok.add_tokens(TOOL_MARKERS)
+    tok.eos_token = "<|im_end|>"
+    tok.chat_template = (Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja").read_text(encoding="utf-8")
+    tok.model_max_length = 4096
+    return tok
+
+
+def scripted_turns(trainer, reply: Callable[[str], str]) -> None:
+    """Make ``trainer`` generate scripted text instead of sampling: each turn of each episode is
+    ``reply(text so far)`` (the decoded prompt, earlier turns and tool results included), tokenized. The
+    rest is TRL's: parsing the tool calls, running the tools, the tool mask, the loss (on the model's
+    log-probabilities of the scripted tokens). A tiny model never writes a tool call by itself."""
+    tok = trainer.processing_class
+
+    def generate(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        texts = [reply(tok.decode(ids)) for ids in prompt_ids]
+        return [tok(text, add_special_tokens=False)["input_ids"] for text in texts], None
+
+    trainer._generate_single_turn = generate
+
+
 def tiny_model(tokenizer, seed: int = 0, **overrides: Any):
     """A freshly initialised tiny Qwen3 causal LM (sizes :data:`TINY`, then ``overrides``, e.g.
     ``max_position_embeddings``) for ``tokenizer``'s vocabulary; the same weights for the same ``seed``."""

@@ -19,7 +19,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -226,9 +226,52 @@ def check_rows(
     others = [pair for pair in rewards if pair not in refused]
     for message in unread_columns(others, present, has_values, named, "it would score none of them"):
         logger.warning("%s", message)
+    environments = [environment.name for _, environment in plugin_set.environments()]
+    routing = environment_routing_problem(rows, environments, named, lines)
+    if routing:
+        raise DataError(routing)
     for plugin, problems in plugin_set.call("rlvr_check_dataset", rows=rows, split=split):
         for message in dataset_warnings(plugin, problems, len(rows), where, lines):
             logger.warning("%s", message)
+
+
+ENVIRONMENT_COLUMN = "environment"
+"""The column that chooses each row's environment when several are enabled (TRL's)."""
+
+
+def environment_routing_problem(
+    rows: Sequence[Mapping[str, Any]], environments: Sequence[str], where: str, lines: list[int] | None = None
+) -> str | None:
+    """The rows whose ``environment`` column names no registered environment, as one message (None when every
+    row is routed). With several environments every row must name one; with one, a row may leave the column
+    out; with none, the column is not read.
+
+    >>> environment_routing_problem([{"environment": "calc"}, {}], ["calc", "python"], "data.train").split(";")[0]
+    'data.train: row 1 has no environment'
+    >>> environment_routing_problem([{"environment": "sql"}], ["calc"], "x.jsonl", [3])
+    "x.jsonl: row 0 (line 3) has environment 'sql', which no plugin registers; registered: ['calc']"
+    >>> environment_routing_problem([{"environment": "calc"}], ["calc"], "data.train") is None
+    True
+    """
+    if not environments:
+        return None
+    several = len(environments) > 1
+    bad = [
+        i
+        for i, row in enumerate(rows)
+        if (row.get(ENVIRONMENT_COLUMN) is None and several)
+        or (row.get(ENVIRONMENT_COLUMN) is not None and row.get(ENVIRONMENT_COLUMN) not in environments)
+    ]
+    if not bad:
+        return None
+    first = bad[0]
+    value = rows[first].get(ENVIRONMENT_COLUMN)
+    more = f" (and {len(bad) - 1} more rows)" if len(bad) > 1 else ""
+    what = "has no environment" if value is None else f"has environment {shown(value)}, which no plugin registers"
+    rule = f"registered: {list(environments)}"
+    if several:
+        rule = f"with several environments each row's {ENVIRONMENT_COLUMN!r} column must name one of them; {rule}"
+    return f"{where}: row {first}{_line(lines, first)} {what}{more}; {rule}"
 
 
 def dataset_warnings(plugin: str, problems: Any, n_rows: int, where: str, lines: list[int] | None = None) -> list[str]:

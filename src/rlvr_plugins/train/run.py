@@ -133,11 +133,80 @@ def prepare(config: dict[str, Any], plugin_set: PluginSet | None = None, with_tr
     problem = args.use_vllm and vllm_cpu_problem(config, "trainer.use_vllm", has_accelerator(with_trl))
     if problem:
         raise ConfigError(problem)
+    environments = [(owner, environment.name) for owner, environment in plugin_set.environments()]
+    problem = environments and tool_loop_problem(environments, *tool_loop_libraries())
+    if problem:
+        raise ConfigError(problem)
     names = [r.name for _, r in plugin_set.reward_functions()]
     eval_reward = run_config(config).eval.reward
     if eval_reward is not None and eval_reward not in names:
         raise ConfigError(f"eval.reward {eval_reward!r} is not a registered reward; registered: {names}")
     return Prepared(config, plugin_set, args)
+
+
+def tool_loop_libraries() -> tuple[str, bool]:
+    """The installed transformers version and whether jmespath is installed (read without importing them)."""
+    import importlib.metadata
+    import importlib.util
+
+    try:
+        version = importlib.metadata.version("transformers")
+    except importlib.metadata.PackageNotFoundError:
+        version = "0"
+    return version, importlib.util.find_spec("jmespath") is not None
+
+
+def tool_loop_problem(environments: Sequence[tuple[str, str]], transformers: str, has_jmespath: bool) -> str | None:
+    """What TRL's tool loop lacks to run the enabled environments (``(plugin, environment)`` pairs), or None:
+    ``environment_factory`` needs transformers >= 5.2.0, and below 5.13.0 its tool-call parser needs jmespath.
+
+    >>> tool_loop_problem([("calculator", "calculator")], "5.1.0", True).split(" (")[0]
+    "plugin 'calculator' enables environment 'calculator', but TRL's tool loop needs transformers >= 5.2.0"
+    >>> tool_loop_problem([("calculator", "calculator")], "5.24.0", False) is None
+    True
+    """
+    from packaging.version import Version
+
+    plugin, name = environments[0]
+    what = f"plugin {plugin!r} enables environment {name!r}, but TRL's tool loop needs"
+    if Version(transformers) < Version("5.2.0"):
+        return f"{what} transformers >= 5.2.0 (installed: {transformers}); pip install -U 'transformers>=5.2'"
+    if Version(transformers) < Version("5.13.0") and not has_jmespath:
+        return f"{what} jmespath with transformers {transformers} (< 5.13.0); pip install jmespath"
+    return None
+
+
+def check_tool_template(tokenizer: Any, config: Mapping[str, Any], plugin_set: PluginSet) -> None:
+    """Refuse, before the model loads, a tokenizer whose chat template cannot render a tool call when an
+    environment is enabled (TRL's ``supports_tool_calling``; TRL would refuse it when the trainer is built)."""
+    environments = plugin_set.environments()
+    if not environments:
+        return
+    from trl.chat_template_utils import supports_tool_calling
+
+    if not supports_tool_calling(tokenizer):
+        model = model_section(config)
+        name = model.tokenizer or ("char" if model.tiny is not None else model.name_or_path)
+        owner, environment = environments[0]
+        raise ConfigError(
+            f"model.tokenizer: the chat template of {name!r} cannot render tool calls, but plugin {owner!r} enables "
+            f"environment {environment.name!r}; use a tokenizer whose chat template renders tool calls and tool "
+            "results (a Qwen2.5 or Qwen3 tokenizer, for example)"
+        )
+
+
+def check_chat_prompts(rows: Sequence[Mapping[str, Any]], plugin_set: PluginSet) -> None:
+    """Refuse rendered prompts that are plain text when an environment is enabled: TRL's tool loop reads tool
+    calls from chat messages only."""
+    environments = plugin_set.environments()
+    text = next((i for i, row in enumerate(rows) if isinstance(row.get("prompt"), str)), None)
+    if environments and text is not None:
+        owner, environment = environments[0]
+        raise ConfigError(
+            f"plugin {owner!r} enables environment {environment.name!r}, but train row {text} is rendered as plain "
+            "text; TRL's tool loop needs chat messages: give the prompts as lists of messages "
+            "([{role: user, content: ...}]) or enable a template plugin that renders them so"
+        )
 
 
 def check_prepared_start(start: RunStart | None, prepared: Prepared) -> None:
@@ -265,10 +334,12 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     seed = int(prepared.grpo_args.seed)
     set_seed(seed)
     tokenizer = modeling.load_tokenizer(config)
+    check_tool_template(tokenizer, config, prepared.plugin_set)
     checking = prepared.plugin_set if is_main_process() else None
     raw_train = data.load_rows(config, "train", checking)
     assert raw_train is not None, "load_config requires data.train for rlvr train"
     train_rows = data.render(raw_train, prepared.plugin_set, tokenizer, seed)
+    check_chat_prompts(train_rows, prepared.plugin_set)
     eval_rows = data.load_rows(config, "eval", checking)
     eval_rows = data.render(eval_rows, prepared.plugin_set, tokenizer, seed) if eval_rows else None
     sections = run_config(config)
