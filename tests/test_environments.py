@@ -175,6 +175,26 @@ def test_episodes_of_different_lengths_in_one_batch(tool_trainer):
     assert metrics["tokens/tool_mean"] == pytest.approx(tool.float().mean().item())
 
 
+def test_trls_parser_is_restored_after_a_batch_that_raises(tool_trainer):
+    from trl.trainer import grpo_trainer
+
+    trl_parse = grpo_trainer.parse_response
+    trainer, _ = tool_trainer()
+    assert grpo_trainer.parse_response is trl_parse
+    seen = []
+
+    def broken(text: str) -> str:
+        seen.append(grpo_trainer.parse_response)
+        raise RuntimeError("generation failed")
+
+    scripted_turns(trainer, broken)
+    rows = [{"prompt": [{"role": "user", "content": "calls=1"}], "answer": "5"}] * 8
+    with pytest.raises(RuntimeError, match="generation failed"):
+        trainer._generate_and_score_completions([{**r, "rlvr_index": i} for i, r in enumerate(rows)])
+    assert seen and seen[0] is not trl_parse  # swapped for the batch
+    assert grpo_trainer.parse_response is trl_parse  # and restored after its exception
+
+
 def test_no_gradient_through_tool_tokens(tool_trainer):
     """The loss's gradient with respect to each completion token's log-probability (TRL's fused LM head never
     builds the logits; the gradient at a token's logits is this one times d logp / d logits) is 0 at every
@@ -240,9 +260,9 @@ class ScriptedTurns(Plugin):
         scripted_turns(trainer, reply)
 
 
-def agent_config(tmp_path, rows, **plugins) -> str:
+def agent_config(tmp_path, rows, tokenizer=None, trainer=None, **plugins) -> str:
     folder = tmp_path / "tool-tokenizer"
-    tool_tokenizer().save_pretrained(folder)
+    (tokenizer or tool_tokenizer()).save_pretrained(folder)
     data = tmp_path / "train.jsonl"
     data.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     config = {
@@ -263,6 +283,7 @@ def agent_config(tmp_path, rows, **plugins) -> str:
             "use_cpu": True,
             "disable_tqdm": True,
             "beta": 0.0,
+            **(trainer or {}),
         },
     }
     path = tmp_path / "agent.yaml"
@@ -310,6 +331,27 @@ def test_check_refuses_environments_when_trl_tool_loop_libraries_are_missing(tmp
         "plugin 'calculator' enables environment 'calculator', but TRL's tool loop needs jmespath with transformers "
         "5.10.0 (< 5.13.0); pip install jmespath"
     ) in result.err
+
+
+def test_check_runs_the_multi_turn_prefix_check_for_the_runs_tokenizer(tmp_path, rlvr_cli):
+    from test_turns import think_off_breaking
+
+    tok = tool_tokenizer()
+    tok.chat_template = think_off_breaking()  # breaks the prefix with thinking off only
+    off = agent_config(tmp_path, chat_rows("calls=1"), tok, {"chat_template_kwargs": {"enable_thinking": False}})
+    result = rlvr_cli("train", off, "--check")
+    assert result.exit_code == 2 and "Traceback" not in result.err and len(result.err.strip().splitlines()) == 1
+    assert "model.tokenizer: the chat template of " in result.err
+    assert (
+        "breaks multi-turn tool use, which plugin 'calculator' enables (environment 'calculator'): with thinking "
+        "off: a tool result's tokens do not follow the assistant's tool call as a prefix"
+    ) in result.err
+    on = agent_config(tmp_path, chat_rows("calls=1"), tok)  # the run thinks: the other mode's break is a warning
+    result = rlvr_cli("train", on, "--check")
+    assert result.exit_code == 0, result.err
+    warnings = [line for line in result.out.splitlines() if line.startswith("warning: the chat template: ")]
+    assert [w.split(": ")[2] for w in warnings] == ["with thinking off"] * 2
+    assert "this run's chat_template_kwargs render the other mode" in warnings[0]
 
 
 def test_train_refuses_a_tokenizer_that_cannot_render_tool_calls(tmp_path, rlvr_cli):

@@ -520,7 +520,13 @@ class RLVRTrainer(GRPOTrainer):
     # -- episodes with tools (TRL's tool loop) ---------------------------------------
     def _generate(self, prompts):
         """TRL's generation and tool loop, with a tool call it cannot parse answered as an error turn
-        (:func:`~rlvr_plugins.episodes.unparsable_call`) and the episodes' numbers logged."""
+        (:func:`~rlvr_plugins.episodes.unparsable_call`) and the episodes' numbers logged.
+
+        TRL 1.16 offers no seam for the parser: ``_generate`` and ``_tool_call_loop`` call the module-level
+        ``trl.trainer.grpo_trainer.parse_response`` directly. So that name is bound to a wrapper for this
+        batch only and restored in a ``finally`` (an exception in the batch included). TRL calls the parser
+        from the thread that runs ``_generate`` (its tools run on its asyncio loop, which never parses), so
+        one trainer per process is safe; two trainers generating at once in threads of one process are not."""
         if not self.tools:
             return super()._generate(prompts)
         from trl.trainer import grpo_trainer

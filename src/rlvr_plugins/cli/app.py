@@ -250,14 +250,25 @@ def cmd_train(args) -> int:
         start = plan_run(config, args.resume, args.overwrite)
     check_plugins_config(run_config(config).plugins, where=where_of(config))
     quiet_libraries()
-    from ..train.run import check_data, check_prepared_start, configure_threads, prepare, probe_reward_examples, train
+    from ..train.run import (
+        check_data,
+        check_prepared_start,
+        check_turn_template,
+        configure_threads,
+        prepare,
+        probe_reward_examples,
+        train,
+    )
 
     if args.check:
         prepared = prepare(config, with_trl=False)
         check_prepared_start(start, prepared)
         check_data(prepared)
+        warnings = check_turn_template(prepared)
         probe_reward_examples(prepared)
         print(f"config OK; plugins: {', '.join(prepared.plugin_set.names)}")
+        for warning in warnings:
+            print(f"warning: the chat template: {warning}")
         if start is None and run_entries(out):
             print(f"note: output_dir {out} holds a run: training it needs --resume or --overwrite")
         for problem in missing_data_files(config):

@@ -176,23 +176,37 @@ def tool_loop_problem(environments: Sequence[tuple[str, str]], transformers: str
     return None
 
 
-def check_tool_template(tokenizer: Any, config: Mapping[str, Any], plugin_set: PluginSet) -> None:
-    """Refuse, before the model loads, a tokenizer whose chat template cannot render a tool call when an
-    environment is enabled (TRL's ``supports_tool_calling``; TRL would refuse it when the trainer is built)."""
+def check_tool_template(
+    tokenizer: Any, config: Mapping[str, Any], plugin_set: PluginSet, chat_template_kwargs: Any = None
+) -> list[str]:
+    """Refuse, before the model loads, a tokenizer whose chat template cannot serve TRL's tool loop when an
+    environment is enabled: one that cannot render a tool call (TRL's ``supports_tool_calling``; TRL would
+    refuse it when the trainer is built), or one that breaks the token prefix across turns for the run's
+    ``chat_template_kwargs`` (:func:`rlvr_plugins.turns.check_turns`). Returns the latter's warnings."""
     environments = plugin_set.environments()
     if not environments:
-        return
+        return []
     from trl.chat_template_utils import supports_tool_calling
 
+    from ..turns import check_turns
+
+    model = model_section(config)
+    name = model.tokenizer or ("char" if model.tiny is not None else model.name_or_path)
+    owner, environment = environments[0]
     if not supports_tool_calling(tokenizer):
-        model = model_section(config)
-        name = model.tokenizer or ("char" if model.tiny is not None else model.name_or_path)
-        owner, environment = environments[0]
         raise ConfigError(
             f"model.tokenizer: the chat template of {name!r} cannot render tool calls, but plugin {owner!r} enables "
             f"environment {environment.name!r}; use a tokenizer whose chat template renders tool calls and tool "
             "results (a Qwen2.5 or Qwen3 tokenizer, for example)"
         )
+    kwargs = chat_template_kwargs if isinstance(chat_template_kwargs, Mapping) else None
+    try:
+        return check_turns(tokenizer, dict(kwargs or {}))
+    except ConfigError as exc:
+        raise ConfigError(
+            f"model.tokenizer: the chat template of {name!r} breaks multi-turn tool use, which plugin {owner!r} "
+            f"enables (environment {environment.name!r}): {'; '.join(exc.problems)}"
+        ) from None
 
 
 def check_chat_prompts(rows: Sequence[Mapping[str, Any]], plugin_set: PluginSet) -> None:
@@ -215,6 +229,17 @@ def check_prepared_start(start: RunStart | None, prepared: Prepared) -> None:
     if start is not None and start.checkpoint is not None and start.raised_from:
         args = prepared.grpo_args
         check_more_steps(start.checkpoint, start.raised_from, args.max_steps, args.lr_scheduler_type, args.warmup_steps)
+
+
+def check_turn_template(prepared: Prepared) -> list[str]:
+    """``--check`` with an environment enabled: load the run's tokenizer (only it) and run
+    :func:`check_tool_template` on it; returns the warnings."""
+    if not prepared.plugin_set.environments():
+        return []
+    from . import modeling
+
+    tokenizer = modeling.load_tokenizer(prepared.config)
+    return check_tool_template(tokenizer, prepared.config, prepared.plugin_set, prepared.grpo_args.chat_template_kwargs)
 
 
 def validate_scoring(config: Mapping[str, Any], plugin_set: PluginSet | None = None) -> PluginSet:
@@ -334,7 +359,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     seed = int(prepared.grpo_args.seed)
     set_seed(seed)
     tokenizer = modeling.load_tokenizer(config)
-    check_tool_template(tokenizer, config, prepared.plugin_set)
+    check_tool_template(tokenizer, config, prepared.plugin_set, prepared.grpo_args.chat_template_kwargs)
     checking = prepared.plugin_set if is_main_process() else None
     raw_train = data.load_rows(config, "train", checking)
     assert raw_train is not None, "load_config requires data.train for rlvr train"
