@@ -182,10 +182,10 @@ def test_the_example_rows_fail_as_given():
 
 
 def test_a_test_run_that_does_not_answer_is_killed_and_the_episode_goes_on(env, monkeypatch):
-    import rlvr_code.repair as repair
+    import rlvr_code.fresh as fresh
 
-    monkeypatch.setattr(repair, "RUNNER_GRACE_S", 0.05 - QUICK.total_time_s)  # a 50 ms deadline: never met
-    with pytest.raises(RuntimeError, match=r"the test run did not answer within 0.05s and was killed"):
+    monkeypatch.setattr(fresh, "GRACE_S", 0.05 - QUICK.total_time_s)  # a 50 ms deadline: never met
+    with pytest.raises(fresh.FreshRunError, match=r"the run did not answer within 0.05s and was killed"):
         env.run_tests()
     assert env.get_reward() is None  # the sandbox failed, not the policy: no score
     monkeypatch.undo()

@@ -55,6 +55,21 @@ def test_a_failing_program_is_an_error_message_within_the_deadline(code, message
     assert time.perf_counter() - started < 1.0 + 3.0  # the deadline, plus the sandbox's start and clean-up
 
 
+def test_each_call_runs_in_a_fresh_interpreter_not_a_fork_of_this_process(monkeypatch):
+    import rlvr_code.fresh as fresh
+    import rlvr_code.tool as tool_module
+
+    def forked(*args, **kwargs):
+        raise AssertionError("the sandbox was started from the calling process")
+
+    monkeypatch.setattr(tool_module, "run_sandboxed", forked)  # this process's copy: the fresh one has its own
+    tool = python_tool()
+    assert tool.run_python("print(6 * 7)") == "42\n"
+    monkeypatch.setattr(fresh, "GRACE_S", 0.05 - 1.0)  # the interpreter's deadline: 50 ms, never met
+    with pytest.raises(ValueError, match=r"the sandbox could not run the program \(not the program's fault\)"):
+        tool.run_python("print(1)")
+
+
 def test_options_are_checked():
     with pytest.raises(PluginOptionError, match="time_s"):
         build_plugin_set({"python": {"time_s": 0}})

@@ -12,12 +12,8 @@ episode left it, else 0.0. The tests come from the row, never from the working d
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
-import signal
-import subprocess
-import sys
 import tempfile
 import weakref
 from dataclasses import dataclass
@@ -27,16 +23,13 @@ from typing import Any, Literal
 from rlvr_plugins import Plugin, hookimpl
 
 from . import calls
+from .fresh import FreshRunError, call_fresh
 from .cases import AssertTests, load_assert_tests
 from .plugins import CodeTestsOptions, CodeTestsScorer
 from .sandbox import DIR_PREFIX
 from .sandbox.cleanup import remove_tree
 
 __all__ = ["CodeRepairEnv", "CodeRepairOptions", "CodeRepairPlugin", "run_tests_in_sandbox"]
-
-RUNNER_GRACE_S = 10.0
-"""What a test run may take beyond ``total_time_s`` (interpreter start, two sandboxes) before its process is killed."""
-
 
 @dataclass(frozen=True)
 class CodeRepairOptions:
@@ -124,18 +117,14 @@ def with_test_lines(traceback: str, code: str) -> list[str]:
     return out
 
 
-def _runner_main() -> None:
-    """One test run in a fresh interpreter: its job as JSON on stdin, ``[passed, report]`` as JSON on stdout."""
-    job = json.loads(sys.stdin.read())
+def run_tests_job(job: dict[str, Any]) -> tuple[bool, str]:
+    """:func:`run_tests_in_sandbox` on a JSON job (the fresh interpreter's side of :func:`.fresh.call_fresh`)."""
     tests = AssertTests(job["code"], tuple(job["names"]), tuple(job["modules"]))
-    passed, report = run_tests_in_sandbox(job["program"], tests, CodeTestsOptions(**job["options"]))
-    sys.stdout.write(json.dumps([passed, report]))
+    return run_tests_in_sandbox(job["program"], tests, CodeTestsOptions(**job["options"]))
 
 
 def _run_in_fresh_process(program: str, tests: AssertTests, options: CodeTestsOptions) -> tuple[bool, str]:
-    """:func:`run_tests_in_sandbox` in a new interpreter (its process group killed at the deadline)."""
-    from rlvr_plugins.engine.pool import parent_path  # the trainer's side only: the runner need not import it
-
+    """:func:`run_tests_in_sandbox` in a new interpreter (:func:`.fresh.call_fresh`)."""
     job = {
         "program": program,
         "code": tests.code,
@@ -143,26 +132,7 @@ def _run_in_fresh_process(program: str, tests: AssertTests, options: CodeTestsOp
         "modules": list(tests.modules),
         "options": dataclasses.asdict(options),
     }
-    deadline = options.total_time_s + RUNNER_GRACE_S
-    boot = f"import sys; sys.path[:0] = {parent_path()!r}; from rlvr_code.repair import _runner_main; _runner_main()"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", boot],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
-    try:
-        out, err = proc.communicate(json.dumps(job).encode("utf-8", "surrogatepass"), timeout=deadline)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise RuntimeError(f"the test run did not answer within {deadline:g}s and was killed") from None
-    if proc.returncode != 0:
-        tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
-        raise RuntimeError(f"the test run failed: {tail[0][:300]}")
-    passed, report = json.loads(out)
+    passed, report = call_fresh("rlvr_code.repair:run_tests_job", job, options.total_time_s)
     return bool(passed), str(report)
 
 
@@ -256,7 +226,7 @@ class CodeRepairEnv:
         ``None`` (no score, left out of the group's baseline) when the sandbox itself failed."""
         try:
             return float(self._test_result()[0])
-        except RuntimeError:
+        except FreshRunError:
             return None
 
     def _test_result(self) -> tuple[bool, str]:

@@ -1,7 +1,9 @@
 """The ``python`` environment: one tool that runs the policy's program in the ``code-tests`` sandbox.
 
 Each call is one sandboxed run (:func:`rlvr_code.sandbox.run_python`: namespaces or basic isolation,
-rlimits, seccomp, no network) with its own wall-clock deadline and output cap. Whatever the program
+rlimits, seccomp, no network) with its own wall-clock deadline and output cap, started from a fresh
+interpreter (:func:`rlvr_code.fresh.call_fresh`, as ``code-repair``'s test runs), never from a fork of
+the trainer, which holds torch's threads. Whatever the program
 does (raise, hang, flood its output, write bytes that are not UTF-8) the call ends within its
 deadline and raises ``ValueError`` with the reason: TRL's tool loop returns the message to the policy
 as the tool's turn and counts the call in ``tools/failure_frequency``; the episode and the run go on.
@@ -9,6 +11,7 @@ as the tool's turn and counts the call in ``tools/failure_frequency``; the episo
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -16,6 +19,7 @@ from typing import Annotated, Any, Literal
 from rlvr_plugins import Environment, Plugin, hookimpl
 from rlvr_plugins.fields import Rule, at_least
 
+from .fresh import FreshRunError, call_fresh
 from .sandbox import Limits, RunResult, SandboxError
 from .sandbox import run_python as run_sandboxed
 
@@ -66,12 +70,31 @@ class PythonTool:
         Returns:
             The program's standard output.
         """
+        job = {"code": code, "limits": dataclasses.asdict(self.limits), "isolation": self.isolation}
         try:
-            result = run_sandboxed(code, limits=self.limits, isolation=self.isolation, interpreter=self.interpreter)
-        except SandboxError as exc:
-            logger.warning("python tool: the sandbox could not be built: %s", exc)
-            raise ValueError("the sandbox could not run the program (not the program's fault)") from exc
-        return tool_answer(result, self.limits)
+            outcome = call_fresh("rlvr_code.tool:python_job", {**job, "interpreter": self.interpreter}, self.limits.time_s)
+        except FreshRunError as exc:
+            outcome = {"sandbox": str(exc)}
+        if "sandbox" in outcome:
+            logger.warning("python tool: the sandbox could not run the program: %s", outcome["sandbox"])
+            raise ValueError("the sandbox could not run the program (not the program's fault)")
+        if "error" in outcome:
+            raise ValueError(outcome["error"])
+        return str(outcome["answer"])
+
+
+def python_job(job: dict[str, Any]) -> dict[str, str]:
+    """One call of the tool on a JSON job, in the fresh interpreter of :func:`.fresh.call_fresh`:
+    ``{"answer": output}``, ``{"error": why}`` (the program's failure) or ``{"sandbox": why}``."""
+    limits = Limits(**job["limits"])
+    try:
+        result = run_sandboxed(job["code"], limits=limits, isolation=job["isolation"], interpreter=job["interpreter"])
+    except SandboxError as exc:
+        return {"sandbox": str(exc)}
+    try:
+        return {"answer": tool_answer(result, limits)}
+    except ValueError as exc:
+        return {"error": str(exc)}
 
 
 @dataclass(frozen=True)
