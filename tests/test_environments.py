@@ -19,7 +19,16 @@ from rlvr_plugins.builtin.calculator import calculate
 from rlvr_plugins.episodes import UNPARSABLE_TOOL
 from rlvr_plugins.manager import temporary_plugin
 from rlvr_plugins.rewards import Engines
-from rlvr_plugins.testing import TINY, grpo_args, reward_plugin_class, scripted_turns, tiny_model, tool_tokenizer
+from rlvr_plugins.testing import (
+    TINY,
+    grpo_args,
+    reward_plugin_class,
+    scripted_turns,
+    scripted_turns_plugin,
+    tiny_model,
+    tool_call,
+    tool_tokenizer,
+)
 from rlvr_plugins.trainer import RLVRTrainer
 
 # -- the calculator ------------------------------------------------------------------------
@@ -75,12 +84,6 @@ def test_calculator_big_int_guard_stops_a_product_before_it_is_computed():
 ANSWER = "<answer>5</answer><|im_end|>"
 
 
-def tool_call(expression: str) -> str:
-    return (
-        f'<tool_call>\n{{"name": "calculate", "arguments": {{"expression": "{expression}"}}}}\n</tool_call><|im_end|>'
-    )
-
-
 def reply(text: str) -> str:
     """The scripted policy: the user asks for ``calls=N`` calls; ``err`` makes each call one the calculator
     refuses, ``bad`` makes the first call unparsable."""
@@ -90,7 +93,7 @@ def reply(text: str) -> str:
     if "bad" in user and done == 0:
         return '<tool_call>\n{"name": "calculate", "argu\n</tool_call><|im_end|>'
     if done < wanted:
-        return tool_call("2 ** 3" if "err" in user else f"2 + {done}")
+        return tool_call("calculate", expression="2 ** 3" if "err" in user else f"2 + {done}")
     return ANSWER
 
 
@@ -250,17 +253,10 @@ def test_a_script_environment_factory_beside_a_plugin_environment_is_refused(tmp
 # -- rlvr train with an environment enabled in the YAML ----------------------------------------
 
 
-class ScriptedTurns(Plugin):
-    """Makes the run's trainer write the scripted turns of :func:`reply` (a test seam, through a hook)."""
-
-    name = "scripted-turns"
-
-    @hookimpl
-    def rlvr_trainer_callbacks(self, trainer):
-        scripted_turns(trainer, reply)
+ScriptedTurns = scripted_turns_plugin(reply)
 
 
-def agent_config(tmp_path, rows, tokenizer=None, trainer=None, **plugins) -> str:
+def agent_config(tmp_path, rows, tokenizer=None, trainer=None, environment="calculator", **plugins) -> str:
     folder = tmp_path / "tool-tokenizer"
     (tokenizer or tool_tokenizer()).save_pretrained(folder)
     data = tmp_path / "train.jsonl"
@@ -270,7 +266,7 @@ def agent_config(tmp_path, rows, tokenizer=None, trainer=None, **plugins) -> str
         "seed": 0,
         "model": {"tiny": {**TINY, "max_position_embeddings": 2048}, "tokenizer": str(folder)},
         "data": {"train": {"source": "jsonl", "path": str(data)}},
-        "plugins": {"calculator": {}, "r1-accuracy": {}, **plugins},
+        "plugins": {environment: {}, "r1-accuracy": {}, **plugins},
         "engine": {"in_process": True},
         "trainer": {
             "max_steps": 2,
@@ -395,8 +391,8 @@ def test_several_environments_route_each_row_by_its_environment_column(tmp_path,
         if "<tool_response>" in text:
             return ANSWER
         if '"name": "calculate"' in text:
-            return tool_call("2 + 3")
-        return '<tool_call>\n{"name": "note", "arguments": {"text": "five"}}\n</tool_call><|im_end|>'
+            return tool_call("calculate", expression="2 + 3")
+        return tool_call("note", text="five")
 
     Seen.episodes, Seen.environments = [], []
     tok = tool_tokenizer()
@@ -457,7 +453,7 @@ def test_a_tool_that_raises_floods_or_returns_invalid_utf8_is_a_turn_and_the_epi
         if "<tool_response>" in text:
             return ANSWER
         how = text.split("<|im_start|>user\n")[1].split("<|im_end|>")[0]
-        return f'<tool_call>\n{{"name": "misbehave", "arguments": {{"how": "{how}"}}}}\n</tool_call><|im_end|>'
+        return tool_call("misbehave", how=how)
 
     Seen.episodes, Seen.environments = [], []
     tok = tool_tokenizer()
@@ -499,3 +495,47 @@ def test_episode_metrics_of_a_batch_split_across_two_processes_match_one_process
     assert [row["tools/calls/calculate"] for row in one] == pytest.approx([1.5, 1.0])
     assert [row["tools/errors/calculate"] for row in one] == pytest.approx([1.0, 0.0])
     assert [row["tools/turns_mean"] for row in one] == pytest.approx([2.5, 2.0])
+
+
+# -- a third-party environment plugin, written from docs/writing-plugins.md alone ----------------
+
+ENVIRONMENT_PLUGIN = Path(__file__).parent / "environment-plugin"
+
+
+def tally_reply(text: str) -> str:
+    """The scripted policy for ``rlvr-tally``: add 3, then what is left to reach the target, then answer."""
+    target = int(re.search(r"Reach (\d+) by adding", text).group(1))
+    results = re.findall(r"<tool_response>\n(.*?)\n</tool_response>", text)
+    if not results:
+        return tool_call("add", number=3)
+    if results == ["3"]:
+        return tool_call("add", number=target - 3)
+    return ANSWER
+
+
+@pytest.mark.slow
+def test_a_third_party_environment_plugin_is_pip_installed_and_trained(tmp_path, rlvr_cli, monkeypatch):
+    import subprocess
+    import sys
+
+    target = tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target)]
+    installed = subprocess.run([*pip, str(ENVIRONMENT_PLUGIN)], capture_output=True, text=True, timeout=300)
+    assert installed.returncode == 0, installed.stderr
+    monkeypatch.syspath_prepend(str(target))
+    listed = json.loads(rlvr_cli("plugins", "--json").out)
+    assert [p["distribution"] for p in listed if p["name"] == "tally"] == ["rlvr-tally"]
+
+    rows = chat_rows("Count.", "Count again.")
+    rows[0]["target"], rows[1]["target"] = 7, 12
+    config = agent_config(tmp_path, rows, environment="tally", **{"scripted-turns": {}})
+    with temporary_plugin(scripted_turns_plugin(tally_reply)):
+        result = rlvr_cli("train", config)
+    assert result.exit_code == 0, result.err[-2000:]
+    metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in metrics if "tools/calls/add" in r]
+    assert len(steps) == 2
+    for row in steps:  # every episode: add(3), add(target - 3), the answer
+        assert row["tools/calls/add"] == 2.0 and row["tools/errors/add"] == 0.0 and row["tools/turns_mean"] == 3.0
+        assert row["rewards/Tally/mean"] == 1.0  # get_reward(): the total reached the row's target
+        assert row["rewards/tally-calls/mean"] == 2.0  # the reward that reads the environment's final state

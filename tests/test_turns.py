@@ -5,19 +5,16 @@ start-up check misses), one TRL cannot patch, and one that drops earlier <think>
 from __future__ import annotations
 
 import logging
-import pathlib
 
 import pytest
-import trl
 from trl.chat_template_utils import is_chat_template_prefix_preserving
 
-from rlvr_plugins.demo.tokenizer import ALPHABET, build_char_tokenizer
+from rlvr_plugins.demo.tokenizer import build_char_tokenizer
 from rlvr_plugins.errors import ConfigError
-from rlvr_plugins.testing import grpo_args, tiny_model
+from rlvr_plugins.testing import grpo_args, tiny_model, tool_tokenizer, trl_chat_template
 from rlvr_plugins.trainer import RLVRTrainer
 from rlvr_plugins.turns import check_turns, turn_report
 
-TEMPLATES = pathlib.Path(trl.__file__).parent / "chat_templates"
 THINK_LINE = "{{- '<think>\\n' + reasoning_content.strip('\\n') + '\\n</think>\\n\\n' + content.lstrip('\\n') }}"
 # Qwen3 #1826's pattern: in non-thinking mode the empty think block is written for the last assistant turn only
 THINK_OFF_BREAKS = (
@@ -27,18 +24,8 @@ THINK_OFF_BREAKS = (
 TOOL_CALL = [{"type": "function", "function": {"name": "run_tests", "arguments": {}}}]
 
 
-def tokenizer_with(template: str):
-    tok = build_char_tokenizer(ALPHABET + "{}[]|#%\\")  # every character of Qwen3's markup is a token
-    tok.chat_template = template
-    return tok
-
-
-def template(name: str) -> str:
-    return (TEMPLATES / f"{name}.jinja").read_text(encoding="utf-8")
-
-
 def think_off_breaking() -> str:
-    text = template("qwen3_training")
+    text = trl_chat_template("qwen3_training")
     assert THINK_LINE in text
     return text.replace(THINK_LINE, THINK_OFF_BREAKS)
 
@@ -55,16 +42,18 @@ def rendered_tool_turn(tok, **kwargs) -> tuple[str, str]:
 
 def test_trls_qwen3_templates_keep_every_turn_a_prefix_with_thinking_on_and_off():
     for name in ("qwen3_training", "qwen3"):  # qwen3 breaks the prefix; TRL swaps in qwen3_training for it
-        report = turn_report(tokenizer_with(template(name)))
+        report = turn_report(tool_tokenizer(trl_chat_template(name)))
         assert report.errors == [] and report.warnings == [], name
-    assert not is_chat_template_prefix_preserving(tokenizer_with(template("qwen3")))
+    assert not is_chat_template_prefix_preserving(tool_tokenizer(trl_chat_template("qwen3")))
     for thinking in (True, False):
-        before, after = rendered_tool_turn(tokenizer_with(template("qwen3_training")), enable_thinking=thinking)
+        before, after = rendered_tool_turn(
+            tool_tokenizer(trl_chat_template("qwen3_training")), enable_thinking=thinking
+        )
         assert after.startswith(before)
 
 
 def test_a_template_that_breaks_the_prefix_only_with_thinking_off_is_refused_for_a_run_in_that_mode():
-    tok = tokenizer_with(think_off_breaking())
+    tok = tool_tokenizer(think_off_breaking())
     before, after = rendered_tool_turn(tok, enable_thinking=False)
     assert not after.startswith(before)  # the break, seen on the text
     before_on, after_on = rendered_tool_turn(tok, enable_thinking=True)
@@ -82,7 +71,7 @@ def test_a_template_that_breaks_the_prefix_only_with_thinking_off_is_refused_for
 
 
 def test_a_qwen3_style_template_trl_cannot_patch_is_refused_naming_the_reason():
-    tok = tokenizer_with(template("qwen3") + "{#- a local copy #}")
+    tok = tool_tokenizer(trl_chat_template("qwen3") + "{#- a local copy #}")
     report = turn_report(tok)
     assert report.errors and "TRL has no training version of it" in report.errors[0]
     assert "without a chat template" not in report.errors[0]
@@ -92,10 +81,10 @@ def test_a_qwen3_style_template_trl_cannot_patch_is_refused_naming_the_reason():
 
 
 def test_a_template_that_drops_earlier_think_blocks_warns_with_the_reason():
-    report = turn_report(tokenizer_with(template("qwen3_5_think")))
+    report = turn_report(tool_tokenizer(trl_chat_template("qwen3_5_think")))
     assert report.errors == []
     assert [w.split(":")[0] for w in report.warnings] == ["with thinking on", "with thinking off"]
-    assert "'<think>\\nTwo and tw' becomes '4<|im_end|>\\n'" in report.warnings[0]
+    assert "'<think>\\nTwo and tw' becomes '4<|im_end|>\\n<|im_start|>user\\nAnd'" in report.warnings[0]
 
 
 class OneToolEnv:
@@ -118,7 +107,7 @@ def test_rlvr_trainer_with_an_environment_checks_the_template_in_the_runs_thinki
     from datasets import Dataset
 
     data = Dataset.from_list([{"prompt": [{"role": "user", "content": "hi"}]}] * 4)
-    tok = tokenizer_with(think_off_breaking())
+    tok = tool_tokenizer(think_off_breaking())
 
     def build(tokenizer, **args):
         return RLVRTrainer(
@@ -133,12 +122,12 @@ def test_rlvr_trainer_with_an_environment_checks_the_template_in_the_runs_thinki
     with pytest.raises(ConfigError, match="with thinking off: a tool result's tokens do not follow"):
         build(tok, chat_template_kwargs={"enable_thinking": False})
     with caplog.at_level(logging.WARNING, logger="rlvr_plugins.trainer"):
-        build(tokenizer_with(template("qwen3_5_think")))
+        build(tool_tokenizer(trl_chat_template("qwen3_5_think")))
     assert "chat template: with thinking on: an earlier assistant turn is rendered differently" in caplog.text
 
 
 def test_a_template_that_cannot_render_tool_calls_is_refused():
     plain = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
-    assert turn_report(tokenizer_with(plain)).errors == [
+    assert turn_report(tool_tokenizer(plain)).errors == [
         "the template cannot render a tool call and its result (TRL's supports_tool_calling)"
     ]

@@ -56,10 +56,20 @@ def char_tokenizer():
 TOOL_MARKERS = ["<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
 
 
-def tool_tokenizer():
-    """A character-level tokenizer over printable ASCII with the Qwen2.5 chat template that TRL ships
-    (tool calls as JSON between ``<tool_call>`` markers, one added token each), so that TRL's tool loop
-    renders tools and parses calls as it does for Qwen. Prompts are long (a tool's schema is a few
+def trl_chat_template(name: str) -> str:
+    """The text of a chat template TRL ships (``trl/chat_templates/<name>.jinja``: ``qwen2_5``, ``qwen3``,
+    ``qwen3_training``, ``qwen3_5_think``, ...)."""
+    import trl
+
+    return (Path(trl.__file__).parent / "chat_templates" / f"{name}.jinja").read_text(encoding="utf-8")
+
+
+def tool_tokenizer(chat_template: str | None = None):
+    """A character-level tokenizer over printable ASCII with a chat template that renders tool calls:
+    ``chat_template`` (its text), by default the Qwen2.5 template that TRL ships (tool calls as JSON
+    between ``<tool_call>`` markers), so that TRL's tool loop renders tools and parses calls as it does
+    for Qwen. Qwen's markers (``<|im_start|>``, ``<|im_end|>``, the tool-call and tool-response tags) are
+    one token each and ``<|im_end|>`` is the end of a turn. Prompts are long (a tool's schema is a few
     hundred tokens): give the tiny model ``max_position_embeddings=2048``.
 
     >>> tok = tool_tokenizer()
@@ -68,23 +78,33 @@ def tool_tokenizer():
     """
     import string
 
-    import trl
-
     from ..demo.tokenizer import build_char_tokenizer
 
     tok = build_char_tokenizer(string.printable)
     tok.add_tokens(TOOL_MARKERS)
     tok.eos_token = "<|im_end|>"
-    tok.chat_template = (Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja").read_text(encoding="utf-8")
+    tok.chat_template = trl_chat_template("qwen2_5") if chat_template is None else chat_template
     tok.model_max_length = 4096
     return tok
 
 
+def tool_call(name: str, **arguments: Any) -> str:
+    """A policy turn that calls tool ``name`` in the Qwen format of :func:`tool_tokenizer`'s templates.
+
+    >>> tool_call("add", number=2)
+    '<tool_call>\\n{"name": "add", "arguments": {"number": 2}}\\n</tool_call><|im_end|>'
+    """
+    import json
+
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call><|im_end|>"
+
+
 def scripted_turns(trainer, reply: Callable[[str], str]) -> None:
     """Make ``trainer`` generate scripted text instead of sampling: each turn of each episode is
-    ``reply(text so far)`` (the decoded prompt, earlier turns and tool results included), tokenized. The
-    rest is TRL's: parsing the tool calls, running the tools, the tool mask, the loss (on the model's
-    log-probabilities of the scripted tokens). A tiny model never writes a tool call by itself."""
+    ``reply(text so far)`` (the decoded prompt, earlier turns and tool results included; the turn ends
+    with the tokenizer's ``<|im_end|>``), tokenized. The rest is TRL's: parsing the tool calls, running the
+    tools, the tool mask, the loss (on the model's log-probabilities of the scripted tokens). A tiny model
+    never writes a tool call by itself."""
     tok = trainer.processing_class
 
     def generate(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
@@ -92,6 +112,21 @@ def scripted_turns(trainer, reply: Callable[[str], str]) -> None:
         return [tok(text, add_special_tokens=False)["input_ids"] for text in texts], None
 
     trainer._generate_single_turn = generate
+
+
+def scripted_turns_plugin(reply: Callable[[str], str], name: str = "scripted-turns") -> type:
+    """A plugin class (enable it as ``name``) that makes the run's trainer write :func:`scripted_turns`
+    with ``reply``: a test seam for ``rlvr train``, through the ``rlvr_trainer_callbacks`` hook (use it
+    with :func:`rlvr_plugins.manager.temporary_plugin`)."""
+    from .. import Plugin, hookimpl
+
+    class ScriptedTurns(Plugin):
+        @hookimpl
+        def rlvr_trainer_callbacks(self, trainer):
+            scripted_turns(trainer, reply)
+
+    ScriptedTurns.name = name
+    return ScriptedTurns
 
 
 def tiny_model(tokenizer, seed: int = 0, **overrides: Any):
