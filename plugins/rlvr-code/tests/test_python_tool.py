@@ -81,7 +81,14 @@ def test_a_hanging_program_inside_trl_s_tool_loop_leaves_the_episode_going(tmp_p
 
     from rlvr_plugins.manager import temporary_plugin
     from rlvr_plugins.rewards import Engines
-    from rlvr_plugins.testing import grpo_args, reward_plugin_class, scripted_turns, tiny_model, tool_call, tool_tokenizer
+    from rlvr_plugins.testing import (
+        grpo_args,
+        reward_plugin_class,
+        scripted_turns,
+        tiny_model,
+        tool_call,
+        tool_tokenizer,
+    )
     from rlvr_plugins.trainer import RLVRTrainer
 
     def reply(text: str) -> str:

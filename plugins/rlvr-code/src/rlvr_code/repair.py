@@ -23,13 +23,14 @@ from typing import Any, Literal
 from rlvr_plugins import Plugin, hookimpl
 
 from . import calls
-from .fresh import FreshRunError, call_fresh
 from .cases import AssertTests, load_assert_tests
+from .fresh import FreshRunError, call_fresh
 from .plugins import CodeTestsOptions, CodeTestsScorer
 from .sandbox import DIR_PREFIX
 from .sandbox.cleanup import remove_tree
 
 __all__ = ["CodeRepairEnv", "CodeRepairOptions", "CodeRepairPlugin", "run_tests_in_sandbox"]
+
 
 @dataclass(frozen=True)
 class CodeRepairOptions:

@@ -70,9 +70,10 @@ class PythonTool:
         Returns:
             The program's standard output.
         """
-        job = {"code": code, "limits": dataclasses.asdict(self.limits), "isolation": self.isolation}
+        limits = dataclasses.asdict(self.limits)
+        job = {"code": code, "limits": limits, "isolation": self.isolation, "interpreter": self.interpreter}
         try:
-            outcome = call_fresh("rlvr_code.tool:python_job", {**job, "interpreter": self.interpreter}, self.limits.time_s)
+            outcome = call_fresh("rlvr_code.tool:python_job", job, self.limits.time_s)
         except FreshRunError as exc:
             outcome = {"sandbox": str(exc)}
         if "sandbox" in outcome:
