@@ -513,7 +513,6 @@ def tally_reply(text: str) -> str:
     return ANSWER
 
 
-@pytest.mark.slow
 def test_a_third_party_environment_plugin_is_pip_installed_and_trained(tmp_path, rlvr_cli, monkeypatch):
     import subprocess
     import sys
