@@ -57,12 +57,12 @@ def test_a_failing_program_is_an_error_message_within_the_deadline(code, message
 
 def test_each_call_runs_in_a_fresh_interpreter_not_a_fork_of_this_process(monkeypatch):
     import rlvr_code.fresh as fresh
-    import rlvr_code.tool as tool_module
+    import rlvr_code.tool_run as tool_run
 
     def forked(*args, **kwargs):
         raise AssertionError("the sandbox was started from the calling process")
 
-    monkeypatch.setattr(tool_module, "run_sandboxed", forked)  # this process's copy: the fresh one has its own
+    monkeypatch.setattr(tool_run, "run_sandboxed", forked)  # this process's copy: the fresh one has its own
     tool = python_tool()
     assert tool.run_python("print(6 * 7)") == "42\n"
     monkeypatch.setattr(fresh, "GRACE_S", 0.05 - 1.0)  # the interpreter's deadline: 50 ms, never met

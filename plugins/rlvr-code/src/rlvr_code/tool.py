@@ -20,36 +20,9 @@ from rlvr_plugins import Environment, Plugin, hookimpl
 from rlvr_plugins.fields import Rule, at_least
 
 from .fresh import FreshRunError, call_fresh
-from .sandbox import Limits, RunResult, SandboxError
-from .sandbox import run_python as run_sandboxed
+from .sandbox import Limits
 
 logger = logging.getLogger("rlvr_code.tool")
-
-
-def tool_answer(result: RunResult, limits: Limits) -> str:
-    """What the policy reads after a run: the program's standard output, or ``ValueError`` saying why
-    there is none. (The trainer cuts a long answer to the environment's ``max_result_chars``.)
-
-    >>> ok = RunResult(b"12\\n", b"", 0, None, False, False, 0.1, "basic", 0)
-    >>> tool_answer(ok, Limits())
-    '12\\n'
-    >>> tool_answer(RunResult(b"\\xff", b"", 0, None, False, False, 0.1, "basic", 0), Limits())
-    Traceback (most recent call last):
-    ValueError: the program's output is not valid UTF-8 (byte 0 of 1)
-    """
-    if result.timed_out:
-        raise ValueError(f"the program ran past its {limits.time_s:g} s deadline and was stopped")
-    if result.output_exceeded:
-        raise ValueError(f"the program wrote more than {limits.output_bytes} bytes of output and was stopped")
-    if result.exit_code != 0:
-        last = result.stderr.decode("utf-8", errors="replace").strip().splitlines()[-1:] or [""]
-        status = f"exit status {result.exit_code}" if result.exit_code is not None else f"signal {result.signal}"
-        raise ValueError(f"the program failed ({status}): {last[0][:300]}".rstrip(": "))
-    try:
-        return result.stdout.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        size = len(result.stdout)
-        raise ValueError(f"the program's output is not valid UTF-8 (byte {exc.start} of {size})") from None
 
 
 class PythonTool:
@@ -73,7 +46,7 @@ class PythonTool:
         limits = dataclasses.asdict(self.limits)
         job = {"code": code, "limits": limits, "isolation": self.isolation, "interpreter": self.interpreter}
         try:
-            outcome = call_fresh("rlvr_code.tool:python_job", job, self.limits.time_s)
+            outcome = call_fresh("rlvr_code.tool_run:python_job", job, self.limits.time_s)
         except FreshRunError as exc:
             outcome = {"sandbox": str(exc)}
         if "sandbox" in outcome:
@@ -82,20 +55,6 @@ class PythonTool:
         if "error" in outcome:
             raise ValueError(outcome["error"])
         return str(outcome["answer"])
-
-
-def python_job(job: dict[str, Any]) -> dict[str, str]:
-    """One call of the tool on a JSON job, in the fresh interpreter of :func:`.fresh.call_fresh`:
-    ``{"answer": output}``, ``{"error": why}`` (the program's failure) or ``{"sandbox": why}``."""
-    limits = Limits(**job["limits"])
-    try:
-        result = run_sandboxed(job["code"], limits=limits, isolation=job["isolation"], interpreter=job["interpreter"])
-    except SandboxError as exc:
-        return {"sandbox": str(exc)}
-    try:
-        return {"answer": tool_answer(result, limits)}
-    except ValueError as exc:
-        return {"error": str(exc)}
 
 
 @dataclass(frozen=True)
