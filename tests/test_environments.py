@@ -514,12 +514,14 @@ def tally_reply(text: str) -> str:
 
 
 def test_a_third_party_environment_plugin_is_pip_installed_and_trained(tmp_path, rlvr_cli, monkeypatch):
+    import shutil
     import subprocess
     import sys
 
     target = tmp_path / "site"
     pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target)]
-    installed = subprocess.run([*pip, str(ENVIRONMENT_PLUGIN)], capture_output=True, text=True, timeout=300)
+    source = shutil.copytree(ENVIRONMENT_PLUGIN, tmp_path / "environment-plugin")  # the build leaves files there
+    installed = subprocess.run([*pip, str(source)], capture_output=True, text=True, timeout=300)
     assert installed.returncode == 0, installed.stderr
     monkeypatch.syspath_prepend(str(target))
     listed = json.loads(rlvr_cli("plugins", "--json").out)
