@@ -36,10 +36,17 @@ if TYPE_CHECKING:
     from torch.utils.data import Sampler
 
     from .plugin import RewardExploit, RewardFunction
+    from .rollout_pool import GroupSelection, GroupSummary
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 
-ONE_WINNER_HOOKS = ("rlvr_compute_advantages", "rlvr_train_sampler", "rlvr_render_prompt", "rlvr_rollout_func")
+ONE_WINNER_HOOKS = (
+    "rlvr_compute_advantages",
+    "rlvr_train_sampler",
+    "rlvr_render_prompt",
+    "rlvr_rollout_func",
+    "rlvr_select_groups",
+)
 ABSTAINING_HOOKS = ("rlvr_rollout_func",)
 FIRST_RESULT_HOOKS = ("rlvr_sft_examples",)
 
@@ -358,7 +365,9 @@ def rlvr_on_rewards(
     """Observe the scored batch (success rates for a curriculum, statistics).
 
     Called once per training generation batch after the advantages are computed, with
-    the same gathered values on every process. Collect-all.
+    the same gathered values on every process. Collect-all. With the rollout pool on
+    (``rlvr_select_groups``), once per generation round instead, on that round's groups and
+    their advantages within the round (every generated group is seen once, trained or not).
 
     :param example_indices: ``N`` dataset indices (``rlvr_index``) of the rows.
     :param rewards: ``(N,)`` total reward (NaN where no score).
@@ -370,6 +379,36 @@ def rlvr_on_rewards(
     :param step: the trainer's global step.
     :param log_metric: ``log_metric(name, value)`` adds a scalar to this step's metrics.
     :returns: nothing.
+    """
+
+
+@hookspec(firstresult=True)
+def rlvr_select_groups(groups: Sequence[GroupSummary], needed: int, round: int, step: int) -> GroupSelection:
+    """Choose the groups a step trains on from the rollout pool, or ask for another generation round.
+
+    Implementing it turns the rollout pool on (``rlvr_plugins.rollout_pool``; without an enabled
+    implementation the step is TRL's own, untouched). Called in training only, once per generation
+    round of a generation batch (TRL's: one per ``steps_per_generation * num_iterations`` micro-steps),
+    after the round's completions are generated, scored, gathered from every process and added to the
+    pool, and after ``rlvr_on_rewards`` saw the round; with the same arguments on every process. One
+    winner, no default.
+
+    While the answer has ``more=True`` the framework generates another round on
+    ``generation_batch_size / G`` fresh prompts (:func:`rlvr_plugins.rollout_pool.extra_prompts`: a
+    uniform draw fixed by the seed, the step and the round, not the sampler's) and calls the hook again;
+    every group stays in the pool meanwhile. The policy must bound its rounds itself. A final answer
+    (``more=False``) names exactly ``needed`` distinct groups to train on and the groups that wait;
+    the framework drops every other group (``pool/dropped_old`` for groups from earlier steps,
+    ``pool/discarded`` for this step's) and recomputes the advantages on the chosen batch, so a
+    batch-level estimator sees the batch it trains on. A carried group trains with the behaviour
+    log-probs of its own generation (``old_per_token_logps``, computed when it is kept if TRL did not).
+
+    :param groups: every ready group in the pool (:class:`~rlvr_plugins.rollout_pool.GroupSummary`:
+        id, prompt index, age in steps, informative, the ``G`` total rewards), in generation order.
+    :param needed: the number of groups in the batch (``generation_batch_size / G``).
+    :param round: this step's generation round, from 0.
+    :param step: the trainer's global step.
+    :returns: a :class:`~rlvr_plugins.rollout_pool.GroupSelection`.
     """
 
 

@@ -56,6 +56,7 @@ BUILTIN_PLUGINS = {
     "plain-template": "rlvr_plugins.builtin.template:PlainTemplate",
     "policy-loss": "rlvr_plugins.builtin.loss:PolicyLoss",
     "reward-model": "rlvr_plugins.builtin.reward_model:RewardModel",
+    "dapo-dynamic-sampling": "rlvr_plugins.builtin.dynamic_sampling:DAPODynamicSampling",
 }
 
 DEFAULTS = {

@@ -1,0 +1,77 @@
+"""DAPO's dynamic sampling (Yu et al. 2025, §3.2) as a pool policy: train only on informative groups."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated
+
+from .. import hookimpl
+from ..fields import at_least
+from ..plugin import Plugin
+from ..rollout_pool import GroupSelection, GroupSummary
+
+
+def dapo_selection(
+    groups: Sequence[GroupSummary],
+    needed: int,
+    round: int,
+    *,
+    max_rounds: int,
+    keep_leftovers: bool,
+    max_group_age: int,
+) -> GroupSelection:
+    """DAPO's rule: the batch holds only groups with ``0 < |{o_i : o_i correct}| < G``, i.e. whose rewards differ.
+
+    Over-sample until ``needed`` informative groups are ready, oldest first (a carried group of age
+    ``a ≤ max_group_age`` before the groups of this step); after ``max_rounds`` rounds, train on the
+    informative groups there are, filled up with the newest uninformative ones (their advantages are 0).
+    Leftover informative groups wait for the next step when ``keep_leftovers`` and they will still be at
+    most ``max_group_age`` steps old there; every other group is dropped.
+
+    >>> g = [GroupSummary(i, i, 0, i % 2 == 1, ()) for i in range(4)]
+    >>> dapo_selection(g, 2, 0, max_rounds=3, keep_leftovers=False, max_group_age=1)
+    GroupSelection(more=False, train=(1, 3), keep=())
+    >>> dapo_selection(g, 3, 0, max_rounds=3, keep_leftovers=False, max_group_age=1).more
+    True
+    >>> dapo_selection(g, 3, 2, max_rounds=3, keep_leftovers=False, max_group_age=1).train
+    (1, 3, 2)
+    """
+    usable = [g for g in groups if g.age <= max_group_age]
+    informative = sorted((g for g in usable if g.informative), key=lambda g: (-g.age, g.id))
+    if len(informative) < needed and round + 1 < max_rounds:
+        return GroupSelection(more=True)
+    train = [g.id for g in informative[:needed]]
+    if len(train) < needed:
+        filler = sorted((g for g in usable if not g.informative), key=lambda g: (g.age, -g.id))
+        train += [g.id for g in filler[: needed - len(train)]]
+    keep = [g.id for g in informative[needed:] if g.age < max_group_age] if keep_leftovers else []
+    return GroupSelection(more=False, train=tuple(train), keep=tuple(keep))
+
+
+class DAPODynamicSampling(Plugin):
+    """Keep generating rounds until the batch holds only groups whose rewards differ (DAPO §3.2)."""
+
+    name = "dapo-dynamic-sampling"
+    description = (
+        "DAPO dynamic sampling: generate rounds until the batch holds B informative groups (rewards not all "
+        "equal) or max_rounds; leftovers may wait max_group_age steps"
+    )
+
+    @dataclass
+    class Options:
+        max_rounds: Annotated[int, at_least(1)] = 3
+        keep_leftovers: bool = False
+        max_group_age: Annotated[int, at_least(0)] = 1
+
+    @hookimpl
+    def rlvr_select_groups(self, groups, needed, round):
+        o = self.options
+        return dapo_selection(
+            groups,
+            needed,
+            round,
+            max_rounds=o.max_rounds,
+            keep_leftovers=o.keep_leftovers,
+            max_group_age=o.max_group_age,
+        )
