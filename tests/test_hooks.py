@@ -115,7 +115,7 @@ class Probe(Plugin):
 
 
 PLUGINS = {"probe": {}, "r1-accuracy": {}}
-SIZES = {"splits": 2, "rows": 8 + 4, "batches": 1, "checkpoints": 1}
+SIZES = {"splits": 2, "rows": 8 + 4, "batches": 1, "checkpoints": 1, "rounds": 1}
 
 
 def write_config(tmp_path: Path, **extra) -> Path:
@@ -798,6 +798,58 @@ def test_hook_rlvr_on_rewards(one_step_run):
     assert call.plugin == "probe" and len(call.kwargs["example_indices"]) == 4
     step = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if '"probe/rows"' in line]
     assert [row["probe/rows"] for row in step] == [4.0]
+
+
+class NewestGroups(Plugin):
+    """docs/hooks.md's example policy: two rounds per step, train on the newest groups; records its calls."""
+
+    name = "newest-groups"
+    calls: ClassVar[list] = []
+
+    @hookimpl
+    def rlvr_select_groups(self, groups, needed, round, step):
+        from rlvr_plugins.rollout_pool import GroupSelection
+
+        NewestGroups.calls.append((round, step, needed, [g.id for g in groups], [g.age for g in groups]))
+        if round == 0:
+            return GroupSelection(more=True)
+        return GroupSelection(train=tuple(g.id for g in sorted(groups, key=lambda g: -g.id)[:needed]))
+
+    @hookimpl
+    def rlvr_on_rewards(self, example_indices):
+        NewestGroups.calls.append(("observed", example_indices[:: len(example_indices) // 2]))
+
+
+def test_hook_rlvr_select_groups(tmp_path, tokenizer, reward_plugin):
+    from datasets import Dataset
+
+    from rlvr_plugins.rewards import Engines
+    from rlvr_plugins.rollout_pool import extra_prompts
+    from rlvr_plugins.testing import digit_share, grpo_args, tiny_model, tiny_rows
+    from rlvr_plugins.trainer import RLVRTrainer
+
+    reward_plugin("digits", digit_share, isolated=False)
+    NewestGroups.calls = []
+    with temporary_plugin(NewestGroups):
+        trainer = RLVRTrainer(
+            plugin_set=build_plugin_set({"digits": {}, "newest-groups": {}}),
+            engines=Engines(in_process=True),
+            model=tiny_model(tokenizer),
+            args=grpo_args(tmp_path, max_steps=2),
+            train_dataset=Dataset.from_list(tiny_rows()),
+            processing_class=tokenizer,
+        )
+        trainer.train()
+    selects = [c for c in NewestGroups.calls if c[0] != "observed"]
+    # per step: round 0 sees its 2 groups, round 1 the 4 (nothing waits: the others were dropped)
+    assert selects == [(0, 0, 2, [0, 1], [0, 0]), (1, 0, 2, [0, 1, 2, 3], [0] * 4)] + [
+        (0, 1, 2, [4, 5], [0, 0]),
+        (1, 1, 2, [4, 5, 6, 7], [0] * 4),
+    ]
+    observed = [c[1] for c in NewestGroups.calls if c[0] == "observed"]
+    assert len(observed) == 4 and observed[1] == extra_prompts(7, 0, 1, 16, 2)  # round 1: the seeded draw
+    for key, values in (("pool/rounds", [2.0, 2.0]), ("pool/discarded", [2.0, 2.0]), ("pool/groups_kept", [2.0] * 2)):
+        assert [h[key] for h in trainer.state.log_history if key in h] == values
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from rlvr_plugins.builtin.dynamic_sampling import dapo_selection
 from rlvr_plugins.errors import PluginContractError
 from rlvr_plugins.rollout_pool import GroupSelection, GroupSummary, RolloutPool, extra_prompts, trim_rows
+from rlvr_plugins.testing import digit_share
 
 G = 2
 
@@ -127,3 +128,100 @@ def test_trim_rows_and_extra_prompts():
     draw = extra_prompts(7, 2, 1, 20, 6)
     assert len(set(draw)) == 6 and all(0 <= i < 20 for i in draw)
     assert draw != extra_prompts(7, 3, 1, 20, 6)
+
+
+# -- training runs ---------------------------------------------------------------------------------
+def half_constant(*, prompt, completion, example):
+    """Digit share on odd rows (varies inside a group), 0 on even rows (a group of equal rewards)."""
+    return digit_share(prompt=prompt, completion=completion, example=example) if example["rlvr_index"] % 2 else 0.0
+
+
+def pool_trainer(tmp_path, tokenizer, plugins, **overrides):
+    from datasets import Dataset
+
+    from rlvr_plugins.manager import build_plugin_set
+    from rlvr_plugins.rewards import Engines
+    from rlvr_plugins.testing import grpo_args, tiny_model, tiny_rows
+    from rlvr_plugins.trainer import RLVRTrainer
+
+    return RLVRTrainer(
+        plugin_set=build_plugin_set(plugins),
+        engines=Engines(in_process=True),
+        model=tiny_model(tokenizer),
+        args=grpo_args(tmp_path, **overrides),
+        train_dataset=Dataset.from_list(tiny_rows()),
+        processing_class=tokenizer,
+    )
+
+
+def logged(trainer, key):
+    return [h[key] for h in trainer.state.log_history if key in h]
+
+
+def test_dynamic_sampling_trains_only_on_informative_groups(tmp_path, tokenizer, reward_plugin):
+    reward_plugin("half-constant", half_constant, isolated=False)
+    plain = pool_trainer(tmp_path / "plain", tokenizer, {"half-constant": {}}, max_steps=3)
+    plain.train()
+    assert max(logged(plain, "rlvr/frac_zero_variance_groups")) > 0
+    assert not any(k.startswith("pool/") for h in plain.state.log_history for k in h)
+    dapo = pool_trainer(
+        tmp_path / "dapo", tokenizer, {"half-constant": {}, "dapo-dynamic-sampling": {"max_rounds": 8}}, max_steps=3
+    )
+    dapo.train()
+    assert logged(dapo, "rlvr/frac_zero_variance_groups") == [0.0, 0.0, 0.0]
+    assert logged(dapo, "pool/short_batch") == [0.0, 0.0, 0.0]
+    assert all(r >= 1 for r in logged(dapo, "pool/rounds")) and max(logged(dapo, "pool/rounds")) > 1
+    generated, kept = logged(dapo, "pool/groups_generated"), logged(dapo, "pool/groups_kept")
+    assert kept == [2.0, 2.0, 2.0] and all(g >= k for g, k in zip(generated, kept))
+    assert all(0 < f <= 1 for f in logged(dapo, "pool/frac_informative"))
+    assert all(x != 0 for x in logged(dapo, "loss"))
+
+
+def test_carried_groups_train_with_the_log_probs_of_their_own_generation(tmp_path, tokenizer, reward_plugin):
+    reward_plugin("half-constant", half_constant, isolated=False)
+    options = {"max_rounds": 4, "keep_leftovers": True, "max_group_age": 1}
+    trainer = pool_trainer(
+        tmp_path, tokenizer, {"half-constant": {}, "dapo-dynamic-sampling": options}, max_steps=4, learning_rate=0.05
+    )
+    trainer.train()
+    carried, drift = logged(trainer, "pool/carried"), logged(trainer, "rlvr/ratio/abs_log_mean")
+    assert sum(carried) > 0 and logged(trainer, "rlvr/frac_zero_variance_groups") == [0.0] * 4
+    for c, d in zip(carried, drift, strict=True):
+        # a carried group was generated before the last update: its ratio to the current policy is not 1
+        assert (d > 1e-4) if c else (d < 1e-5), (carried, drift)
+    pool = trainer._rlvr_pool
+    assert pool.generated == pool.trained + pool.dropped + len(pool.groups)
+
+
+def test_a_resumed_run_trains_on_the_same_batches_with_the_same_waiting_groups(tmp_path, tokenizer, reward_plugin):
+    """Exact resume with groups waiting in the pool at the checkpoint (the CLI's SIGKILL test,
+    tests/test_resume.py, covers the pool's rounds; this one the carried groups)."""
+    import json
+
+    from rlvr_plugins.checkpoints import PLUGIN_STATE_FILE
+    from rlvr_plugins.trainer import POOL_STATE_KEY
+
+    reward_plugin("half-constant", half_constant, isolated=False)
+    plugins = {"half-constant": {}, "dapo-dynamic-sampling": {"max_rounds": 4, "keep_leftovers": True}}
+    args = dict(max_steps=4, learning_rate=0.05, save_strategy="steps", save_steps=1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # bitwise-equal CPU reductions between the two runs
+    try:
+        a = pool_trainer(tmp_path / "a", tokenizer, plugins, **args)
+        a.train()
+        waiting = {
+            step: len(json.loads((tmp_path / "a" / "run" / f"checkpoint-{step}" / PLUGIN_STATE_FILE).read_text())[
+                POOL_STATE_KEY
+            ]["groups"])
+            for step in (1, 2, 3)
+        }
+        resume_at = next(step for step, n in waiting.items() if n)  # a checkpoint with groups waiting
+        b = pool_trainer(tmp_path / "b", tokenizer, plugins, **args)
+        b.train(resume_from_checkpoint=str(tmp_path / "a" / "run" / f"checkpoint-{resume_at}"))
+    finally:
+        torch.set_num_threads(threads)
+    assert logged(a, "pool/carried")[resume_at] > 0  # the step after the checkpoint trains a waiting group
+    assert b.state.global_step == 4
+    for key in ("loss", "pool/carried", "pool/rounds", "pool/groups_generated", "rlvr/ratio/abs_log_mean"):
+        # b's history: a's up to the checkpoint (restored), then its own steps
+        assert logged(b, key) == pytest.approx(logged(a, key), rel=1e-6, abs=1e-9), key

@@ -761,13 +761,13 @@ class RLVRTrainer(GRPOTrainer):
     def _policy_logps(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """``(B, C)`` per-token log-probs of the completions under the current policy, without gradients."""
         with torch.no_grad():
-            logps, _ = self._get_per_token_logps_and_entropies(
+            logps = self._get_per_token_logps_and_entropies(
                 self.model,
                 torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1),
                 torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1),
                 batch["completion_ids"].size(1),
                 batch_size=self.args.per_device_train_batch_size,
-            )
+            )[0]
         return logps
 
     def _padded(self, fields: Mapping[str, list[torch.Tensor]]) -> dict[str, torch.Tensor]:
