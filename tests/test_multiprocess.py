@@ -185,4 +185,6 @@ def test_rollout_pool_chooses_the_same_batches_on_two_processes_as_on_one(tmp_pa
         assert a["groups"] == b["groups"]
         assert [r[0] for r in a["rows"]] == [r[0] for r in b["rows"]]
         assert [r[1] for r in a["rows"]] == pytest.approx([r[1] for r in b["rows"]], abs=1e-6)
-        assert {k: v for k, v in a.items() if k.startswith("pool/")} == {k: v for k, v in b.items() if k.startswith("pool/")}
+        assert {k: v for k, v in a.items() if k.startswith("pool/")} == {
+            k: v for k, v in b.items() if k.startswith("pool/")
+        }

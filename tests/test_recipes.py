@@ -53,7 +53,11 @@ def test_gpu_recipe_passes_check_without_loading_a_model(name, capsys, monkeypat
 
 def test_dapo_recipe_is_the_demo_with_dynamic_sampling(capsys):
     demo, dapo = (yaml.safe_load((CONFIGS / f"{name}.yaml").read_text(encoding="utf-8")) for name in DEMO_RECIPES)
-    assert dapo["plugins"].pop("dapo-dynamic-sampling") == {"max_rounds": 3, "keep_leftovers": False, "max_group_age": 1}
+    assert dapo["plugins"].pop("dapo-dynamic-sampling") == {
+        "max_rounds": 3,
+        "keep_leftovers": False,
+        "max_group_age": 1,
+    }
     assert {k: v for k, v in dapo.items() if k != "output_dir"} == {k: v for k, v in demo.items() if k != "output_dir"}
     assert cli.main(["train", str(CONFIGS / "dapo.yaml"), "--check"]) == 0, capsys.readouterr().err
     assert "dapo-dynamic-sampling" in capsys.readouterr().out

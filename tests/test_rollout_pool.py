@@ -73,7 +73,10 @@ def test_every_process_makes_the_same_choice_from_the_same_gathered_state(flags,
     add_round(a, flags, 0)
     b = RolloutPool.from_state_dict(a.state_dict())
     options = dict(max_rounds=2, keep_leftovers=True, max_group_age=1)
-    sel_a, sel_b = dapo_selection(a.summaries(1), needed, r, **options), dapo_selection(b.summaries(1), needed, r, **options)
+    sel_a, sel_b = (
+        dapo_selection(a.summaries(1), needed, r, **options),
+        dapo_selection(b.summaries(1), needed, r, **options),
+    )
     assert sel_a == sel_b
 
 
@@ -210,9 +213,11 @@ def test_a_resumed_run_trains_on_the_same_batches_with_the_same_waiting_groups(t
         a = pool_trainer(tmp_path / "a", tokenizer, plugins, **args)
         a.train()
         waiting = {
-            step: len(json.loads((tmp_path / "a" / "run" / f"checkpoint-{step}" / PLUGIN_STATE_FILE).read_text())[
-                POOL_STATE_KEY
-            ]["groups"])
+            step: len(
+                json.loads((tmp_path / "a" / "run" / f"checkpoint-{step}" / PLUGIN_STATE_FILE).read_text())[
+                    POOL_STATE_KEY
+                ]["groups"]
+            )
             for step in (1, 2, 3)
         }
         resume_at = next(step for step, n in waiting.items() if n)  # a checkpoint with groups waiting

@@ -143,7 +143,9 @@ class RolloutPool:
     def summaries(self, step: int) -> list[GroupSummary]:
         return [group.summary(step) for group in self.groups.values()]
 
-    def settle(self, selection: GroupSelection, needed: int, step: int, policy: str) -> tuple[list[PooledGroup], StepCounts]:
+    def settle(
+        self, selection: GroupSelection, needed: int, step: int, policy: str
+    ) -> tuple[list[PooledGroup], StepCounts]:
         """Apply a final selection: remove and return the ``train`` groups in order, keep ``keep``, drop the rest.
 
         :raises PluginContractError: naming ``policy`` when ``train`` is not ``needed`` distinct ids of the pool,

@@ -48,7 +48,6 @@ from .engine import RewardPluginFailing
 from .errors import PluginConflictError, PluginError, shown
 from .manager import PluginSet, build_plugin_set
 from .outputs import write_atomic
-from .rollout_pool import GroupSelection, PooledGroup, RolloutPool, StepCounts, extra_prompts, trim_rows
 from .rewards import (
     MAX_NOT_APPLICABLE,
     EngineAdapter,
@@ -60,6 +59,7 @@ from .rewards import (
     row_columns,
     unread_columns,
 )
+from .rollout_pool import GroupSelection, PooledGroup, RolloutPool, StepCounts, extra_prompts, trim_rows
 
 logger = logging.getLogger(__name__)
 
@@ -755,7 +755,7 @@ class RLVRTrainer(GRPOTrainer):
         fields = {key: [group.rows[key][i] for group, i in rows] for key in (*PROMPT_FIELDS, *TOKEN_FIELDS[:2])}
         logps = self._policy_logps(self._padded(fields))
         lengths = [int(group.scores["lengths"][i]) for group, i in rows]
-        for (group, i), row in zip(rows, trim_rows(logps.cpu(), lengths), strict=True):
+        for (group, _), row in zip(rows, trim_rows(logps.cpu(), lengths), strict=True):
             group.rows.setdefault("old_per_token_logps", []).append(row)
 
     def _policy_logps(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -786,7 +786,7 @@ class RLVRTrainer(GRPOTrainer):
                 rows,
                 padding_value=value,
                 padding_side="left" if key in PROMPT_FIELDS else "right",
-                pad_to_multiple_of=self.pad_to_multiple_of if shaped else None,
+                pad_to_multiple_of=cast("int | None", self.pad_to_multiple_of) if shaped else None,
             ).to(self.accelerator.device)
         return out
 

@@ -28,7 +28,9 @@ PER_DEVICE = int(sys.argv[2])
 
 def completion_for(prompt: str, position: int) -> str:
     """All alike for prompts of even length (a group without signal), else varying with the position."""
-    return "<answer>0</answer>" if len(prompt) % 2 == 0 else "7" * (1 + position % 3) + f"<answer>{position % 2}</answer>"
+    return (
+        "<answer>0</answer>" if len(prompt) % 2 == 0 else "7" * (1 + position % 3) + f"<answer>{position % 2}</answer>"
+    )
 
 
 def correct_if_one(*, prompt, completion, example):
@@ -51,7 +53,8 @@ class Rollout(Plugin):
         def rollout(prompts, trainer):
             start = trainer.accelerator.process_index * len(prompts)
             ids = [
-                tokenizer(completion_for(p, start + i), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+                tokenizer(completion_for(p, start + i), add_special_tokens=False)["input_ids"]
+                + [tokenizer.eos_token_id]
                 for i, p in enumerate(prompts)
             ]
             return {
