@@ -390,8 +390,8 @@ def rlvr_select_groups(groups: Sequence[GroupSummary], needed: int, round: int, 
     implementation the step is TRL's own, untouched). Called in training only, once per generation
     round of a generation batch (TRL's: one per ``steps_per_generation * num_iterations`` micro-steps),
     after the round's completions are generated, scored, gathered from every process and added to the
-    pool, and after ``rlvr_on_rewards`` saw the round; with the same arguments on every process. One
-    winner, no default.
+    pool, and after ``rlvr_on_rewards`` saw the round; with the same arguments on every process.
+    One winner, no default.
 
     While the answer has ``more=True`` the framework generates another round on
     ``generation_batch_size / G`` fresh prompts (:func:`rlvr_plugins.rollout_pool.extra_prompts`: a
