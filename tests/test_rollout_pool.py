@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rlvr_plugins import Plugin, hookimpl
 from rlvr_plugins.builtin.dynamic_sampling import dapo_selection
 from rlvr_plugins.errors import PluginContractError
 from rlvr_plugins.rollout_pool import GroupSelection, GroupSummary, RolloutPool, extra_prompts, trim_rows
@@ -230,3 +233,42 @@ def test_a_resumed_run_trains_on_the_same_batches_with_the_same_waiting_groups(t
     for key in ("loss", "pool/carried", "pool/rounds", "pool/groups_generated", "rlvr/ratio/abs_log_mean"):
         # b's history: a's up to the checkpoint (restored), then its own steps
         assert logged(b, key) == pytest.approx(logged(a, key), rel=1e-6, abs=1e-9), key
+
+
+class Generated(Plugin):
+    """Records the prompt of every generated group."""
+
+    name = "generated"
+    seen: ClassVar[list] = []
+
+    @hookimpl
+    def rlvr_on_rewards(self, example_indices, num_generations, step):
+        Generated.seen += [(step, i) for i in example_indices[::num_generations]]
+
+
+def test_saturated_prompts_are_skipped_before_generating(tmp_path, tokenizer, reward_plugin):
+    """Even prompts always score 0: after one group (a streak of G = 4 alike) they are never generated again
+    (recheck 0); without skipping they keep coming back."""
+    from rlvr_plugins.manager import temporary_plugin
+
+    reward_plugin("half-constant", half_constant, isolated=False)
+    runs = {}
+    for streak in (0, 4):
+        Generated.seen = []
+        options = {"max_rounds": 3, "skip_streak": streak, "recheck_probability": 0.0}
+        with temporary_plugin(Generated):
+            trainer = pool_trainer(
+                tmp_path / str(streak),
+                tokenizer,
+                {"half-constant": {}, "dapo-dynamic-sampling": options, "generated": {}},
+                max_steps=4,
+            )
+            trainer.train()
+        runs[streak] = (list(Generated.seen), logged(trainer, "pool/skipped_prompts"))
+    seen, skipped = runs[4]
+    even = [i for _, i in seen if i % 2 == 0]
+    assert len(even) == len(set(even)) and sum(skipped) > 0
+    plain_seen, plain_skipped = runs[0]
+    plain_even = [i for _, i in plain_seen if i % 2 == 0]
+    assert plain_skipped == [0.0] * 4 and len(plain_even) > len(set(plain_even))
+    assert trainer._rlvr_record.streaks[even[0]] == [0.0, 4]

@@ -382,6 +382,30 @@ def rlvr_on_rewards(
     """
 
 
+@hookspec
+def rlvr_skip_prompts(
+    prompts: list[int], history: Mapping[int, Sequence[float]], step: int, round: int
+) -> list[int] | None:
+    """Skip prompts before any completion is generated for them (e.g. those that always score alike).
+
+    Called only with the rollout pool on (an enabled plugin implements ``rlvr_select_groups``), once
+    per generation round, before the round generates, with the same arguments on every process.
+    Collect-all: a prompt any plugin names is skipped (``pool/skipped_prompts`` counts them). The
+    round's prompts that are skipped are replaced by the first candidates not skipped; when the
+    candidates run out the round keeps its prompts.
+
+    :param prompts: ``rlvr_index`` of the round's prompts first (``generation_batch_size / G``),
+        then of every other train prompt in the order they would replace them (a uniform draw
+        fixed by the seed, the step and the round).
+    :param history: per ``rlvr_index`` seen so far (every round, step and resume):
+        ``(last valid total reward, streak)``, the streak being how many valid completions in a
+        row scored exactly that reward (:class:`rlvr_plugins.rollout_pool.PromptRecord`).
+    :param step: the trainer's global step.
+    :param round: this generation batch's round, from 0.
+    :returns: the ``rlvr_index`` values to skip, or ``None`` for none.
+    """
+
+
 @hookspec(firstresult=True)
 def rlvr_select_groups(groups: Sequence[GroupSummary], needed: int, round: int, step: int) -> GroupSelection:
     """Choose the groups a step trains on from the rollout pool, or ask for another generation round.

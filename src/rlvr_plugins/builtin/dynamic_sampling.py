@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from .. import hookimpl
-from ..fields import at_least
+from ..fields import Rule, at_least
 from ..plugin import Plugin
-from ..rollout_pool import GroupSelection, GroupSummary
+
+if TYPE_CHECKING:  # listing the plugins imports no torch
+    from ..rollout_pool import GroupSelection, GroupSummary
 
 
 def dapo_selection(
@@ -29,6 +31,7 @@ def dapo_selection(
     Leftover informative groups wait for the next step when ``keep_leftovers`` and they will still be at
     most ``max_group_age`` steps old there; every other group is dropped.
 
+    >>> from rlvr_plugins.rollout_pool import GroupSummary
     >>> g = [GroupSummary(i, i, 0, i % 2 == 1, ()) for i in range(4)]
     >>> dapo_selection(g, 2, 0, max_rounds=3, keep_leftovers=False, max_group_age=1)
     GroupSelection(more=False, train=(1, 3), keep=())
@@ -37,6 +40,8 @@ def dapo_selection(
     >>> dapo_selection(g, 3, 2, max_rounds=3, keep_leftovers=False, max_group_age=1).train
     (1, 3, 2)
     """
+    from ..rollout_pool import GroupSelection
+
     usable = [g for g in groups if g.age <= max_group_age]
     informative = sorted((g for g in usable if g.informative), key=lambda g: (-g.age, g.id))
     if len(informative) < needed and round + 1 < max_rounds:
@@ -49,8 +54,36 @@ def dapo_selection(
     return GroupSelection(more=False, train=tuple(train), keep=tuple(keep))
 
 
+def saturated_prompts(
+    prompts: Sequence[int],
+    history: Mapping[int, Sequence[float]],
+    step: int,
+    round: int,
+    *,
+    streak: int,
+    recheck: float,
+) -> list[int]:
+    """The prompts to skip before generating: those whose last ``streak`` valid completions all scored alike
+    (``history[p] = (reward, streak)``), except each with probability ``recheck`` (a draw fixed by the step,
+    the round and the prompt's place), so that a prompt the policy has since learned, or unlearned, comes back.
+
+    >>> saturated_prompts([1, 2, 3], {1: (1.0, 8), 2: (0.0, 3), 3: (0.0, 16)}, 0, 0, streak=8, recheck=0.0)
+    [1, 3]
+    >>> saturated_prompts([1, 2, 3], {1: (1.0, 8)}, 0, 0, streak=8, recheck=1.0)
+    []
+    """
+    import torch
+
+    draws = torch.rand(len(prompts), generator=torch.Generator().manual_seed(step * 1_000_003 + round)).tolist()
+    return [p for p, u in zip(prompts, draws) if history.get(p, (0.0, 0))[1] >= streak and u >= recheck]
+
+
 class DAPODynamicSampling(Plugin):
-    """Keep generating rounds until the batch holds only groups whose rewards differ (DAPO §3.2)."""
+    """Keep generating rounds until the batch holds only groups whose rewards differ (DAPO §3.2).
+
+    With ``skip_streak > 0`` it also skips, before generating, every prompt whose last ``skip_streak``
+    completions all scored alike (all right or all wrong), re-checking each with ``recheck_probability``.
+    """
 
     name = "dapo-dynamic-sampling"
     description = (
@@ -63,6 +96,8 @@ class DAPODynamicSampling(Plugin):
         max_rounds: Annotated[int, at_least(1)] = 3
         keep_leftovers: bool = False
         max_group_age: Annotated[int, at_least(0)] = 1
+        skip_streak: Annotated[int, at_least(0)] = 0
+        recheck_probability: Annotated[float, Rule(lambda v: 0.0 <= v <= 1.0, "a number in [0, 1]")] = 0.1
 
     @hookimpl
     def rlvr_select_groups(self, groups, needed, round):
@@ -75,3 +110,10 @@ class DAPODynamicSampling(Plugin):
             keep_leftovers=o.keep_leftovers,
             max_group_age=o.max_group_age,
         )
+
+    @hookimpl
+    def rlvr_skip_prompts(self, prompts, history, step, round):
+        o = self.options
+        if not o.skip_streak:
+            return None
+        return saturated_prompts(prompts, history, step, round, streak=o.skip_streak, recheck=o.recheck_probability)
