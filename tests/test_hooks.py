@@ -852,6 +852,46 @@ def test_hook_rlvr_select_groups(tmp_path, tokenizer, reward_plugin):
         assert [h[key] for h in trainer.state.log_history if key in h] == values
 
 
+class SkipEven(Plugin):
+    """Skips every even prompt before generating; records what it was asked."""
+
+    name = "skip-even"
+    calls: ClassVar[list] = []
+
+    @hookimpl
+    def rlvr_skip_prompts(self, prompts, history, step, round):
+        SkipEven.calls.append((step, round, len(prompts), dict(history)))
+        return [p for p in prompts if p % 2 == 0]
+
+
+def test_hook_rlvr_skip_prompts(tmp_path, tokenizer, reward_plugin):
+    from datasets import Dataset
+
+    from rlvr_plugins.rewards import Engines
+    from rlvr_plugins.testing import digit_share, grpo_args, tiny_model, tiny_rows
+    from rlvr_plugins.trainer import RLVRTrainer
+
+    reward_plugin("digits", digit_share, isolated=False)
+    NewestGroups.calls, SkipEven.calls = [], []
+    with temporary_plugin(NewestGroups), temporary_plugin(SkipEven):
+        trainer = RLVRTrainer(
+            plugin_set=build_plugin_set({"digits": {}, "newest-groups": {}, "skip-even": {}}),
+            engines=Engines(in_process=True),
+            model=tiny_model(tokenizer),
+            args=grpo_args(tmp_path, max_steps=2),
+            train_dataset=Dataset.from_list(tiny_rows()),
+            processing_class=tokenizer,
+        )
+        trainer.train()
+    # once per round, before it generates: the round's 2 prompts, then the 14 others as candidates
+    assert [c[:3] for c in SkipEven.calls] == [(0, 0, 16), (0, 1, 16), (1, 0, 16), (1, 1, 16)]
+    assert SkipEven.calls[0][3] == {} and len(SkipEven.calls[1][3]) == 2  # the record of round 0's prompts
+    observed = [c[1] for c in NewestGroups.calls if c[0] == "observed"]
+    assert len(observed) == 4 and all(i % 2 == 1 for prompts in observed for i in prompts)
+    skipped = [h["pool/skipped_prompts"] for h in trainer.state.log_history if "pool/skipped_prompts" in h]
+    assert len(skipped) == 2 and sum(skipped) > 0
+
+
 @pytest.mark.slow
 def test_hook_rlvr_state_dict(one_step_run):
     from rlvr_plugins.checkpoints import PLUGIN_STATE_FILE
