@@ -59,6 +59,11 @@ DEMO = ROOT / "configs" / "demo.yaml"
 ARMS = ("uniform", "curriculum", "dynamic")
 DEFAULT_ARMS = ("uniform", "curriculum")
 ARM_PLUGINS = {"uniform": {}, "curriculum": {"kimi-curriculum": {}}, "dynamic": {"dapo-dynamic-sampling": {}}}
+ARM_TEXT = {
+    "uniform": "repeat-sampler (TRL RepeatSampler)",
+    "curriculum": "kimi-curriculum, default options",
+    "dynamic": "dapo-dynamic-sampling, default options",
+}
 MIX = {"min_digits": 1, "max_digits": 4, "difficulty_weights": [0.3, 0.3, 0.2, 0.2], "cot": "columns"}
 FULL = {
     "seeds": [0, 1, 2],
@@ -352,60 +357,39 @@ def main(argv=None):
     if len(args.arms) < 2 or "uniform" not in args.arms:
         print(json.dumps(runs, indent=2, default=str))
         return runs
-    if "curriculum" not in args.arms:  # uniform vs dynamic sampling only
-        return dynamic_result(runs, p, args, json_path, started, load_start, model, sft_seconds)
-    ratios = ratio_summary(runs, p["seeds"])
-    result = {
+    header = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}",
         "load": machine_note(load_start, load_average()),
         "task": {**MIX, "max_completion_length": 34, "held_out": p["eval_size"], "train_pool": p["pool_size"]},
-        "arms": {"uniform": "repeat-sampler (TRL RepeatSampler)", "curriculum": "kimi-curriculum, default options"},
+        "arms": {arm: ARM_TEXT[arm] for arm in args.arms},
         "params": p,
         "quick": args.quick,
         "sft_seconds": round(sft_seconds, 1),
         "sft_reused": args.sft_model,
         "sft_curve_start": runs[0]["curve"][0] if runs[0]["curve"] and runs[0]["curve"][0]["step"] == 0 else None,
-        **ratios,
-        "target_met": ratios["median_ratio"] <= 0.75,
-        **({"dynamic": ratio_summary(runs, p["seeds"], "dynamic")} if "dynamic" in args.arms else {}),
-        "runs": runs,
-        "seconds": round(time.perf_counter() - started, 1),
     }
-    print(table(runs, p["seeds"], ratios["ratio_by_seed"]))
+    if "curriculum" not in args.arms:  # uniform vs dynamic sampling: issue 25's target is a CPU ratio <= 0.8
+        ratios = ratio_summary(runs, p["seeds"], "dynamic")
+        result = {**header, **ratios, "target_met": ratios["median_cpu_ratio"] <= 0.8, "runs": runs}
+        verdict = (
+            f"median ratio dynamic/uniform: rollouts {ratios['median_ratio']:.2f}, training CPU-seconds "
+            f"{ratios['median_cpu_ratio']:.2f} (min {min(ratios['cpu_ratio_by_seed'].values()):.2f}, max "
+            f"{max(ratios['cpu_ratio_by_seed'].values()):.2f}); target <= 0.8"
+        )
+        arm = "dynamic"
+    else:
+        ratios = ratio_summary(runs, p["seeds"])
+        dynamic = {"dynamic": ratio_summary(runs, p["seeds"], "dynamic")} if "dynamic" in args.arms else {}
+        result = {**header, **ratios, "target_met": ratios["median_ratio"] <= 0.75, **dynamic, "runs": runs}
+        verdict = (
+            f"median ratio curriculum/uniform: {ratios['median_ratio']:.2f} (min {ratios['min_ratio']:.2f}, "
+            f"max {ratios['max_ratio']:.2f}); target <= 0.75"
+        )
+        arm = "curriculum"
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    print(table(runs, p["seeds"], ratios["ratio_by_seed"], arm))
     print(
-        f"median ratio curriculum/uniform: {ratios['median_ratio']:.2f} (min {ratios['min_ratio']:.2f}, "
-        f"max {ratios['max_ratio']:.2f}); target <= 0.75: {'met' if result['target_met'] else 'NOT met'}"
-        f"{'; some runs censored at the budget' if ratios['any_censored'] else ''}; {result['seconds']:.0f} s"
-    )
-    write_json(json_path, result)
-    print(f"wrote {json_path}")
-    return result
-
-
-def dynamic_result(runs, p, args, json_path, started, load_start, model, sft_seconds) -> dict[str, Any]:
-    """Uniform vs dapo-dynamic-sampling: rollouts and training CPU-seconds to the target (issue 25's target:
-    a median CPU ratio <= 0.8)."""
-    import torch
-
-    ratios = ratio_summary(runs, p["seeds"], "dynamic")
-    result = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}",
-        "load": machine_note(load_start, load_average()),
-        "task": {**MIX, "max_completion_length": 34, "held_out": p["eval_size"], "train_pool": p["pool_size"]},
-        "arms": {"uniform": "repeat-sampler (TRL RepeatSampler)", "dynamic": "dapo-dynamic-sampling, default options"},
-        "params": p,
-        "quick": args.quick,
-        "sft_seconds": round(sft_seconds, 1),
-        "sft_reused": args.sft_model,
-        **ratios,
-        "target_met": ratios["median_cpu_ratio"] <= 0.8,
-        "runs": runs,
-        "seconds": round(time.perf_counter() - started, 1),
-    }
-    print(table(runs, p["seeds"], ratios["ratio_by_seed"], "dynamic"))
-    print(
-        f"median ratio dynamic/uniform: rollouts {ratios['median_ratio']:.2f}, training CPU-seconds "
-        f"{ratios['median_cpu_ratio']:.2f} (target <= 0.8: {'met' if result['target_met'] else 'NOT met'})"
+        f"{verdict}: {'met' if result['target_met'] else 'NOT met'}"
         f"{'; some runs censored at the budget' if ratios['any_censored'] else ''}; {result['seconds']:.0f} s"
     )
     write_json(json_path, result)

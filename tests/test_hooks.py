@@ -820,26 +820,34 @@ class NewestGroups(Plugin):
         NewestGroups.calls.append(("observed", example_indices[:: len(example_indices) // 2]))
 
 
-def test_hook_rlvr_select_groups(tmp_path, tokenizer, reward_plugin):
+def trained_two_steps(tmp_path, tokenizer, plugins: dict):
+    """An ``RLVRTrainer`` on a tiny model and 16 demo rows, trained for two steps with ``plugins``."""
     from datasets import Dataset
 
     from rlvr_plugins.rewards import Engines
-    from rlvr_plugins.rollout_pool import extra_prompts
-    from rlvr_plugins.testing import digit_share, grpo_args, tiny_model, tiny_rows
+    from rlvr_plugins.testing import grpo_args, tiny_model, tiny_rows
     from rlvr_plugins.trainer import RLVRTrainer
+
+    trainer = RLVRTrainer(
+        plugin_set=build_plugin_set(plugins),
+        engines=Engines(in_process=True),
+        model=tiny_model(tokenizer),
+        args=grpo_args(tmp_path, max_steps=2),
+        train_dataset=Dataset.from_list(tiny_rows()),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    return trainer
+
+
+def test_hook_rlvr_select_groups(tmp_path, tokenizer, reward_plugin):
+    from rlvr_plugins.rollout_pool import extra_prompts
+    from rlvr_plugins.testing import digit_share
 
     reward_plugin("digits", digit_share, isolated=False)
     NewestGroups.calls = []
     with temporary_plugin(NewestGroups):
-        trainer = RLVRTrainer(
-            plugin_set=build_plugin_set({"digits": {}, "newest-groups": {}}),
-            engines=Engines(in_process=True),
-            model=tiny_model(tokenizer),
-            args=grpo_args(tmp_path, max_steps=2),
-            train_dataset=Dataset.from_list(tiny_rows()),
-            processing_class=tokenizer,
-        )
-        trainer.train()
+        trainer = trained_two_steps(tmp_path, tokenizer, {"digits": {}, "newest-groups": {}})
     selects = [c for c in NewestGroups.calls if c[0] != "observed"]
     # per step: round 0 sees its 2 groups, round 1 the 4 (nothing waits: the others were dropped)
     assert selects == [(0, 0, 2, [0, 1], [0, 0]), (1, 0, 2, [0, 1, 2, 3], [0] * 4)] + [
@@ -865,24 +873,12 @@ class SkipEven(Plugin):
 
 
 def test_hook_rlvr_skip_prompts(tmp_path, tokenizer, reward_plugin):
-    from datasets import Dataset
-
-    from rlvr_plugins.rewards import Engines
-    from rlvr_plugins.testing import digit_share, grpo_args, tiny_model, tiny_rows
-    from rlvr_plugins.trainer import RLVRTrainer
+    from rlvr_plugins.testing import digit_share
 
     reward_plugin("digits", digit_share, isolated=False)
     NewestGroups.calls, SkipEven.calls = [], []
     with temporary_plugin(NewestGroups), temporary_plugin(SkipEven):
-        trainer = RLVRTrainer(
-            plugin_set=build_plugin_set({"digits": {}, "newest-groups": {}, "skip-even": {}}),
-            engines=Engines(in_process=True),
-            model=tiny_model(tokenizer),
-            args=grpo_args(tmp_path, max_steps=2),
-            train_dataset=Dataset.from_list(tiny_rows()),
-            processing_class=tokenizer,
-        )
-        trainer.train()
+        trainer = trained_two_steps(tmp_path, tokenizer, {"digits": {}, "newest-groups": {}, "skip-even": {}})
     # once per round, before it generates: the round's 2 prompts, then the 14 others as candidates
     assert [c[:3] for c in SkipEven.calls] == [(0, 0, 16), (0, 1, 16), (1, 0, 16), (1, 1, 16)]
     assert SkipEven.calls[0][3] == {} and len(SkipEven.calls[1][3]) == 2  # the record of round 0's prompts
