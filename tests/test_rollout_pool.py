@@ -272,3 +272,18 @@ def test_saturated_prompts_are_skipped_before_generating(tmp_path, tokenizer, re
     plain_even = [i for _, i in plain_seen if i % 2 == 0]
     assert plain_skipped == [0.0] * 4 and len(plain_even) > len(set(plain_even))
     assert trainer._rlvr_record.streaks[even[0]] == [0.0, 4]
+
+
+def test_kimi_curriculum_and_dynamic_sampling_are_refused_together_at_start_up():
+    """kimi-curriculum's sampler scores only the prompts it drew; the pool's extra rounds draw their own."""
+    from types import SimpleNamespace
+
+    from rlvr_plugins.errors import PluginConflictError
+    from rlvr_plugins.manager import build_plugin_set
+
+    pytest.importorskip("rlvr_kimi")
+    plugins = build_plugin_set({"r1-accuracy": {}, "kimi-curriculum": {}, "dapo-dynamic-sampling": {}})
+    with pytest.raises(
+        PluginConflictError, match="'kimi-curriculum', 'dapo-dynamic-sampling' both claim 'generated-prompts'"
+    ):
+        plugins.validate_run(SimpleNamespace(max_completion_length=64), None)

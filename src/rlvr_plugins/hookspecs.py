@@ -133,7 +133,8 @@ def rlvr_claims() -> list[str] | None:
     claim, before any model is loaded. A claim is a free-form string; the shipped ones are
     ``"truncated-completions"`` (a length shaping that penalises the completions cut at
     ``max_completion_length``: ``dapo-overlong``) and ``"length-by-correctness"`` (a length
-    reward whose shape depends on the answer's correctness: ``kimi-length``, ``cosine-length``).
+    reward whose shape depends on the answer's correctness: ``kimi-length``, ``cosine-length``) and
+    ``"generated-prompts"`` (which prompts are generated: ``dapo-dynamic-sampling``, ``kimi-curriculum``).
 
     :returns: the claims (a list of strings), or ``None`` for none.
     """
