@@ -858,10 +858,11 @@ class RLVRTrainer(GRPOTrainer):
         keys = [k for k in chosen[0].rows if k != behaviour]
         mine = slice(start, start + local)
         output: dict[str, Any] = self._padded({k: [r for group in chosen for r in group.rows[k]][mine] for k in keys})
-        carried = [group.rows.get(behaviour, [None] * self.num_generations) for group in chosen]
-        known = [row for rows in carried for row in rows][mine]
-        if any(row is not None for row in known):  # this step's rows without them: the policy that generated them
-            current = self._policy_logps(output) if any(row is None for row in known) else None
+        carried = [row for group in chosen for row in group.rows.get(behaviour, [None] * self.num_generations)]
+        if any(row is not None for row in carried):  # this step's rows without them: the policy that generated them
+            # decided on the whole batch, so that every process runs the forward pass (ZeRO-3 gathers in it)
+            current = self._policy_logps(output) if any(row is None for row in carried) else None
+            known = carried[mine]
             width = output["completion_ids"].shape[1]
             output[behaviour] = torch.stack(
                 [
