@@ -287,3 +287,16 @@ def test_kimi_curriculum_and_dynamic_sampling_are_refused_together_at_start_up()
         PluginConflictError, match="'kimi-curriculum', 'dapo-dynamic-sampling' both claim 'generated-prompts'"
     ):
         plugins.validate_run(SimpleNamespace(max_completion_length=64), None)
+
+
+def test_dynamic_sampling_with_num_iterations_reuses_the_chosen_batch(tmp_path, tokenizer, reward_plugin):
+    """num_iterations = 2: one pooled generation per two optimizer steps (TRL's buffer), with TRL's own
+    old_per_token_logps; the second pass over the batch is off-policy (ratio != 1)."""
+    reward_plugin("half-constant", half_constant, isolated=False)
+    plugins = {"half-constant": {}, "dapo-dynamic-sampling": {"max_rounds": 8}, "batch-std": {}}
+    trainer = pool_trainer(tmp_path, tokenizer, plugins, max_steps=4, num_iterations=2, learning_rate=0.05)
+    trainer.train()
+    assert len(logged(trainer, "pool/rounds")) == 2  # generations at steps 0 and 2 only
+    assert logged(trainer, "rlvr/frac_zero_variance_groups") == [0.0, 0.0]
+    drift = logged(trainer, "rlvr/ratio/abs_log_mean")
+    assert drift[0] < 1e-6 < drift[1]
