@@ -840,6 +840,7 @@ def trained_two_steps(tmp_path, tokenizer, plugins: dict):
     return trainer
 
 
+@pytest.mark.slow
 def test_hook_rlvr_select_groups(tmp_path, tokenizer, reward_plugin):
     from rlvr_plugins.rollout_pool import extra_prompts
     from rlvr_plugins.testing import digit_share
@@ -872,6 +873,7 @@ class SkipEven(Plugin):
         return [p for p in prompts if p % 2 == 0]
 
 
+@pytest.mark.slow
 def test_hook_rlvr_skip_prompts(tmp_path, tokenizer, reward_plugin):
     from rlvr_plugins.testing import digit_share
 

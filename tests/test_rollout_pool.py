@@ -164,6 +164,7 @@ def logged(trainer, key):
     return [h[key] for h in trainer.state.log_history if key in h]
 
 
+@pytest.mark.slow
 def test_dynamic_sampling_trains_only_on_informative_groups(tmp_path, tokenizer, reward_plugin):
     reward_plugin("half-constant", half_constant, isolated=False)
     plain = pool_trainer(tmp_path / "plain", tokenizer, {"half-constant": {}}, max_steps=3)
@@ -183,6 +184,7 @@ def test_dynamic_sampling_trains_only_on_informative_groups(tmp_path, tokenizer,
     assert all(x != 0 for x in logged(dapo, "loss"))
 
 
+@pytest.mark.slow
 def test_carried_groups_train_with_the_log_probs_of_their_own_generation(tmp_path, tokenizer, reward_plugin):
     reward_plugin("half-constant", half_constant, isolated=False)
     options = {"max_rounds": 4, "keep_leftovers": True, "max_group_age": 1}
@@ -199,6 +201,7 @@ def test_carried_groups_train_with_the_log_probs_of_their_own_generation(tmp_pat
     assert pool.generated == pool.trained + pool.dropped + len(pool.groups)
 
 
+@pytest.mark.slow
 def test_a_resumed_run_trains_on_the_same_batches_with_the_same_waiting_groups(tmp_path, tokenizer, reward_plugin):
     """Exact resume with groups waiting in the pool at the checkpoint (the CLI's SIGKILL test,
     tests/test_resume.py, covers the pool's rounds; this one the carried groups)."""
@@ -246,6 +249,7 @@ class Generated(Plugin):
         Generated.seen += [(step, i) for i in example_indices[::num_generations]]
 
 
+@pytest.mark.slow
 def test_saturated_prompts_are_skipped_before_generating(tmp_path, tokenizer, reward_plugin):
     """Even prompts always score 0: after one group (a streak of G = 4 alike) they are never generated again
     (recheck 0); without skipping they keep coming back."""
@@ -289,6 +293,7 @@ def test_kimi_curriculum_and_dynamic_sampling_are_refused_together_at_start_up()
         plugins.validate_run(SimpleNamespace(max_completion_length=64), None)
 
 
+@pytest.mark.slow
 def test_dynamic_sampling_with_num_iterations_reuses_the_chosen_batch(tmp_path, tokenizer, reward_plugin):
     """num_iterations = 2: one pooled generation per two optimizer steps (TRL's buffer), with TRL's own
     old_per_token_logps; the second pass over the batch is off-policy (ratio != 1)."""
