@@ -56,7 +56,14 @@ from benchkit import load_average, machine_note  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 DEMO = ROOT / "configs" / "demo.yaml"
-ARMS = ("uniform", "curriculum")
+ARMS = ("uniform", "curriculum", "dynamic")
+DEFAULT_ARMS = ("uniform", "curriculum")
+ARM_PLUGINS = {"uniform": {}, "curriculum": {"kimi-curriculum": {}}, "dynamic": {"dapo-dynamic-sampling": {}}}
+ARM_TEXT = {
+    "uniform": "repeat-sampler (TRL RepeatSampler)",
+    "curriculum": "kimi-curriculum, default options",
+    "dynamic": "dapo-dynamic-sampling, default options",
+}
 MIX = {"min_digits": 1, "max_digits": 4, "difficulty_weights": [0.3, 0.3, 0.2, 0.2], "cot": "columns"}
 FULL = {
     "seeds": [0, 1, 2],
@@ -128,12 +135,14 @@ class HeldOutEval:
             self.levels.setdefault(int(row["difficulty"]), []).append(row)
         self.curve: list[dict[str, Any]] = []
         self.reached: dict[str, Any] | None = None
+        self.started_cpu, self.eval_cpu = time.process_time(), 0.0
 
     def evaluate(self, step: int) -> dict[str, Any]:
         from rlvr_plugins.train.evaluation import evaluate
         from rlvr_plugins.train.sections import EvalSection
 
-        t = time.perf_counter()
+        t, cpu = time.perf_counter(), time.process_time()
+        train_cpu = cpu - self.started_cpu - self.eval_cpu  # this process's CPU-seconds of training so far
         rewards = self.trainer.plugin_set.reward_functions()
         max_new = int(self.trainer.args.max_completion_length)
         options = EvalSection(reward="r1-accuracy", batch_size=256).in_train(max_new)
@@ -152,7 +161,9 @@ class HeldOutEval:
             "accuracy": accuracy,
             "accuracy_by_digits": by_level,
             "seconds": round(time.perf_counter() - t, 2),
+            "train_cpu_seconds": round(train_cpu, 2),
         }
+        self.eval_cpu += time.process_time() - cpu
         self.curve.append(point)
         return point
 
@@ -207,8 +218,7 @@ def arm_config(arm: str, seed: int, model: Path, out: Path, p: dict[str, Any]) -
     config["data"] = {"train": {**split, "size": p["pool_size"]}, "eval": {**split, "size": p["eval_size"]}}
     config["eval"]["batch_size"] = 256
     config["plugins"][COUNTER] = {}
-    if arm == "curriculum":
-        config["plugins"]["kimi-curriculum"] = {}
+    config["plugins"].update(copy.deepcopy(ARM_PLUGINS[arm]))
     config["trainer"].update(max_steps=p["budget_steps"], save_strategy="no", logging_steps=10, disable_tqdm=True)
     validate(config)
     return config
@@ -243,10 +253,11 @@ def run_arm(arm: str, seed: int, model: Path, workdir: Path, p: dict[str, Any], 
         "seed": seed,
         "reached_target": reached is not None,
         "censored": reached is None,
-        "rollouts_to_target": reached["rollouts"] if reached else budget,
+        "rollouts_to_target": reached["rollouts"] if reached else max(budget, counter.rollouts),
         "steps_to_target": reached["step"] if reached else p["budget_steps"],
         "steps_run": summary["grpo_steps"],
         "rollouts_run": counter.rollouts,
+        "train_cpu_seconds_to_target": (reached or ev.curve[-1])["train_cpu_seconds"],
         "completions_per_step": per_step,
         "accuracy_start": summary["eval_before"]["accuracy"],
         "accuracy_end": summary["eval_after"]["accuracy"],
@@ -258,32 +269,39 @@ def run_arm(arm: str, seed: int, model: Path, workdir: Path, p: dict[str, Any], 
     }
 
 
-def ratio_summary(runs: list[dict[str, Any]], seeds: list[int]) -> dict[str, Any]:
-    """Per-seed ratio curriculum / uniform of rollouts to target; median, min, max."""
+def ratio_summary(runs: list[dict[str, Any]], seeds: list[int], arm: str = "curriculum") -> dict[str, Any]:
+    """Per-seed ratio ``arm`` / uniform of rollouts to target (and of the training CPU-seconds to it,
+    evaluation excluded; a censored run counts what it spent); median, min, max."""
     by = {(r["arm"], r["seed"]): r for r in runs}
-    ratios = {s: by["curriculum", s]["rollouts_to_target"] / by["uniform", s]["rollouts_to_target"] for s in seeds}
+    ratios = {s: by[arm, s]["rollouts_to_target"] / by["uniform", s]["rollouts_to_target"] for s in seeds}
+    cpu = {
+        s: by[arm, s]["train_cpu_seconds_to_target"] / max(by["uniform", s]["train_cpu_seconds_to_target"], 1e-9)
+        for s in seeds
+    }
     values = list(ratios.values())
     return {
         "ratio_by_seed": ratios,
         "median_ratio": statistics.median(values),
         "min_ratio": min(values),
         "max_ratio": max(values),
-        "any_censored": any(r["censored"] for r in runs),
+        "cpu_ratio_by_seed": cpu,
+        "median_cpu_ratio": statistics.median(cpu.values()),
+        "any_censored": any(r["censored"] for r in runs if r["arm"] in (arm, "uniform")),
     }
 
 
-def table(runs: list[dict[str, Any]], seeds: list[int], ratios: dict[int, float]) -> str:
+def table(runs: list[dict[str, Any]], seeds: list[int], ratios: dict[int, float], arm: str = "curriculum") -> str:
     by = {(r["arm"], r["seed"]): r for r in runs}
 
     def cell(r):
         return f"{r['rollouts_to_target']}{' (censored)' if r['censored'] else ''}"
 
     lines = [
-        "| seed | uniform: rollouts | curriculum: rollouts | ratio | best acc. uniform | best acc. curriculum |",
+        f"| seed | uniform: rollouts | {arm}: rollouts | ratio | best acc. uniform | best acc. {arm} |",
         "|---|---|---|---|---|---|",
     ]
     for s in seeds:
-        u, c = by["uniform", s], by["curriculum", s]
+        u, c = by["uniform", s], by[arm, s]
         lines.append(
             f"| {s} | {cell(u)} | {cell(c)} | {ratios[s]:.2f} | {100 * u['best_accuracy']:.1f} % | "
             f"{100 * c['best_accuracy']:.1f} % |"
@@ -305,7 +323,13 @@ def main(argv=None):
     ap.add_argument("--eval-size", type=int)
     ap.add_argument("--pool-size", type=int)
     ap.add_argument("--target", type=float, help="held-out accuracy to reach (chosen from a pilot run)")
-    ap.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS), help="both for a ratio (pilots: one)")
+    ap.add_argument(
+        "--arms",
+        nargs="+",
+        choices=ARMS,
+        default=list(DEFAULT_ARMS),
+        help="uniform and at least one other for a ratio (pilots: one); dynamic = dapo-dynamic-sampling",
+    )
     ap.add_argument("--sft-model", help="reuse this SFT checkpoint (a model folder) instead of training one")
     ap.add_argument("--workdir", help="keep the runs here (default: a temporary folder)")
     ap.add_argument("--json", help="default: benchmarks/results/sample_efficiency[-quick].json")
@@ -330,29 +354,42 @@ def main(argv=None):
         for i, (seed, arm) in enumerate((s, a) for s in p["seeds"] for a in args.arms):
             runs.append(run_arm(arm, seed, model, workdir, p, at_start=not i))
             write_json(json_path, {"partial": True, "params": p, "runs": runs})
-    if len(args.arms) < 2:
+    if len(args.arms) < 2 or "uniform" not in args.arms:
         print(json.dumps(runs, indent=2, default=str))
         return runs
-    ratios = ratio_summary(runs, p["seeds"])
-    result = {
+    header = {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}",
         "load": machine_note(load_start, load_average()),
         "task": {**MIX, "max_completion_length": 34, "held_out": p["eval_size"], "train_pool": p["pool_size"]},
-        "arms": {"uniform": "repeat-sampler (TRL RepeatSampler)", "curriculum": "kimi-curriculum, default options"},
+        "arms": {arm: ARM_TEXT[arm] for arm in args.arms},
         "params": p,
         "quick": args.quick,
         "sft_seconds": round(sft_seconds, 1),
         "sft_reused": args.sft_model,
         "sft_curve_start": runs[0]["curve"][0] if runs[0]["curve"] and runs[0]["curve"][0]["step"] == 0 else None,
-        **ratios,
-        "target_met": ratios["median_ratio"] <= 0.75,
-        "runs": runs,
-        "seconds": round(time.perf_counter() - started, 1),
     }
-    print(table(runs, p["seeds"], ratios["ratio_by_seed"]))
+    if "curriculum" not in args.arms:  # uniform vs dynamic sampling: issue 25's target is a CPU ratio <= 0.8
+        ratios = ratio_summary(runs, p["seeds"], "dynamic")
+        result = {**header, **ratios, "target_met": ratios["median_cpu_ratio"] <= 0.8, "runs": runs}
+        verdict = (
+            f"median ratio dynamic/uniform: rollouts {ratios['median_ratio']:.2f}, training CPU-seconds "
+            f"{ratios['median_cpu_ratio']:.2f} (min {min(ratios['cpu_ratio_by_seed'].values()):.2f}, max "
+            f"{max(ratios['cpu_ratio_by_seed'].values()):.2f}); target <= 0.8"
+        )
+        arm = "dynamic"
+    else:
+        ratios = ratio_summary(runs, p["seeds"])
+        dynamic = {"dynamic": ratio_summary(runs, p["seeds"], "dynamic")} if "dynamic" in args.arms else {}
+        result = {**header, **ratios, "target_met": ratios["median_ratio"] <= 0.75, **dynamic, "runs": runs}
+        verdict = (
+            f"median ratio curriculum/uniform: {ratios['median_ratio']:.2f} (min {ratios['min_ratio']:.2f}, "
+            f"max {ratios['max_ratio']:.2f}); target <= 0.75"
+        )
+        arm = "curriculum"
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    print(table(runs, p["seeds"], ratios["ratio_by_seed"], arm))
     print(
-        f"median ratio curriculum/uniform: {ratios['median_ratio']:.2f} (min {ratios['min_ratio']:.2f}, "
-        f"max {ratios['max_ratio']:.2f}); target <= 0.75: {'met' if result['target_met'] else 'NOT met'}"
+        f"{verdict}: {'met' if result['target_met'] else 'NOT met'}"
         f"{'; some runs censored at the budget' if ratios['any_censored'] else ''}; {result['seconds']:.0f} s"
     )
     write_json(json_path, result)

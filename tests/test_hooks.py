@@ -119,7 +119,7 @@ class Probe(Plugin):
 
 
 PLUGINS = {"probe": {}, "r1-accuracy": {}}
-SIZES = {"splits": 2, "rows": 8 + 4, "batches": 1, "checkpoints": 1}
+SIZES = {"splits": 2, "rows": 8 + 4, "batches": 1, "checkpoints": 1, "rounds": 1}
 
 
 def write_config(tmp_path: Path, **extra) -> Path:
@@ -845,6 +845,96 @@ def test_hook_rlvr_on_rewards(one_step_run):
     assert [row["probe/rows"] for row in step] == [4.0]
 
 
+class NewestGroups(Plugin):
+    """docs/hooks.md's example policy: two rounds per step, train on the newest groups; records its calls."""
+
+    name = "newest-groups"
+    calls: ClassVar[list] = []
+
+    @hookimpl
+    def rlvr_select_groups(self, groups, needed, round, step):
+        from rlvr_plugins.rollout_pool import GroupSelection
+
+        NewestGroups.calls.append((round, step, needed, [g.id for g in groups], [g.age for g in groups]))
+        if round == 0:
+            return GroupSelection(more=True)
+        return GroupSelection(train=tuple(g.id for g in sorted(groups, key=lambda g: -g.id)[:needed]))
+
+    @hookimpl
+    def rlvr_on_rewards(self, example_indices):
+        NewestGroups.calls.append(("observed", example_indices[:: len(example_indices) // 2]))
+
+
+def trained_two_steps(tmp_path, tokenizer, plugins: dict):
+    """An ``RLVRTrainer`` on a tiny model and 16 demo rows, trained for two steps with ``plugins``."""
+    from datasets import Dataset
+
+    from rlvr_plugins.rewards import Engines
+    from rlvr_plugins.testing import grpo_args, tiny_model, tiny_rows
+    from rlvr_plugins.trainer import RLVRTrainer
+
+    trainer = RLVRTrainer(
+        plugin_set=build_plugin_set(plugins),
+        engines=Engines(in_process=True),
+        model=tiny_model(tokenizer),
+        args=grpo_args(tmp_path, max_steps=2),
+        train_dataset=Dataset.from_list(tiny_rows()),
+        processing_class=tokenizer,
+    )
+    trainer.train()
+    return trainer
+
+
+@pytest.mark.slow
+def test_hook_rlvr_select_groups(tmp_path, tokenizer, reward_plugin):
+    from rlvr_plugins.rollout_pool import extra_prompts
+    from rlvr_plugins.testing import digit_share
+
+    reward_plugin("digits", digit_share, isolated=False)
+    NewestGroups.calls = []
+    with temporary_plugin(NewestGroups):
+        trainer = trained_two_steps(tmp_path, tokenizer, {"digits": {}, "newest-groups": {}})
+    selects = [c for c in NewestGroups.calls if c[0] != "observed"]
+    # per step: round 0 sees its 2 groups, round 1 the 4 (nothing waits: the others were dropped)
+    assert selects == [(0, 0, 2, [0, 1], [0, 0]), (1, 0, 2, [0, 1, 2, 3], [0] * 4)] + [
+        (0, 1, 2, [4, 5], [0, 0]),
+        (1, 1, 2, [4, 5, 6, 7], [0] * 4),
+    ]
+    observed = [c[1] for c in NewestGroups.calls if c[0] == "observed"]
+    assert len(observed) == 4 and observed[1] == extra_prompts(7, 0, 1, 16, 2)  # round 1: the seeded draw
+    for key, values in (("pool/rounds", [2.0, 2.0]), ("pool/discarded", [2.0, 2.0]), ("pool/groups_kept", [2.0] * 2)):
+        assert [h[key] for h in trainer.state.log_history if key in h] == values
+
+
+class SkipEven(Plugin):
+    """Skips every even prompt before generating; records what it was asked."""
+
+    name = "skip-even"
+    calls: ClassVar[list] = []
+
+    @hookimpl
+    def rlvr_skip_prompts(self, prompts, history, step, round):
+        SkipEven.calls.append((step, round, len(prompts), dict(history)))
+        return [p for p in prompts if p % 2 == 0]
+
+
+@pytest.mark.slow
+def test_hook_rlvr_skip_prompts(tmp_path, tokenizer, reward_plugin):
+    from rlvr_plugins.testing import digit_share
+
+    reward_plugin("digits", digit_share, isolated=False)
+    NewestGroups.calls, SkipEven.calls = [], []
+    with temporary_plugin(NewestGroups), temporary_plugin(SkipEven):
+        trainer = trained_two_steps(tmp_path, tokenizer, {"digits": {}, "newest-groups": {}, "skip-even": {}})
+    # once per round, before it generates: the round's 2 prompts, then the 14 others as candidates
+    assert [c[:3] for c in SkipEven.calls] == [(0, 0, 16), (0, 1, 16), (1, 0, 16), (1, 1, 16)]
+    assert SkipEven.calls[0][3] == {} and len(SkipEven.calls[1][3]) == 2  # the record of round 0's prompts
+    observed = [c[1] for c in NewestGroups.calls if c[0] == "observed"]
+    assert len(observed) == 4 and all(i % 2 == 1 for prompts in observed for i in prompts)
+    skipped = [h["pool/skipped_prompts"] for h in trainer.state.log_history if "pool/skipped_prompts" in h]
+    assert len(skipped) == 2 and sum(skipped) > 0
+
+
 @pytest.mark.slow
 def test_hook_rlvr_state_dict(one_step_run):
     from rlvr_plugins.checkpoints import PLUGIN_STATE_FILE
@@ -869,7 +959,7 @@ def test_hook_rlvr_load_state_dict(tmp_path, hook_recorder):
     Probe.seen = {}
     with temporary_plugin(Probe), temporary_plugin(Counter):
         ps = build_plugin_set({"probe": {}, "counter": {}})
-        RLVRTrainer._load_plugin_state(SimpleNamespace(plugin_set=ps), str(tmp_path))
+        RLVRTrainer._load_plugin_state(SimpleNamespace(plugin_set=ps, _rlvr_pool=None), str(tmp_path))
     assert Probe.seen == {"loaded": {"batches": 3}}  # counter saved no state: not called
     assert [c.plugin for c in hook_recorder.getcalls("rlvr_load_state_dict")] == ["probe"]
 

@@ -176,3 +176,21 @@ def test_17_an_observer_hook_raising_on_one_rank_stops_both(tmp_path):
     assert result.returncode != 0
     assert "observer broke on rank 1" in result.stderr
     assert not [r for r in rows if "done" in r]
+
+
+@pytest.mark.slow
+def test_rollout_pool_chooses_the_same_batches_on_two_processes_as_on_one(tmp_path):
+    """Every process holds the same gathered pool, so dapo-dynamic-sampling's rounds, choices and trained
+    rows (each group of 4 split 2 + 2) are those of one process."""
+    script = REPO / "tests" / "multiproc" / "pool_ranks.py"
+    one = run_script(script, tmp_path / "one.jsonl", ["8"], processes=1)
+    two = run_script(script, tmp_path / "two.jsonl", ["4"], processes=2)
+    assert len(one) == len(two) == 3
+    assert max(step["pool/rounds"] for step in one) > 1 and all(s["pool/short_batch"] == 0 for s in one)
+    for a, b in zip(one, two):
+        assert a["groups"] == b["groups"]
+        assert [r[0] for r in a["rows"]] == [r[0] for r in b["rows"]]
+        assert [r[1] for r in a["rows"]] == pytest.approx([r[1] for r in b["rows"]], abs=1e-6)
+        assert {k: v for k, v in a.items() if k.startswith("pool/")} == {
+            k: v for k, v in b.items() if k.startswith("pool/")
+        }

@@ -29,8 +29,11 @@ SMOKE = REPO / "tests" / "configs" / "smoke.yaml"
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
+DEMO_RECIPES = ["demo", "dapo"]  # the CPU demo, and the demo with DAPO's dynamic sampling
+
+
 def test_every_recipe_is_tested():
-    assert sorted(p.stem for p in CONFIGS.glob("*.yaml") if p.stem != "demo") == sorted(GPU_RECIPES)
+    assert sorted(p.stem for p in CONFIGS.glob("*.yaml") if p.stem not in DEMO_RECIPES) == sorted(GPU_RECIPES)
     assert sorted(p.stem for p in (CONFIGS / "cpu").glob("*.yaml")) == sorted(CPU_RECIPES)
 
 
@@ -46,6 +49,18 @@ def test_gpu_recipe_passes_check_without_loading_a_model(name, capsys, monkeypat
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert cli.main(["train", str(CONFIGS / f"{name}.yaml"), "--check"]) == 0, capsys.readouterr().err
     assert capsys.readouterr().out.startswith("config OK; plugins: ")
+
+
+def test_dapo_recipe_is_the_demo_with_dynamic_sampling(capsys):
+    demo, dapo = (yaml.safe_load((CONFIGS / f"{name}.yaml").read_text(encoding="utf-8")) for name in DEMO_RECIPES)
+    assert dapo["plugins"].pop("dapo-dynamic-sampling") == {
+        "max_rounds": 3,
+        "keep_leftovers": False,
+        "max_group_age": 1,
+    }
+    assert {k: v for k, v in dapo.items() if k != "output_dir"} == {k: v for k, v in demo.items() if k != "output_dir"}
+    assert cli.main(["train", str(CONFIGS / "dapo.yaml"), "--check"]) == 0, capsys.readouterr().err
+    assert "dapo-dynamic-sampling" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", GPU_RECIPES)

@@ -27,10 +27,11 @@ SMOKE = REPO / "tests" / "configs" / "smoke.yaml"
 KEYS = ("loss", "reward", "rewards/r1-accuracy/mean", "rewards/r1-format/mean", "completions/mean_length")
 
 
-def config(tmp_path, name, **trainer):
+def config(tmp_path, name, plugins=None, **trainer):
     cfg = yaml.safe_load(SMOKE.read_text())
     cfg["output_dir"] = str(tmp_path / name)
     cfg.pop("eval")
+    cfg["plugins"].update(plugins or {})
     cfg["trainer"].update(
         {"max_steps": 4, "save_steps": 1, "gradient_accumulation_steps": 2, "per_device_train_batch_size": 4, **trainer}
     )
@@ -60,11 +61,22 @@ def steps(folder):
     return [r for r in read_metrics(folder / "metrics.jsonl") if "loss" in r]
 
 
+# cosine-length: the smoke policy's groups then differ in some rounds (by length), so the rounds vary
+POOL = {
+    "dapo-dynamic-sampling": {"max_rounds": 3, "keep_leftovers": True, "max_group_age": 1},
+    "cosine-length": {"correctness_reward": "r1-accuracy"},
+}
+POOL_KEYS = ("pool/rounds", "pool/frac_informative", "pool/carried", "pool/discarded", "rlvr/ratio/abs_log_mean")
+
+
 @pytest.mark.slow
-def test_sigkill_then_resume_matches_the_uninterrupted_run(tmp_path):
-    code, _, err = finish(rlvr("train", str(config(tmp_path, "a"))))
+@pytest.mark.parametrize("plugins", [{}, POOL], ids=["plain", "rollout-pool"])
+def test_sigkill_then_resume_matches_the_uninterrupted_run(tmp_path, plugins):
+    """With the rollout pool too: the groups waiting in the pool are checkpointed, and the resumed run trains on
+    the same batches (same rounds, same carried groups, same losses)."""
+    code, _, err = finish(rlvr("train", str(config(tmp_path, "a", plugins))))
     assert code == 0, err[-3000:]
-    b = config(tmp_path, "b")
+    b = config(tmp_path, "b", plugins)
     proc = rlvr("train", str(b))
     marker = tmp_path / "b" / "checkpoint-2" / PLUGIN_STATE_FILE
     deadline = time.time() + 300
@@ -78,7 +90,7 @@ def test_sigkill_then_resume_matches_the_uninterrupted_run(tmp_path):
     a_rows, b_rows = steps(tmp_path / "a"), steps(tmp_path / "b")
     assert [r["step"] for r in b_rows] == [1, 2, 3, 4]  # append-only, nothing duplicated or missing
     for ra, rb in zip(a_rows, b_rows):
-        for key in KEYS:
+        for key in KEYS + (POOL_KEYS if plugins else ()):
             assert ra[key] == pytest.approx(rb[key], rel=1e-5, abs=1e-7), (ra["step"], key)
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert summary["grpo_steps"] == 4 and summary["resumed_from"].endswith(("checkpoint-2", "checkpoint-3"))

@@ -36,10 +36,17 @@ if TYPE_CHECKING:
     from torch.utils.data import Sampler
 
     from .plugin import Environment, RewardExploit, RewardFunction
+    from .rollout_pool import GroupSelection, GroupSummary
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 
-ONE_WINNER_HOOKS = ("rlvr_compute_advantages", "rlvr_train_sampler", "rlvr_render_prompt", "rlvr_rollout_func")
+ONE_WINNER_HOOKS = (
+    "rlvr_compute_advantages",
+    "rlvr_train_sampler",
+    "rlvr_render_prompt",
+    "rlvr_rollout_func",
+    "rlvr_select_groups",
+)
 ABSTAINING_HOOKS = ("rlvr_rollout_func",)
 FIRST_RESULT_HOOKS = ("rlvr_sft_examples",)
 
@@ -147,7 +154,8 @@ def rlvr_claims() -> list[str] | None:
     claim, before any model is loaded. A claim is a free-form string; the shipped ones are
     ``"truncated-completions"`` (a length shaping that penalises the completions cut at
     ``max_completion_length``: ``dapo-overlong``) and ``"length-by-correctness"`` (a length
-    reward whose shape depends on the answer's correctness: ``kimi-length``, ``cosine-length``).
+    reward whose shape depends on the answer's correctness: ``kimi-length``, ``cosine-length``) and
+    ``"generated-prompts"`` (which prompts are generated: ``dapo-dynamic-sampling``, ``kimi-curriculum``).
 
     :returns: the claims (a list of strings), or ``None`` for none.
     """
@@ -380,7 +388,9 @@ def rlvr_on_rewards(
     """Observe the scored batch (success rates for a curriculum, statistics).
 
     Called once per training generation batch after the advantages are computed, with
-    the same gathered values on every process. Collect-all.
+    the same gathered values on every process. Collect-all. With the rollout pool on
+    (``rlvr_select_groups``), once per generation round instead, on that round's groups and
+    their advantages within the round (every generated group is seen once, trained or not).
 
     :param example_indices: ``N`` dataset indices (``rlvr_index``) of the rows.
     :param rewards: ``(N,)`` total reward (NaN where no score).
@@ -392,6 +402,60 @@ def rlvr_on_rewards(
     :param step: the trainer's global step.
     :param log_metric: ``log_metric(name, value)`` adds a scalar to this step's metrics.
     :returns: nothing.
+    """
+
+
+@hookspec
+def rlvr_skip_prompts(
+    prompts: list[int], history: Mapping[int, Sequence[float]], step: int, round: int
+) -> list[int] | None:
+    """Skip prompts before any completion is generated for them (e.g. those that always score alike).
+
+    Called only with the rollout pool on (an enabled plugin implements ``rlvr_select_groups``), once
+    per generation round, before the round generates, with the same arguments on every process.
+    Collect-all: a prompt any plugin names is skipped (``pool/skipped_prompts`` counts them). The
+    round's prompts that are skipped are replaced by the first candidates not skipped; when the
+    candidates run out the round keeps its prompts.
+
+    :param prompts: ``rlvr_index`` of the round's prompts first (``generation_batch_size / G``),
+        then of every other train prompt in the order they would replace them (a uniform draw
+        fixed by the seed, the step and the round).
+    :param history: per ``rlvr_index`` seen so far (every round, step and resume):
+        ``(last valid total reward, streak)``, the streak being how many valid completions in a
+        row scored exactly that reward (:class:`rlvr_plugins.rollout_pool.PromptRecord`).
+    :param step: the trainer's global step.
+    :param round: this generation batch's round, from 0.
+    :returns: the ``rlvr_index`` values to skip, or ``None`` for none.
+    """
+
+
+@hookspec(firstresult=True)
+def rlvr_select_groups(groups: Sequence[GroupSummary], needed: int, round: int, step: int) -> GroupSelection:
+    """Choose the groups a step trains on from the rollout pool, or ask for another generation round.
+
+    Implementing it turns the rollout pool on (``rlvr_plugins.rollout_pool``; without an enabled
+    implementation the step is TRL's own, untouched). Called in training only, once per generation
+    round of a generation batch (TRL's: one per ``steps_per_generation * num_iterations`` micro-steps),
+    after the round's completions are generated, scored, gathered from every process and added to the
+    pool, and after ``rlvr_on_rewards`` saw the round; with the same arguments on every process.
+    One winner, no default.
+
+    While the answer has ``more=True`` the framework generates another round on
+    ``generation_batch_size / G`` fresh prompts (:func:`rlvr_plugins.rollout_pool.extra_prompts`: a
+    uniform draw fixed by the seed, the step and the round, not the sampler's) and calls the hook again;
+    every group stays in the pool meanwhile. The policy must bound its rounds itself. A final answer
+    (``more=False``) names exactly ``needed`` distinct groups to train on and the groups that wait;
+    the framework drops every other group (``pool/dropped_old`` for groups from earlier steps,
+    ``pool/discarded`` for this step's) and recomputes the advantages on the chosen batch, so a
+    batch-level estimator sees the batch it trains on. A carried group trains with the behaviour
+    log-probs of its own generation (``old_per_token_logps``, computed when it is kept if TRL did not).
+
+    :param groups: every ready group in the pool (:class:`~rlvr_plugins.rollout_pool.GroupSummary`:
+        id, prompt index, age in steps, informative, the ``G`` total rewards), in generation order.
+    :param needed: the number of groups in the batch (``generation_batch_size / G``).
+    :param round: this step's generation round, from 0.
+    :param step: the trainer's global step.
+    :returns: a :class:`~rlvr_plugins.rollout_pool.GroupSelection`.
     """
 
 

@@ -57,6 +57,7 @@ BUILTIN_PLUGINS = {
     "policy-loss": "rlvr_plugins.builtin.loss:PolicyLoss",
     "reward-model": "rlvr_plugins.builtin.reward_model:RewardModel",
     "calculator": "rlvr_plugins.builtin.calculator:Calculator",
+    "dapo-dynamic-sampling": "rlvr_plugins.builtin.dynamic_sampling:DAPODynamicSampling",
 }
 
 DEFAULTS = {
@@ -606,8 +607,8 @@ class PluginSet:
                 raise PluginConflictError(
                     f"rlvr_claims ({claim!r})",
                     plugins,
-                    f"plugins {', '.join(repr(p) for p in plugins)} both claim {claim!r} (rlvr_claims): they would "
-                    "act on the same completions twice; enable only one of them.",
+                    f"plugins {', '.join(repr(p) for p in plugins)} both claim {claim!r} (rlvr_claims), which one "
+                    "plugin alone may take charge of; enable only one of them.",
                 )
 
     def describe(self) -> list[dict[str, Any]]:

@@ -13,7 +13,10 @@ Where each hook fires (see ``docs/architecture.md``):
 * ``rlvr_length_penalty``, ``rlvr_compute_advantages``, ``rlvr_on_rewards``: after TRL
   has generated, scored and gathered a batch (``_generate_and_score_completions``); the
   advantages computed here on the gathered batch replace TRL's, sliced to this process.
-* ``rlvr_state_dict`` / ``rlvr_load_state_dict``: ``_save_checkpoint`` and ``train``.
+* ``rlvr_select_groups``: when a plugin implements it, ``_generate_and_score_completions`` runs the
+  rollout pool (:meth:`RLVRTrainer._pooled_batch`): generation rounds until the plugin chooses the batch;
+  ``rlvr_on_rewards`` then fires once per round. Without one, TRL's step is untouched.
+* ``rlvr_state_dict`` / ``rlvr_load_state_dict``: ``_save_checkpoint`` and ``train`` (with the pool's contents).
 """
 
 from __future__ import annotations
@@ -68,8 +71,33 @@ from .rewards import (
     unread_columns,
 )
 from .turns import check_turns, refuse_text_prompts
+from .rollout_pool import (
+    GroupSelection,
+    PooledGroup,
+    PromptRecord,
+    RolloutPool,
+    StepCounts,
+    extra_prompts,
+    replace_prompts,
+    trim_rows,
+)
 
 logger = logging.getLogger(__name__)
+
+#: The keys of the rollout pool's contents and of its per-prompt record in a checkpoint's plugin-state file
+#: (plugin names start with no underscore).
+POOL_STATE_KEY = "_rollout_pool"
+RECORD_STATE_KEY = "_prompt_record"
+#: TRL's per-completion-token batch fields: trimmed to each completion's length in the pool, right-padded again.
+TOKEN_FIELDS = (
+    "completion_ids",
+    "completion_mask",
+    "tool_mask",
+    "old_per_token_logps",
+    "ref_per_token_logps",
+    "sampling_per_token_logps",
+)
+PROMPT_FIELDS = ("prompt_ids", "prompt_mask")
 
 TRL_NO_SCORE_WARNING = "All reward functions returned None"
 
@@ -499,6 +527,9 @@ class RLVRTrainer(GRPOTrainer):
             (e.name if len(environments) > 1 else None): e.max_result_chars for e in environments
         }
         self._rlvr_episodes: tuple[list[int], list[int]] | None = None  # this batch's (turns, policy tokens)
+        self._rlvr_pool = self._new_pool(kwargs.get("train_dataset"))
+        self._rlvr_record = PromptRecord()
+        self._rlvr_positions: dict[int, int] | None = None
         for _, callbacks in plugin_set.call("rlvr_trainer_callbacks", trainer=self):
             for callback in callbacks or ():
                 self.add_callback(callback)
@@ -677,10 +708,12 @@ class RLVRTrainer(GRPOTrainer):
             else self._rlvr_base_weights
             * torch.tensor(factors, dtype=self._rlvr_base_weights.dtype, device=self._rlvr_base_weights.device)
         )
-        output = super()._generate_and_score_completions(inputs)
         mode = "train" if self.model is not None and self.model.training else "eval"
+        if self._rlvr_pool is not None and mode == "train":
+            return self._pooled_batch(inputs)
+        output = super()._generate_and_score_completions(inputs)
         num_generations = self.num_generations if mode == "train" else self.num_generations_eval
-        advantages = self._plugin_advantages(mode, num_generations)
+        advantages = self._plugin_advantages(mode, num_generations).advantages
         start = self.accelerator.process_index * len(inputs)
         output["advantages"] = advantages[start : start + len(inputs)].to(output["advantages"].dtype)
         logged: Any = self._logs["advantages"]  # a deque
@@ -690,8 +723,18 @@ class RLVRTrainer(GRPOTrainer):
             logged.extend(advantages.tolist())
         return output
 
-    def _plugin_advantages(self, mode: str, num_generations: int) -> torch.Tensor:
-        batch = self._rlvr_batch
+    def _plugin_advantages(
+        self,
+        mode: str,
+        num_generations: int,
+        batch: Mapping[str, torch.Tensor] | None = None,
+        *,
+        log: bool = True,
+        observe: bool = True,
+    ) -> BatchAdvantages:
+        """The plugins' advantages of a gathered batch (default: the one TRL just scored). ``log``: its metrics;
+        ``observe``: ``rlvr_on_rewards`` sees it (the pool observes each round and logs the batch it trains on)."""
+        batch = self._rlvr_batch if batch is None else batch
         rewards_per_func = batch["rewards_per_func"]
         names = list(self.reward_func_names)
         result = batch_advantages(
@@ -706,14 +749,15 @@ class RLVRTrainer(GRPOTrainer):
         )
         metrics = self._metrics[mode]
         valid = result.valid
-        self._log_batch(metrics, result, batch["failed"])
-        for name, value in self.plugin_set.scheduled_weights(self.state.global_step).items():
-            metrics[f"weights/{name}"].append(value)
-        self._log_lengths(metrics, rewards_per_func, batch["lengths"], names)
-        if "turns" in batch:
-            for turns, reward in reward_by_turns(batch["turns"].tolist(), result.total.tolist()).items():
-                metrics[f"tools/reward_by_turns/{turns}"].append(reward)
-        if mode == "train":
+        if log:
+            self._log_batch(metrics, result, batch["failed"])
+            for name, value in self.plugin_set.scheduled_weights(self.state.global_step).items():
+                metrics[f"weights/{name}"].append(value)
+            self._log_lengths(metrics, rewards_per_func, batch["lengths"], names)
+            if "turns" in batch:
+                for turns, reward in reward_by_turns(batch["turns"].tolist(), result.total.tolist()).items():
+                    metrics[f"tools/reward_by_turns/{turns}"].append(reward)
+        if mode == "train" and observe:
             self.plugin_set.call(
                 "rlvr_on_rewards",
                 example_indices=batch["indices"].tolist(),
@@ -726,7 +770,220 @@ class RLVRTrainer(GRPOTrainer):
                 step=self.state.global_step,
                 log_metric=lambda name, value: metrics[name].append(float(value)),
             )
-        return result.advantages
+        return result
+
+    # -- the rollout pool (rlvr_select_groups) ---------------------------------------------
+    def _new_pool(self, dataset: Any) -> RolloutPool | None:
+        """The rollout pool when an enabled plugin implements ``rlvr_select_groups``; it needs a map-style dataset
+        (extra rounds draw prompts by position)."""
+        policies = self.plugin_set.implementers("rlvr_select_groups")
+        if not policies:
+            return None
+        if dataset is None or not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
+            raise PluginError(
+                f"plugin {policies[0]!r} runs the rollout pool, whose extra generation rounds draw prompts by "
+                f"position: train_dataset must be a datasets.Dataset (map-style), got {type(dataset).__name__}"
+            )
+        return RolloutPool(self.num_generations)
+
+    def _pooled_batch(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        """One generation batch from the rollout pool: rounds of TRL's generation until the pool policy chooses
+        ``needed`` groups, then the chosen rows as TRL's batch for this process, with the plugins' advantages."""
+        pool = cast(RolloutPool, self._rlvr_pool)
+        g, step = self.num_generations, self.state.global_step
+        local = len(inputs)
+        needed = local * self.accelerator.num_processes // g
+        policy = self.plugin_set.winner("rlvr_select_groups")
+        generated = informative = rounds = skipped = 0
+        skipping = bool(self.plugin_set.implementers("rlvr_skip_prompts"))
+        while True:
+            round_inputs = inputs
+            if rounds or skipping:
+                prompts = (
+                    self._gathered_indices(inputs)[::g]
+                    if rounds == 0
+                    else self._indices_at(extra_prompts(self.args.seed, step, rounds, self._num_prompts(), needed))
+                )
+                prompts, replaced = self._skip_prompts(prompts, step, rounds) if skipping else (prompts, 0)
+                skipped += replaced
+                if rounds or replaced:
+                    round_inputs = self._round_inputs(prompts, local)
+            output = super()._generate_and_score_completions(round_inputs)
+            result = self._plugin_advantages("train", g, log=False)
+            flags = (~result.zero_variance).tolist()
+            batch = self._rlvr_batch
+            self._rlvr_record.observe(batch["indices"].tolist(), result.total.cpu())
+            pool.add(
+                self._gathered_rows(output, local),
+                {key: batch[key].cpu() for key in ("rewards_per_func", "failed", "lengths")},
+                batch["indices"].tolist(),
+                result.total.cpu(),
+                flags,
+                step,
+            )
+            generated, informative = generated + len(flags), informative + sum(flags)
+            selection = self.plugin_set.one(
+                "rlvr_select_groups", groups=pool.summaries(step), needed=needed, round=rounds, step=step
+            )
+            rounds += 1
+            if not isinstance(selection, GroupSelection):
+                raise PluginError(
+                    f"plugin {policy!r}: rlvr_select_groups returned {type(selection).__name__}, "
+                    "expected a rlvr_plugins.rollout_pool.GroupSelection"
+                )
+            if not selection.more:
+                break
+        chosen, counts = pool.settle(selection, needed, step, policy)
+        counts.rounds, counts.groups_generated, counts.informative_generated = rounds, generated, informative
+        counts.skipped_prompts = skipped
+        self._record_behaviour_logps(list(pool.groups.values()))
+        return self._batch_of(chosen, counts, needed, local)
+
+    def _num_prompts(self) -> int:
+        return len(cast(Any, self.train_dataset))
+
+    def _positions(self) -> dict[int, int]:
+        """``rlvr_index`` → position in the train dataset (the identity without an ``rlvr_index`` column)."""
+        if self._rlvr_positions is None:
+            dataset: Any = self.train_dataset
+            column = dataset["rlvr_index"] if "rlvr_index" in dataset.column_names else range(len(dataset))
+            self._rlvr_positions = {int(r): i for i, r in enumerate(column)}
+        return self._rlvr_positions
+
+    def _gathered_indices(self, inputs: list[dict[str, Any]]) -> list[int]:
+        """The ``rlvr_index`` of every process's rows of this round, in rank order."""
+        local = [int(x.get("rlvr_index", -1)) for x in inputs]
+        return local if self.accelerator.num_processes == 1 else list(gather_object(local))
+
+    def _skip_prompts(self, prompts: list[int], step: int, round: int) -> tuple[list[int], int]:
+        """``rlvr_skip_prompts``: the round's prompts with the skipped ones replaced, and how many were."""
+        taken = set(prompts)
+        order = extra_prompts(self.args.seed, step, -1 - round, self._num_prompts(), self._num_prompts())
+        candidates = [i for i in self._indices_at(order) if i not in taken]
+        history = {i: tuple(v) for i, v in self._rlvr_record.streaks.items()}
+        skip: set[int] = set()
+        for _, named in self.plugin_set.call(
+            "rlvr_skip_prompts", prompts=prompts + candidates, history=history, step=step, round=round
+        ):
+            skip.update(int(i) for i in named or ())
+        return replace_prompts(prompts, candidates, skip)
+
+    def _indices_at(self, positions: list[int]) -> list[int]:
+        """The ``rlvr_index`` of the train dataset's rows at ``positions``."""
+        by_position = {p: i for i, p in self._positions().items()}
+        return [by_position[p] for p in positions]
+
+    def _round_inputs(self, prompts: list[int], local: int) -> list[dict[str, Any]]:
+        """This process's rows of a round on ``prompts`` (``rlvr_index``), each repeated G times, sliced like TRL."""
+        dataset: Any = self.train_dataset
+        positions = self._positions()
+        rows = [positions[p] for p in prompts for _ in range(self.num_generations)]
+        start = self.accelerator.process_index * local
+        return [dataset[i] for i in rows[start : start + local]]
+
+    def _gathered_rows(self, output: Mapping[str, Any], local: int) -> dict[str, list[torch.Tensor]]:
+        """TRL's batch of this process → every process's rows, per field, padding trimmed, in rank order."""
+        start = self.accelerator.process_index * local
+        lengths = self._rlvr_batch["lengths"][start : start + local].tolist()
+        width = output["completion_ids"].shape[1]
+        prompt_lengths = output["prompt_mask"].sum(dim=1).tolist()
+        rows: dict[str, list[torch.Tensor]] = {}
+        for key, value in output.items():
+            if key in ("advantages", "num_items_in_batch"):
+                continue
+            if not isinstance(value, torch.Tensor) or value.dim() == 0 or value.shape[0] != local:
+                raise PluginError(
+                    f"the rollout pool ({self.plugin_set.winner('rlvr_select_groups')!r}) cannot carry TRL's batch "
+                    f"field {key!r} (not one tensor row per completion; e.g. images); disable the pool plugin"
+                )
+            value = value.detach().cpu()
+            if key in PROMPT_FIELDS:
+                rows[key] = trim_rows(value, prompt_lengths, left=True)
+            elif key in TOKEN_FIELDS or (value.dim() == 2 and value.shape[1] == width > 1):
+                rows[key] = trim_rows(value, lengths)
+            else:
+                rows[key] = list(value)
+        if self.accelerator.num_processes == 1:
+            return rows
+        parts = gather_object([rows])
+        return {key: [row for part in parts for row in part[key]] for key in rows}
+
+    def _record_behaviour_logps(self, groups: list[PooledGroup]) -> None:
+        """Give the groups that wait for a later step the behaviour log-probs of the policy that generated them
+        (TRL computes ``old_per_token_logps`` only when a generation batch spans optimizer steps)."""
+        missing = [group for group in groups if "old_per_token_logps" not in group.rows]
+        if not missing:
+            return
+        rows = [(group, i) for group in missing for i in range(self.num_generations)]
+        fields = {key: [group.rows[key][i] for group, i in rows] for key in (*PROMPT_FIELDS, *TOKEN_FIELDS[:2])}
+        logps = self._policy_logps(self._padded(fields))
+        lengths = [int(group.scores["lengths"][i]) for group, i in rows]
+        for (group, _), row in zip(rows, trim_rows(logps.cpu(), lengths), strict=True):
+            group.rows.setdefault("old_per_token_logps", []).append(row)
+
+    def _policy_logps(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """``(B, C)`` per-token log-probs of the completions under the current policy, without gradients."""
+        with torch.no_grad():
+            logps = self._get_per_token_logps_and_entropies(
+                self.model,
+                torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1),
+                torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1),
+                batch["completion_ids"].size(1),
+                batch_size=self.args.per_device_train_batch_size,
+            )[0]
+        return logps
+
+    def _padded(self, fields: Mapping[str, list[torch.Tensor]]) -> dict[str, torch.Tensor]:
+        """Rows → TRL's padded tensors on this device: prompts left-padded, completions right-padded."""
+        from trl.trainer.utils import pad
+
+        pad_id = self._tokenizer.pad_token_id
+        out = {}
+        for key, rows in fields.items():
+            if rows[0].dim() == 0:
+                out[key] = torch.stack(rows).to(self.accelerator.device)
+                continue
+            shaped = key in PROMPT_FIELDS or key in TOKEN_FIELDS
+            value = pad_id if key in ("prompt_ids", "completion_ids") else 1 if key == "tool_mask" else 0
+            out[key] = pad(
+                rows,
+                padding_value=value,
+                padding_side="left" if key in PROMPT_FIELDS else "right",
+                pad_to_multiple_of=cast("int | None", self.pad_to_multiple_of) if shaped else None,
+            ).to(self.accelerator.device)
+        return out
+
+    def _batch_of(self, chosen: list[PooledGroup], counts: StepCounts, needed: int, local: int) -> dict[str, Any]:
+        """The chosen groups as this process's slice of TRL's batch, with the advantages of the whole chosen batch."""
+        device = self.accelerator.device
+        start = self.accelerator.process_index * local
+        behaviour = "old_per_token_logps"
+        keys = [k for k in chosen[0].rows if k != behaviour]
+        mine = slice(start, start + local)
+        output: dict[str, Any] = self._padded({k: [r for group in chosen for r in group.rows[k]][mine] for k in keys})
+        carried = [row for group in chosen for row in group.rows.get(behaviour, [None] * self.num_generations)]
+        if any(row is not None for row in carried):  # this step's rows without them: the policy that generated them
+            # decided on the whole batch, so that every process runs the forward pass (ZeRO-3 gathers in it)
+            current = self._policy_logps(output) if any(row is None for row in carried) else None
+            known = carried[mine]
+            width = output["completion_ids"].shape[1]
+            output[behaviour] = torch.stack(
+                [
+                    cast(torch.Tensor, current)[i]
+                    if row is None
+                    else torch.nn.functional.pad(row.to(device), (0, width - row.numel()))
+                    for i, row in enumerate(known)
+                ]
+            )
+        loss_mask = output["completion_mask"] * output.get("tool_mask", 1)
+        output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
+        scores = {key: torch.cat([group.scores[key] for group in chosen]).to(device) for key in chosen[0].scores}
+        result = self._plugin_advantages("train", self.num_generations, scores, observe=False)
+        output["advantages"] = result.advantages[mine].to(torch.float32)
+        metrics = self._metrics["train"]
+        for name, value in counts.metrics(needed).items():
+            metrics[name].append(value)
+        return output
 
     def _log_lengths(self, metrics, rewards_per_func, lengths, names) -> None:
         """``completions/mean_length_correct`` and ``_wrong``: lengths split by the correctness reward."""
@@ -836,6 +1093,9 @@ class RLVRTrainer(GRPOTrainer):
                 super()._save_checkpoint(model, trial)
                 self.accelerator.wait_for_everyone()
                 state = {name: s for name, s in self.plugin_set.call("rlvr_state_dict") if s is not None}
+                if self._rlvr_pool is not None:
+                    state[POOL_STATE_KEY] = self._rlvr_pool.state_dict()
+                    state[RECORD_STATE_KEY] = self._rlvr_record.state_dict()
                 if self.args.should_save:
                     write_atomic(folder / PLUGIN_STATE_FILE, [json.dumps(state)], what="plugin state")
         finally:
@@ -901,6 +1161,9 @@ class RLVRTrainer(GRPOTrainer):
             return
         with open(path, encoding="utf-8") as fh:
             states = json.load(fh)
+        if self._rlvr_pool is not None and POOL_STATE_KEY in states:
+            self._rlvr_pool = RolloutPool.from_state_dict(states[POOL_STATE_KEY])
+            self._rlvr_record = PromptRecord.from_state_dict(states.get(RECORD_STATE_KEY, {}))
         for name in self.plugin_set.implementers("rlvr_load_state_dict"):
             if name in states:
                 self.plugin_set.call("rlvr_load_state_dict", only=[name], state=states[name])

@@ -170,6 +170,10 @@ class KimiCurriculum(Plugin):
         return self.options.schedule != "none"
 
     @hookimpl
+    def rlvr_claims(self):
+        return ["generated-prompts"]  # its sampler scores only the prompts it drew (CurriculumSampler.observe)
+
+    @hookimpl
     def rlvr_adjust_grpo_config(self, grpo_kwargs, trainer_section):
         if self.curriculum_on and trainer_section.get("remove_unused_columns"):
             raise ConfigError(
