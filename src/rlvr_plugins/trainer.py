@@ -70,7 +70,6 @@ from .rewards import (
     row_columns,
     unread_columns,
 )
-from .turns import check_turns, refuse_text_prompts
 from .rollout_pool import (
     GroupSelection,
     PooledGroup,
@@ -81,6 +80,7 @@ from .rollout_pool import (
     replace_prompts,
     trim_rows,
 )
+from .turns import check_turns, refuse_text_prompts
 
 logger = logging.getLogger(__name__)
 
