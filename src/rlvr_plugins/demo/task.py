@@ -57,6 +57,14 @@ def _rand_number(rng: random.Random, digits: int) -> int:
     return rng.randint(10 ** (digits - 1), 10**digits - 1)
 
 
+def draw_operands(rng: random.Random, levels: Sequence[int], weights: Sequence[float] | None) -> tuple[int, int]:
+    """Two operands: difficulty ``d`` drawn from ``levels`` (by ``weights``), one operand of exactly ``d``
+    digits, the other of ``1..d`` digits (uniform), in random order."""
+    d = rng.choices(levels, weights=weights)[0]
+    a, b = _rand_number(rng, d), _rand_number(rng, rng.randint(1, d))
+    return (b, a) if rng.random() < 0.5 else (a, b)
+
+
 def _worked_solution(a: int, b: int, cot: str, width: int = 0) -> str:
     total = a + b
     answer = str(total)
@@ -153,10 +161,7 @@ def make_problems(
         attempts += 1
         if attempts > 1000 * n + 10_000:
             raise ValueError("could not draw enough distinct problems; widen the digit range")
-        d = rng.choices(levels, weights=weights)[0]
-        a, b = _rand_number(rng, d), _rand_number(rng, rng.randint(1, d))
-        if rng.random() < 0.5:
-            a, b = b, a
+        a, b = draw_operands(rng, levels, weights)
         row = make_problem(a, b, cot=opts["cot"], op=opts["op"], width=hi if opts["pad_operands"] else 0)
         if row["prompt"] in excluded or (unique and row["prompt"] in seen):
             continue
