@@ -22,8 +22,6 @@ import argparse
 import contextlib
 import json
 import os
-import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,14 +29,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchkit import load_average, machine_note  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-TARGET_POINTS = 10.0  # issue 23: GRPO adds at least this many points of held-out accuracy
-TIME_LIMIT_S = 600.0  # issue 23: within 10 minutes on 2 cores
+import demo_grid  # noqa: E402
 
 SETTINGS: dict[str, Any] = {
-    "task": {"min_digits": 2, "max_digits": 3, "ops": "*", "tool_rate": 0.3, "slip": 0.3},
+    "task": {"min_digits": 2, "max_digits": 3, "ops": "*", "tool_rate": 0.4, "slip": 0.3},
     "data_seed": 0,
     "n_eval": 400,
     "n_rl": 4000,
@@ -51,7 +45,7 @@ SETTINGS: dict[str, Any] = {
         "head_dim": 32,
     },
     "sft": {
-        "examples": 12800,
+        "examples": 19200,
         "learning_rate": 3.0e-3,
         "per_device_train_batch_size": 32,
         "lr_scheduler_type": "constant_with_warmup",
@@ -59,7 +53,7 @@ SETTINGS: dict[str, Any] = {
         "logging_steps": 50,
     },
     "grpo": {
-        "max_steps": 60,
+        "max_steps": 80,
         "learning_rate": 2.0e-4,
         "lr_scheduler_type": "constant",
         "per_device_train_batch_size": 64,
@@ -170,16 +164,16 @@ def run_cell(seed: int, out: Path, settings: dict[str, Any] = SETTINGS) -> dict[
     summary = {
         "seed": seed,
         "threads": torch.get_num_threads(),
-        "before": evals[0],
-        "after": evals[-1],
+        "eval_before": evals[0],
+        "eval_after": evals[-1],
         "evals": evals,
         "train_log": train_log,
         "sft_final_loss": last_logged_loss(sft_trainer.state.log_history),
-        "seconds": {
-            "sft": round(t_sft - t0, 1),
-            "eval_before": round(t_rl - t_sft, 1),
-            "grpo_with_evals": round(t_end - t_rl, 1),
-            "total": round(t_end - t0, 1),
+        "stages": {
+            "sft_seconds": round(t_sft - t0, 1),
+            "eval_before_seconds": round(t_rl - t_sft, 1),
+            "grpo_seconds": round(t_end - t_rl, 1),
+            "total_seconds": round(t_end - t0, 1),
         },
         "settings": settings,
     }
@@ -187,112 +181,26 @@ def run_cell(seed: int, out: Path, settings: dict[str, Any] = SETTINGS) -> dict[
     return summary
 
 
-def start(cell: dict, args) -> dict:
-    folder = Path(args.out) / cell["name"]
-    env = {**os.environ, "OMP_NUM_THREADS": str(cell["threads"])}
-    if args.jobs > 1:
-        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    command = [sys.executable, str(Path(__file__).resolve()), "--cell", str(cell["seed"]), "--out", str(folder)]
-    log = open(Path(args.out) / f"{cell['name']}.log", "w")
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    return {
-        **cell,
-        "folder": folder,
-        "process": process,
-        "log": log,
-        "t0": time.perf_counter(),
-        "load_start": load_average(),
-    }
-
-
-def finish(run: dict, status: int, usage) -> dict:
-    run["process"].returncode = status
-    run["log"].close()
-    cell = {k: run[k] for k in ("name", "seed", "threads")}
-    cell.update(
-        wall_s=round(time.perf_counter() - run["t0"], 1),
-        cpu_s=round(usage.ru_utime + usage.ru_stime, 1),
-        load_start=run["load_start"],
-        load_end=load_average(),
-        exit_status=status,
-    )
-    summary_path = run["folder"] / "summary.json"
-    if status == 0 and summary_path.is_file():
-        s = json.loads(summary_path.read_text())
-        cell.update(
-            before=round(100 * s["before"]["accuracy"], 1),
-            after=round(100 * s["after"]["accuracy"], 1),
-            gain=round(100 * (s["after"]["accuracy"] - s["before"]["accuracy"]), 1),
-            calls_before=s["before"]["tool_calls"],
-            calls_after=s["after"]["tool_calls"],
-            sft_loss=s["sft_final_loss"],
-            seconds=s["seconds"],
-        )
-    return cell
+def cell_command(cell: dict, folder: Path, args) -> list[str]:
+    """One cell: this script with ``--cell``, in a process of its own."""
+    return [sys.executable, str(Path(__file__).resolve()), "--cell", str(cell["seed"]), "--out", str(folder)]
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    p.add_argument("--jobs", type=int, default=1, help="cells run side by side (accuracy is unaffected)")
-    p.add_argument("--out", default="runs/agentic-grid")
-    p.add_argument("--json", help="write the cells and the machine's load here")
-    p.add_argument("--cell", type=int, metavar="SEED", help="run one cell in this process, into --out")
-    args = p.parse_args(argv)
-    if args.cell is not None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--cell" in argv:
+        p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.add_argument("--cell", type=int, metavar="SEED", required=True)
+        p.add_argument("--out", required=True)
+        args = p.parse_args(argv)
         summary = run_cell(args.cell, Path(args.out))
-        print(json.dumps({k: summary[k] for k in ("before", "after", "sft_final_loss", "seconds")}))
+        print(json.dumps({k: summary[k] for k in ("eval_before", "eval_after", "sft_final_loss", "stages")}))
         return 0
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    pending = [{"name": f"s{s}_t{t}", "seed": s, "threads": t} for t in args.threads for s in args.seeds]
-    load_start, running, cells = load_average(), {}, []
-    while pending or running:
-        while pending and len(running) < args.jobs:
-            run = start(pending.pop(0), args)
-            running[run["process"].pid] = run
-        pid, status, usage = os.wait4(-1, 0)
-        if pid in running:
-            cell = finish(running.pop(pid), os.waitstatus_to_exitcode(status), usage)
-            cells.append(cell)
-            print(json.dumps(cell), flush=True)
-    cells.sort(key=lambda c: (c["seed"], c["threads"]))
-    print(
-        "\n| seed | threads | accuracy before | after | gain | tool calls before | after | SFT loss | CPU s | wall s |"
-        "\n|---|---|---|---|---|---|---|---|---|---|"
+    return demo_grid.main(
+        ["--config", "benchmarks/agentic_grid.py", "--seeds", "0", "1", "2", "--out", "runs/agentic-grid", *argv],
+        cell_command=cell_command,
+        description=__doc__ or "",
     )
-    for c in cells:
-        if "gain" not in c:
-            print(
-                f"| {c['seed']} | {c['threads']} | failed (exit {c['exit_status']}, see {args.out}/{c['name']}.log) |"
-            )
-            continue
-        print(
-            f"| {c['seed']} | {c['threads']} | {c['before']:.1f} % | {c['after']:.1f} % | {c['gain']:+.1f} "
-            f"| {c['calls_before']:.2f} | {c['calls_after']:.2f} | {c['sft_loss']} | {c['cpu_s']:.0f} "
-            f"| {c['wall_s']:.0f} |"
-        )
-    gains = [c["gain"] for c in cells if "gain" in c]
-    held = sum(g >= TARGET_POINTS for g in gains)
-    if gains:
-        print(
-            f"\ngain: min {min(gains):+.1f}, median {statistics.median(gains):+.1f}, max {max(gains):+.1f} points; "
-            f"{held} of {len(cells)} cells >= +{TARGET_POINTS:.0f}"
-        )
-    if args.json:
-        Path(args.json).write_text(
-            json.dumps(
-                {
-                    "settings": SETTINGS,
-                    "jobs": args.jobs,
-                    "machine": machine_note(load_start, load_average()),
-                    "cells": cells,
-                },
-                indent=1,
-            )
-            + "\n"
-        )
-    return 0 if gains and held == len(cells) else 1
 
 
 if __name__ == "__main__":

@@ -455,6 +455,39 @@ def test_demo_grid_runs_every_cell_and_fails_unless_each_gains_ten_points(tmp_pa
     assert demo_grid.main(["--seeds", "0", "--threads", "1", "--out", str(out)]) == 0
 
 
+FAKE_AGENT_CELL = r'''
+import json, sys
+from pathlib import Path
+seed, out = int(sys.argv[sys.argv.index("--cell") + 1]), Path(sys.argv[sys.argv.index("--out") + 1])
+out.mkdir(parents=True, exist_ok=True)
+(out / "summary.json").write_text(json.dumps({
+    "eval_before": {"accuracy": 0.05, "tool_calls": 0.0}, "eval_after": {"accuracy": 0.6, "tool_calls": 0.98},
+    "sft_final_loss": 0.5, "stages": {}}))
+'''
+
+
+def test_agentic_grid_runs_its_cells_and_tables_the_tool_calls(tmp_path, monkeypatch, capsys):
+    import agentic_grid
+
+    fake = tmp_path / "fake_cell.py"
+    fake.write_text(FAKE_AGENT_CELL)
+    commands, real = [], agentic_grid.cell_command
+
+    def command(cell, folder, args):
+        commands.append(real(cell, folder, args)[2:])
+        return [sys.executable, str(fake), "--cell", str(cell["seed"]), "--out", str(folder)]
+
+    monkeypatch.setattr(agentic_grid, "cell_command", command)
+    out, result = tmp_path / "grid", tmp_path / "grid.json"
+    assert agentic_grid.main(["--threads", "1", "--out", str(out), "--json", str(result)]) == 0
+    cells = json.loads(result.read_text())["cells"]
+    assert [(c["seed"], c["gain"], c["calls_before"], c["calls_after"]) for c in cells] == [
+        (s, 55.0, 0.0, 0.98) for s in (0, 1, 2)
+    ]
+    assert sorted(commands) == [["--cell", str(s), "--out", str(out / f"s{s}_t1")] for s in (0, 1, 2)]
+    assert "| 0 | 1 | 5.0 % | 60.0 % | +55.0 | 0.00 | 0.98 | 0.500 |" in capsys.readouterr().out
+
+
 def test_startup_quick_times_every_command_against_a_bare_start(tmp_path):
     out = tmp_path / "startup.json"
     run_benchmark("startup.py", "--json", str(out))
