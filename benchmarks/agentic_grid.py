@@ -36,14 +36,7 @@ SETTINGS: dict[str, Any] = {
     "data_seed": 0,
     "n_eval": 400,
     "n_rl": 4000,
-    "model": {
-        "hidden_size": 128,
-        "intermediate_size": 512,
-        "num_hidden_layers": 4,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 4,
-        "head_dim": 32,
-    },
+    "model": {},  # the demo's tiny Qwen3 as it is (demo.model.DEFAULT_MODEL_CONFIG, as configs/demo.yaml)
     "sft": {
         "examples": 19200,
         "learning_rate": 3.0e-3,

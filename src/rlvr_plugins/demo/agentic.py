@@ -36,7 +36,7 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerFast
 
-from .task import draw_operands
+from .task import checked_options, distinct_draws, draw_operands
 from .tokenizer import MARKER_TOKENS, build_char_tokenizer
 
 ASSISTANT = "<|assistant|>"
@@ -205,31 +205,20 @@ def agent_problems(
     so the problems do not depend on ``tool_rate`` or ``slip``. ``exclude``: user contents never
     returned; ``unique``: no problem twice.
     """
-    opts = {**DEFAULT_AGENT_TASK, **options}
-    unknown = set(opts) - set(DEFAULT_AGENT_TASK)
-    if unknown:
-        raise TypeError(f"unknown agent task options: {sorted(unknown)}; valid: {sorted(DEFAULT_AGENT_TASK)}")
-    lo, hi = int(opts["min_digits"]), int(opts["max_digits"])
-    if not 1 <= lo <= hi:
-        raise ValueError("need 1 <= min_digits <= max_digits")
+    opts, levels = checked_options(DEFAULT_AGENT_TASK, options, "agent task")
     ops = str(opts["ops"])
     if not ops or set(ops) - set("+-*"):
         raise ValueError(f"ops must be made of '+', '-' and '*', got {ops!r}")
     rng = random.Random(f"rlvr-agent-demo/{stream}/{seed}")
     teacher = random.Random(f"rlvr-agent-demo/{stream}/{seed}/teacher")
-    excluded, seen, rows = set(exclude), set(), []
-    levels = list(range(lo, hi + 1))
-    attempts = 0
-    while len(rows) < n:
-        attempts += 1
-        if attempts > 1000 * n + 10_000:
-            raise ValueError("could not draw enough distinct problems; widen the digit range")
+
+    def draw() -> tuple[str, tuple[int, str, int]]:
         a, b = draw_operands(rng, levels, None)
         op = rng.choice(ops)
-        key = f"{a}{op}{b}="
-        if key in excluded or (unique and key in seen):
-            continue
-        seen.add(key)
+        return f"{a}{op}{b}=", (a, op, b)
+
+    rows = []
+    for a, op, b in distinct_draws(n, draw, exclude=exclude, unique=unique):
         use_tool = teacher.random() < float(opts["tool_rate"])
         slip = teacher.random() < float(opts["slip"])
         rows.append(agent_problem(a, op, b, use_tool=use_tool, slip=slip, rng=teacher))
