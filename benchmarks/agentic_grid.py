@@ -66,14 +66,17 @@ SETTINGS: dict[str, Any] = {
 
 @contextlib.contextmanager
 def greedy(trainer):
-    """TRL's generation config switched to greedy decoding for the block (evaluation), then put back."""
-    config = trainer.generation_config
+    """TRL's generation config switched to greedy decoding for the block (evaluation), then put back
+    with the model's train/eval mode (``evaluate()`` leaves the model in eval mode, and TRL's ``log``
+    files the metrics by that mode: a step's train metrics would be lost)."""
+    config, training = trainer.generation_config, trainer.model.training
     before = config.do_sample
     config.do_sample = False
     try:
         yield
     finally:
         config.do_sample = before
+        trainer.model.train(training)
 
 
 def held_out(trainer) -> dict[str, float]:
@@ -138,10 +141,16 @@ def run_cell(seed: int, out: Path, settings: dict[str, Any] = SETTINGS) -> dict[
     print(f"[eval step 0] {evals[-1]}", flush=True)
 
     class PeriodicEval(TrainerCallback):
+        """Greedy held-out episodes every ``eval_every`` steps; the step's own train log is kept
+        (``evaluate()`` logs its metrics, which clears the step's ``should_log``)."""
+
         def on_step_end(self, args, state, control, **kwargs):
             if state.global_step % settings["eval_every"] == 0 and state.global_step < args.max_steps:
+                should_log = control.should_log
                 evals.append(held_out(trainer))
+                control.should_log = should_log
                 print(f"[eval step {state.global_step}] {evals[-1]}", flush=True)
+            return control
 
     trainer.add_callback(PeriodicEval())
     t_rl = time.perf_counter()
