@@ -37,12 +37,9 @@ def rlvr_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "rlvr_plugins.cli"]
 
 
-def start(cell: dict, args) -> dict:
-    folder = Path(args.out) / cell["name"]
-    env = {**os.environ, "OMP_NUM_THREADS": str(cell["threads"])}
-    if args.jobs > 1:  # idle OpenMP threads yield instead of spinning on a shared box (numerics unchanged)
-        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    command = [
+def train_command(cell: dict, folder: Path, args) -> list[str]:
+    """``rlvr train`` of the config for one cell (its seed, into ``folder``)."""
+    return [
         *rlvr_command(),
         "train",
         args.config,
@@ -53,6 +50,14 @@ def start(cell: dict, args) -> dict:
         f"output_dir={folder}",
         *[part for s in args.set for part in ("--set", s)],
     ]
+
+
+def start(cell: dict, args, cell_command=train_command) -> dict:
+    folder = Path(args.out) / cell["name"]
+    env = {**os.environ, "OMP_NUM_THREADS": str(cell["threads"])}
+    if args.jobs > 1:  # idle OpenMP threads yield instead of spinning on a shared box (numerics unchanged)
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    command = cell_command(cell, folder, args)
     log = open(Path(args.out) / f"{cell['name']}.log", "w")
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     return {
@@ -87,11 +92,16 @@ def finish(run: dict, status: int, usage) -> dict:
             sft_loss=summary.get("sft_final_loss"),
             stages=summary.get("stages"),
         )
+        if "tool_calls" in summary["eval_before"]:
+            cell.update(
+                calls_before=summary["eval_before"]["tool_calls"], calls_after=summary["eval_after"]["tool_calls"]
+            )
     return cell
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv=None, *, cell_command=train_command, description: str = __doc__ or "") -> int:
+    """The grid; ``cell_command(cell, folder, args)``: the command line of one cell (default: ``rlvr train``)."""
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", default="configs/demo.yaml")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
@@ -105,7 +115,7 @@ def main(argv=None) -> int:
     load_start, running, cells = load_average(), {}, []
     while pending or running:
         while pending and len(running) < args.jobs:
-            run = start(pending.pop(0), args)
+            run = start(pending.pop(0), args, cell_command)
             running[run["process"].pid] = run
         pid, status, usage = os.wait4(-1, 0)
         if pid in running:
@@ -113,7 +123,12 @@ def main(argv=None) -> int:
             cells.append(cell)
             print(json.dumps(cell), flush=True)
     cells.sort(key=lambda c: (c["seed"], c["threads"]))
-    print("\n| seed | threads | before | after | gain | SFT loss | CPU s | wall s |\n|---|---|---|---|---|---|---|---|")
+    tools = any("calls_before" in c for c in cells)
+    calls_head = " tool calls before | after |" if tools else ""
+    print(
+        f"\n| seed | threads | before | after | gain |{calls_head} SFT loss | CPU s | wall s |"
+        f"\n|---|---|---|---|---|{'---|---|' if tools else ''}---|---|---|"
+    )
     for c in cells:
         if "gain" not in c:
             print(
@@ -121,9 +136,10 @@ def main(argv=None) -> int:
             )
             continue
         loss = "" if c["sft_loss"] is None else f"{c['sft_loss']:.3f}"
+        calls = f" {c['calls_before']:.2f} | {c['calls_after']:.2f} |" if tools else ""
         print(
-            f"| {c['seed']} | {c['threads']} | {c['before']:.1f} % | {c['after']:.1f} % | {c['gain']:+.1f} | {loss} "
-            f"| {c['cpu_s']:.0f} | {c['wall_s']:.0f} |"
+            f"| {c['seed']} | {c['threads']} | {c['before']:.1f} % | {c['after']:.1f} % | {c['gain']:+.1f} |{calls} "
+            f"{loss} | {c['cpu_s']:.0f} | {c['wall_s']:.0f} |"
         )
     gains = [c["gain"] for c in cells if "gain" in c]
     held = sum(g >= TARGET_POINTS for g in gains)

@@ -455,6 +455,60 @@ def test_demo_grid_runs_every_cell_and_fails_unless_each_gains_ten_points(tmp_pa
     assert demo_grid.main(["--seeds", "0", "--threads", "1", "--out", str(out)]) == 0
 
 
+FAKE_AGENT_CELL = r'''
+import json, sys
+from pathlib import Path
+seed, out = int(sys.argv[sys.argv.index("--cell") + 1]), Path(sys.argv[sys.argv.index("--out") + 1])
+out.mkdir(parents=True, exist_ok=True)
+(out / "summary.json").write_text(json.dumps({
+    "eval_before": {"accuracy": 0.05, "tool_calls": 0.0}, "eval_after": {"accuracy": 0.6, "tool_calls": 0.98},
+    "sft_final_loss": 0.5, "stages": {}}))
+'''
+
+
+def test_agentic_grid_runs_its_cells_and_tables_the_tool_calls(tmp_path, monkeypatch, capsys):
+    import agentic_grid
+
+    fake = tmp_path / "fake_cell.py"
+    fake.write_text(FAKE_AGENT_CELL)
+    commands, real = [], agentic_grid.cell_command
+
+    def command(cell, folder, args):
+        commands.append(real(cell, folder, args)[2:])
+        return [sys.executable, str(fake), "--cell", str(cell["seed"]), "--out", str(folder)]
+
+    monkeypatch.setattr(agentic_grid, "cell_command", command)
+    out, result = tmp_path / "grid", tmp_path / "grid.json"
+    assert agentic_grid.main(["--threads", "1", "--out", str(out), "--json", str(result)]) == 0
+    cells = json.loads(result.read_text())["cells"]
+    assert [(c["seed"], c["gain"], c["calls_before"], c["calls_after"]) for c in cells] == [
+        (s, 55.0, 0.0, 0.98) for s in (0, 1, 2)
+    ]
+    assert sorted(commands) == [["--cell", str(s), "--out", str(out / f"s{s}_t1")] for s in (0, 1, 2)]
+    assert "| 0 | 1 | 5.0 % | 60.0 % | +55.0 | 0.00 | 0.98 | 0.500 |" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_agentic_cell_runs_sft_and_grpo_with_the_calculator(tmp_path):
+    """One cell of the agentic grid at toy size: SFT, the greedy evaluations through TRL's tool loop, GRPO."""
+    import copy
+
+    import agentic_grid
+
+    settings = copy.deepcopy(agentic_grid.SETTINGS)
+    settings.update(n_eval=16, n_rl=32, eval_every=1)
+    settings["sft"].update(examples=320, logging_steps=5)
+    settings["grpo"].update(max_steps=2, per_device_train_batch_size=16, num_generations=4, logging_steps=1)
+    settings["grpo"]["per_device_eval_batch_size"] = 16
+    summary = agentic_grid.run_cell(0, tmp_path, settings)
+    assert json.loads((tmp_path / "summary.json").read_text())["eval_after"] == summary["eval_after"]
+    assert [e["step"] for e in summary["evals"]] == [0, 1, 2]
+    assert all(0 <= e["accuracy"] <= 1 and 0 <= e["tool_calls"] <= 1 for e in summary["evals"])
+    assert [row["step"] for row in summary["train_log"]] == [1, 2]
+    assert all("tools/call_frequency" in row for row in summary["train_log"])  # TRL's tool loop ran
+    assert summary["sft_final_loss"] is not None
+
+
 def test_startup_quick_times_every_command_against_a_bare_start(tmp_path):
     out = tmp_path / "startup.json"
     run_benchmark("startup.py", "--json", str(out))

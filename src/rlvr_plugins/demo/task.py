@@ -36,7 +36,10 @@ then training problems are drawn from another stream, rejecting every
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
 
 DEFAULT_TASK_OPTIONS: dict = {
     "min_digits": 1,
@@ -55,6 +58,14 @@ def _rand_number(rng: random.Random, digits: int) -> int:
     if digits == 1:
         return rng.randint(0, 9)
     return rng.randint(10 ** (digits - 1), 10**digits - 1)
+
+
+def draw_operands(rng: random.Random, levels: Sequence[int], weights: Sequence[float] | None) -> tuple[int, int]:
+    """Two operands: difficulty ``d`` drawn from ``levels`` (by ``weights``), one operand of exactly ``d``
+    digits, the other of ``1..d`` digits (uniform), in random order."""
+    d = rng.choices(levels, weights=weights)[0]
+    a, b = _rand_number(rng, d), _rand_number(rng, rng.randint(1, d))
+    return (b, a) if rng.random() < 0.5 else (a, b)
 
 
 def _worked_solution(a: int, b: int, cot: str, width: int = 0) -> str:
@@ -128,14 +139,8 @@ def make_problems(
     ``unique``: no prompt is returned twice.
     ``task_options``: ``min_digits``, ``max_digits``, ``difficulty_weights``, ``cot``, ``op``.
     """
-    opts = {**DEFAULT_TASK_OPTIONS, **task_options}
-    unknown = set(opts) - set(DEFAULT_TASK_OPTIONS)
-    if unknown:
-        raise TypeError(f"unknown task options: {sorted(unknown)}")
-    lo, hi = int(opts["min_digits"]), int(opts["max_digits"])
-    if not 1 <= lo <= hi:
-        raise ValueError("need 1 <= min_digits <= max_digits")
-    levels = list(range(lo, hi + 1))
+    opts, levels = checked_options(DEFAULT_TASK_OPTIONS, task_options, "task")
+    hi = levels[-1]
     weights: Sequence[float] | None = opts["difficulty_weights"]
     if weights is not None and len(weights) != len(levels):
         raise ValueError(f"difficulty_weights needs {len(levels)} entries, got {len(weights)}")
@@ -145,26 +150,48 @@ def make_problems(
         raise ValueError("carry_slip needs cot='columns'")
     rng = random.Random(f"rlvr-demo/{stream}/{seed}")  # str seeds are hashed with sha512: stable
     slip_rng = random.Random(f"rlvr-demo/{stream}/{seed}/slip")
-    excluded = set(exclude or ())
-    seen: set[str] = set()
-    rows: list[dict] = []
-    attempts = 0
-    while len(rows) < n:
-        attempts += 1
-        if attempts > 1000 * n + 10_000:
-            raise ValueError("could not draw enough distinct problems; widen the digit range")
-        d = rng.choices(levels, weights=weights)[0]
-        a, b = _rand_number(rng, d), _rand_number(rng, rng.randint(1, d))
-        if rng.random() < 0.5:
-            a, b = b, a
+
+    def draw() -> tuple[str, tuple[int, int, dict]]:
+        a, b = draw_operands(rng, levels, weights)
         row = make_problem(a, b, cot=opts["cot"], op=opts["op"], width=hi if opts["pad_operands"] else 0)
-        if row["prompt"] in excluded or (unique and row["prompt"] in seen):
-            continue
-        seen.add(row["prompt"])
+        return row["prompt"], (a, b, row)
+
+    rows = []
+    for a, b, row in distinct_draws(n, draw, exclude=exclude or (), unique=unique):
         if slip and slip_rng.random() < slip:
             row["solution"] = _slipped_solution(a, b)
         rows.append(row)
     return rows
+
+
+def checked_options(defaults: dict, given: dict, what: str) -> tuple[dict, list[int]]:
+    """``given`` over ``defaults``, and the digit levels ``min_digits..max_digits``; an unknown key or
+    a bad range is refused."""
+    opts = {**defaults, **given}
+    unknown = set(opts) - set(defaults)
+    if unknown:
+        raise TypeError(f"unknown {what} options: {sorted(unknown)}; valid: {sorted(defaults)}")
+    lo, hi = int(opts["min_digits"]), int(opts["max_digits"])
+    if not 1 <= lo <= hi:
+        raise ValueError("need 1 <= min_digits <= max_digits")
+    return opts, list(range(lo, hi + 1))
+
+
+def distinct_draws(n: int, draw: Callable[[], tuple[str, T]], *, exclude: Iterable[str] = (), unique: bool) -> list[T]:
+    """``n`` values of ``draw()`` (which returns ``(key, value)``), in order, skipping every value whose
+    key is in ``exclude`` and, when ``unique``, whose key was already returned."""
+    excluded, seen, values = set(exclude), set(), []
+    attempts = 0
+    while len(values) < n:
+        attempts += 1
+        if attempts > 1000 * n + 10_000:
+            raise ValueError("could not draw enough distinct problems; widen the digit range")
+        key, value = draw()
+        if key in excluded or (unique and key in seen):
+            continue
+        seen.add(key)
+        values.append(value)
+    return values
 
 
 def split_train_eval(n_train: int, n_eval: int, seed: int, **task_options) -> tuple[list[dict], list[dict]]:

@@ -10,6 +10,7 @@ Every character of the task alphabet is one token; the reasoning markers
 from __future__ import annotations
 
 import string
+from collections.abc import Sequence
 
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
@@ -23,11 +24,16 @@ MARKER_TOKENS = ["<think>", "</think>", "<answer>", "</answer>"]
 ALPHABET = string.digits + "+-*/=()., :;?!'\"<>_" + "\n" + string.ascii_lowercase + string.ascii_uppercase
 
 
-def build_char_tokenizer(alphabet: str = ALPHABET) -> PreTrainedTokenizerFast:
-    """Build the demo's character-level tokenizer (deterministic, no downloads)."""
+def build_char_tokenizer(
+    alphabet: str = ALPHABET, markers: Sequence[str] = tuple(MARKER_TOKENS)
+) -> PreTrainedTokenizerFast:
+    """Build the demo's character-level tokenizer (deterministic, no downloads).
+
+    ``markers``: the multi-character strings that are one (added, not special) token each.
+    """
     chars = list(dict.fromkeys(alphabet))  # de-duplicate, keep order
     vocab: dict[str, int] = {}
-    for tok in SPECIAL_TOKENS + MARKER_TOKENS + chars:
+    for tok in SPECIAL_TOKENS + list(markers) + chars:
         vocab.setdefault(tok, len(vocab))
 
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
@@ -39,7 +45,7 @@ def build_char_tokenizer(alphabet: str = ALPHABET) -> PreTrainedTokenizerFast:
         single=f"{BOS} $A", pair=f"{BOS} $A $B", special_tokens=[(BOS, bos_id)]
     )
     tok.add_special_tokens(SPECIAL_TOKENS)
-    tok.add_tokens(MARKER_TOKENS)
+    tok.add_tokens(list(markers))
 
     hf = PreTrainedTokenizerFast(
         tokenizer_object=tok,
