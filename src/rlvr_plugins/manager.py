@@ -51,6 +51,7 @@ BUILTIN_PLUGINS = {
     "pass-at-k": "rlvr_plugins.builtin.estimators:PassAtKEstimator",
     "dapo-overlong": "rlvr_plugins.builtin.shaping:DAPOOverlong",
     "cosine-length": "rlvr_plugins.builtin.shaping:CosineLength",
+    "prime-length": "rlvr_plugins.builtin.shaping:PrimeLength",
     "repetition": "rlvr_plugins.builtin.repetition:RepetitionPenalty",
     "repeat-sampler": "rlvr_plugins.builtin.sampler:RepeatSamplerPlugin",
     "plain-template": "rlvr_plugins.builtin.template:PlainTemplate",
