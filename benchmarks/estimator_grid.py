@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchkit import load_average, machine_note  # noqa: E402
-from demo_grid import rlvr_command  # noqa: E402
+from demo_grid import held_out_points, rlvr_command  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ESTIMATORS = ["grpo", "rloo", "dr-grpo", "reinforce++", "reinforce++-baseline", "opo", "gpg", "pass-at-k"]
@@ -63,13 +63,7 @@ def run_one(estimator: str, seed: int, args) -> dict:
     summary_path = folder / "summary.json"
     if process.returncode == 0 and summary_path.is_file():
         summary = json.loads(summary_path.read_text())
-        before, after = summary["eval_before"]["accuracy"], summary["eval_after"]["accuracy"]
-        cell.update(
-            before=round(100 * before, 1),
-            after=round(100 * after, 1),
-            gain=round(100 * (after - before), 1),
-            grpo_seconds=summary.get("stages", {}).get("grpo_seconds"),
-        )
+        cell.update(**held_out_points(summary), grpo_seconds=summary.get("stages", {}).get("grpo_seconds"))
     return cell
 
 

@@ -16,6 +16,16 @@ from rlvr_plugins.testing import reward_plugin_class
 T, F = True, False
 
 
+def validate(plugin_set):
+    """``rlvr_validate_run`` of a run with one reward, ``acc``, and ``max_completion_length=64``."""
+    plugin_set.call(
+        "rlvr_validate_run",
+        reward_names=["acc"],
+        grpo_args=SimpleNamespace(max_completion_length=64),
+        engine_timeout_s=None,
+    )
+
+
 def test_cosine_length_by_hand():
     # L_max = 100; half = (1 + cos(pi p)) / 2: 1 at 0, (1 + sqrt(.5)) / 2 at 25, 0.5 at 50, 0 at 100 and beyond
     lengths = torch.tensor([0, 25, 50, 100, 150, 0, 50, 100, 150])
@@ -75,22 +85,12 @@ def test_cosine_length_is_group_centred_shaping_never_std_scaled():
 def test_cosine_length_refuses_a_missing_reward_and_unknown_max_length():
     plugin_set = build_plugin_set({"cosine-length": {"correctness_reward": "nope"}})
     with pytest.raises(ConfigError, match=r"plugin 'cosine-length': option correctness_reward='nope' is not a reward"):
-        plugin_set.call(
-            "rlvr_validate_run",
-            reward_names=["acc"],
-            grpo_args=SimpleNamespace(max_completion_length=64),
-            engine_timeout_s=None,
-        )
+        validate(plugin_set)
     with pytest.raises(PluginError, match=r"plugin 'cosine-length': option 'correctness_reward' is required"):
         build_plugin_set({"cosine-length": {}})
     # L_max defaults to the run's max_completion_length
     plugin_set = build_plugin_set({"cosine-length": {"correctness_reward": "acc"}})
-    plugin_set.call(
-        "rlvr_validate_run",
-        reward_names=["acc"],
-        grpo_args=SimpleNamespace(max_completion_length=64),
-        engine_timeout_s=None,
-    )
+    validate(plugin_set)
     assert length_penalty(plugin_set, torch.tensor([32]), torch.tensor([[1.0]])).tolist() == [0.75]
 
 
@@ -137,12 +137,7 @@ def test_repetition_refuses_bad_options(options, message):
 def test_cosine_length_refuses_max_length_beyond_the_runs():
     plugin_set = build_plugin_set({"cosine-length": {"correctness_reward": "acc", "max_length": 100}})
     with pytest.raises(ConfigError, match=r"'cosine-length': option max_length=100 exceeds .*max_completion_length=64"):
-        plugin_set.call(
-            "rlvr_validate_run",
-            reward_names=["acc"],
-            grpo_args=SimpleNamespace(max_completion_length=64),
-            engine_timeout_s=None,
-        )
+        validate(plugin_set)
 
 
 # -- prime-length (prime-rl's pass-rate-scaled group length penalty) ----------------------------------------------
@@ -240,11 +235,6 @@ def test_prime_length_degenerate_groups_and_masked_items():
 def test_prime_length_refuses_a_missing_reward_and_a_negative_weight():
     plugin_set = build_plugin_set({"prime-length": {"correctness_reward": "nope"}})
     with pytest.raises(ConfigError, match=r"plugin 'prime-length': option correctness_reward='nope' is not a reward"):
-        plugin_set.call(
-            "rlvr_validate_run",
-            reward_names=["acc"],
-            grpo_args=SimpleNamespace(max_completion_length=64),
-            engine_timeout_s=None,
-        )
+        validate(plugin_set)
     with pytest.raises(PluginError, match=r"plugin 'prime-length': option 'weight' must be a finite number >= 0"):
         build_plugin_set({"prime-length": {"correctness_reward": "acc", "weight": -1.0}})
