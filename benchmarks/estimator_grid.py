@@ -8,6 +8,7 @@ compares all estimators at the seeds it finished. The JSON is rewritten after ev
 
     python benchmarks/estimator_grid.py [--estimators grpo rloo ...] [--seeds 0 1 2]
         [--out runs/estimator-grid] [--json benchmarks/results/estimator_grid.json] [--set KEY=VALUE ...]
+    python benchmarks/estimator_grid.py --table     # the table of the runs already in --json
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def table(cells: list[dict]) -> str:
     for estimator in dict.fromkeys(c["estimator"] for c in cells):
         done = [c for c in cells if c["estimator"] == estimator and "gain" in c]
         if not done:
-            lines.append(f"| `{estimator}` | 0 | failed | |")
+            lines.append(f"| `{estimator}` | none | every run failed (see its log) | |")
             continue
         after, gain = [c["after"] for c in done], [c["gain"] for c in done]
         lines.append(
@@ -92,7 +93,11 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="runs/estimator-grid")
     p.add_argument("--json", default="benchmarks/results/estimator_grid.json")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="passed on to rlvr train")
+    p.add_argument("--table", action="store_true", help="print the table of the runs in --json and stop (no runs)")
     args = p.parse_args(argv)
+    if args.table:
+        print(table(json.loads(Path(args.json).read_text())["cells"]))
+        return 0
     Path(args.out).mkdir(parents=True, exist_ok=True)
     load_start, cells = load_average(), []
     for seed in args.seeds:
