@@ -37,6 +37,12 @@ def rlvr_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "rlvr_plugins.cli"]
 
 
+def held_out_points(summary: dict) -> dict:
+    """``{before, after, gain}``: a run's held-out accuracy before and after GRPO, in points (``summary.json``)."""
+    before, after = summary["eval_before"]["accuracy"], summary["eval_after"]["accuracy"]
+    return {"before": round(100 * before, 1), "after": round(100 * after, 1), "gain": round(100 * (after - before), 1)}
+
+
 def train_command(cell: dict, folder: Path, args) -> list[str]:
     """``rlvr train`` of the config for one cell (its seed, into ``folder``)."""
     return [
@@ -84,11 +90,8 @@ def finish(run: dict, status: int, usage) -> dict:
     summary_path = run["folder"] / "summary.json"
     if status == 0 and summary_path.is_file():
         summary = json.loads(summary_path.read_text())
-        before, after = summary["eval_before"]["accuracy"], summary["eval_after"]["accuracy"]
         cell.update(
-            before=round(100 * before, 1),
-            after=round(100 * after, 1),
-            gain=round(100 * (after - before), 1),
+            **held_out_points(summary),
             sft_loss=summary.get("sft_final_loss"),
             stages=summary.get("stages"),
         )

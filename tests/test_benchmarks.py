@@ -522,3 +522,51 @@ def test_startup_quick_times_every_command_against_a_bare_start(tmp_path):
             ratios = [a / b for a, b in zip(row["wall_s"], commands["python -c pass"]["wall_s"])]
             assert row["ratio_to_bare_python"]["median"] == pytest.approx(sum(ratios) / 2, abs=0.01)
     assert set(result["goal"]["met_quiet"]) == {"plugins", "check"}
+
+
+FAKE_ESTIMATOR_RLVR = r'''
+import json, sys
+from pathlib import Path
+args = sys.argv[sys.argv.index("train") + 2:]
+sets = [args[i + 1] for i, a in enumerate(args) if a == "--set"]
+values = dict(s.split("=", 1) for s in sets)
+out = Path(values["output_dir"])
+out.mkdir(parents=True, exist_ok=True)
+estimator = next(s.split(".")[1].split("=")[0] for s in sets if s.startswith("plugins."))
+if estimator == "opo":
+    sys.exit(3)
+after = {"grpo": 0.70, "dr-grpo": 0.60}[estimator] + 0.01 * int(values["seed"])
+(out / "summary.json").write_text(json.dumps({
+    "eval_before": {"accuracy": 0.5}, "eval_after": {"accuracy": after}, "stages": {"grpo_seconds": 2.0}}))
+(out / "sets.json").write_text(json.dumps(sets))
+'''
+
+
+def test_estimator_grid_runs_each_estimator_at_each_seed_and_tabulates_mean_and_spread(tmp_path, monkeypatch):
+    import estimator_grid
+
+    fake = tmp_path / "fake_rlvr.py"
+    fake.write_text(FAKE_ESTIMATOR_RLVR)
+    monkeypatch.setattr(estimator_grid, "rlvr_command", lambda: [sys.executable, str(fake)])
+    out, result = tmp_path / "grid", tmp_path / "grid.json"
+    common = ["--out", str(out), "--json", str(result)]
+    status = estimator_grid.main(["--estimators", "grpo", "dr-grpo", "opo", "--seeds", "0", "2", *common])
+    cells = json.loads(result.read_text())["cells"]
+    # seed by seed: every estimator at seed 0 first
+    assert [(c["estimator"], c["seed"]) for c in cells] == [
+        ("grpo", 0),
+        ("dr-grpo", 0),
+        ("opo", 0),
+        ("grpo", 2),
+        ("dr-grpo", 2),
+        ("opo", 2),
+    ]
+    assert [c.get("gain") for c in cells] == [20.0, 10.0, None, 22.0, 12.0, None]
+    assert cells[2]["exit_status"] == 3 and status == 1  # a failed run fails the grid
+    # dr-grpo brings its own loss: the base config's loss_type is removed for it, and only for it
+    assert "trainer.loss_type=" in json.loads((out / "dr-grpo_s0" / "sets.json").read_text())
+    assert "trainer.loss_type=" not in json.loads((out / "grpo_s0" / "sets.json").read_text())
+    table = estimator_grid.table(cells).splitlines()
+    assert table[2] == "| `grpo` | 0, 2 | 71.0 % (70.0–72.0) | +21.0 (+20.0 to +22.0) |"
+    assert table[3] == "| `dr-grpo` | 0, 2 | 61.0 % (60.0–62.0) | +11.0 (+10.0 to +12.0) |"
+    assert table[4] == "| `opo` | none | every run failed (see its log) | |"

@@ -23,8 +23,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run(out, per_device, processes, estimator=None):
-    return run_script(SCRIPT, out, [str(per_device), *([estimator] if estimator else [])], processes)
+def run(out, per_device, processes, estimator=None, options=None):
+    extra = [estimator, json.dumps(options or {})] if estimator else []
+    return run_script(SCRIPT, out, [str(per_device), *extra], processes)
 
 
 def run_script(script: Path, out: Path, arguments: list[str], processes: int) -> list[dict]:
@@ -80,6 +81,22 @@ def test_peer_estimators_on_groups_split_across_two_ranks_match_one_process(tmp_
         assert a["rewards"] == pytest.approx(b["rewards"], abs=1e-6)
         assert a["advantages"] == pytest.approx(b["advantages"], abs=1e-6)
         assert any(abs(x) > 0.1 for x in a["advantages"])
+
+
+@pytest.mark.slow
+def test_prime_length_on_groups_split_across_two_ranks_matches_one_process(tmp_path):
+    """prime-length reads its group's pass rate and longest completion: only right after the gather."""
+    pytest.importorskip("rlvr_kimi")
+    options = {"correctness_reward": "mp-correct", "weight": 1.0}
+    one = run(tmp_path / "one.jsonl", per_device=8, processes=1, estimator="prime-length", options=options)
+    two = run(tmp_path / "two.jsonl", per_device=4, processes=2, estimator="prime-length", options=options)
+    without = run(tmp_path / "without.jsonl", per_device=8, processes=1)
+    assert len(one) == len(two) == len(without) == 2
+    for a, b, c in zip(one, two, without):
+        assert a["indices"] == b["indices"] and len(set(a["indices"])) == 1
+        assert a["rewards"] == pytest.approx(b["rewards"], abs=1e-6)
+        assert a["advantages"] == pytest.approx(b["advantages"], abs=1e-6)
+        assert max(abs(x - y) for x, y in zip(a["rewards"], c["rewards"])) > 1e-3  # prime-length took part
 
 
 @pytest.mark.slow

@@ -16,6 +16,16 @@ from rlvr_plugins.testing import reward_plugin_class
 T, F = True, False
 
 
+def validate(plugin_set):
+    """``rlvr_validate_run`` of a run with one reward, ``acc``, and ``max_completion_length=64``."""
+    plugin_set.call(
+        "rlvr_validate_run",
+        reward_names=["acc"],
+        grpo_args=SimpleNamespace(max_completion_length=64),
+        engine_timeout_s=None,
+    )
+
+
 def test_cosine_length_by_hand():
     # L_max = 100; half = (1 + cos(pi p)) / 2: 1 at 0, (1 + sqrt(.5)) / 2 at 25, 0.5 at 50, 0 at 100 and beyond
     lengths = torch.tensor([0, 25, 50, 100, 150, 0, 50, 100, 150])
@@ -75,22 +85,12 @@ def test_cosine_length_is_group_centred_shaping_never_std_scaled():
 def test_cosine_length_refuses_a_missing_reward_and_unknown_max_length():
     plugin_set = build_plugin_set({"cosine-length": {"correctness_reward": "nope"}})
     with pytest.raises(ConfigError, match=r"plugin 'cosine-length': option correctness_reward='nope' is not a reward"):
-        plugin_set.call(
-            "rlvr_validate_run",
-            reward_names=["acc"],
-            grpo_args=SimpleNamespace(max_completion_length=64),
-            engine_timeout_s=None,
-        )
+        validate(plugin_set)
     with pytest.raises(PluginError, match=r"plugin 'cosine-length': option 'correctness_reward' is required"):
         build_plugin_set({"cosine-length": {}})
     # L_max defaults to the run's max_completion_length
     plugin_set = build_plugin_set({"cosine-length": {"correctness_reward": "acc"}})
-    plugin_set.call(
-        "rlvr_validate_run",
-        reward_names=["acc"],
-        grpo_args=SimpleNamespace(max_completion_length=64),
-        engine_timeout_s=None,
-    )
+    validate(plugin_set)
     assert length_penalty(plugin_set, torch.tensor([32]), torch.tensor([[1.0]])).tolist() == [0.75]
 
 
@@ -137,9 +137,104 @@ def test_repetition_refuses_bad_options(options, message):
 def test_cosine_length_refuses_max_length_beyond_the_runs():
     plugin_set = build_plugin_set({"cosine-length": {"correctness_reward": "acc", "max_length": 100}})
     with pytest.raises(ConfigError, match=r"'cosine-length': option max_length=100 exceeds .*max_completion_length=64"):
-        plugin_set.call(
-            "rlvr_validate_run",
-            reward_names=["acc"],
-            grpo_args=SimpleNamespace(max_completion_length=64),
-            engine_timeout_s=None,
+        validate(plugin_set)
+
+
+# -- prime-length (prime-rl's pass-rate-scaled group length penalty) ----------------------------------------------
+
+NAN = float("nan")
+
+
+def test_group_length_penalty_by_hand():
+    from rlvr_plugins.advantages import group_length_penalty
+
+    lengths = torch.tensor([10, 20, 40, 40, 5, 10, 10, 20, 8, 16, 4, 16, 0, 0, 0, 0, 3, 6, 1, 2])
+    scores = torch.tensor([1, 0, 1, 1, 0, 0, 0, 0, 1, NAN, 0, NAN, 1, 1, 1, 1, NAN, NAN, NAN, NAN])
+    expected = [
+        *[-0.75 * x for x in (0.25, 0.5, 1.0, 1.0)],  # pass rate 3/4, longest 40
+        *[0.0] * 4,  # never passes: no length pressure
+        *[-0.5 * x for x in (0.5, 1.0, 0.25, 1.0)],  # NaN not scored: pass rate 1/2 of the two scored
+        *[0.0] * 4,  # empty completions: |o| / max(1, 0) = 0
+        *[0.0] * 4,  # no scored completion: 0
+    ]
+    got = group_length_penalty(lengths, scores, 4)
+    assert got.tolist() == pytest.approx(expected)
+    assert not torch.isnan(got).any()
+
+
+def prime_rl_advantages(rewards, lengths, weight, group_size):
+    """prime-rl's rule written out per group in plain Python: ``r - w p |o| / max|o|``, minus its group mean."""
+    out = []
+    for g in range(0, len(rewards), group_size):
+        r, n = rewards[g : g + group_size], lengths[g : g + group_size]
+        p, longest = sum(r) / len(r), max(max(n), 1)
+        shaped = [ri - weight * p * ni / longest for ri, ni in zip(r, n)]
+        out += [s - sum(shaped) / len(shaped) for s in shaped]
+    return out
+
+
+def prime_batch(plugin_set, per_func, lengths, group_size, failed=None):
+    return batch_advantages(
+        plugin_set,
+        rewards_per_func=per_func,
+        weights=torch.ones(per_func.shape[1]),
+        failed=torch.zeros(per_func.shape, dtype=torch.bool) if failed is None else failed,
+        lengths=lengths,
+        num_generations=group_size,
+        step=0,
+        names=["acc"],
+    )
+
+
+def right_if_short(*, prompt, completion, example):
+    return 1.0
+
+
+def test_prime_length_on_a_mean_baseline_is_prime_rls_advantage():
+    # prime-rl subtracts the penalty from the reward before its mean baseline; here it is shaping after
+    # the estimator. With dr-grpo's estimator (r - mean) the two are the same numbers.
+    pytest.importorskip("rlvr_dr_grpo")
+    rewards = [1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0]
+    lengths = [12, 30, 7, 19, 25, 25, 3, 9, 10, 20, 30, 40]
+    with temporary_plugin(reward_plugin_class("acc", right_if_short)):
+        plugin_set = build_plugin_set(
+            {"acc": {}, "dr-grpo": {}, "prime-length": {"correctness_reward": "acc", "weight": 0.4}}
         )
+        plugin_set.reward_functions()
+        result = prime_batch(plugin_set, torch.tensor(rewards).unsqueeze(1), torch.tensor(lengths), 4)
+    assert result.advantages.tolist() == pytest.approx(prime_rl_advantages(rewards, lengths, 0.4, 4), abs=1e-6)
+
+
+def test_prime_length_degenerate_groups_and_masked_items():
+    with temporary_plugin(reward_plugin_class("acc", right_if_short)):
+        plugin_set = build_plugin_set({"acc": {}, "prime-length": {"correctness_reward": "acc", "weight": 1.0}})
+        plugin_set.reward_functions()
+        # a group of one: its penalty is -p (|o| = max|o|), centred to 0
+        one = prime_batch(plugin_set, torch.tensor([[1.0], [0.0], [1.0]]), torch.tensor([10, 20, 5]), 1)
+        assert one.advantages.tolist() == [0.0, 0.0, 0.0]
+        # all-equal lengths and all-correct: equal penalties, equal rewards, advantage exactly 0
+        equal = prime_batch(plugin_set, torch.ones(4, 1), torch.tensor([9, 9, 9, 9]), 4)
+        assert equal.advantages.tolist() == [0.0] * 4
+        # all correct, lengths differ: the shaping alone moves them, at its own scale (never std-scaled):
+        # penalties -[1/4, 1/2, 3/4, 1], mean -5/8
+        spread = prime_batch(plugin_set, torch.ones(4, 1), torch.tensor([10, 20, 30, 40]), 4)
+        assert spread.advantages.tolist() == pytest.approx([0.375, 0.125, -0.125, -0.375])
+        # a masked item (its reward failed): advantage 0, left out of the pass rate and of the centring
+        failed = torch.tensor([[False], [False], [True], [False]])
+        per_func = torch.tensor([[1.0], [0.0], [NAN], [1.0]])
+        masked = prime_batch(plugin_set, per_func, torch.tensor([10, 20, 40, 30]), 4, failed)
+    # pass rate 2/3 over the scored items; penalties -2/3 * [1/4, 1/2, -, 3/4] (longest 40, the masked one's);
+    # GRPO z-scores [1, 0, -, 1]: mean 2/3, std sqrt(1/3)
+    penalties = [-2 / 3 * x for x in (0.25, 0.5, 0.75)]
+    centred = [p - sum(penalties) / 3 for p in penalties]
+    z = [(r - 2 / 3) / (math.sqrt(1 / 3) + 1e-4) for r in (1.0, 0.0, 1.0)]
+    expected = [z[0] + centred[0], z[1] + centred[1], 0.0, z[2] + centred[2]]
+    assert masked.advantages.tolist() == pytest.approx(expected, abs=1e-5)
+
+
+def test_prime_length_refuses_a_missing_reward_and_a_negative_weight():
+    plugin_set = build_plugin_set({"prime-length": {"correctness_reward": "nope"}})
+    with pytest.raises(ConfigError, match=r"plugin 'prime-length': option correctness_reward='nope' is not a reward"):
+        validate(plugin_set)
+    with pytest.raises(PluginError, match=r"plugin 'prime-length': option 'weight' must be a finite number >= 0"):
+        build_plugin_set({"prime-length": {"correctness_reward": "acc", "weight": -1.0}})

@@ -6,6 +6,7 @@ penalties; ``--check`` refuses a malformed schedule or one on a plugin without a
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -281,3 +282,39 @@ def test_the_plugins_own_weight_rule_holds_at_every_value_of_the_schedule():
         "number >= 0, got -0.5"
     )
     build_plugin_set({"dapo-overlong": {"weight": {"schedule": "cosine", "from": 1.0, "to": 0.0, "steps": 10}}})
+
+
+def test_rlvr_plugins_says_which_weights_may_be_a_schedule(capsys):
+    from rlvr_plugins import cli
+
+    assert cli.main(["plugins", "--json"]) == 0
+    options = {row["name"]: row.get("options", []) for row in json.loads(capsys.readouterr().out)}
+
+    def weight(name):
+        return next(o for o in options[name] if o.startswith("weight ("))
+
+    # a reward (r1-format), a built-in length penalty (dapo-overlong), a third-party one (kimi-length)
+    for name in ("r1-format", "dapo-overlong", "kimi-length"):
+        assert weight(name).endswith(
+            "or a schedule: constant | linear | step | cosine over the step, e.g. "
+            "{schedule: linear, from: 0.0, to: 1.0, steps: 100})"
+        ), name
+        assert weight(name).startswith("weight (float, default 1.0; "), name
+    assert options["grpo"] == ["eps (float, default 0.0001)"]  # an estimator: no weight, no schedule
+
+
+def test_a_weight_option_outside_the_weighted_hooks_is_not_shown_as_a_schedule():
+    from rlvr_plugins.manager import plugin_options
+
+    class Logger(Plugin):
+        name = "weighted-logger"
+
+        @dataclass
+        class Options:
+            weight: float = 1.0
+
+        @hookimpl
+        def rlvr_on_rewards(self, rewards):
+            return None
+
+    assert plugin_options(Logger) == ["weight (float, default 1.0)"]

@@ -320,6 +320,29 @@ def cosine_length_reward(
     return torch.where(correct.to(torch.bool), min_c + (max_c - min_c) * half, max_w + (min_w - max_w) * half)
 
 
+def group_length_penalty(lengths: torch.Tensor, scores: torch.Tensor, num_generations: int) -> torch.Tensor:
+    """prime-rl's linear length penalty (its GRPO ``length_penalty``, the output-token term),
+    ``(N,)`` lengths and ``(N,)`` float scores → ``(N,)`` float in ``[-1, 0]``::
+
+        p_g = mean_{j in g} s_j                        (the group's pass rate: its mean correctness score)
+        P_i = -p_g * |o_i| / max(1, max_{j in g} |o_j|)
+
+    ``s_j`` is the correctness reward's raw value (NaN: not scored, left out of ``p_g``; a
+    group with no scored completion gets 0). The longest completion of a group loses the whole
+    pass rate, an empty one nothing; a group that never passes is not shaped at all, so length
+    is only traded once the prompt is solved, and the more often it is solved the harder.
+    Every completion of the group is penalised by its length, wrong ones too; ``max |o_j|`` runs
+    over every completion of the group (a masked one's length is known too).
+    """
+    g_len = grouped(lengths.to(torch.float32), num_generations)
+    g_scores = grouped(scores.to(torch.float32), num_generations)
+    scored = ~torch.isnan(g_scores)
+    count = scored.sum(dim=1, keepdim=True)
+    pass_rate = torch.where(scored, g_scores, torch.zeros_like(g_scores)).sum(dim=1, keepdim=True) / count.clamp(min=1)
+    longest = g_len.max(dim=1, keepdim=True).values.clamp(min=1.0)
+    return (-pass_rate * g_len / longest).reshape(-1)
+
+
 def shaping_advantages(shaping: torch.Tensor, valid: torch.Tensor, num_generations: int) -> torch.Tensor:
     """The advantage of a shaping term (length penalty): ``s_i - mean_j s_j`` per group, never std-scaled.
 

@@ -35,7 +35,7 @@ from .errors import (
     shown,
 )
 from .plugin import Environment, Plugin, RewardExploit, RewardFunction, describe_options
-from .schedules import WeightSchedule, parse_schedule
+from .schedules import SCHEDULE_NOTE, WeightSchedule, parse_schedule
 
 BUILTIN_PLUGINS = {
     "grpo": "rlvr_plugins.builtin.estimators:GRPOEstimator",
@@ -51,6 +51,7 @@ BUILTIN_PLUGINS = {
     "pass-at-k": "rlvr_plugins.builtin.estimators:PassAtKEstimator",
     "dapo-overlong": "rlvr_plugins.builtin.shaping:DAPOOverlong",
     "cosine-length": "rlvr_plugins.builtin.shaping:CosineLength",
+    "prime-length": "rlvr_plugins.builtin.shaping:PrimeLength",
     "repetition": "rlvr_plugins.builtin.repetition:RepetitionPenalty",
     "repeat-sampler": "rlvr_plugins.builtin.sampler:RepeatSamplerPlugin",
     "plain-template": "rlvr_plugins.builtin.template:PlainTemplate",
@@ -666,6 +667,20 @@ def _options_dict(opts: Any) -> dict[str, Any]:
 WEIGHTED_HOOKS = ("rlvr_reward_functions", "rlvr_length_penalty")
 
 
+def weight_schedulable(cls: type[Plugin]) -> bool:
+    """Whether ``cls``'s ``weight`` option may be a schedule: it has one and implements a weighted hook."""
+    return bool(set(WEIGHTED_HOOKS) & set(implemented_hooks(cls))) and "weight" in fields.hints(cls.Options)
+
+
+def plugin_options(cls: type[Plugin]) -> list[str]:
+    """:func:`~rlvr_plugins.plugin.describe_options` of ``cls``, its ``weight`` shown with the schedules it
+    may be instead (``rlvr plugins``, and the valid options an option error lists)."""
+    described = describe_options(cls.Options)
+    if not weight_schedulable(cls):
+        return described
+    return [f"{d[:-1]}; or a schedule: {SCHEDULE_NOTE})" if d.startswith("weight (") else d for d in described]
+
+
 def split_weight_schedule(name: str, cls: type[Plugin], raw: Any) -> tuple[Any, WeightSchedule | None]:
     """``(options without the schedule, schedule)`` when ``raw["weight"]`` is a mapping, else ``(raw, None)``.
 
@@ -675,8 +690,8 @@ def split_weight_schedule(name: str, cls: type[Plugin], raw: Any) -> tuple[Any, 
     """
     if not isinstance(raw, Mapping) or not isinstance(raw.get("weight"), Mapping):
         return raw, None
-    valid = describe_options(cls.Options)
-    if not set(WEIGHTED_HOOKS) & set(implemented_hooks(cls)) or "weight" not in fields.hints(cls.Options):
+    valid = plugin_options(cls)
+    if not weight_schedulable(cls):
         raise PluginOptionError(
             name,
             [
@@ -821,7 +836,7 @@ def list_plugins(enabled_names: set[str] | None = None) -> list[dict[str, Any]]:
             cls = entry.load()
             _check_hook_names(name, cls)
             row["hooks"] = implemented_hooks(cls)
-            row["options"] = describe_options(cls.Options)
+            row["options"] = plugin_options(cls)
             row["description"] = cls.description
             if not row["hooks"]:
                 row["warning"] = (

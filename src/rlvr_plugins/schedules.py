@@ -35,6 +35,9 @@ FORMS = {
     "cosine": "{schedule: cosine, from: 1.0, to: 0.1, steps: 300}",
 }
 
+SCHEDULE_NOTE = f"{' | '.join(KINDS)} over the step, e.g. {FORMS['linear']}"
+"""How ``rlvr plugins`` says that a ``weight`` may be a schedule."""
+
 
 def linear_value(step: int, start: float, end: float, steps: int) -> float:
     """Linear warm-up: ``w(t) = start + (end - start) * min(1, t / steps)`` (``end`` when ``steps = 0``).

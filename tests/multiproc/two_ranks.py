@@ -1,7 +1,7 @@
 """Run a few GRPO steps on 1 or 2 processes with deterministic completions and record the gathered batch.
 
 Launched by tests/test_multiprocess.py, e.g.
-    accelerate launch --cpu --num_processes 2 tests/multiproc/two_ranks.py OUT.jsonl 4
+    accelerate launch --cpu --num_processes 2 tests/multiproc/two_ranks.py OUT.jsonl 4 [PLUGIN [OPTIONS_JSON]]
 Each prompt's group of 8 completions is split across the ranks when there are two, so the
 advantages and the per-group length penalty are only right if they are computed after the
 cross-process gather. Completions depend only on their position in the global batch.
@@ -27,7 +27,8 @@ from rlvr_plugins.trainer import RLVRTrainer  # noqa: E402
 
 OUT = Path(sys.argv[1])
 PER_DEVICE = int(sys.argv[2])
-ESTIMATOR = sys.argv[3] if len(sys.argv) > 3 else None  # an estimator plugin to enable (default: grpo)
+EXTRA = sys.argv[3] if len(sys.argv) > 3 else None  # a plugin to enable: an estimator (default: grpo), a shaping
+EXTRA_OPTIONS = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}  # its options, as JSON
 
 
 def completion_for(position: int) -> str:
@@ -110,7 +111,7 @@ def main():
                 "mp-rollout": {},
                 "mp-recorder": {},
                 "kimi-length": {"correctness_reward": "mp-correct", "weight": 0.5},
-                **({ESTIMATOR: {}} if ESTIMATOR else {}),
+                **({EXTRA: EXTRA_OPTIONS} if EXTRA else {}),
             }
         )
     args = grpo_args(

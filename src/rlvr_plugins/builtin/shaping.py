@@ -1,5 +1,6 @@
-"""Built-in length shaping: ``dapo-overlong`` (DAPO's soft overlong punishment) and ``cosine-length``
-(Yeo et al. 2025's cosine length reward)."""
+"""Built-in length shaping: ``dapo-overlong`` (DAPO's soft overlong punishment), ``cosine-length``
+(Yeo et al. 2025's cosine length reward) and ``prime-length`` (prime-rl's pass-rate-scaled group
+length penalty)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,26 @@ from dataclasses import dataclass
 from .. import hookimpl
 from ..errors import ConfigError, PluginContractError
 from ..plugin import Plugin
+
+
+def _missing_correctness_reward(plugin: Plugin, reward_names) -> str:
+    return (
+        f"plugin {plugin.name!r}: option correctness_reward={plugin.options.correctness_reward!r} is not a reward "
+        f"of this run. Available rewards: {list(reward_names)}. Set correctness_reward to one of these."
+    )
+
+
+def check_correctness_reward(plugin: Plugin, reward_names) -> None:
+    """Refuse (at start-up) a shaping plugin whose ``correctness_reward`` option names no reward of the run."""
+    if plugin.options.correctness_reward not in reward_names:
+        raise ConfigError(_missing_correctness_reward(plugin, reward_names), source="plugins")
+
+
+def correctness_column(plugin: Plugin, rewards_per_func, reward_names):
+    """``(N,)``: the raw values of the plugin's ``correctness_reward`` (its column of ``rewards_per_func``)."""
+    if plugin.options.correctness_reward not in reward_names:
+        raise PluginContractError(_missing_correctness_reward(plugin, reward_names))
+    return rewards_per_func[:, list(reward_names).index(plugin.options.correctness_reward)]
 
 
 class MaxLengthShaping(Plugin):
@@ -166,15 +187,8 @@ class CosineLength(MaxLengthShaping):
 
     @hookimpl
     def rlvr_validate_run(self, reward_names, grpo_args):
-        if self.options.correctness_reward not in reward_names:
-            raise ConfigError(self._missing(reward_names), source="plugins")
+        check_correctness_reward(self, reward_names)
         self.check_run_length(grpo_args)
-
-    def _missing(self, reward_names) -> str:
-        return (
-            f"plugin {self.name!r}: option correctness_reward={self.options.correctness_reward!r} is not a reward "
-            f"of this run. Available rewards: {list(reward_names)}. Set correctness_reward to one of these."
-        )
 
     @hookimpl
     def rlvr_claims(self):
@@ -187,9 +201,7 @@ class CosineLength(MaxLengthShaping):
         from ..advantages import cosine_length_reward  # torch: when the hook runs
 
         o = self.options
-        if o.correctness_reward not in reward_names:
-            raise PluginContractError(self._missing(reward_names))
-        column = rewards_per_func[:, list(reward_names).index(o.correctness_reward)]
+        column = correctness_column(self, rewards_per_func, reward_names)
         correct = ~torch.isnan(column) & (column >= o.threshold)
         shaped = cosine_length_reward(
             completion_lengths.to(column.device),
@@ -199,3 +211,51 @@ class CosineLength(MaxLengthShaping):
             (o.min_value_wrong, o.max_value_wrong),
         )
         return o.weight * shaped
+
+
+class PrimeLength(Plugin):
+    """prime-rl's length penalty (its GRPO ``length_penalty``), as a length shaping.
+
+    ``weight · P_i`` with ``P_i = −p_g · |o_i| / max_{j∈g} |o_j|``: each completion loses the
+    share of its group's longest length it used, times the group's pass rate ``p_g`` (the mean
+    of ``correctness_reward``'s raw value over the group's scored completions). Formula in
+    :func:`rlvr_plugins.advantages.group_length_penalty`; ``weight`` defaults to prime-rl's
+    ``num_output_tokens_weight`` (0.25). prime-rl subtracts the penalty from the reward before its
+    mean baseline (``r − P − mean(r − P)``), which is exactly this shaping added to a
+    mean-baseline estimator: group-centred, never divided by a std. Its other two terms (input
+    tokens, turns) are constant within a single-turn group, so centring removes them; they are
+    left out.
+
+    Not ``kimi-length`` (Kimi k1.5): that one normalises by the group's length *range*
+    (``0.5 − (len − min) / (max − min)``), rewards short correct answers with up to +0.5 and gates
+    wrong answers per answer (``min(0, λ)``), whatever the group's pass rate. This one divides by
+    the group's longest length, penalises every completion alike, and scales the whole penalty
+    by the pass rate, so a prompt the policy never solves feels no length pressure and one it
+    always solves the most. Both may be enabled (neither claims the other's job), though two
+    group length pressures at once is rarely what one wants.
+    """
+
+    name = "prime-length"
+    description = "prime-rl length penalty: -pass rate x |o| / longest |o| of the group"
+
+    @dataclass
+    class Options:
+        correctness_reward: str
+        weight: float = 0.25
+
+        def __post_init__(self):
+            if not self.correctness_reward:
+                raise ValueError("option 'correctness_reward' must name a reward, got ''")
+            if not math.isfinite(self.weight) or self.weight < 0:
+                raise ValueError(f"option 'weight' must be a finite number >= 0, got {self.weight!r}")
+
+    @hookimpl
+    def rlvr_validate_run(self, reward_names):
+        check_correctness_reward(self, reward_names)
+
+    @hookimpl
+    def rlvr_length_penalty(self, completion_lengths, num_generations, rewards_per_func, reward_names):
+        from ..advantages import group_length_penalty  # torch: when the hook runs
+
+        column = correctness_column(self, rewards_per_func, reward_names)
+        return self.options.weight * group_length_penalty(completion_lengths.to(column.device), column, num_generations)
