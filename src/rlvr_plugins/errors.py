@@ -98,7 +98,7 @@ KNOWN_DISTRIBUTIONS = {
     "rlvr-dr-grpo": ("dr-grpo",),
     "rlvr-kimi": ("kimi-length", "kimi-curriculum"),
     "rlvr-qwen-thinking": ("qwen-thinking",),
-    "rlvr-code": ("code-tests", "python"),
+    "rlvr-code": ("code-tests", "code-repair", "python"),
     "rlvr-judge": ("judge-equivalence",),
 }
 """The plugin distributions under this repository's ``plugins/``, and the plugin names each provides."""
