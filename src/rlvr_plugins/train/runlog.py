@@ -29,6 +29,8 @@ class MetricsWriter(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
             return
+        if all(key.startswith("eval_") for key in logs):  # trainer.evaluate()'s row: the run writes its eval/* row
+            return
         self.write(state.global_step, logs)
 
     def write(self, step: int, values) -> None:
@@ -243,7 +245,9 @@ class PeriodicEval(TrainerCallback):
         self._measure(step, state, control, model)
 
     def _measure(self, step: int, state, control, model) -> None:
+        should_log = control.should_log
         result = self.measure(step, model)
+        control.should_log = should_log  # trainer.evaluate() (episodes with tools) logs, which clears it
         if result is None:
             return
         if self.log is not None and state.is_world_process_zero:
