@@ -29,7 +29,7 @@ class MetricsWriter(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
             return
-        if all(key.startswith("eval_") for key in logs):  # trainer.evaluate()'s row: the run writes its eval/* row
+        if any(key.startswith("eval_") for key in logs):  # trainer.evaluate()'s row: the run writes its eval/* row
             return
         self.write(state.global_step, logs)
 
