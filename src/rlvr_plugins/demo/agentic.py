@@ -20,21 +20,21 @@ out of the SFT loss. :data:`RESPONSE_TEMPLATE` is the transformers response temp
 the call back (``tokenizer.parse_response``, what TRL's tool loop uses). Every turn is a token
 prefix of the next (TRL's ``is_chat_template_prefix_preserving`` holds).
 
-The calculator is the built-in ``calculator`` environment (:mod:`rlvr_plugins.builtin.calculator`):
-its tool ``calculate`` takes one ``expression`` argument (the tokenizer spells both names as one token
-each, :data:`TOOL_WORDS`; other names are spelled out character by character, which still works, only
-longer).
+The calculator is the built-in ``calculator`` environment (``rlvr_plugins.builtin.calculator``; this
+module imports nothing of the package): its tool ``calculate`` takes one ``expression`` argument (the
+tokenizer spells both names as one token each, :data:`TOOL_WORDS`; other names are spelled out character
+by character, which still works, only longer).
 """
 
 from __future__ import annotations
 
+import operator
 import random
 from collections.abc import Sequence
 from typing import Any
 
 from transformers import PreTrainedTokenizerFast
 
-from ..builtin.calculator import calculate
 from .task import checked_options, distinct_draws, draw_operands
 from .tokenizer import MARKER_TOKENS, build_char_tokenizer
 
@@ -79,6 +79,8 @@ RESPONSE_TEMPLATE: dict[str, Any] = {
     },
 }
 
+OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+
 DEFAULT_AGENT_TASK: dict[str, Any] = {
     "min_digits": 1,
     "max_digits": 3,
@@ -86,6 +88,7 @@ DEFAULT_AGENT_TASK: dict[str, Any] = {
     "tool_rate": 0.3,
     "slip": 0.3,
 }
+
 
 def build_agent_tokenizer(words: Sequence[str] = TOOL_WORDS) -> PreTrainedTokenizerFast:
     """The demo's character tokenizer with the tool markers and ``words`` as single tokens, the
@@ -119,7 +122,7 @@ def agent_problem(a: int, op: str, b: int, *, use_tool: bool, slip: bool, rng: r
     teacher's messages: a calculator episode when ``use_tool``, else an answer in its head, a wrong
     digit in it when ``slip``), ``difficulty`` (digits of the longer operand) and ``teacher_tool``."""
     expression = f"{a}{op}{b}"
-    result = int(calculate(expression))
+    result = OPERATORS[op](a, b)
     if use_tool:
         completion = [
             {"role": "assistant", "content": "", "tool_calls": [tool_call(expression)]},

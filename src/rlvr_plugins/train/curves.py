@@ -346,8 +346,8 @@ CURVES = (
     ("tools/turns_mean", "assistant turns per episode"),
 )
 """What a run's ``curves.png`` shows: held-out accuracy during GRPO and the train reward, against step; with an
-environment enabled, also the held-out and the train tool-call rate, the failed share and the turns per episode (a panel is drawn only
-for what the run logged)."""
+environment enabled, also the held-out and the train tool-call rate, the failed share and the turns per episode
+(a panel is drawn only for what the run logged)."""
 
 
 def draw_curves(folder: str | Path, ema: float = DEFAULT_EMA) -> Path | None:

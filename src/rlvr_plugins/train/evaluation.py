@@ -98,7 +98,9 @@ def evaluate_episodes(trainer, reward: str | None) -> dict[str, Any]:
         metrics = trainer.evaluate()
     target = reward or trainer.correctness_reward
     prefix = "eval_rewards/"
-    means = {k[len(prefix) : -len("/mean")]: v for k, v in metrics.items() if k.startswith(prefix) and k.endswith("/mean")}
+    means = {
+        k[len(prefix) : -len("/mean")]: v for k, v in metrics.items() if k.startswith(prefix) and k.endswith("/mean")
+    }
     n = len(trainer.eval_dataset)
     return {
         "accuracy": metrics.get("eval_rlvr/correct_rate", means.get(target, 0.0)),
