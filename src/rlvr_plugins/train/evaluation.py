@@ -74,8 +74,10 @@ def evaluate(
 @contextlib.contextmanager
 def greedy(trainer):
     """TRL's generation config switched to greedy decoding for the block, then put back with the model's
-    train/eval mode (``evaluate()`` leaves the model in eval mode, and TRL files logged metrics by that mode)."""
-    config, training = trainer.generation_config, trainer.model.training
+    train/eval mode (``evaluate()`` leaves the model in eval mode, and TRL files logged metrics by that mode) and
+    the step's ``should_log`` (``evaluate()`` logs, which clears it: a mid-run evaluation would drop the step's
+    train metrics)."""
+    config, training, should_log = trainer.generation_config, trainer.model.training, trainer.control.should_log
     before = config.do_sample
     config.do_sample = False
     try:
@@ -83,6 +85,7 @@ def greedy(trainer):
     finally:
         config.do_sample = before
         trainer.model.train(training)
+        trainer.control.should_log = should_log
 
 
 TOOL_CALLS = "tools/call_frequency"

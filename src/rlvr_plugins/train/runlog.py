@@ -245,9 +245,7 @@ class PeriodicEval(TrainerCallback):
         self._measure(step, state, control, model)
 
     def _measure(self, step: int, state, control, model) -> None:
-        should_log = control.should_log
         result = self.measure(step, model)
-        control.should_log = should_log  # trainer.evaluate() (episodes with tools) logs, which clears it
         if result is None:
             return
         if self.log is not None and state.is_world_process_zero:
