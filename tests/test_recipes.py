@@ -345,3 +345,13 @@ def test_agentic_recipe_trains_and_evaluates_with_the_calculator(tmp_path, capsy
     assert [r["step"] for r in train_rows] == [1, 2]  # the step-1 evaluation keeps that step's own train row
     assert all("tools/call_frequency" in r for r in train_rows)
     assert not any(k.startswith("eval_") for r in rows for k in r)  # TRL's own evaluate() row is not written
+
+
+def test_agentic_task_options_are_checked_in_one_line(capsys):
+    bad = [f"data.{split}.options.tool_share=0.5" for split in ("train", "eval")]
+    assert cli.main(["train", str(AGENTIC), "--check", *(x for a in bad for x in ("--set", a))]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "rlvr: error: invalid config: data.train.options: unknown agent task options: ['tool_share']; "
+        "valid: ['max_digits', 'min_digits', 'ops', 'slip', 'tool_rate']"
+    )
