@@ -127,14 +127,12 @@ def run_cell(seed: int, out: Path, settings: dict[str, Any] = SETTINGS) -> dict[
     print(f"[eval step 0] {evals[-1]}", flush=True)
 
     class PeriodicEval(TrainerCallback):
-        """Greedy held-out episodes every ``eval_every`` steps; the step's own train log is kept
-        (``evaluate()`` logs its metrics, which clears the step's ``should_log``)."""
+        """Greedy held-out episodes every ``eval_every`` steps (``evaluate_episodes`` keeps the step's own
+        train log)."""
 
         def on_step_end(self, args, state, control, **kwargs):
             if state.global_step % settings["eval_every"] == 0 and state.global_step < args.max_steps:
-                should_log = control.should_log
                 evals.append(held_out(trainer))
-                control.should_log = should_log
                 print(f"[eval step {state.global_step}] {evals[-1]}", flush=True)
             return control
 
