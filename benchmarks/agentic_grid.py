@@ -19,7 +19,6 @@ call the tool).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
@@ -64,28 +63,14 @@ SETTINGS: dict[str, Any] = {
 }
 
 
-@contextlib.contextmanager
-def greedy(trainer):
-    """TRL's generation config switched to greedy decoding for the block (evaluation), then put back
-    with the model's train/eval mode (``evaluate()`` leaves the model in eval mode, and TRL's ``log``
-    files the metrics by that mode: a step's train metrics would be lost)."""
-    config, training = trainer.generation_config, trainer.model.training
-    before = config.do_sample
-    config.do_sample = False
-    try:
-        yield
-    finally:
-        config.do_sample = before
-        trainer.model.train(training)
-
-
 def held_out(trainer) -> dict[str, float]:
     """Greedy held-out episodes through TRL's evaluate: accuracy and tool calls per episode."""
-    with greedy(trainer):
-        metrics = trainer.evaluate()
+    from rlvr_plugins.train.evaluation import evaluate_episodes
+
+    result = evaluate_episodes(trainer, "r1-accuracy")
     return {
-        "accuracy": round(metrics["eval_rewards/r1-accuracy/mean"], 4),
-        "tool_calls": round(metrics.get("eval_tools/call_frequency", 0.0), 4),
+        "accuracy": round(result["rewards"]["r1-accuracy"], 4),
+        "tool_calls": round(result["tool_calls"], 4),
         "step": trainer.state.global_step,
     }
 
@@ -98,7 +83,8 @@ def run_cell(seed: int, out: Path, settings: dict[str, Any] = SETTINGS) -> dict[
     from transformers import TrainerCallback, set_seed
     from trl import GRPOConfig
 
-    from rlvr_plugins.demo.agentic import CalculatorEnvironment, agent_train_eval, build_agent_tokenizer
+    from rlvr_plugins.builtin.calculator import CalculatorTool
+    from rlvr_plugins.demo.agentic import agent_train_eval, build_agent_tokenizer
     from rlvr_plugins.demo.model import build_tiny_model
     from rlvr_plugins.train.modeling import cpu_defaults
     from rlvr_plugins.train.sft import last_logged_loss, run_sft
@@ -135,20 +121,18 @@ def run_cell(seed: int, out: Path, settings: dict[str, Any] = SETTINGS) -> dict[
         train_dataset=Dataset.from_list([{k: r[k] for k in columns} for r in rl_rows]),
         eval_dataset=Dataset.from_list([{k: r[k] for k in columns} for r in eval_rows]),
         processing_class=tokenizer,
-        environment_factory=CalculatorEnvironment,
+        environment_factory=CalculatorTool,
     )
     evals = [held_out(trainer)]
     print(f"[eval step 0] {evals[-1]}", flush=True)
 
     class PeriodicEval(TrainerCallback):
-        """Greedy held-out episodes every ``eval_every`` steps; the step's own train log is kept
-        (``evaluate()`` logs its metrics, which clears the step's ``should_log``)."""
+        """Greedy held-out episodes every ``eval_every`` steps (``evaluate_episodes`` keeps the step's own
+        train log)."""
 
         def on_step_end(self, args, state, control, **kwargs):
             if state.global_step % settings["eval_every"] == 0 and state.global_step < args.max_steps:
-                should_log = control.should_log
                 evals.append(held_out(trainer))
-                control.should_log = should_log
                 print(f"[eval step {state.global_step}] {evals[-1]}", flush=True)
             return control
 

@@ -11,13 +11,12 @@ from trl.chat_template_utils import (
     supports_tool_calling,
 )
 
+from rlvr_plugins.builtin.calculator import CalculatorTool
 from rlvr_plugins.demo.agentic import (
-    CalculatorEnvironment,
     agent_problem,
     agent_problems,
     agent_train_eval,
     build_agent_tokenizer,
-    calculate,
     called_tool,
     slipped,
     tool_call,
@@ -40,7 +39,7 @@ def test_teacher_episode_and_in_head_answer():
     assert tool["answer"] == "17834" and tool["difficulty"] == 3 and tool["teacher_tool"]
     assert tool["completion"] == [
         {"role": "assistant", "content": "", "tool_calls": [tool_call("37*482")]},
-        {"role": "tool", "name": "calculator", "content": "17834"},
+        {"role": "tool", "name": "calculate", "content": "17834"},
         {"role": "assistant", "content": "<answer>17834</answer>"},
     ]
     assert called_tool(tool["completion"])
@@ -87,28 +86,18 @@ def test_problem_options_are_checked():
         agent_problems(1, 0, min_digits=3, max_digits=2)
 
 
-def test_calculator_evaluates_integer_arithmetic_only():
-    assert calculate("37*482") == 17834  # by hand: 37*482 = 14460 + 3374
-    assert calculate(" (12+3)*-2 - 4 ") == -34
-    env = CalculatorEnvironment()
-    assert env.reset(prompt="x", answer="1") is None
-    assert env.calculator("999*999") == "998001"
-    for bad in ("2**10", "7/2", "__import__('os')", "abs(-1)", "1.5*2", "1+", "9" * 30 + "*" + "9" * 30):
-        assert env.calculator(bad).startswith("error: "), bad
-
-
 def test_template_round_trip_gives_the_call_back(tokenizer):
     row = agent_problem(37, "*", 482, use_tool=True, slip=False, rng=random.Random(0))
     messages = row["prompt"] + row["completion"]
     text = tokenizer.apply_chat_template(messages, tokenize=False)
     assert text == (
-        "<bos>37*482=<|assistant|><tool_call>calculator:expression=37*482</tool_call><eos>"
+        "<bos>37*482=<|assistant|><tool_call>calculate:expression=37*482</tool_call><eos>"
         "<tool_response>17834</tool_response><|assistant|><answer>17834</answer><eos>"
     )
     prompt = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=True, return_dict=False)
     first = tokenizer.apply_chat_template(messages[:2], tokenize=True, return_dict=False)
     assert first[: len(prompt)] == prompt
-    tools = [CalculatorEnvironment().calculator]
+    tools = [CalculatorTool().calculate]  # the built-in calculator environment's tool
     assert parse_response(tokenizer, first[len(prompt) :], prefix=prompt, tools=tools) == {
         "role": "assistant",
         "content": "",
@@ -143,7 +132,7 @@ def test_trl_accepts_the_template_for_tools_and_sft(tokenizer):
     assert supports_tool_calling(tokenizer)
     assert is_chat_template_prefix_preserving(tokenizer)  # else TRL would swap in a template of its own
     assert is_chat_template_stop_token_trained(tokenizer)  # <eos> of each assistant turn is in the SFT loss
-    markers = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<|assistant|>", "calculator"]
+    markers = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<|assistant|>", "calculate"]
     assert all(len(ids(tokenizer, m)) == 1 for m in markers)
 
 
@@ -167,7 +156,7 @@ def test_sft_loss_leaves_tool_results_and_prompt_out(tmp_path, tokenizer):
     trained = "".join(
         tokenizer.convert_ids_to_tokens([t for t, lab in zip(example["input_ids"], example["labels"]) if lab != -100])
     )
-    assert trained == "<tool_call>calculator:expression=37*482</tool_call><eos><answer>17834</answer><eos>"
+    assert trained == "<tool_call>calculate:expression=37*482</tool_call><eos><answer>17834</answer><eos>"
     labels = dict(zip(example["input_ids"], example["labels"]))
     assert all(lab == t for t, lab in labels.items() if lab != -100)
     head = trainer.train_dataset[1]

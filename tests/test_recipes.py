@@ -30,10 +30,12 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 DEMO_RECIPES = ["demo", "dapo"]  # the CPU demo, and the demo with DAPO's dynamic sampling
+AGENTIC = CONFIGS / "agentic_demo.yaml"  # the agentic CPU demo (issue 23)
 
 
 def test_every_recipe_is_tested():
-    assert sorted(p.stem for p in CONFIGS.glob("*.yaml") if p.stem not in DEMO_RECIPES) == sorted(GPU_RECIPES)
+    shipped = sorted(p.stem for p in CONFIGS.glob("*.yaml") if p.stem not in DEMO_RECIPES and p != AGENTIC)
+    assert shipped == sorted(GPU_RECIPES)
     assert sorted(p.stem for p in (CONFIGS / "cpu").glob("*.yaml")) == sorted(CPU_RECIPES)
 
 
@@ -282,3 +284,74 @@ def test_no_signal_hint_only_when_every_step_had_equal_rewards_in_each_group():
     assert "in all 3 GRPO steps" in no_signal_line(flat) and "best step reward 0.250" in no_signal_line(flat)
     assert no_signal_line([*flat, {"step": 4, "frac_reward_zero_std": 0.75, "reward": 0.1}]) is None
     assert no_signal_line([{"step": 0, "eval/accuracy": 0.0}]) is None  # no GRPO step logged
+
+
+def test_agentic_recipe_is_the_grid_that_docs_measure(capsys):
+    """configs/agentic_demo.yaml runs benchmarks/agentic_grid.py's settings (the README's figures are the grid's)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("agentic_grid", REPO / "benchmarks" / "agentic_grid.py")
+    assert spec is not None and spec.loader is not None
+    grid = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(grid)
+    settings = grid.SETTINGS
+    config = load_config(AGENTIC)
+    assert config["model"] == {"tiny": settings["model"], "tokenizer": "char-agentic"}
+    train, evaluation = config["data"]["train"], config["data"]["eval"]
+    assert train["task"] == evaluation["task"] == "agentic"
+    assert train["options"] == evaluation["options"] == settings["task"]
+    assert train["seed"] == evaluation["seed"] == settings["data_seed"]
+    assert (train["size"], evaluation["size"]) == (settings["sft"]["examples"] + settings["n_rl"], settings["n_eval"])
+    sft = dict(config["sft"])
+    assert (sft.pop("completion_column"), sft.pop("assistant_only_loss")) == ("completion", True)
+    assert sft == settings["sft"]
+    assert {k: config["trainer"][k] for k in settings["grpo"]} == settings["grpo"]
+    assert config["eval"]["every_steps"] == settings["eval_every"] and config["eval"]["reward"] == "r1-accuracy"
+    assert set(config["plugins"]) == {"r1-accuracy", "calculator"}
+    assert cli.main(["train", str(AGENTIC), "--check"]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_agentic_recipe_trains_and_evaluates_with_the_calculator(tmp_path, capsys):
+    """Toy sizes: SFT on the teacher's episodes, held-out episodes through TRL's tool loop before, during and
+    after GRPO, and the tool-call rate in the console, summary.json and metrics.jsonl."""
+    out = tmp_path / "run"
+    args = [
+        f"output_dir={out}",
+        "engine.in_process=true",
+        "data.train.size=96",
+        "data.eval.size=16",
+        "sft.examples=64",
+        "sft.logging_steps=1",
+        "trainer.max_steps=2",
+        "trainer.per_device_train_batch_size=8",
+        "trainer.per_device_eval_batch_size=8",
+        "trainer.logging_steps=1",
+        "trainer.save_steps=2",
+        "eval.every_steps=1",
+    ]
+    assert cli.main(["train", str(AGENTIC), *(x for a in args for x in ("--set", a))]) == 0
+    printed = capsys.readouterr().out
+    assert "[eval before] accuracy" in printed and "tool calls" in printed
+    assert "[eval step 1]" in printed and "[eval after]" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["sft_examples"] == 64 and summary["grpo_steps"] == 2
+    for tag in ("before", "after"):
+        assert summary[f"eval_{tag}"]["n"] == 16 and 0.0 <= summary[f"eval_{tag}"]["tool_calls"] <= 1.0
+    rows = read_metrics(out / "metrics.jsonl")
+    held_out = {r["step"]: r for r in rows if "eval/accuracy" in r}
+    assert sorted(held_out) == [0, 1, 2] and all("eval/tools/call_frequency" in r for r in held_out.values())
+    train_rows = [r for r in rows if "reward" in r]
+    assert [r["step"] for r in train_rows] == [1, 2]  # the step-1 evaluation keeps that step's own train row
+    assert all("tools/call_frequency" in r for r in train_rows)
+    assert not any(k.startswith("eval_") for r in rows for k in r)  # TRL's own evaluate() row is not written
+
+
+def test_agentic_task_options_are_checked_in_one_line(capsys):
+    bad = [f"data.{split}.options.tool_share=0.5" for split in ("train", "eval")]
+    assert cli.main(["train", str(AGENTIC), "--check", *(x for a in bad for x in ("--set", a))]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "rlvr: error: invalid config: data.train.options: unknown agent task options: ['tool_share']; "
+        "valid: ['max_digits', 'min_digits', 'ops', 'slip', 'tool_rate']"
+    )

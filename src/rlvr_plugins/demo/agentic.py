@@ -4,7 +4,7 @@ A problem is ``"<a>*<b>="`` (or ``+``) as one user message; the reference is the
 The policy answers either in its head, ``<answer>N</answer>``, or through the calculator, over
 two assistant turns with the tool's result between them (TRL's tool loop runs the call)::
 
-    <bos>37*482=<|assistant|><tool_call>calculator:expression=37*482</tool_call><eos>
+    <bos>37*482=<|assistant|><tool_call>calculate:expression=37*482</tool_call><eos>
     <tool_response>17834</tool_response><|assistant|><answer>17834</answer><eos>
 
 The cold-start teacher (the ``completion`` column, a list of chat messages) calls the calculator on
@@ -20,15 +20,14 @@ out of the SFT loss. :data:`RESPONSE_TEMPLATE` is the transformers response temp
 the call back (``tokenizer.parse_response``, what TRL's tool loop uses). Every turn is a token
 prefix of the next (TRL's ``is_chat_template_prefix_preserving`` holds).
 
-The calculator (:class:`CalculatorEnvironment`) is a TRL ``environment_factory`` environment of
-this module's own: any environment whose tool is called ``calculator`` with one ``expression``
-argument can take its place (the tokenizer spells both names as one token each, :data:`TOOL_WORDS`;
-other names are spelled out character by character, which still works, only longer).
+The calculator is the built-in ``calculator`` environment (``rlvr_plugins.builtin.calculator``; this
+module imports nothing of the package): its tool ``calculate`` takes one ``expression`` argument (the
+tokenizer spells both names as one token each, :data:`TOOL_WORDS`; other names are spelled out character
+by character, which still works, only longer).
 """
 
 from __future__ import annotations
 
-import ast
 import operator
 import random
 from collections.abc import Sequence
@@ -41,7 +40,7 @@ from .tokenizer import MARKER_TOKENS, build_char_tokenizer
 
 ASSISTANT = "<|assistant|>"
 TOOL_MARKERS = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", ASSISTANT)
-TOOL_NAME, TOOL_ARGUMENT = "calculator", "expression"
+TOOL_NAME, TOOL_ARGUMENT = "calculate", "expression"  # the built-in calculator's tool
 TOOL_WORDS = (TOOL_NAME, TOOL_ARGUMENT)
 
 CHAT_TEMPLATE = (
@@ -80,6 +79,8 @@ RESPONSE_TEMPLATE: dict[str, Any] = {
     },
 }
 
+OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+
 DEFAULT_AGENT_TASK: dict[str, Any] = {
     "min_digits": 1,
     "max_digits": 3,
@@ -87,9 +88,6 @@ DEFAULT_AGENT_TASK: dict[str, Any] = {
     "tool_rate": 0.3,
     "slip": 0.3,
 }
-
-_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul}
-MAX_RESULT_DIGITS = 40
 
 
 def build_agent_tokenizer(words: Sequence[str] = TOOL_WORDS) -> PreTrainedTokenizerFast:
@@ -99,56 +97,6 @@ def build_agent_tokenizer(words: Sequence[str] = TOOL_WORDS) -> PreTrainedTokeni
     tokenizer.chat_template = CHAT_TEMPLATE
     tokenizer.response_template = RESPONSE_TEMPLATE
     return tokenizer
-
-
-def calculate(expression: str) -> int:
-    """The value of an integer expression of ``+``, ``-``, ``*`` and parentheses (nothing else is evaluated).
-
-    >>> calculate("37*482"), calculate("(2+3)*-4")
-    (17834, -20)
-    """
-
-    def value(node: ast.AST) -> int:
-        if isinstance(node, ast.Constant) and type(node.value) is int:
-            return node.value
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
-            result = _OPERATORS[type(node.op)](value(node.left), value(node.right))
-            if len(str(abs(result))) > MAX_RESULT_DIGITS:
-                raise ValueError(f"result has more than {MAX_RESULT_DIGITS} digits")
-            return result
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return -value(node.operand)
-        raise ValueError(f"not an integer expression of + - * and parentheses: {expression!r}")
-
-    if len(expression) > 200:
-        raise ValueError("expression longer than 200 characters")
-    try:
-        tree = ast.parse(expression.strip(), mode="eval")
-    except SyntaxError as exc:
-        raise ValueError(f"cannot parse {expression!r}") from exc
-    return value(tree.body)
-
-
-class CalculatorEnvironment:
-    """A TRL ``environment_factory`` environment: one tool, ``calculator``; no state, no reward of its own."""
-
-    def reset(self, **row: Any) -> None:
-        """Start an episode (the row's columns are ignored: the problem is in the prompt)."""
-        return None
-
-    def calculator(self, expression: str) -> str:
-        """Evaluate an arithmetic expression exactly.
-
-        Args:
-            expression: Integers joined by +, - and *, with parentheses, e.g. "37*482".
-
-        Returns:
-            The exact integer value, or an error message starting with "error:".
-        """
-        try:
-            return str(calculate(expression))
-        except ValueError as exc:
-            return f"error: {exc}"
 
 
 def tool_call(expression: str) -> dict[str, Any]:
@@ -174,7 +122,7 @@ def agent_problem(a: int, op: str, b: int, *, use_tool: bool, slip: bool, rng: r
     teacher's messages: a calculator episode when ``use_tool``, else an answer in its head, a wrong
     digit in it when ``slip``), ``difficulty`` (digits of the longer operand) and ``teacher_tool``."""
     expression = f"{a}{op}{b}"
-    result = calculate(expression)
+    result = OPERATORS[op](a, b)
     if use_tool:
         completion = [
             {"role": "assistant", "content": "", "tool_calls": [tool_call(expression)]},

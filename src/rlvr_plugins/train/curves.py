@@ -339,14 +339,15 @@ def _line(ax, points, colour: str, **style) -> None:
 
 CURVES = (
     ("eval/accuracy", "held-out accuracy (greedy; step 0: before GRPO)"),
+    ("eval/tools/call_frequency", "held-out tool calls per episode (greedy)"),
     ("reward", "train reward (weighted total, mean over completions)"),
     ("tools/call_frequency", "tool calls per episode"),
     ("tools/failure_frequency", "failed tool calls per call"),
     ("tools/turns_mean", "assistant turns per episode"),
 )
 """What a run's ``curves.png`` shows: held-out accuracy during GRPO and the train reward, against step; with an
-environment enabled, also the tool-call rate, the failed share and the turns per episode (a panel is drawn only
-for what the run logged)."""
+environment enabled, also the held-out and the train tool-call rate, the failed share and the turns per episode
+(a panel is drawn only for what the run logged)."""
 
 
 def draw_curves(folder: str | Path, ema: float = DEFAULT_EMA) -> Path | None:

@@ -29,7 +29,7 @@ from .config import ANSWER_FORMATS, lone_surrogate, resolve_path, run_config
 from .sections import HubSplit, JsonlSplit, SplitSection, SyntheticSplit, given
 from .yamlfile import digits_in, too_many_digits
 
-SYNTHETIC_TASKS = ("arithmetic",)
+SYNTHETIC_TASKS = ("arithmetic", "agentic")  # demo.task, demo.agentic (multi-digit arithmetic with a calculator)
 MAX_NAMED_ROWS = 5
 
 logger = logging.getLogger(__name__)
@@ -137,6 +137,15 @@ def _synthetic(split: str, spec: SyntheticSplit, other: SplitSection | None) -> 
     sizes = {split: spec.size, "other": other.size if isinstance(other, SyntheticSplit) and other.task == task else 0}
     seed = spec.seed
     options = dict(spec.options or {})
+    if task == "agentic":
+        from ..demo.agentic import agent_problems, agent_train_eval
+
+        try:
+            if split == "train":
+                return agent_train_eval(sizes["train"], sizes["other"], seed, **options)[0]
+            return agent_problems(sizes["eval"], seed, stream="eval", unique=True, **options)  # agent_train_eval's
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"data.{split}.options: {exc}") from None
     if split == "train":
         return split_train_eval(sizes["train"], sizes["other"], seed, **options)[0]
     return eval_problems(sizes["eval"], seed, **options)  # split_train_eval's, without drawing the train set

@@ -163,15 +163,19 @@ def full_weights(model, engine=None) -> Iterator[Any]:
 
 
 def load_tokenizer(config: Mapping[str, Any]):
-    """The tokenizer named by ``model.tokenizer`` (``char`` = the demo's), else the model's own."""
+    """The tokenizer named by ``model.tokenizer`` (``char`` = the demo's, ``char-agentic`` = the demo's with the
+    agentic demo's tool-call chat template and markers), else the model's own."""
     from transformers import AutoTokenizer
 
+    from ..demo.agentic import build_agent_tokenizer
     from ..demo.tokenizer import build_char_tokenizer
 
     model = model_section(config)
     name = model.tokenizer or ("char" if model.tiny is not None else model.name_or_path)
     if name == "char":
         return build_char_tokenizer()
+    if name == "char-agentic":
+        return build_agent_tokenizer()
     tokenizer = AutoTokenizer.from_pretrained(resolve_path(config, name), trust_remote_code=model.trust_remote_code)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

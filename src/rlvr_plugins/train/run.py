@@ -329,7 +329,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     from ..rewards import Engines, probe_rewards
     from ..trainer import RLVRTrainer
     from . import data, modeling
-    from .evaluation import evaluate, metric_row
+    from .evaluation import evaluate, evaluate_episodes, metric_row
     from .integrity import IntegrityWatch
     from .runfolder import start_from_policy, truncate_metrics
     from .runlog import (
@@ -384,18 +384,24 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     eval_section = sections.eval.in_train(max_new)
 
     metrics = MetricsWriter(out / "metrics.jsonl")
+    # with an environment, held-out episodes run through the trainer's tool loop (once it exists)
+    episodes = bool(prepared.plugin_set.environments())
 
     def measure(tag: str, model, engine=None):
         if not eval_rows:
             return None
         t = time.perf_counter()
-        with modeling.full_weights(model, engine):
-            result = evaluate(model, tokenizer, eval_rows, rewards, engines, eval_section)
+        if episodes:
+            result = evaluate_episodes(trainer, sections.eval.reward)
+        else:
+            with modeling.full_weights(model, engine):
+                result = evaluate(model, tokenizer, eval_rows, rewards, engines, eval_section)
         result["seconds"] = round(time.perf_counter() - t, 1)
         if is_main_process():
+            tools = f"; tool calls {result['tool_calls']:.2f} per episode" if "tool_calls" in result else ""
             print(
                 f"[eval {tag}] accuracy {100 * result['accuracy']:.1f}% on {result['n']} held-out problems "
-                f"({result['reward']}); rewards {_fmt(result['rewards'])}",
+                f"({result['reward']}); rewards {_fmt(result['rewards'])}{tools}",
                 flush=True,
             )
         return result
@@ -423,7 +429,8 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
         policy = str(policy_dir)
         if sft_section:
             summary["sft_examples"] = len(sft_rows)
-        run_eval("before", modeling.load_saved_policy(config, policy_dir), 0)
+        if not episodes:
+            run_eval("before", modeling.load_saved_policy(config, policy_dir), 0)
     else:
         model = modeling.load_model(config, tokenizer, seed)
         if sft_section:
@@ -437,12 +444,14 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
             with writing(policy_dir, out):
                 save_trained(sft_trainer, policy_dir)
                 mark_policy_complete(policy_dir)
-            run_eval("before", sft_trainer.model, 0, sft_trainer.model_wrapped)
+            if not episodes:
+                run_eval("before", sft_trainer.model, 0, sft_trainer.model_wrapped)
             end_stage(sft_trainer, prepared.grpo_args)
             del sft_trainer, model
             policy = str(policy_dir)
         else:
-            run_eval("before", model, 0)
+            if not episodes:
+                run_eval("before", model, 0)
             if model_section(config).tiny is not None:
                 if is_main_process():
                     with writing(policy_dir, out):
@@ -475,6 +484,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
         model=policy,
         args=prepared.grpo_args,
         train_dataset=Dataset.from_list(train_rows),
+        eval_dataset=Dataset.from_list(eval_rows) if episodes and eval_rows else None,
         processing_class=tokenizer,
         peft_config=modeling.lora_config(config),
         callbacks=callbacks,
@@ -483,6 +493,8 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     )
     trainer.model_card = run_readme(config, prepared.plugin_set.names)
     compact_console(trainer, show_bar=not prepared.grpo_args.disable_tqdm)
+    if episodes and not checkpoint:
+        run_eval("before", trainer.model, 0)
     if start.finished:
         trainer._load_from_checkpoint(str(start.checkpoint))
         summary["grpo_steps"] = start.step
@@ -623,7 +635,8 @@ def _print_summary(summary: Mapping[str, Any]) -> None:
         if f"eval_{tag}" in summary:
             e = summary[f"eval_{tag}"]
             label = eval_label(tag, "sft_examples" in summary)
-            print(f"held-out accuracy {label:>24}: {100 * e['accuracy']:5.1f}%  (n={e['n']})")
+            tools = f"  tool calls {e['tool_calls']:.2f} per episode" if "tool_calls" in e else ""
+            print(f"held-out accuracy {label:>24}: {100 * e['accuracy']:5.1f}%  (n={e['n']}){tools}")
     if "accuracy_gain_points" in summary:
         print(f"gain from GRPO: {summary['accuracy_gain_points']:+.1f} points")
     print(f"time: {summary['seconds']:.0f}s  stages: {summary['stages']}")

@@ -29,6 +29,8 @@ class MetricsWriter(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
             return
+        if any(key.startswith("eval_") for key in logs):  # trainer.evaluate()'s row: the run writes its eval/* row
+            return
         self.write(state.global_step, logs)
 
     def write(self, step: int, values) -> None:
