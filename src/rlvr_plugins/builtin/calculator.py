@@ -15,7 +15,7 @@ from decimal import Decimal, DivisionByZero, InvalidOperation, localcontext
 from typing import Annotated, Any
 
 from .. import hookimpl
-from ..fields import at_least
+from ..fields import Rule
 from ..plugin import Environment, Plugin
 
 MAX_EXPRESSION_CHARS = 1000
@@ -155,7 +155,7 @@ class Calculator(Plugin):
 
     @dataclass
     class Options:
-        max_digits: Annotated[int, at_least(1)] = 100
+        max_digits: Annotated[int, Rule(lambda v: 1 <= v <= 10_000, "an integer from 1 to 10000")] = 100
 
     @hookimpl
     def rlvr_environments(self, register):

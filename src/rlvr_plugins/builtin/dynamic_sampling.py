@@ -78,6 +78,7 @@ def saturated_prompts(
     return [p for p, u in zip(prompts, draws) if history.get(p, (0.0, 0))[1] >= streak and u >= recheck]
 
 
+
 class DAPODynamicSampling(Plugin):
     """Keep generating rounds until the batch holds only groups whose rewards differ (DAPO §3.2).
 
@@ -93,7 +94,7 @@ class DAPODynamicSampling(Plugin):
 
     @dataclass
     class Options:
-        max_rounds: Annotated[int, at_least(1)] = 3
+        max_rounds: Annotated[int, Rule(lambda v: 1 <= v <= 100, "an integer from 1 to 100")] = 3  # a bound: rounds per step
         keep_leftovers: bool = False
         max_group_age: Annotated[int, at_least(0)] = 1
         skip_streak: Annotated[int, at_least(0)] = 0

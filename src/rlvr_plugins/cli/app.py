@@ -263,8 +263,7 @@ def cmd_train(args) -> int:
     if args.check:
         prepared = prepare(config, with_trl=False)
         check_prepared_start(start, prepared)
-        check_data(prepared)
-        warnings = check_turn_template(prepared)
+        warnings = check_turn_template(prepared, check_data(prepared))
         probe_reward_examples(prepared)
         print(f"config OK; plugins: {', '.join(prepared.plugin_set.names)}")
         for warning in warnings:
@@ -299,9 +298,9 @@ def _command_config(args, need_model: bool = True, check=None):
 
 
 def cmd_eval(args) -> int:
-    from .eval_cmd import run_eval
+    from .eval_cmd import check_config, run_eval
 
-    run_eval(_command_config(args))
+    run_eval(_command_config(args, check=check_config))
     return 0
 
 

@@ -100,6 +100,21 @@ def build_prompts(
     return rows, [{**r, "prompt": few_shot_prompt(message_text(r["prompt"], roles=("user",)), shots)} for r in rows]
 
 
+def check_config(config: Mapping[str, Any]) -> None:
+    """Refuse a config that enables an environment: ``rlvr eval`` decodes single-turn, without the tool loop,
+    so its numbers would not be the run's (held-out episodes with tools run inside ``rlvr train``)."""
+    from ..manager import build_plugin_set
+
+    environments = build_plugin_set(run_config(config).plugins).environments()
+    if environments:
+        named = ", ".join(f"{environment.name!r} (plugin {owner})" for owner, environment in environments)
+        raise ConfigError(
+            f"rlvr eval decodes single-turn without tools, but the config enables the environment {named}; "
+            "its numbers would leave the tool out. Episodes with the tool are evaluated inside rlvr train "
+            "(eval.every_steps: eval/accuracy and eval/tools/call_frequency in metrics.jsonl)"
+        )
+
+
 def run_eval(config: dict[str, Any]) -> dict[str, Any]:
     """Evaluate ``model`` on ``data.<eval.split>``; return the report (also written to ``eval.json``)."""
 

@@ -157,6 +157,10 @@ def agent_problems(
     ops = str(opts["ops"])
     if not ops or set(ops) - set("+-*"):
         raise ValueError(f"ops must be made of '+', '-' and '*', got {ops!r}")
+    for name in ("tool_rate", "slip"):
+        value = opts[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name} must be a share in [0, 1], got {value!r}")
     rng = random.Random(f"rlvr-agent-demo/{stream}/{seed}")
     teacher = random.Random(f"rlvr-agent-demo/{stream}/{seed}/teacher")
 
@@ -167,8 +171,8 @@ def agent_problems(
 
     rows = []
     for a, op, b in distinct_draws(n, draw, exclude=exclude, unique=unique):
-        use_tool = teacher.random() < float(opts["tool_rate"])
-        slip = teacher.random() < float(opts["slip"])
+        use_tool = teacher.random() < opts["tool_rate"]
+        slip = teacher.random() < opts["slip"]
         rows.append(agent_problem(a, op, b, use_tool=use_tool, slip=slip, rng=teacher))
     return rows
 

@@ -171,9 +171,9 @@ def checked_options(defaults: dict, given: dict, what: str) -> tuple[dict, list[
     unknown = set(opts) - set(defaults)
     if unknown:
         raise TypeError(f"unknown {what} options: {sorted(unknown)}; valid: {sorted(defaults)}")
-    lo, hi = int(opts["min_digits"]), int(opts["max_digits"])
-    if not 1 <= lo <= hi:
-        raise ValueError("need 1 <= min_digits <= max_digits")
+    lo, hi = opts["min_digits"], opts["max_digits"]
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (lo, hi)) or not 1 <= lo <= hi:
+        raise ValueError(f"need integers 1 <= min_digits <= max_digits, got min_digits={lo!r}, max_digits={hi!r}")
     return opts, list(range(lo, hi + 1))
 
 

@@ -223,6 +223,17 @@ def check_chat_prompts(rows: Sequence[Mapping[str, Any]], plugin_set: PluginSet)
         )
 
 
+def check_agentic_tokenizer(rows: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> None:
+    """Refuse ``model.tokenizer: char-agentic`` with rendered prompts that are plain text: its tool markers and
+    tool-call chat template serve chat prompts only (``data.*.task: agentic``)."""
+    text = next((i for i, row in enumerate(rows) if isinstance(row.get("prompt"), str)), None)
+    if model_section(config).tokenizer == "char-agentic" and text is not None:
+        raise ConfigError(
+            f"model.tokenizer 'char-agentic' renders chat prompts with tool calls, but train row {text} is rendered "
+            "as plain text; use it with chat prompts (data task: agentic), or tokenizer: char for plain-text prompts"
+        )
+
+
 def check_prepared_start(start: RunStart | None, prepared: Prepared) -> None:
     """A ``--resume`` that raises ``trainer.max_steps``, checked again on the ``GRPOConfig`` the plugins adjusted
     (:func:`~rlvr_plugins.train.runfolder.plan_run` saw only the config; a plugin may set the schedule)."""
@@ -231,15 +242,22 @@ def check_prepared_start(start: RunStart | None, prepared: Prepared) -> None:
         check_more_steps(start.checkpoint, start.raised_from, args.max_steps, args.lr_scheduler_type, args.warmup_steps)
 
 
-def check_turn_template(prepared: Prepared) -> list[str]:
-    """``--check`` with an environment enabled: load the run's tokenizer (only it) and run
-    :func:`check_tool_template` on it; returns the warnings."""
-    if not prepared.plugin_set.environments():
+def check_turn_template(prepared: Prepared, train_rows: list[dict[str, Any]] | None) -> list[str]:
+    """``--check`` with an environment or the ``char-agentic`` tokenizer: load the run's tokenizer (only it), run
+    :func:`check_tool_template` on it and check the rendered ``train_rows`` (when loaded) as a run does
+    (:func:`check_chat_prompts`, :func:`check_agentic_tokenizer`); returns the warnings."""
+    config = prepared.config
+    if not prepared.plugin_set.environments() and model_section(config).tokenizer != "char-agentic":
         return []
-    from . import modeling
+    from . import data, modeling
 
-    tokenizer = modeling.load_tokenizer(prepared.config)
-    return check_tool_template(tokenizer, prepared.config, prepared.plugin_set, prepared.grpo_args.chat_template_kwargs)
+    tokenizer = modeling.load_tokenizer(config)
+    warnings = check_tool_template(tokenizer, config, prepared.plugin_set, prepared.grpo_args.chat_template_kwargs)
+    if train_rows:
+        rendered = data.render(train_rows, prepared.plugin_set, tokenizer, int(prepared.grpo_args.seed))
+        check_chat_prompts(rendered, prepared.plugin_set)
+        check_agentic_tokenizer(rendered, config)
+    return warnings
 
 
 def validate_scoring(config: Mapping[str, Any], plugin_set: PluginSet | None = None) -> PluginSet:
@@ -261,21 +279,25 @@ def probe_reward_examples(prepared: Prepared) -> None:
         engines.close()
 
 
-def check_data(prepared: Prepared) -> None:
+def check_data(prepared: Prepared) -> list[dict[str, Any]] | None:
     """``--check``: load every split whose data is on this machine (a ``jsonl`` file that exists, or
     ``synthetic``; a hub dataset is not downloaded) and check it as a run does (:func:`data.check_rows`):
-    a reward that applies to no row of a split is refused here, not after the run."""
+    a reward that applies to no row of a split is refused here, not after the run. Returns the train
+    rows, or None when they are not on this machine."""
     from . import data
     from .sections import JsonlSplit, SyntheticSplit
 
     sections = run_config(prepared.config).data
+    train_rows = None
     for split in ("train", "eval"):
         spec = getattr(sections, split, None) if sections is not None else None
         local = isinstance(spec, SyntheticSplit) or (
             isinstance(spec, JsonlSplit) and Path(cfg.resolve_path(prepared.config, spec.path)).is_file()
         )
         if local:
-            data.load_rows(prepared.config, split, prepared.plugin_set)
+            rows = data.load_rows(prepared.config, split, prepared.plugin_set)
+            train_rows = rows if split == "train" else train_rows
+    return train_rows
 
 
 def write_run_header(out: Path, prepared: Prepared) -> None:
@@ -365,6 +387,7 @@ def _train(config: dict[str, Any], start: RunStart, prepared: Prepared) -> dict[
     assert raw_train is not None, "load_config requires data.train for rlvr train"
     train_rows = data.render(raw_train, prepared.plugin_set, tokenizer, seed)
     check_chat_prompts(train_rows, prepared.plugin_set)
+    check_agentic_tokenizer(train_rows, config)
     eval_rows = data.load_rows(config, "eval", checking)
     eval_rows = data.render(eval_rows, prepared.plugin_set, tokenizer, seed) if eval_rows else None
     sections = run_config(config)
