@@ -735,3 +735,208 @@ def test_check_refuses_values_of_the_right_type_that_would_fail_after_the_sft(ca
     monkeypatch.setattr("rlvr_plugins.train.modeling.load_model", lambda *a, **k: pytest.fail("model loaded"))
     assert cli.main(["train", str(SMOKE), "--check", "--set", override]) == 2
     assert error_of(capsys) == f"rlvr: error: invalid config in {SMOKE}: {problem}\n"
+
+
+# -- today's surfaces: environments, the rollout pool, prime-length, the agentic task ------------------------
+
+AGENTIC = ", tokenizer: char-agentic"
+
+
+def surface_config(plugins: str, task: str = "arithmetic", options: str = "", model: str = "") -> str:
+    return (
+        f"model: {{tiny: {{}}{model}}}\ndata: {{train: {{source: synthetic, task: {task}, size: 16{options}}}}}\n"
+        f"plugins: {{r1-accuracy: {{}}, {plugins}}}\n"
+    )
+
+
+DDS_VALID = "max_rounds (an integer from 1 to 100, default 3)"
+SURFACE_CASES = {
+    "dds max_rounds negative": (
+        "dapo-dynamic-sampling: {max_rounds: -1}",
+        "'max_rounds' must be an integer from 1 to 100, got -1",
+        DDS_VALID,
+    ),
+    "dds max_rounds zero": (
+        "dapo-dynamic-sampling: {max_rounds: 0}",
+        "'max_rounds' must be an integer from 1 to 100, got 0",
+        DDS_VALID,
+    ),
+    "dds max_rounds str": ("dapo-dynamic-sampling: {max_rounds: three}", "got 'three'", DDS_VALID),
+    "dds max_rounds bool": (
+        "dapo-dynamic-sampling: {max_rounds: true}",
+        "'max_rounds' must be an integer from 1 to 100, got True",
+        DDS_VALID,
+    ),
+    "dds max_rounds float": ("dapo-dynamic-sampling: {max_rounds: 2.5}", "got 2.5", DDS_VALID),
+    "dds max_rounds huge": (
+        "dapo-dynamic-sampling: {max_rounds: 1000000000000000000000}",
+        "from 1 to 100, got 1000000000000000000000",
+        DDS_VALID,
+    ),
+    "dds max_group_age": (
+        "dapo-dynamic-sampling: {max_group_age: -1}",
+        "'max_group_age' must be an integer >= 0, got -1",
+        DDS_VALID,
+    ),
+    "dds skip_streak": (
+        "dapo-dynamic-sampling: {skip_streak: -1}",
+        "'skip_streak' must be an integer >= 0, got -1",
+        DDS_VALID,
+    ),
+    "dds recheck below": (
+        "dapo-dynamic-sampling: {recheck_probability: -0.1}",
+        "must be a number in [0, 1], got -0.1",
+        DDS_VALID,
+    ),
+    "dds recheck above": (
+        "dapo-dynamic-sampling: {recheck_probability: 1.5}",
+        "must be a number in [0, 1], got 1.5",
+        DDS_VALID,
+    ),
+    "dds recheck nan": ("dapo-dynamic-sampling: {recheck_probability: .nan}", "(finite), got nan", DDS_VALID),
+    "dds recheck str": ("dapo-dynamic-sampling: {recheck_probability: half}", "got 'half'", DDS_VALID),
+    "dds recheck bool": ("dapo-dynamic-sampling: {recheck_probability: true}", "got True", DDS_VALID),
+    "dds keep_leftovers": (
+        "dapo-dynamic-sampling: {keep_leftovers: maybe}",
+        "'keep_leftovers' must be bool",
+        DDS_VALID,
+    ),
+    "dds unknown": ("dapo-dynamic-sampling: {max_round: 3}", "did you mean 'max_rounds'?", DDS_VALID),
+    "calculator zero": (
+        "calculator: {max_digits: 0}",
+        "'max_digits' must be an integer from 1 to 10000, got 0",
+        "Valid options: max_digits",
+    ),
+    "calculator huge": (
+        "calculator: {max_digits: 1000000000000000000000}",
+        "from 1 to 10000",
+        "Valid options: max_digits",
+    ),
+    "calculator str": ("calculator: {max_digits: many}", "got 'many'", "Valid options: max_digits"),
+    "python time_s": (
+        "python: {time_s: 0}",
+        "'time_s' must be a number of seconds in (0, 600]",
+        "Valid options: time_s",
+    ),
+    "python memory_mb": ("python: {memory_mb: 10}", "'memory_mb' must be an integer >= 64", "Valid options: time_s"),
+    "python isolation": (
+        "python: {isolation: docker}",
+        "one of 'auto', 'namespaces', 'basic', got 'docker'",
+        "plugin 'python'",
+    ),
+    "python output_limit_kb": (
+        "python: {output_limit_kb: 0}",
+        "'output_limit_kb' must be an integer >= 1",
+        "plugin 'python'",
+    ),
+    "repair time_limit_s": (
+        "code-repair: {time_limit_s: -1}",
+        "time_limit_s must be > 0",
+        "Valid options: time_limit_s",
+    ),
+    "repair time bool": (
+        "code-repair: {time_limit_s: true}",
+        "'time_limit_s' must be float, got True",
+        "plugin 'code-repair'",
+    ),
+    "repair memory_mb": ("code-repair: {memory_mb: big}", "'memory_mb' must be int, got 'big'", "plugin 'code-repair'"),
+    "repair max_file_kb": ("code-repair: {max_file_kb: 0}", "max_file_kb must be >= 1", "plugin 'code-repair'"),
+    "repair max_report_chars": (
+        "code-repair: {max_report_chars: 5}",
+        "max_report_chars must be >= 100",
+        "plugin 'code-repair'",
+    ),
+    "repair module_path": (
+        "code-repair: {module_path: a/b.py}",
+        "module_path must be a plain file name",
+        "plugin 'code-repair'",
+    ),
+    "repair same paths": ("code-repair: {module_path: t.py, tests_path: t.py}", "must differ", "plugin 'code-repair'"),
+    "prime no reward": ("prime-length: {}", "'correctness_reward' is required", "plugin 'prime-length'"),
+    "prime unknown reward": (
+        "prime-length: {correctness_reward: nope}",
+        "is not a reward of this run",
+        "['r1-accuracy']",
+    ),
+    "prime weight negative": (
+        "prime-length: {correctness_reward: r1-accuracy, weight: -1}",
+        "finite number >= 0",
+        "plugin 'prime-length'",
+    ),
+    "prime weight nan": (
+        "prime-length: {correctness_reward: r1-accuracy, weight: .nan}",
+        "(finite), got nan",
+        "plugin 'prime-length'",
+    ),
+}
+AGENTIC_CASES = {
+    "agentic ops": ("{ops: '/'}", "ops must be made of '+', '-' and '*', got '/'"),
+    "agentic min_digits": ("{min_digits: 0}", "1 <= min_digits <= max_digits, got min_digits=0, max_digits=3"),
+    "agentic digits order": ("{min_digits: 3, max_digits: 2}", "got min_digits=3, max_digits=2"),
+    "agentic digits str": ("{max_digits: four}", "max_digits='four'"),
+    "agentic tool_rate": ("{tool_rate: 1.5}", "tool_rate must be a share in [0, 1], got 1.5"),
+    "agentic slip": ("{slip: -0.1}", "slip must be a share in [0, 1], got -0.1"),
+    "agentic slip str": ("{slip: some}", "slip must be a share in [0, 1], got 'some'"),
+    "agentic unknown": ("{tools: 1}", "unknown agent task options: ['tools']; valid: ['max_digits'"),
+}
+
+
+def check_fails(tmp_path, capsys, text: str) -> str:
+    path = write(tmp_path / "c.yaml", text + f"output_dir: {tmp_path / 'out'}\n")
+    assert cli.main(["train", str(path), "--check"]) == 2
+    err = error_of(capsys)
+    assert err.count("\n") == 1 and err.startswith("rlvr: error: ")
+    assert not (tmp_path / "out").exists()
+    return err
+
+
+@pytest.mark.parametrize("case", list(SURFACE_CASES))
+def test_an_option_of_todays_plugins_is_refused_in_one_line(tmp_path, capsys, case):
+    plugins, problem, valid = SURFACE_CASES[case]
+    err = check_fails(tmp_path, capsys, surface_config(plugins))
+    assert f"plugin '{plugins.split(':')[0]}'" in err and problem in err and valid in err
+
+
+@pytest.mark.parametrize("case", list(AGENTIC_CASES))
+def test_an_agentic_task_option_is_refused_in_one_line(tmp_path, capsys, case):
+    options, problem = AGENTIC_CASES[case]
+    text = surface_config("calculator: {}", "agentic", f", options: {options}", AGENTIC)
+    err = check_fails(tmp_path, capsys, text)
+    assert err.startswith("rlvr: error: invalid config: data.train.options: ") and problem in err
+
+
+@pytest.mark.parametrize(
+    ("plugins", "model", "problem"),
+    [
+        ("", AGENTIC, "model.tokenizer 'char-agentic' renders chat prompts with tool calls, but train row 0"),
+        (
+            "calculator: {}",
+            AGENTIC,
+            "plugin 'calculator' enables environment 'calculator', but train row 0 is rendered",
+        ),
+        ("calculator: {}", "", "the chat template of 'char' cannot render tool calls, but plugin 'calculator'"),
+        ("python: {}", "", "the chat template of 'char' cannot render tool calls, but plugin 'python'"),
+    ],
+)
+def test_plain_text_prompts_with_char_agentic_or_an_environment_are_refused(tmp_path, capsys, plugins, model, problem):
+    assert problem in check_fails(tmp_path, capsys, surface_config(plugins, "arithmetic", model=model))
+
+
+def test_rlvr_eval_refuses_a_config_with_an_environment(tmp_path, capsys, monkeypatch):
+    import rlvr_plugins.cli.eval_cmd as eval_cmd
+
+    monkeypatch.setattr(eval_cmd, "setup", lambda *a, **k: pytest.fail("evaluated without the tool"))
+    text = surface_config("calculator: {}", "agentic", model=AGENTIC) + f"output_dir: {tmp_path / 'out'}\n"
+    path = write(
+        tmp_path / "c.yaml",
+        text.replace("data: {train:", "data: {eval: {source: synthetic, task: agentic, size: 4}, train:"),
+    )
+    assert cli.main(["eval", str(path)]) == 2
+    err = error_of(capsys)
+    assert err == (
+        "rlvr: error: invalid config: rlvr eval decodes single-turn without tools, but the config enables the "
+        "environment 'calculator' (plugin calculator); its numbers would leave the tool out. Episodes with the tool "
+        "are evaluated inside rlvr train (eval.every_steps: eval/accuracy and eval/tools/call_frequency in "
+        "metrics.jsonl)\n"
+    )
+    assert not (tmp_path / "out").exists()
