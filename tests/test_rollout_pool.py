@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -9,7 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlvr_plugins import Plugin, hookimpl
+from rlvr_plugins import Plugin, cli, hookimpl
 from rlvr_plugins.builtin.dynamic_sampling import dapo_selection
 from rlvr_plugins.errors import PluginContractError
 from rlvr_plugins.rollout_pool import GroupSelection, GroupSummary, RolloutPool, extra_prompts, trim_rows
@@ -305,3 +307,33 @@ def test_dynamic_sampling_with_num_iterations_reuses_the_chosen_batch(tmp_path, 
     assert logged(trainer, "rlvr/frac_zero_variance_groups") == [0.0, 0.0]
     drift = logged(trainer, "rlvr/ratio/abs_log_mean")
     assert drift[0] < 1e-6 < drift[1]
+
+
+def test_dynamic_sampling_draws_its_rounds_through_the_tool_loop(tmp_path, capsys):
+    """dapo-dynamic-sampling with an environment (the agentic demo at toy size): every extra round is played
+    as episodes through TRL's tool loop, and an uninformative step runs all max_rounds rounds."""
+    out = tmp_path / "run"
+    args = [
+        f"output_dir={out}",
+        "engine.in_process=true",
+        "data.train.size=64",
+        "data.eval.size=8",
+        "sft.examples=32",
+        "trainer.max_steps=2",
+        "trainer.per_device_train_batch_size=8",
+        "trainer.per_device_eval_batch_size=8",
+        "trainer.logging_steps=1",
+        "trainer.save_steps=2",
+        "eval.every_steps=2",
+        "plugins.dapo-dynamic-sampling={max_rounds: 3}",
+    ]
+    config = Path(__file__).resolve().parents[1] / "configs" / "agentic_demo.yaml"
+    assert cli.main(["train", str(config), *(x for a in args for x in ("--set", a))]) == 0
+    capsys.readouterr()
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "pool/rounds" in r]
+    assert [r["step"] for r in steps] == [1, 2]
+    for r in steps:
+        assert r["pool/groups_generated"] == r["pool/rounds"]  # one group of 8 episodes per round
+        assert r["pool/rounds"] == 3 or r["pool/frac_informative"] > 0
+        assert "tools/call_frequency" in r and "tools/failure_frequency" in r  # the rounds ran the tool loop
