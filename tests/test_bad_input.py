@@ -925,7 +925,7 @@ def test_plain_text_prompts_with_char_agentic_or_an_environment_are_refused(tmp_
 def test_rlvr_eval_refuses_a_config_with_an_environment(tmp_path, capsys, monkeypatch):
     import rlvr_plugins.cli.eval_cmd as eval_cmd
 
-    monkeypatch.setattr(eval_cmd, "setup", lambda *a, **k: pytest.fail("evaluated without the tool"))
+    monkeypatch.setattr(eval_cmd, "sample_rows", lambda *a, **k: pytest.fail("evaluated without the tool"))
     text = surface_config("calculator: {}", "agentic", model=AGENTIC) + f"output_dir: {tmp_path / 'out'}\n"
     path = write(
         tmp_path / "c.yaml",

@@ -78,12 +78,12 @@ def saturated_prompts(
     return [p for p, u in zip(prompts, draws) if history.get(p, (0.0, 0))[1] >= streak and u >= recheck]
 
 
-
 class DAPODynamicSampling(Plugin):
     """Keep generating rounds until the batch holds only groups whose rewards differ (DAPO §3.2).
 
     With ``skip_streak > 0`` it also skips, before generating, every prompt whose last ``skip_streak``
     completions all scored alike (all right or all wrong), re-checking each with ``recheck_probability``.
+    ``max_rounds`` is at most 100: a run whose rewards never differ would otherwise not end its step.
     """
 
     name = "dapo-dynamic-sampling"
@@ -94,7 +94,7 @@ class DAPODynamicSampling(Plugin):
 
     @dataclass
     class Options:
-        max_rounds: Annotated[int, Rule(lambda v: 1 <= v <= 100, "an integer from 1 to 100")] = 3  # a bound: rounds per step
+        max_rounds: Annotated[int, Rule(lambda v: 1 <= v <= 100, "an integer from 1 to 100")] = 3
         keep_leftovers: bool = False
         max_group_age: Annotated[int, at_least(0)] = 1
         skip_streak: Annotated[int, at_least(0)] = 0

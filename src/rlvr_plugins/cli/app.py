@@ -298,9 +298,9 @@ def _command_config(args, need_model: bool = True, check=None):
 
 
 def cmd_eval(args) -> int:
-    from .eval_cmd import check_config, run_eval
+    from .eval_cmd import run_eval
 
-    run_eval(_command_config(args, check=check_config))
+    run_eval(_command_config(args))
     return 0
 
 

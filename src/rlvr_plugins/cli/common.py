@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,10 +67,13 @@ class Context:
         return [r.name for _, r in self.rewards]
 
 
-def setup(config: dict[str, Any], section: str, need_rewards: bool = True) -> Context:
+def setup(
+    config: dict[str, Any], section: str, need_rewards: bool = True, check: Callable[[PluginSet], None] | None = None
+) -> Context:
     """Resolve the plugins and the run folder; write ``<section>_config.yaml`` and
     ``<section>_plugins.json`` there (prefixed, so a command run in a training run's folder
-    does not overwrite that run's ``config.yaml`` and ``plugins.json``)."""
+    does not overwrite that run's ``config.yaml`` and ``plugins.json``). ``check(plugin_set)``: the
+    command's own refusals, before anything is written."""
     sections = run_config(config)
     plugin_set = build_plugin_set(sections.plugins)
     if need_rewards:
@@ -86,6 +89,8 @@ def setup(config: dict[str, Any], section: str, need_rewards: bool = True) -> Co
                     source="plugins",
                 ) from None
             raise
+    if check is not None:
+        check(plugin_set)
     rewards = plugin_set.reward_functions()
     out = Path(sections.output_dir or f"runs/{section}").expanduser()  # as rlvr train and transformers read it
     write_header(out, section, config, plugin_set)

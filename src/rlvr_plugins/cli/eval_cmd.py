@@ -22,6 +22,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..lab import metrics
+from ..manager import PluginSet
 from ..text import message_text
 from ..train.sampling import require_backend
 from ..train.sections import EvalSection
@@ -100,17 +101,15 @@ def build_prompts(
     return rows, [{**r, "prompt": few_shot_prompt(message_text(r["prompt"], roles=("user",)), shots)} for r in rows]
 
 
-def check_config(config: Mapping[str, Any]) -> None:
-    """Refuse a config that enables an environment: ``rlvr eval`` decodes single-turn, without the tool loop,
-    so its numbers would not be the run's (held-out episodes with tools run inside ``rlvr train``)."""
-    from ..manager import build_plugin_set
-
-    environments = build_plugin_set(run_config(config).plugins).environments()
+def refuse_environments(plugin_set: PluginSet) -> None:
+    """Refuse a plugin set with an environment: ``rlvr eval`` decodes single-turn, without the tool loop, so its
+    numbers would not be the run's (held-out episodes with tools run inside ``rlvr train``)."""
+    environments = plugin_set.environments()
     if environments:
         named = ", ".join(f"{environment.name!r} (plugin {owner})" for owner, environment in environments)
         raise ConfigError(
-            f"rlvr eval decodes single-turn without tools, but the config enables the environment {named}; "
-            "its numbers would leave the tool out. Episodes with the tool are evaluated inside rlvr train "
+            f"rlvr eval decodes single-turn without tools, but the config enables the environment {named}; its "
+            "numbers would leave the tool out. Episodes with the tool are evaluated inside rlvr train "
             "(eval.every_steps: eval/accuracy and eval/tools/call_frequency in metrics.jsonl)"
         )
 
@@ -125,7 +124,7 @@ def run_eval(config: dict[str, Any]) -> dict[str, Any]:
     if any(k > options.n for k in ks):
         raise ConfigError(f"eval.k={ks} asks for more samples than eval.n={options.n}", source="eval")
     started = time.perf_counter()
-    ctx = setup(config, "eval")
+    ctx = setup(config, "eval", check=refuse_environments)
     target = target_reward(ctx, "eval", section.reward)
     threshold = section.threshold
     format_reward = section.format_reward  # explicit: the core does not guess a reward from its name
