@@ -234,6 +234,7 @@ HOMEWORK = {  # config -> (estimator, GRPOConfig fields the variant is about)
     "kimi_length": ("grpo", {"loss_type": "grpo"}),
     "no_clip": ("grpo", {"loss_type": "grpo", "epsilon": math.inf, "epsilon_high": math.inf}),
     "off_policy": ("grpo", {"loss_type": "grpo", "num_iterations": 8}),
+    "estimators": ("grpo", {"loss_type": "dapo", "num_iterations": 1}),  # the grid enables one estimator per run
 }
 
 
