@@ -222,7 +222,7 @@ def needed_options(name: str) -> dict:
     """Options without which a plugin cannot be enabled (a model, a reward to read), as a script would give them."""
     if name == "judge-equivalence":
         return {"model": "a-judge"}  # loaded at the first score, never here
-    if name == "cosine-length":
+    if name in ("cosine-length", "prime-length"):
         return {"correctness_reward": "r1-accuracy"}  # required: the reward that says what is correct
     if name == "reward-model":
         from compat.stand_ins import chat_tokenizer, tiny_reward_model
