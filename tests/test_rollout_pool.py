@@ -304,7 +304,6 @@ def test_kimi_curriculum_draws_the_extra_rounds_and_counts_every_generated_group
     generated group, trained or not (all are uninformative here, so each step runs max_rounds rounds)."""
     pytest.importorskip("rlvr_kimi")
     from rlvr_kimi.sampler import CurriculumState
-
     from rlvr_plugins.manager import temporary_plugin
 
     reward_plugin("all-but-five", all_but_five, isolated=False)
