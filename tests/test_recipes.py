@@ -70,7 +70,9 @@ def test_dapo_kimi_recipe_is_the_dapo_recipe_with_kimi_curriculum(capsys):
     assert both["plugins"].pop("kimi-curriculum")["difficulty_column"] == "difficulty"
     assert {k: v for k, v in both.items() if k != "output_dir"} == {k: v for k, v in dapo.items() if k != "output_dir"}
     assert cli.main(["train", str(CONFIGS / "dapo_kimi.yaml"), "--check"]) == 0, capsys.readouterr().err
-    assert {"dapo-dynamic-sampling", "kimi-curriculum"} <= set(capsys.readouterr().out.split(": ")[1].strip().split(", "))
+    assert {"dapo-dynamic-sampling", "kimi-curriculum"} <= set(
+        capsys.readouterr().out.split(": ")[1].strip().split(", ")
+    )
 
 
 @pytest.mark.parametrize("name", GPU_RECIPES)
