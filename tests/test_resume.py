@@ -108,6 +108,7 @@ def test_sigkill_then_resume_matches_the_uninterrupted_run(tmp_path, plugins):
             json.loads((tmp_path / run / "checkpoint-4" / PLUGIN_STATE_FILE).read_text()) for run in "ab"
         )
         assert a_state["kimi-curriculum"] == b_state["kimi-curriculum"]
+        assert sum(r["pool/skipped_prompts"] for r in a_rows) > 0  # replacements drawn by the curriculum
         assert sum(a_state["kimi-curriculum"]["attempts"]) == 4 * sum(r["pool/groups_generated"] for r in a_rows)
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert summary["grpo_steps"] == 4 and summary["resumed_from"].endswith(("checkpoint-2", "checkpoint-3"))
