@@ -345,6 +345,33 @@ class OwnSampler(Plugin):
         return None
 
 
+class ShortSampler(Plugin):
+    """TRL's sampler, and a pool order that repeats a prompt: a broken rlvr_pool_prompts."""
+
+    name = "short-sampler"
+
+    @hookimpl
+    def rlvr_train_sampler(self, dataset, num_generations, prompts_per_batch, repeat_count, seed):
+        from trl.trainer.utils import RepeatSampler
+
+        return RepeatSampler(dataset, num_generations, prompts_per_batch, repeat_count, seed=seed)
+
+    @hookimpl
+    def rlvr_pool_prompts(self, num_prompts):
+        return [3, 3]
+
+
+def test_a_broken_pool_order_stops_the_run_naming_the_sampler(tmp_path, tokenizer, reward_plugin):
+    from rlvr_plugins.manager import temporary_plugin
+
+    reward_plugin("half-constant", half_constant, isolated=False)
+    plugins = {"half-constant": {}, "short-sampler": {}, "dapo-dynamic-sampling": {"max_rounds": 2}}
+    with temporary_plugin(ShortSampler):
+        trainer = pool_trainer(tmp_path, tokenizer, plugins, max_steps=1)
+        with pytest.raises(PluginContractError, match=r"plugin 'short-sampler': rlvr_pool_prompts returned \[3, 3\]"):
+            trainer.train()
+
+
 class Drawer(Plugin):
     """Answers rlvr_pool_prompts without providing the sampler."""
 

@@ -802,7 +802,7 @@ class RLVRTrainer(GRPOTrainer):
             round_inputs = inputs
             if rounds or skipping:
                 order = self._pool_order(step, rounds, needed)
-                prompts, replaced = self._gathered_indices(inputs)[::g] if rounds == 0 else order[:needed], 0
+                prompts, replaced = (self._gathered_indices(inputs)[::g] if rounds == 0 else order[:needed]), 0
                 if skipping:
                     taken = set(prompts)
                     prompts, replaced = self._skip_prompts(prompts, [i for i in order if i not in taken], step, rounds)
