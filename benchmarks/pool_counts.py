@@ -26,8 +26,8 @@ def pool_counts(rows: list[dict], num_generations: int, logging_steps: int) -> d
         completions per step              = G * Σ g_t / T
         completions per informative group = G * Σ g_t / Σ B (1 - z_t)      (groups trained with a gradient)
 
-    >>> rows = [{"step": 2, "pool/groups_generated": 3.0, "pool/groups_kept": 2.0, "rlvr/frac_zero_variance_groups": 0.5,
-    ...          "pool/skipped_prompts": 1.0, "pool/rounds": 1.5, "pool/frac_informative": 0.5}]
+    >>> rows = [{"step": 2, "pool/groups_generated": 3.0, "pool/groups_kept": 2.0, "pool/skipped_prompts": 1.0,
+    ...          "rlvr/frac_zero_variance_groups": 0.5, "pool/rounds": 1.5, "pool/frac_informative": 0.5}]
     >>> c = pool_counts(rows, num_generations=4, logging_steps=2)
     >>> c["completions_per_step"], c["completions_per_informative_group"], c["skipped_prompts"]
     (12.0, 12.0, 2.0)
