@@ -245,7 +245,8 @@ def rlvr_train_sampler(
     distinct prompts; each chunk is yielded ``repeat_count`` times in a row
     (``num_iterations * steps_per_generation``); and every process yields the same
     sequence (update any state only from gathered statistics, see
-    :func:`rlvr_on_rewards`).
+    :func:`rlvr_on_rewards`). With the rollout pool on, the same plugin must also answer
+    :func:`rlvr_pool_prompts` (the prompts of the pool's extra rounds).
 
     :param dataset: the prepared train dataset (a ``datasets.Dataset``; column
         ``rlvr_index`` holds each row's index).
