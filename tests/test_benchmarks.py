@@ -570,3 +570,28 @@ def test_estimator_grid_runs_each_estimator_at_each_seed_and_tabulates_mean_and_
     assert table[2] == "| `grpo` | 0, 2 | 71.0 % (70.0–72.0) | +21.0 (+20.0 to +22.0) |"
     assert table[3] == "| `dr-grpo` | 0, 2 | 61.0 % (60.0–62.0) | +11.0 (+10.0 to +12.0) |"
     assert table[4] == "| `opo` | none | every run failed (see its log) | |"
+
+
+def test_pool_counts_weights_each_logged_row_by_the_steps_it_covers():
+    from pool_counts import pool_counts
+
+    def row(step, generated, zero_variance, informative, skipped, rounds):
+        return {
+            "step": step,
+            "pool/groups_generated": generated,
+            "pool/groups_kept": 8.0,
+            "rlvr/frac_zero_variance_groups": zero_variance,
+            "pool/frac_informative": informative,
+            "pool/skipped_prompts": skipped,
+            "pool/rounds": rounds,
+        }
+
+    rows = [{"step": 0, "eval/accuracy": 0.5}, row(10, 20.0, 0.5, 0.25, 2.0, 2.5), row(15, 24.0, 0.25, 0.5, 0.0, 3.0)]
+    counts = pool_counts(rows, num_generations=8, logging_steps=10)  # the last row covers 5 steps
+    groups = 10 * 20 + 5 * 24
+    assert counts["steps"] == 15 and counts["completions"] == 8 * groups
+    assert counts["completions_per_step"] == round(8 * groups / 15, 2)
+    assert counts["informative_groups_trained"] == 10 * 8 * 0.5 + 5 * 8 * 0.75
+    assert counts["completions_per_informative_group"] == round(8 * groups / 70, 2)
+    assert counts["share_informative_generated"] == round((10 * 20 * 0.25 + 5 * 24 * 0.5) / groups, 3)
+    assert (counts["rounds_per_step"], counts["skipped_prompts"]) == (round(40 / 15, 2), 20.0)

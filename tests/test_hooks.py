@@ -906,6 +906,37 @@ def test_hook_rlvr_select_groups(tmp_path, tokenizer, reward_plugin):
         assert [h[key] for h in trainer.state.log_history if key in h] == values
 
 
+class ReversedSampler(Plugin):
+    """TRL's sampler, and for the pool's rounds the prompts in reverse order; records what it was asked."""
+
+    name = "reversed-sampler"
+    calls: ClassVar[list] = []
+
+    @hookimpl
+    def rlvr_train_sampler(self, dataset, num_generations, prompts_per_batch, repeat_count, seed):
+        from trl.trainer.utils import RepeatSampler
+
+        return RepeatSampler(dataset, num_generations, prompts_per_batch, repeat_count, seed=seed)
+
+    @hookimpl
+    def rlvr_pool_prompts(self, num_prompts, step, round, seed):
+        ReversedSampler.calls.append((num_prompts, step, round, seed))
+        return list(range(num_prompts))[::-1]
+
+
+@pytest.mark.slow
+def test_hook_rlvr_pool_prompts(tmp_path, tokenizer, reward_plugin):
+    from rlvr_plugins.testing import digit_share
+
+    reward_plugin("digits", digit_share, isolated=False)
+    NewestGroups.calls, ReversedSampler.calls = [], []
+    with temporary_plugin(NewestGroups), temporary_plugin(ReversedSampler):
+        trained_two_steps(tmp_path, tokenizer, {"digits": {}, "newest-groups": {}, "reversed-sampler": {}})
+    assert ReversedSampler.calls == [(16, 0, 1, 7), (16, 1, 1, 7)]  # once per extra round, before it generates
+    observed = [c[1] for c in NewestGroups.calls if c[0] == "observed"]
+    assert observed[1] == observed[3] == [15, 14]  # each extra round: the head of the sampler's order
+
+
 class SkipEven(Plugin):
     """Skips every even prompt before generating; records what it was asked."""
 

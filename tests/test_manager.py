@@ -302,7 +302,7 @@ def test_list_plugins_reports_hooks_versions_and_enabled():
     rows = {r["name"]: r for r in manager.list_plugins({"rloo"})}
     assert rows["rloo"]["enabled"] is True and rows["grpo"]["enabled"] is False
     assert rows["rloo"]["hooks"] == ["rlvr_compute_advantages"]
-    assert rows["repeat-sampler"]["hooks"] == ["rlvr_train_sampler"]
+    assert rows["repeat-sampler"]["hooks"] == ["rlvr_pool_prompts", "rlvr_train_sampler"]
     assert rows["grpo"]["distribution"] == "rlvr-plugins"
 
 

@@ -196,12 +196,22 @@ def test_17_an_observer_hook_raising_on_one_rank_stops_both(tmp_path):
 
 
 @pytest.mark.slow
-def test_rollout_pool_chooses_the_same_batches_on_two_processes_as_on_one(tmp_path):
+@pytest.mark.parametrize("sampler", ["repeat-sampler", "kimi-curriculum"])
+def test_rollout_pool_chooses_the_same_batches_on_two_processes_as_on_one(tmp_path, sampler):
     """Every process holds the same gathered pool, so dapo-dynamic-sampling's rounds, choices and trained
-    rows (each group of 4 split 2 + 2) are those of one process."""
+    rows (each group of 4 split 2 + 2) are those of one process. With kimi-curriculum, whose counts choose
+    the extra rounds' prompts, both processes draw the same prompts in every round as one process does,
+    and end with the same counts."""
+    if sampler != "repeat-sampler":
+        pytest.importorskip("rlvr_kimi")
     script = REPO / "tests" / "multiproc" / "pool_ranks.py"
-    one = run_script(script, tmp_path / "one.jsonl", ["8"], processes=1)
-    two = run_script(script, tmp_path / "two.jsonl", ["4"], processes=2)
+    one = run_script(script, tmp_path / "one.jsonl", ["8", sampler], processes=1)
+    two = run_script(script, tmp_path / "two.jsonl", ["4", sampler], processes=2)
+    if sampler == "kimi-curriculum":
+        [single], views = one.pop()["views"], two.pop()["views"]
+        assert views[0] == views[1] == single
+        assert any(r >= 1 for _, r, _ in single["rounds"])  # extra rounds were drawn
+        assert sum(single["attempts"]) == 4 * sum(len(prompts) for _, _, prompts in single["rounds"])
     assert len(one) == len(two) == 3
     assert max(step["pool/rounds"] for step in one) > 1 and all(s["pool/short_batch"] == 0 for s in one)
     for a, b in zip(one, two):

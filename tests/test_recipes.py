@@ -29,7 +29,7 @@ SMOKE = REPO / "tests" / "configs" / "smoke.yaml"
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-DEMO_RECIPES = ["demo", "dapo"]  # the CPU demo, and the demo with DAPO's dynamic sampling
+DEMO_RECIPES = ["demo", "dapo", "dapo_kimi"]  # the CPU demo; with DAPO's dynamic sampling; and kimi-curriculum
 AGENTIC = CONFIGS / "agentic_demo.yaml"  # the agentic CPU demo (issue 23)
 
 
@@ -54,7 +54,7 @@ def test_gpu_recipe_passes_check_without_loading_a_model(name, capsys, monkeypat
 
 
 def test_dapo_recipe_is_the_demo_with_dynamic_sampling(capsys):
-    demo, dapo = (yaml.safe_load((CONFIGS / f"{name}.yaml").read_text(encoding="utf-8")) for name in DEMO_RECIPES)
+    demo, dapo = (yaml.safe_load((CONFIGS / f"{name}.yaml").read_text(encoding="utf-8")) for name in DEMO_RECIPES[:2])
     assert dapo["plugins"].pop("dapo-dynamic-sampling") == {
         "max_rounds": 3,
         "keep_leftovers": False,
@@ -63,6 +63,16 @@ def test_dapo_recipe_is_the_demo_with_dynamic_sampling(capsys):
     assert {k: v for k, v in dapo.items() if k != "output_dir"} == {k: v for k, v in demo.items() if k != "output_dir"}
     assert cli.main(["train", str(CONFIGS / "dapo.yaml"), "--check"]) == 0, capsys.readouterr().err
     assert "dapo-dynamic-sampling" in capsys.readouterr().out
+
+
+def test_dapo_kimi_recipe_is_the_dapo_recipe_with_kimi_curriculum(capsys):
+    dapo, both = (yaml.safe_load((CONFIGS / f"{name}.yaml").read_text(encoding="utf-8")) for name in DEMO_RECIPES[1:])
+    assert both["plugins"].pop("kimi-curriculum")["difficulty_column"] == "difficulty"
+    assert {k: v for k, v in both.items() if k != "output_dir"} == {k: v for k, v in dapo.items() if k != "output_dir"}
+    assert cli.main(["train", str(CONFIGS / "dapo_kimi.yaml"), "--check"]) == 0, capsys.readouterr().err
+    assert {"dapo-dynamic-sampling", "kimi-curriculum"} <= set(
+        capsys.readouterr().out.split(": ")[1].strip().split(", ")
+    )
 
 
 @pytest.mark.parametrize("name", GPU_RECIPES)

@@ -61,19 +61,30 @@ def steps(folder):
     return [r for r in read_metrics(folder / "metrics.jsonl") if "loss" in r]
 
 
-# cosine-length: the smoke policy's groups then differ in some rounds (by length), so the rounds vary
+# cosine-length: the smoke policy's groups then differ in some rounds (by length), so the rounds vary;
+# kimi-curriculum draws the extra rounds and the replacements of the prompts skipped before generating
 POOL = {
-    "dapo-dynamic-sampling": {"max_rounds": 3, "keep_leftovers": True, "max_group_age": 1},
+    "dapo-dynamic-sampling": {"max_rounds": 3, "keep_leftovers": True, "max_group_age": 1, "skip_streak": 4},
     "cosine-length": {"correctness_reward": "r1-accuracy"},
+    "kimi-curriculum": {"schedule": "none", "correctness_reward": "r1-accuracy"},
 }
-POOL_KEYS = ("pool/rounds", "pool/frac_informative", "pool/carried", "pool/discarded", "rlvr/ratio/abs_log_mean")
+POOL_KEYS = (
+    "pool/rounds",
+    "pool/frac_informative",
+    "pool/carried",
+    "pool/discarded",
+    "pool/skipped_prompts",
+    "rlvr/ratio/abs_log_mean",
+    "curriculum/prompts_seen",
+)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("plugins", [{}, POOL], ids=["plain", "rollout-pool"])
 def test_sigkill_then_resume_matches_the_uninterrupted_run(tmp_path, plugins):
-    """With the rollout pool too: the groups waiting in the pool are checkpointed, and the resumed run trains on
-    the same batches (same rounds, same carried groups, same losses)."""
+    """With the rollout pool too (beside kimi-curriculum, which draws its extra rounds): the groups waiting in the
+    pool, the per-prompt record and the curriculum's counts are checkpointed, and the resumed run trains on the
+    same batches (same rounds, skipped prompts, carried groups, losses) and ends with the same counts."""
     code, _, err = finish(rlvr("train", str(config(tmp_path, "a", plugins))))
     assert code == 0, err[-3000:]
     b = config(tmp_path, "b", plugins)
@@ -92,6 +103,13 @@ def test_sigkill_then_resume_matches_the_uninterrupted_run(tmp_path, plugins):
     for ra, rb in zip(a_rows, b_rows):
         for key in KEYS + (POOL_KEYS if plugins else ()):
             assert ra[key] == pytest.approx(rb[key], rel=1e-5, abs=1e-7), (ra["step"], key)
+    if plugins:
+        a_state, b_state = (
+            json.loads((tmp_path / run / "checkpoint-4" / PLUGIN_STATE_FILE).read_text()) for run in "ab"
+        )
+        assert a_state["kimi-curriculum"] == b_state["kimi-curriculum"]
+        assert sum(r["pool/skipped_prompts"] for r in a_rows) > 0  # replacements drawn by the curriculum
+        assert sum(a_state["kimi-curriculum"]["attempts"]) == 4 * sum(r["pool/groups_generated"] for r in a_rows)
     summary = json.loads((tmp_path / "b" / "summary.json").read_text())
     assert summary["grpo_steps"] == 4 and summary["resumed_from"].endswith(("checkpoint-2", "checkpoint-3"))
 

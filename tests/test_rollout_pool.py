@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import ClassVar
@@ -280,19 +281,134 @@ def test_saturated_prompts_are_skipped_before_generating(tmp_path, tokenizer, re
     assert trainer._rlvr_record.streaks[even[0]] == [0.0, 4]
 
 
-def test_kimi_curriculum_and_dynamic_sampling_are_refused_together_at_start_up():
-    """kimi-curriculum's sampler scores only the prompts it drew; the pool's extra rounds draw their own."""
+class RoundRecorder(Plugin):
+    """Records the prompts of every generated group with its step and round."""
+
+    name = "round-recorder"
+    seen: ClassVar[list] = []
+
+    @hookimpl
+    def rlvr_on_rewards(self, example_indices, num_generations, step, round):
+        RoundRecorder.seen.append((step, round, example_indices[::num_generations]))
+
+
+def all_but_five(*, prompt, completion, example):
+    """1 for every prompt but rlvr_index 5, which is always wrong: every group's rewards are equal."""
+    return 0.0 if example["rlvr_index"] == 5 else 1.0
+
+
+@pytest.mark.slow
+def test_kimi_curriculum_draws_the_extra_rounds_and_counts_every_generated_group(tmp_path, tokenizer, reward_plugin):
+    """kimi-curriculum beside dapo-dynamic-sampling: with prompt 5 never solved and every other always, its
+    weights (1 against the floor 1e-4) put 5 into every extra round, and its success record grows by every
+    generated group, trained or not (all are uninformative here, so each step runs max_rounds rounds)."""
+    pytest.importorskip("rlvr_kimi")
+    from rlvr_kimi.sampler import CurriculumState
+    from rlvr_plugins.manager import temporary_plugin
+
+    reward_plugin("all-but-five", all_but_five, isolated=False)
+    kimi = {"schedule": "none", "correctness_reward": "all-but-five", "floor": 1e-4, "prior_strength": 0.0}
+    plugins = {
+        "all-but-five": {},
+        "kimi-curriculum": kimi,
+        "dapo-dynamic-sampling": {"max_rounds": 3},
+        "round-recorder": {},
+    }
+    state = CurriculumState.fresh(16)
+    state.successes = [0 if i == 5 else 100 for i in range(16)]
+    state.attempts = [100] * 16
+    RoundRecorder.seen = []
+    with temporary_plugin(RoundRecorder):
+        trainer = pool_trainer(tmp_path, tokenizer, plugins, max_steps=2)
+        trainer.plugin_set.get("kimi-curriculum").rlvr_load_state_dict(state.to_dict())
+        trainer.train()
+    assert logged(trainer, "pool/rounds") == [3.0, 3.0]
+    extra = [prompts for _, r, prompts in RoundRecorder.seen if r >= 1]
+    assert len(extra) == 4 and all(5 in prompts for prompts in extra)
+    after = trainer.plugin_set.get("kimi-curriculum").state
+    attempts, successes = list(state.attempts), list(state.successes)
+    for _, _, prompts in RoundRecorder.seen:  # G = 4 completions per group, all right except prompt 5's
+        for i in prompts:
+            attempts[i] += 4
+            successes[i] += 0 if i == 5 else 4
+    assert after.attempts == attempts and after.successes == successes
+    assert sum(after.attempts) - 1600 == 4 * sum(logged(trainer, "pool/groups_generated")) == 4 * 12
+
+
+class OwnSampler(Plugin):
+    """A sampler plugin that cannot tell the rollout pool which prompts an extra round may draw."""
+
+    name = "own-sampler"
+
+    @hookimpl
+    def rlvr_train_sampler(self, dataset):
+        return None
+
+
+class ShortSampler(Plugin):
+    """TRL's sampler, and a pool order that repeats a prompt: a broken rlvr_pool_prompts."""
+
+    name = "short-sampler"
+
+    @hookimpl
+    def rlvr_train_sampler(self, dataset, num_generations, prompts_per_batch, repeat_count, seed):
+        from trl.trainer.utils import RepeatSampler
+
+        return RepeatSampler(dataset, num_generations, prompts_per_batch, repeat_count, seed=seed)
+
+    @hookimpl
+    def rlvr_pool_prompts(self, num_prompts):
+        return [3, 3]
+
+
+def test_a_broken_pool_order_stops_the_run_naming_the_sampler(tmp_path, tokenizer, reward_plugin):
+    from rlvr_plugins.manager import temporary_plugin
+
+    reward_plugin("half-constant", half_constant, isolated=False)
+    plugins = {"half-constant": {}, "short-sampler": {}, "dapo-dynamic-sampling": {"max_rounds": 2}}
+    with temporary_plugin(ShortSampler):
+        trainer = pool_trainer(tmp_path, tokenizer, plugins, max_steps=1)
+        with pytest.raises(PluginContractError, match=r"plugin 'short-sampler': rlvr_pool_prompts returned \[3, 3\]"):
+            trainer.train()
+
+
+class Drawer(Plugin):
+    """Answers rlvr_pool_prompts without providing the sampler."""
+
+    name = "drawer"
+
+    @hookimpl
+    def rlvr_pool_prompts(self, num_prompts):
+        return list(range(num_prompts))
+
+
+@pytest.mark.parametrize(
+    ("plugins", "message"),
+    [
+        ({"own-sampler": {}, "dapo-dynamic-sampling": {}}, "sampler plugin 'own-sampler' does not implement it"),
+        ({"own-sampler": {}, "drawer": {}}, "plugin 'drawer' implements rlvr_pool_prompts, which only the plugin"),
+    ],
+)
+def test_the_pool_needs_prompts_from_the_train_samplers_plugin(plugins, message):
+    """The one combination refused: a pool whose sampler cannot draw its extra rounds' prompts (or a plugin that
+    answers for a sampler that is not its own)."""
     from types import SimpleNamespace
 
-    from rlvr_plugins.errors import PluginConflictError
-    from rlvr_plugins.manager import build_plugin_set
+    from rlvr_plugins.errors import PluginValidationError
+    from rlvr_plugins.manager import build_plugin_set, temporary_plugin
 
-    pytest.importorskip("rlvr_kimi")
-    plugins = build_plugin_set({"r1-accuracy": {}, "kimi-curriculum": {}, "dapo-dynamic-sampling": {}})
-    with pytest.raises(
-        PluginConflictError, match="'kimi-curriculum', 'dapo-dynamic-sampling' both claim 'generated-prompts'"
-    ):
-        plugins.validate_run(SimpleNamespace(max_completion_length=64), None)
+    with temporary_plugin(OwnSampler), temporary_plugin(Drawer):
+        plugin_set = build_plugin_set({"r1-accuracy": {}, **plugins})
+        with pytest.raises(PluginValidationError, match=message):
+            plugin_set.validate_run(SimpleNamespace(max_completion_length=64), None)
+    if "drawer" not in plugins:  # the default sampler draws them; kimi-curriculum too
+        build_plugin_set({"r1-accuracy": {}, "dapo-dynamic-sampling": {}}).validate_run(
+            SimpleNamespace(max_completion_length=64), None
+        )
+        if importlib.util.find_spec("rlvr_kimi"):
+            build_plugin_set({"r1-accuracy": {}, "kimi-curriculum": {}, "dapo-dynamic-sampling": {}}).validate_run(
+                SimpleNamespace(max_completion_length=64), None
+            )
 
 
 @pytest.mark.slow

@@ -46,6 +46,7 @@ ONE_WINNER_HOOKS = (
     "rlvr_render_prompt",
     "rlvr_rollout_func",
     "rlvr_select_groups",
+    "rlvr_pool_prompts",
 )
 ABSTAINING_HOOKS = ("rlvr_rollout_func",)
 FIRST_RESULT_HOOKS = ("rlvr_sft_examples",)
@@ -154,8 +155,7 @@ def rlvr_claims() -> list[str] | None:
     claim, before any model is loaded. A claim is a free-form string; the shipped ones are
     ``"truncated-completions"`` (a length shaping that penalises the completions cut at
     ``max_completion_length``: ``dapo-overlong``) and ``"length-by-correctness"`` (a length
-    reward whose shape depends on the answer's correctness: ``kimi-length``, ``cosine-length``) and
-    ``"generated-prompts"`` (which prompts are generated: ``dapo-dynamic-sampling``, ``kimi-curriculum``).
+    reward whose shape depends on the answer's correctness: ``kimi-length``, ``cosine-length``).
 
     :returns: the claims (a list of strings), or ``None`` for none.
     """
@@ -245,7 +245,8 @@ def rlvr_train_sampler(
     distinct prompts; each chunk is yielded ``repeat_count`` times in a row
     (``num_iterations * steps_per_generation``); and every process yields the same
     sequence (update any state only from gathered statistics, see
-    :func:`rlvr_on_rewards`).
+    :func:`rlvr_on_rewards`). With the rollout pool on, the same plugin must also answer
+    :func:`rlvr_pool_prompts` (the prompts of the pool's extra rounds).
 
     :param dataset: the prepared train dataset (a ``datasets.Dataset``; column
         ``rlvr_index`` holds each row's index).
@@ -384,6 +385,7 @@ def rlvr_on_rewards(
     num_generations: int,
     step: int,
     log_metric: Callable[[str, float], None],
+    round: int,
 ) -> None:
     """Observe the scored batch (success rates for a curriculum, statistics).
 
@@ -401,7 +403,39 @@ def rlvr_on_rewards(
     :param num_generations: G.
     :param step: the trainer's global step.
     :param log_metric: ``log_metric(name, value)`` adds a scalar to this step's metrics.
+    :param round: the generation round: 0 for the prompts the train sampler yielded (with the
+        rollout pool, some may have been replaced by ``rlvr_pool_prompts``'s because they were
+        skipped before generating); from 1, the rollout pool's extra rounds, whose prompts
+        ``rlvr_pool_prompts`` chose. Always 0 without the pool.
     :returns: nothing.
+    """
+
+
+@hookspec(firstresult=True)
+def rlvr_pool_prompts(num_prompts: int, step: int, round: int, seed: int) -> Sequence[int]:
+    """Order the train prompts for a rollout-pool round, for the prompts the sampler's dataloader did not yield.
+
+    Called only with the rollout pool on (an enabled plugin implements ``rlvr_select_groups``), on
+    the plugin that provides the train sampler (``rlvr_train_sampler``; the built-in default
+    ``repeat-sampler`` implements it as a uniform draw): once per extra round (``round >= 1``) before
+    it generates, and at round 0 when a plugin implements ``rlvr_skip_prompts``; with the same
+    arguments on every process. One winner; with the pool on, a sampler plugin that does not
+    implement it is refused at start-up (the pool would not know which prompts it may generate).
+
+    An extra round generates for the first ``generation_batch_size / G`` prompts of the order; a
+    prompt skipped before generating (``rlvr_skip_prompts``) is replaced by the first later one that
+    is neither skipped nor already in the round. The order must be a function of ``(seed, step,
+    round)`` and of state that every process holds alike (updated from the gathered values of
+    ``rlvr_on_rewards``) and that the checkpoint restores, so that every process, and a resumed run,
+    draws the same prompts. The sampler sees the rounds' groups through ``rlvr_on_rewards`` with
+    their ``round``.
+
+    :param num_prompts: the number of rows of the train dataset.
+    :param step: the trainer's global step.
+    :param round: the generation round of this generation batch (0 only for replacements).
+    :param seed: the run's seed.
+    :returns: distinct dataset positions (indices into the train dataset, as the sampler yields
+        them), at least ``generation_batch_size / G`` of them, in the order the round takes them.
     """
 
 
@@ -418,8 +452,7 @@ def rlvr_skip_prompts(
     candidates run out the round keeps its prompts.
 
     :param prompts: ``rlvr_index`` of the round's prompts first (``generation_batch_size / G``),
-        then of every other train prompt in the order they would replace them (a uniform draw
-        fixed by the seed, the step and the round).
+        then of the other train prompts in the order they would replace them (``rlvr_pool_prompts``).
     :param history: per ``rlvr_index`` seen so far (every round, step and resume):
         ``(last valid total reward, streak)``, the streak being how many valid completions in a
         row scored exactly that reward (:class:`rlvr_plugins.rollout_pool.PromptRecord`).
@@ -441,8 +474,8 @@ def rlvr_select_groups(groups: Sequence[GroupSummary], needed: int, round: int, 
     One winner, no default.
 
     While the answer has ``more=True`` the framework generates another round on
-    ``generation_batch_size / G`` fresh prompts (:func:`rlvr_plugins.rollout_pool.extra_prompts`: a
-    uniform draw fixed by the seed, the step and the round, not the sampler's) and calls the hook again;
+    ``generation_batch_size / G`` prompts drawn by the train sampler's plugin (``rlvr_pool_prompts``,
+    fixed by the seed, the step, the round and the sampler's state) and calls the hook again;
     every group stays in the pool meanwhile. The policy must bound its rounds itself. A final answer
     (``more=False``) names exactly ``needed`` distinct groups to train on and the groups that wait;
     the framework drops every other group (``pool/dropped_old`` for groups from earlier steps,

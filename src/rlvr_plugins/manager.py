@@ -588,6 +588,7 @@ class PluginSet:
                 "(for example r1-accuracy), or pass an environment_factory whose environment defines get_reward"
             )
         self.check_claims()
+        self.check_pool_sampler()
         self.call("rlvr_validate_run", reward_names=names, grpo_args=grpo_args, engine_timeout_s=engine_timeout_s)
         self._validated = (grpo_args, engine_timeout_s)
 
@@ -611,6 +612,25 @@ class PluginSet:
                     f"plugins {', '.join(repr(p) for p in plugins)} both claim {claim!r} (rlvr_claims), which one "
                     "plugin alone may take charge of; enable only one of them.",
                 )
+
+    def check_pool_sampler(self) -> None:
+        """Refuse ``rlvr_pool_prompts`` from a plugin that is not the train sampler's, and, with the rollout pool on
+        (``rlvr_select_groups``), a train sampler that does not implement it: the pool's extra rounds and the
+        replacements of skipped prompts are drawn by the sampler's plugin."""
+        sampler = self.winner("rlvr_train_sampler")
+        drawers = self.implementers("rlvr_pool_prompts")
+        if drawers and drawers != [sampler]:
+            raise PluginValidationError(
+                f"plugin {drawers[0]!r} implements rlvr_pool_prompts, which only the plugin that provides the train "
+                f"sampler may answer; the sampler here is {sampler!r}'s"
+            )
+        policies = self.implementers("rlvr_select_groups")
+        if policies and not drawers:
+            raise PluginValidationError(
+                f"plugin {policies[0]!r} runs the rollout pool, whose extra rounds draw their prompts from the train "
+                f"sampler's plugin (rlvr_pool_prompts), but the sampler plugin {sampler!r} does not implement it; "
+                "enable a sampler plugin that does (the default repeat-sampler does) or disable the pool plugin"
+            )
 
     def describe(self) -> list[dict[str, Any]]:
         out = []

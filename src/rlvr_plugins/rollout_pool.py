@@ -286,13 +286,16 @@ def _decode(d: Mapping[str, Any]) -> torch.Tensor:
 
 
 def extra_prompts(seed: int, step: int, round: int, num_prompts: int, count: int) -> list[int]:
-    """The ``count`` distinct dataset positions a pool's extra generation round ``round`` (≥ 1) of ``step``
-    generates for: a uniform draw without replacement, the same on every process and after a resume.
+    """``count`` distinct dataset positions in a uniform order fixed by ``(seed, step, round)``: the default
+    sampler's ``rlvr_pool_prompts`` (an extra round generates for the first ones), the same on every process
+    and after a resume; a prefix of a longer draw is the shorter draw.
 
     >>> extra_prompts(0, 3, 1, 10, 4) == extra_prompts(0, 3, 1, 10, 4) != extra_prompts(0, 3, 2, 10, 4)
     True
     >>> len(set(extra_prompts(0, 0, 1, 5, 5)))
     5
+    >>> extra_prompts(0, 3, 1, 10, 10)[:4] == extra_prompts(0, 3, 1, 10, 4)
+    True
     """
     generator = torch.Generator().manual_seed((seed * 1_000_003 + step) * 1_009 + round)
     return torch.randperm(num_prompts, generator=generator)[:count].tolist()

@@ -56,7 +56,7 @@ from .episodes import (
     tool_call_marker,
     unparsable_call,
 )
-from .errors import PluginConflictError, PluginError, shown
+from .errors import PluginConflictError, PluginContractError, PluginError, shown
 from .manager import PluginSet, build_plugin_set
 from .outputs import write_atomic
 from .rewards import (
@@ -76,7 +76,6 @@ from .rollout_pool import (
     PromptRecord,
     RolloutPool,
     StepCounts,
-    extra_prompts,
     replace_prompts,
     trim_rows,
 )
@@ -731,9 +730,11 @@ class RLVRTrainer(GRPOTrainer):
         *,
         log: bool = True,
         observe: bool = True,
+        round: int = 0,
     ) -> BatchAdvantages:
         """The plugins' advantages of a gathered batch (default: the one TRL just scored). ``log``: its metrics;
-        ``observe``: ``rlvr_on_rewards`` sees it (the pool observes each round and logs the batch it trains on)."""
+        ``observe``: ``rlvr_on_rewards`` sees it, as generation ``round`` (the pool observes each round and logs
+        the batch it trains on)."""
         batch = self._rlvr_batch if batch is None else batch
         rewards_per_func = batch["rewards_per_func"]
         names = list(self.reward_func_names)
@@ -769,6 +770,7 @@ class RLVRTrainer(GRPOTrainer):
                 num_generations=num_generations,
                 step=self.state.global_step,
                 log_metric=lambda name, value: metrics[name].append(float(value)),
+                round=round,
             )
         return result
 
@@ -799,17 +801,16 @@ class RLVRTrainer(GRPOTrainer):
         while True:
             round_inputs = inputs
             if rounds or skipping:
-                prompts = (
-                    self._gathered_indices(inputs)[::g]
-                    if rounds == 0
-                    else self._indices_at(extra_prompts(self.args.seed, step, rounds, self._num_prompts(), needed))
-                )
-                prompts, replaced = self._skip_prompts(prompts, step, rounds) if skipping else (prompts, 0)
-                skipped += replaced
+                order = self._pool_order(step, rounds, needed)
+                prompts, replaced = (self._gathered_indices(inputs)[::g] if rounds == 0 else order[:needed]), 0
+                if skipping:
+                    taken = set(prompts)
+                    prompts, replaced = self._skip_prompts(prompts, [i for i in order if i not in taken], step, rounds)
+                    skipped += replaced
                 if rounds or replaced:
                     round_inputs = self._round_inputs(prompts, local)
             output = super()._generate_and_score_completions(round_inputs)
-            result = self._plugin_advantages("train", g, log=False)
+            result = self._plugin_advantages("train", g, log=False, round=rounds)
             flags = (~result.zero_variance).tolist()
             batch = self._rlvr_batch
             self._rlvr_record.observe(batch["indices"].tolist(), result.total.cpu())
@@ -855,11 +856,22 @@ class RLVRTrainer(GRPOTrainer):
         local = [int(x.get("rlvr_index", -1)) for x in inputs]
         return local if self.accelerator.num_processes == 1 else list(gather_object(local))
 
-    def _skip_prompts(self, prompts: list[int], step: int, round: int) -> tuple[list[int], int]:
-        """``rlvr_skip_prompts``: the round's prompts with the skipped ones replaced, and how many were."""
-        taken = set(prompts)
-        order = extra_prompts(self.args.seed, step, -1 - round, self._num_prompts(), self._num_prompts())
-        candidates = [i for i in self._indices_at(order) if i not in taken]
+    def _pool_order(self, step: int, round: int, needed: int) -> list[int]:
+        """``rlvr_pool_prompts`` of the sampler's plugin: the ``rlvr_index`` of the prompts in the order ``round``
+        takes them."""
+        n = self._num_prompts()
+        order = self.plugin_set.one("rlvr_pool_prompts", num_prompts=n, step=step, round=round, seed=self.args.seed)
+        positions = [int(p) for p in order] if isinstance(order, (list, tuple)) else []
+        if len(positions) < needed or len(set(positions)) < len(positions) or not all(0 <= p < n for p in positions):
+            raise PluginContractError(
+                f"plugin {self.plugin_set.winner('rlvr_pool_prompts')!r}: rlvr_pool_prompts returned "
+                f"{str(order)[:80]}; expected a list of at least {needed} distinct dataset positions in [0, {n})"
+            )
+        return self._indices_at(positions)
+
+    def _skip_prompts(self, prompts: list[int], candidates: list[int], step: int, round: int) -> tuple[list[int], int]:
+        """``rlvr_skip_prompts``: the round's prompts with the skipped ones replaced by ``candidates``, and how
+        many were."""
         history = {i: tuple(v) for i, v in self._rlvr_record.streaks.items()}
         skip: set[int] = set()
         for _, named in self.plugin_set.call(

@@ -1,9 +1,11 @@
 """A few GRPO steps with the rollout pool (dapo-dynamic-sampling) on 1 or 2 processes; record what each step trains.
 
 Launched by tests/test_multiprocess.py, e.g.
-    torchrun --nproc_per_node 2 tests/multiproc/pool_ranks.py OUT.jsonl 4
+    torchrun --nproc_per_node 2 tests/multiproc/pool_ranks.py OUT.jsonl 4 [kimi-curriculum]
 Completions depend only on the prompt and the position in the round's global batch, so the rounds, the
 pool's choices and the trained batch must be the same on one process and on two (groups split 2 + 2).
+With ``kimi-curriculum`` the curriculum draws the extra rounds' prompts from its gathered counts; each
+process also records every round's prompts and, at the end, its curriculum counts.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 from accelerate.utils import gather_object
@@ -24,6 +27,7 @@ from rlvr_plugins.trainer import RLVRTrainer
 
 OUT = Path(sys.argv[1])
 PER_DEVICE = int(sys.argv[2])
+SAMPLER = sys.argv[3] if len(sys.argv) > 3 else "repeat-sampler"
 
 
 def completion_for(prompt: str, position: int) -> str:
@@ -66,6 +70,17 @@ class Rollout(Plugin):
         return rollout
 
 
+class Rounds(Plugin):
+    """Each process's view of every generated round: (step, round, prompts)."""
+
+    name = "mp-rounds"
+    seen: ClassVar[list] = []
+
+    @hookimpl
+    def rlvr_on_rewards(self, example_indices, num_generations, step, round):
+        Rounds.seen.append([step, round, example_indices[::num_generations]])
+
+
 class PoolRecorder(RLVRTrainer):
     """Records each step's trained batch, gathered from every process in rank order."""
 
@@ -90,10 +105,11 @@ def main():
 
     set_seed(0)
     tokenizer = build_char_tokenizer()
-    with temporary_plugin(Rewards), temporary_plugin(Rollout):
-        plugin_set = build_plugin_set(
-            {"mp-rewards": {}, "mp-rollout": {}, "dapo-dynamic-sampling": {"max_rounds": 4, "keep_leftovers": True}}
-        )
+    plugins = {"mp-rewards": {}, "mp-rollout": {}, "dapo-dynamic-sampling": {"max_rounds": 4, "keep_leftovers": True}}
+    if SAMPLER == "kimi-curriculum":
+        plugins.update({"mp-rounds": {}, SAMPLER: {"schedule": "none", "correctness_reward": "mp-correct"}})
+    with temporary_plugin(Rewards), temporary_plugin(Rollout), temporary_plugin(Rounds):
+        plugin_set = build_plugin_set(plugins)
     args = grpo_args(OUT.parent / f"run-{PER_DEVICE}", per_device_train_batch_size=PER_DEVICE, max_steps=3)
     trainer = PoolRecorder(
         plugin_set=plugin_set,
@@ -104,6 +120,12 @@ def main():
         processing_class=tokenizer,
     )
     trainer.train()
+    if SAMPLER == "kimi-curriculum":
+        state = trainer.plugin_set.get(SAMPLER).state
+        views = gather_object([{"rounds": Rounds.seen, "attempts": state.attempts, "successes": state.successes}])
+        if trainer.accelerator.is_main_process:
+            with OUT.open("a") as fh:
+                fh.write(json.dumps({"views": views}) + "\n")
     torch.distributed.barrier() if torch.distributed.is_initialized() else None
 
 

@@ -43,8 +43,9 @@ def make_sampler(p, ds=None, ppb=3, repeat=2, seed=11, ignore_data_skip=False):
     )
 
 
-def feed(p, ids, correct_of):
-    """Call ``rlvr_on_rewards`` for one chunk; completion j of prompt i is correct when ``correct_of(i, j)``."""
+def feed(p, ids, correct_of, round=0):
+    """Call ``rlvr_on_rewards`` for one chunk (or rollout-pool ``round``); completion j of prompt i is correct
+    when ``correct_of(i, j)``."""
     example_indices = [i for i in ids for _ in range(G)]
     acc = torch.tensor([float(correct_of(i, j)) for i in ids for j in range(G)])
     logged = {}
@@ -56,6 +57,7 @@ def feed(p, ids, correct_of):
         valid=torch.ones_like(acc, dtype=torch.bool),
         num_generations=G,
         log_metric=lambda k, v: logged.__setitem__(k, v),
+        round=round,
     )
     return logged
 

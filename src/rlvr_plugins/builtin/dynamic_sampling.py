@@ -101,10 +101,6 @@ class DAPODynamicSampling(Plugin):
         recheck_probability: Annotated[float, Rule(lambda v: 0.0 <= v <= 1.0, "a number in [0, 1]")] = 0.1
 
     @hookimpl
-    def rlvr_claims(self):
-        return ["generated-prompts"]  # the extra rounds draw prompts the sampler did not
-
-    @hookimpl
     def rlvr_select_groups(self, groups, needed, round):
         o = self.options
         return dapo_selection(

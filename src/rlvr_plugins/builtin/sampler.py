@@ -1,4 +1,4 @@
-"""The default sampler: TRL's ``RepeatSampler``, unchanged."""
+"""The default sampler: TRL's ``RepeatSampler``, unchanged; the rollout pool's extra rounds draw uniformly."""
 
 from __future__ import annotations
 
@@ -24,3 +24,9 @@ class RepeatSamplerPlugin(Plugin):
             shuffle=shuffle,
             seed=seed,
         )
+
+    @hookimpl
+    def rlvr_pool_prompts(self, num_prompts, step, round, seed):
+        from ..rollout_pool import extra_prompts
+
+        return extra_prompts(seed, step, round, num_prompts, num_prompts)

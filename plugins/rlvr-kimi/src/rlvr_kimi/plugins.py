@@ -170,10 +170,6 @@ class KimiCurriculum(Plugin):
         return self.options.schedule != "none"
 
     @hookimpl
-    def rlvr_claims(self):
-        return ["generated-prompts"]  # its sampler scores only the prompts it drew (CurriculumSampler.observe)
-
-    @hookimpl
     def rlvr_adjust_grpo_config(self, grpo_kwargs, trainer_section):
         if self.curriculum_on and trainer_section.get("remove_unused_columns"):
             raise ConfigError(
@@ -247,8 +243,16 @@ class KimiCurriculum(Plugin):
         return self.sampler
 
     @hookimpl
+    def rlvr_pool_prompts(self, step, round):
+        if self.sampler is None:
+            raise PluginContractError(
+                f"plugin {self.name!r}: the rollout pool asked for prompts before the sampler was built"
+            )
+        return self.sampler.pool_order(step, round)
+
+    @hookimpl
     def rlvr_on_rewards(
-        self, example_indices, rewards, rewards_per_func, reward_names, valid, num_generations, log_metric
+        self, example_indices, rewards, rewards_per_func, reward_names, valid, num_generations, log_metric, round
     ):
         if self.sampler is None:
             raise PluginContractError(
@@ -272,9 +276,11 @@ class KimiCurriculum(Plugin):
         zero_var = zero_variance_groups(rewards, valid.to(torch.bool), num_generations)
         try:
             ids = [self._position[int(i)] for i in example_indices[::num_generations]]
-            metrics = self.sampler.observe(ids, successes.tolist(), attempts.tolist(), zero_var.tolist())
+            metrics = self.sampler.observe(ids, successes.tolist(), attempts.tolist(), zero_var.tolist(), round)
         except (KeyError, ValueError) as exc:
             raise PluginContractError(f"plugin {self.name!r}: {exc}") from exc
+        if round:
+            return  # a rollout-pool round: counted; the chunk's metrics were logged at round 0
         if metrics is None:
             logger.warning(
                 "%s: the prompts of the last counted chunk were generated again (a resume inside a "

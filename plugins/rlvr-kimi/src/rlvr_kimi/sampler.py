@@ -6,6 +6,11 @@ and the statistics known at that moment. Drawn chunks are recorded (``pending``)
 their rewards arrive through ``rlvr_on_rewards``; the record is part of the checkpoint, so
 a resumed run replays the chunks the dataloader had already prefetched and draws every
 later chunk from the same statistics as the uninterrupted run.
+
+With the rollout pool on, the pool's extra rounds (and the replacements of prompts skipped
+before generating) take their prompts from :meth:`CurriculumSampler.pool_order`, drawn from the
+same statistics by a generator seeded by ``(seed, step, round)``, and every group they generate
+is counted (:meth:`CurriculumSampler.observe` with its ``round``).
 """
 
 from __future__ import annotations
@@ -110,7 +115,7 @@ class CurriculumState:
         )
 
 
-def chunk_seed(seed: int, chunk: int) -> int:
+def chunk_seed(seed: int, chunk: int | str) -> int:
     """The seed of chunk ``chunk``'s generator: a hash of ``(seed, chunk)``, in ``[0, 2**63)``."""
     digest = hashlib.sha256(f"rlvr-kimi-curriculum:{seed}:{chunk}".encode()).digest()
     return int.from_bytes(digest[:8], "little") & (2**63 - 1)
@@ -174,6 +179,7 @@ class CurriculumSampler(Sampler[int]):
         self.ignore_data_skip = ignore_data_skip
         self.chunks_per_epoch = num_prompts // prompts_per_batch
         state.seed = self.seed
+        self.offered: dict[int, set[int]] = {}  # round -> the prompts pool_order offered it (not saved: see observe)
 
     def __len__(self) -> int:
         return self.chunks_per_epoch * self.prompts_per_batch * self.num_generations * self.repeat_count
@@ -236,58 +242,98 @@ class CurriculumSampler(Sampler[int]):
         ``prompts_per_batch`` distinct prompts are drawn without replacement with
         probability proportional to :func:`rlvr_kimi.curriculum.sampling_weights`.
         """
+        eligible, rest = self.eligible(c)
+        missing = max(0, self.prompts_per_batch - eligible.numel())
+        eligible = torch.cat([eligible, torch.tensor(rest[:missing], dtype=torch.long)])
+        picked = self.weighted(eligible, self.prompts_per_batch, chunk_seed(self.seed, c))
+        return eligible[picked].tolist()
+
+    def eligible(self, c: int) -> tuple[torch.Tensor, list[int]]:
+        """The admitted prompts not blocked for chunk ``c`` (``(m,)`` long), and the blocked ones, soonest-unblocked
+        first."""
         pool = self.admitted_pool(c)
         blocked_until = torch.tensor(self.state.blocked_until, dtype=torch.long)[pool]
         blocked = blocked_until > c
-        eligible = pool[~blocked]
-        if eligible.numel() < self.prompts_per_batch:
-            rest = sorted(zip(blocked_until[blocked].tolist(), pool[blocked].tolist()))
-            extra = [i for _, i in rest[: self.prompts_per_batch - eligible.numel()]]
-            eligible = torch.cat([eligible, torch.tensor(extra, dtype=torch.long)])
+        rest = [i for _, i in sorted(zip(blocked_until[blocked].tolist(), pool[blocked].tolist()))]
+        return pool[~blocked], rest
+
+    def weighted(self, prompts: torch.Tensor, count: int, seed: int) -> torch.Tensor:
+        """``count`` positions into ``prompts`` drawn without replacement ``∝`` their sampling weights."""
         r = self.rules
         weights = sampling_weights(
-            torch.tensor(self.state.successes)[eligible],
-            torch.tensor(self.state.attempts)[eligible],
+            torch.tensor(self.state.successes)[prompts],
+            torch.tensor(self.state.attempts)[prompts],
             floor=r.floor,
             prior_success=r.prior_success,
             prior_strength=r.prior_strength,
         )
-        generator = torch.Generator().manual_seed(chunk_seed(self.seed, c))
-        picked = torch.multinomial(weights, self.prompts_per_batch, replacement=False, generator=generator)
-        return eligible[picked].tolist()
+        generator = torch.Generator().manual_seed(seed)
+        return torch.multinomial(weights, count, replacement=False, generator=generator)
+
+    def pool_order(self, step: int, round: int) -> list[int]:
+        """The rollout pool's order of prompts for generation round ``round`` of optimizer step ``step``
+        (``rlvr_pool_prompts``): the prompts eligible for the chunk being generated (chunk ``observed`` at
+        round 0, whose prompts are not counted yet; ``observed - 1`` later) in a weighted random order, each
+        next prompt drawn ``∝ max(1 - s_i, floor)`` among those left (as :meth:`draw`), from a generator
+        seeded by ``(seed, step, round)``; then the blocked ones, soonest-unblocked first. A pure function of
+        ``(seed, step, round, state)``, so every process and a resumed run draw the same order.
+        """
+        eligible, rest = self.eligible(max(0, self.state.observed - (round > 0)))
+        seed = chunk_seed(self.seed, f"pool:{step}:{round}")
+        order = (eligible[self.weighted(eligible, eligible.numel(), seed)].tolist() if eligible.numel() else []) + rest
+        self.offered[round] = set(order)
+        return order
 
     # -- statistics -----------------------------------------------------------------------
     def observe(
-        self, ids: list[int], successes: list[int], attempts: list[int], zero_variance: list[bool]
+        self, ids: list[int], successes: list[int], attempts: list[int], zero_variance: list[bool], round: int = 0
     ) -> dict[str, float] | None:
         """Count one scored chunk (the groups of prompts ``ids``); return the metrics to log.
 
         The chunk must be the next one not yet counted (chunk ``observed``), in any group
-        order. A batch with the prompts of the chunk counted last is a regeneration after a
-        resume inside that chunk: it is not counted again and ``None`` is returned.
+        order; prompts that :meth:`pool_order` offered for round 0 may stand in for some of its
+        prompts (the rollout pool replaced prompts it skipped before generating). A batch with the
+        prompts of the chunk counted last is a regeneration after a resume inside that chunk: it is
+        not counted again and ``None`` is returned. A rollout-pool round ``round >= 1`` holds prompts
+        :meth:`pool_order` offered for that round: they are counted, no chunk is, and nothing is
+        returned to log.
 
-        :raises ValueError: when the prompts are not those of the next chunk.
+        :raises ValueError: when the prompts are not those of the next chunk, or of the round's offer.
         """
         state = self.state
+        if round:
+            offered = self.offered.get(round, set())
+            if not set(ids) <= offered:
+                raise ValueError(
+                    f"the scored pool round {round} holds prompts {sorted(set(ids) - offered)} that this sampler "
+                    "did not offer it (rlvr_pool_prompts)"
+                )
+            self.count(ids, successes, attempts, zero_variance)
+            return None
         k = state.observed
         expected = state.pending.get(k)
-        if expected is None or sorted(ids) != sorted(expected):
+        allowed = set(expected or ()) | self.offered.pop(0, set())
+        if expected is None or len(ids) != len(expected) or not set(ids) <= allowed:
             if state.last_observed and sorted(ids) == sorted(state.last_observed):
                 return None
             raise ValueError(
                 f"the scored batch holds prompts {sorted(ids)}, but the next chunk this sampler drew "
                 f"(#{k}) holds {None if expected is None else sorted(expected)}"
             )
-        block = self.rules.skip_zero_variance_steps
+        self.count(ids, successes, attempts, zero_variance)
+        del state.pending[k]
+        state.observed = k + 1
+        state.last_observed = list(expected)
+        return self.metrics(k, zero_variance)
+
+    def count(self, ids: list[int], successes: list[int], attempts: list[int], zero_variance: list[bool]) -> None:
+        """Add the groups of prompts ``ids`` to the success record; block the zero-variance ones."""
+        state, block = self.state, self.rules.skip_zero_variance_steps
         for i, s, a, z in zip(ids, successes, attempts, zero_variance, strict=True):
             state.successes[i] += int(s)
             state.attempts[i] += int(a)
             if z and block > 0:
                 state.blocked_until[i] = max(state.blocked_until[i], state.drawn + block)
-        del state.pending[k]
-        state.observed = k + 1
-        state.last_observed = list(expected)
-        return self.metrics(k, zero_variance)
 
     def metrics(self, k: int, zero_variance: list[bool]) -> dict[str, float]:
         state, r = self.state, self.rules
