@@ -4,8 +4,11 @@ the refusals of ``RLVRTrainer`` and ``rlvr train --check``."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import threading
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -421,6 +424,10 @@ def test_train_refuses_prompts_that_are_plain_text(tmp_path, rlvr_cli):
     assert "enables environment 'calculator', but train row 0 is rendered as plain text" in result.err
 
 
+RELEASE = threading.Event()
+"""What a hanging tool waits for: set by the test at its end, so that no thread outlives it."""
+
+
 class Misbehaving:
     """Tools that misbehave, each in its own way."""
 
@@ -431,11 +438,15 @@ class Misbehaving:
         """Misbehave.
 
         Args:
-            how: raise, flood, bytes or surrogate.
+            how: raise, flood, bytes, surrogate, hang, none or list.
         """
         if how == "raise":
             raise RuntimeError("broken tool")
-        return {"flood": "x" * (1 << 20), "bytes": b"ok \xff\xfe", "surrogate": "a\udcffb"}[how]
+        if how == "hang":
+            RELEASE.wait()
+            return "too late"
+        answers = {"flood": "x" * (1 << 20), "bytes": b"ok \xff\xfe", "surrogate": "a\udcffb", "list": [1, "a"]}
+        return answers.get(how)
 
 
 class MisbehavingPlugin(Plugin):
@@ -443,32 +454,37 @@ class MisbehavingPlugin(Plugin):
 
     @hookimpl
     def rlvr_environments(self, register):
-        register(Environment("misbehaving", Misbehaving, max_result_chars=100))
+        register(Environment("misbehaving", Misbehaving, max_result_chars=100, tool_timeout_s=1.0))
 
 
-def test_a_tool_that_raises_floods_or_returns_invalid_utf8_is_a_turn_and_the_episode_goes_on(
-    tmp_path, one_torch_thread
-):
+def misbehaving_trainer(tmp_path):
     def reply(text: str) -> str:
         if "<tool_response>" in text:
             return ANSWER
         how = text.split("<|im_start|>user\n")[1].split("<|im_end|>")[0]
         return tool_call("misbehave", how=how)
 
-    Seen.episodes, Seen.environments = [], []
     tok = tool_tokenizer()
+    trainer = RLVRTrainer(
+        model=tiny_model(tok, max_position_embeddings=2048),
+        args=grpo_args(tmp_path, max_completion_length=384, per_device_train_batch_size=4, num_generations=2),
+        plugins={"misbehaving": {}, "turns": {}},
+        train_dataset=Dataset.from_list(chat_rows("hang", "hang")),
+        processing_class=tok,
+        engines=Engines(in_process=True),
+    )
+    scripted_turns(trainer, reply)
+    return trainer
+
+
+def test_a_tool_that_raises_floods_or_returns_invalid_utf8_is_a_turn_and_the_episode_goes_on(
+    tmp_path, one_torch_thread
+):
+    Seen.episodes, Seen.environments = [], []
     rows = [{"prompt": [{"role": "user", "content": how}]} for how in ("raise", "flood", "bytes", "surrogate")]
     plugin = reward_plugin_class("turns", turns_reward, isolated=False, completion_format="messages")
     with temporary_plugin(plugin), temporary_plugin(MisbehavingPlugin):
-        trainer = RLVRTrainer(
-            model=tiny_model(tok, max_position_embeddings=2048),
-            args=grpo_args(tmp_path, max_completion_length=384, per_device_train_batch_size=4, num_generations=2),
-            plugins={"misbehaving": {}, "turns": {}},
-            train_dataset=Dataset.from_list(rows),
-            processing_class=tok,
-            engines=Engines(in_process=True),
-        )
-        scripted_turns(trainer, reply)
+        trainer = misbehaving_trainer(tmp_path)
         trainer._generate_and_score_completions([{**r, "rlvr_index": i} for i, r in enumerate(rows)])
     answers = [tool_turns(e) for e in Seen.episodes]
     assert answers == [
@@ -479,6 +495,78 @@ def test_a_tool_that_raises_floods_or_returns_invalid_utf8_is_a_turn_and_the_epi
     ]
     assert all(e[-1]["content"] == "<answer>5</answer>" for e in Seen.episodes)  # every episode went on
     assert trainer._metrics["train"]["tools/errors/misbehave"][-1] == pytest.approx(2 / 4)
+
+
+def test_a_tool_that_hangs_times_out_as_a_counted_turn_and_the_run_goes_on(tmp_path, one_torch_thread, monkeypatch):
+    from rlvr_plugins import episodes
+
+    Seen.episodes, Seen.environments = [], []
+    RELEASE.clear()
+    rows = [{"prompt": [{"role": "user", "content": how}], "rlvr_index": i} for i, how in enumerate(["hang", "raise"])]
+    rows += [
+        {"prompt": [{"role": "user", "content": how}], "rlvr_index": 2 + i} for i, how in enumerate(["none", "list"])
+    ]
+    plugin = reward_plugin_class("turns", turns_reward, isolated=False, completion_format="messages")
+    try:
+        with temporary_plugin(plugin), temporary_plugin(MisbehavingPlugin):
+            trainer = misbehaving_trainer(tmp_path)
+            start = time.monotonic()
+            trainer._generate_and_score_completions(rows)
+            assert time.monotonic() - start < 30  # the hung call held the batch for its deadline only
+            late = "{'error': 'timeout: misbehave did not answer within 1 s'}"
+            assert [tool_turns(e) for e in Seen.episodes] == [
+                [late],
+                ["{'error': 'broken tool'}"],
+                ["None"],
+                ["[1, 'a']"],
+            ]
+            assert all(e[-1]["content"] == "<answer>5</answer>" for e in Seen.episodes)  # every episode went on
+            metrics = {k: v[-1] for k, v in trainer._metrics["train"].items()}
+            assert metrics["tools/timeouts/misbehave"] == pytest.approx(1 / 4)
+            assert metrics["tools/errors/misbehave"] == pytest.approx(2 / 4)  # the timeout is an error too
+            assert episodes.hung_calls() == 1  # the late call runs on, unwaited
+
+            # at the bound of late calls still running, every call is answered at once, without being started
+            monkeypatch.setattr(episodes, "MAX_HUNG_CALLS", 1)
+            Seen.episodes = []
+            start = time.monotonic()
+            trainer._generate_and_score_completions(rows)
+            assert time.monotonic() - start < 15
+            refused = "{'error': 'timeout: misbehave was not called: 1 earlier tool calls ran past their deadline"
+            assert all(tool_turns(e)[0].startswith(refused) for e in Seen.episodes)  # every tool, quick ones too
+            assert trainer._metrics["train"]["tools/timeouts/misbehave"][-1] == pytest.approx(4 / 4)
+            assert episodes.hung_calls() == 1
+    finally:
+        RELEASE.set()
+    deadline = time.monotonic() + 10
+    while episodes.hung_calls() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert episodes.hung_calls() == 0  # released, the late call ended and is no longer counted
+
+
+def test_an_async_tool_past_its_deadline_is_cancelled_and_a_sync_one_answers_in_time():
+    from rlvr_plugins.episodes import ToolTimeout, bounded_tool
+
+    cancelled = []
+
+    async def slow(x: int) -> str:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.append(x)
+            raise
+        return "late"
+
+    async def fast(x: int) -> int:
+        return x * 2
+
+    with pytest.raises(ToolTimeout, match="timeout: slow did not answer within 0.2 s"):
+        asyncio.run(bounded_tool(slow, 100, 0.2)(x=3))
+    assert cancelled == [3]
+    assert asyncio.run(bounded_tool(fast, 100, 5)(x=4)) == "8"
+    assert bounded_tool(lambda x: x + 1, 100, 5)(x=1) == "2"
+    with pytest.raises(KeyError):  # an exception of the tool is raised as it is, for TRL to write its message
+        bounded_tool(lambda x: {}[x], 100, 5)(x="k")
 
 
 @pytest.mark.slow
