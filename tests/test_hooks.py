@@ -632,15 +632,17 @@ def test_hook_rlvr_render_prompt():
         name = "backwards"
 
         @hookimpl
-        def rlvr_render_prompt(self, example, index, seed):
-            return f"{example['prompt'][::-1]}|{index}|{seed}"
+        def rlvr_render_prompt(self, example, index, seed, multi_turn):
+            return f"{example['prompt'][::-1]}|{index}|{seed}|{multi_turn}"
 
     with temporary_plugin(Backwards):
         out = render([{"prompt": "1+2="}, {"prompt": "3+4="}], build_plugin_set({"backwards": {}}), None, 9)
+        [with_tools] = render([{"prompt": "1+2="}], build_plugin_set({"backwards": {}, "calculator": {}}), None, 9)
     assert [(r["prompt"], r["raw_prompt"], r["rlvr_index"]) for r in out] == [
-        ("=2+1|0|9", "1+2=", 0),
-        ("=4+3|1|9", "3+4=", 1),
+        ("=2+1|0|9|False", "1+2=", 0),
+        ("=4+3|1|9|False", "3+4=", 1),
     ]
+    assert with_tools["prompt"] == "=2+1|0|9|True"  # an environment is enabled: TRL's tool loop needs messages
 
 
 class Wiring(Plugin):

@@ -208,7 +208,9 @@ def rlvr_sft_examples(rows: list[dict[str, Any]], completion_column: str, seed: 
 
 
 @hookspec(firstresult=True)
-def rlvr_render_prompt(example: Mapping[str, Any], index: int, seed: int, tokenizer: Any) -> str | list[dict]:
+def rlvr_render_prompt(
+    example: Mapping[str, Any], index: int, seed: int, tokenizer: Any, multi_turn: bool
+) -> str | list[dict]:
     """Render one dataset row into the prompt the policy sees (the thinking-mode template).
 
     Called once per row when the train and eval sets are prepared, before training.
@@ -220,6 +222,10 @@ def rlvr_render_prompt(example: Mapping[str, Any], index: int, seed: int, tokeni
         reproducible (e.g. which prompts are rendered in non-thinking mode).
     :param seed: the run's seed.
     :param tokenizer: the policy's tokenizer (chat template, special tokens).
+    :param multi_turn: True when an environment is enabled (TRL's tool loop): the prompt
+        must then be chat messages, which TRL renders once with the tools' schemas and the
+        run's ``chat_template_kwargs`` (one for every row); a per-row choice (a thinking mode)
+        must travel in the messages, not in a pre-rendered text.
     :returns: a string (plain-text prompt) or a list of chat messages that TRL renders
         with the tokenizer's chat template.
     """

@@ -57,7 +57,7 @@ from .episodes import (
     tool_call_marker,
     unparsable_call,
 )
-from .errors import PluginConflictError, PluginError, shown
+from .errors import ConfigError, PluginConflictError, PluginError, shown
 from .manager import PluginSet, build_plugin_set
 from .outputs import write_atomic
 from .rewards import (
@@ -505,6 +505,14 @@ class RLVRTrainer(GRPOTrainer):
         if rollouts:
             if kwargs.get("rollout_func") is not None:
                 raise TypeError(f"plugin {rollouts[0][0]!r} provides the rollout_func; do not also pass rollout_func")
+            if kwargs.get("tools") or kwargs.get("environment_factory") is not None:
+                raise ConfigError(
+                    "it provides TRL's rollout_func (rlvr_rollout_func), which TRL 1.16 cannot combine with tools: "
+                    "its tool loop generates only the first turn with the rollout_func and every later turn itself, "
+                    "and builds the tool mask itself (the rollout's env_mask is dropped, so tokens the rollout "
+                    "inserted would be trained on); turn that option of the plugin off for a run with tools",
+                    source=f"plugins.{rollouts[0][0]}",
+                )
             kwargs["rollout_func"] = rollouts[0][1]
         tokenizer = kwargs.get("processing_class")
         if kwargs.get("tools") or kwargs.get("environment_factory") is not None:

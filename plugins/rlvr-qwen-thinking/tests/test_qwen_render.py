@@ -29,7 +29,12 @@ PLAIN_CHAT = (
 def render_one(tokenizer, prompt, index=0, seed=0, **options):
     plugin_set = build_plugin_set({"qwen-thinking": options})
     return plugin_set.one(
-        "rlvr_render_prompt", example={"prompt": prompt, "answer": "4"}, index=index, seed=seed, tokenizer=tokenizer
+        "rlvr_render_prompt",
+        example={"prompt": prompt, "answer": "4"},
+        index=index,
+        seed=seed,
+        tokenizer=tokenizer,
+        multi_turn=False,
     )
 
 
