@@ -5,13 +5,16 @@ checkpointed like any plugin's."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
 import pytest
 import torch
 from datasets import Dataset
+from transformers import TrainerCallback
 
+from rlvr_plugins import Environment, Plugin, hookimpl
 from rlvr_plugins.manager import temporary_plugin
 from rlvr_plugins.rewards import Engines
 from rlvr_plugins.testing import (
@@ -23,9 +26,9 @@ from rlvr_plugins.testing import (
     tool_call,
     tool_tokenizer,
 )
+from rlvr_plugins.train.run import prepare
 from rlvr_plugins.trainer import RLVRTrainer
 from test_environments import ANSWER, ROWS, Seen, reply, turns_reward
-
 
 SPECIAL = [*TOOL_MARKERS, "<think>", "</think>", "<answer>", "</answer>"]
 
@@ -157,3 +160,143 @@ def test_kimi_length_counts_the_policys_tokens_only(tmp_path, one_torch_thread):
     lam = [0.5 - (n - shortest) / span for n in lengths]
     assert lam[2] > 0  # short, but wrong: Kimi never rewards a wrong answer for being short
     assert call.result.tolist() == pytest.approx([-0.5, lam[1], 0.0, 0.5])
+
+
+# -- kimi-curriculum and an exact resume, with an environment plugin that has state ------------------------------
+
+
+class Book:
+    """What the ledger plugin keeps across episodes: how many it has started."""
+
+    def __init__(self):
+        self.episodes = 0
+
+
+class Ledger:
+    """An environment that counts its episodes in its plugin's :class:`Book`."""
+
+    def __init__(self, book: Book):
+        self.book = book
+
+    def reset(self, **row):
+        self.book.episodes += 1
+
+    def add(self, number: int) -> str:
+        """Add.
+
+        Args:
+            number: what to add.
+        """
+        return str(number + 3)
+
+
+class LedgerPlugin(Plugin):
+    """The environment ``ledger``; its state (the episodes started) is checkpointed as any plugin's."""
+
+    name = "ledger"
+
+    def __init__(self, options=None):
+        super().__init__(options)
+        self.book = Book()
+        self.drawn: list[list[int]] = []
+
+    @hookimpl
+    def rlvr_environments(self, register):
+        register(Environment("ledger", lambda: Ledger(self.book)))
+
+    @hookimpl
+    def rlvr_on_rewards(self, example_indices, num_generations):
+        self.drawn.append(list(example_indices[::num_generations]))
+
+    @hookimpl
+    def rlvr_state_dict(self):
+        return {"episodes": self.book.episodes}
+
+    @hookimpl
+    def rlvr_load_state_dict(self, state):
+        self.book.episodes = state["episodes"]
+
+
+def by_position(trainer) -> None:
+    """The scripted policy of the curriculum runs: in each group of 2, the first episode calls ``add`` then answers
+    5 (right), the second answers 6 at once (wrong), so that every group carries an advantage."""
+    tok = trainer.processing_class
+
+    def generate(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        texts = [
+            ANSWER if "<tool_response>" in tok.decode(ids) else tool_call("add", number=2) if i % 2 == 0 else WRONG
+            for i, ids in enumerate(prompt_ids)
+        ]
+        return [tok(text, add_special_tokens=False)["input_ids"] for text in texts], None
+
+    trainer._generate_single_turn = generate
+
+
+WRONG = "<answer>6</answer><|im_end|>"
+
+
+class StopAfter(TrainerCallback):
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        control.should_training_stop = state.global_step >= self.step
+
+
+def curriculum_run(folder, stop_after=None, resume=None):
+    rows = [
+        {
+            "prompt": [{"role": "user", "content": f"{'call' if i % 2 else 'answer'} {i}"}],
+            "answer": a,
+            "difficulty": i,
+            "rlvr_index": i,
+        }
+        for i, a in enumerate("55656565")
+    ]
+    plugins = {
+        "ledger": {},
+        "correct": {},
+        "kimi-curriculum": {"correctness_reward": "correct", "full_at_step": 4, "start_quantile": 0.5},
+    }
+    args = {"max_steps": 4, "save_strategy": "steps", "save_steps": 2, "per_device_train_batch_size": 4}
+    with temporary_plugin(reward_plugin_class("correct", correct, isolated=False)), temporary_plugin(LedgerPlugin):
+        config = {"output_dir": str(folder), "seed": 3, "plugins": plugins, "trainer": {}}
+        prepared = prepare(config)
+        tok = tool_tokenizer()
+        trainer = RLVRTrainer(
+            plugin_set=prepared.plugin_set,
+            model=tiny_model(tok, max_position_embeddings=2048),
+            args=grpo_args(folder, max_completion_length=96, num_generations=2, **args),
+            train_dataset=Dataset.from_list(rows),
+            processing_class=tok,
+            engines=Engines(in_process=True),
+            callbacks=[StopAfter(stop_after)] if stop_after else [],
+        )
+    by_position(trainer)
+    trainer.train(resume_from_checkpoint=resume)
+    first = 3 if resume else 1  # a resumed run's log starts with the checkpoint's
+    losses = [row["loss"] for row in trainer.state.log_history if "loss" in row and row["step"] >= first]
+    return trainer, rows, losses
+
+
+@pytest.mark.slow
+def test_kimi_curriculum_and_an_exact_resume_with_an_environment_plugins_state(tmp_path, one_torch_thread):
+    a, rows, losses_a = curriculum_run(tmp_path / "a")
+    ledger, curriculum = a.plugin_set.get("ledger"), a.plugin_set.get("kimi-curriculum").state
+    assert ledger.book.episodes == 16  # 4 steps of 2 prompts x 2 episodes
+    # the curriculum counted the episodes: in every group of 2, the one that called the tool was right
+    assert sum(curriculum.attempts) == 16
+    assert all(s * 2 == n for s, n in zip(curriculum.successes, curriculum.attempts))
+    assert [row["tools/calls/add"] for row in a.state.log_history if "loss" in row] == [0.5] * 4
+    assert all(loss != 0 for loss in losses_a)
+
+    b, _, losses_b = curriculum_run(tmp_path / "b", stop_after=2)
+    assert b.state.global_step == 2 and b.plugin_set.get("ledger").book.episodes == 8
+    saved = json.loads((tmp_path / "b" / "run" / "checkpoint-2" / "rlvr_plugin_state.json").read_text())
+    assert saved["ledger"] == {"episodes": 8}  # the environment plugin's state, in the checkpoint
+
+    resumed, _, losses_r = curriculum_run(tmp_path / "b", resume=str(tmp_path / "b" / "run" / "checkpoint-2"))
+    assert resumed.plugin_set.get("ledger").book.episodes == 16  # 8 restored + 8 of steps 3 and 4
+    assert b.plugin_set.get("ledger").drawn + resumed.plugin_set.get("ledger").drawn == ledger.drawn
+    assert resumed.plugin_set.get("kimi-curriculum").state.to_dict() == curriculum.to_dict()
+    assert losses_b + losses_r == pytest.approx(losses_a, rel=1e-5, abs=1e-7)
