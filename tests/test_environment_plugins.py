@@ -217,14 +217,16 @@ class LedgerPlugin(Plugin):
         self.book.episodes = state["episodes"]
 
 
-def by_position(trainer) -> None:
-    """The scripted policy of the curriculum runs: in each group of 2, the first episode calls ``add`` then answers
-    5 (right), the second answers 6 at once (wrong), so that every group carries an advantage."""
+def by_position(trainer, call: str) -> None:
+    """A scripted policy whose first turn depends on the episode's position in the batch: at an even one it writes
+    ``call`` (a tool call), then the answer 5 (right); at an odd one the answer 6 at once (wrong). So every group of
+    an even size carries advantages. (Its position in this process's part of the batch: of the same parity as in
+    the whole batch when each process holds an even number of episodes.)"""
     tok = trainer.processing_class
 
     def generate(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         texts = [
-            ANSWER if "<tool_response>" in tok.decode(ids) else tool_call("add", number=2) if i % 2 == 0 else WRONG
+            ANSWER if "<tool_response>" in tok.decode(ids) else call if i % 2 == 0 else WRONG
             for i, ids in enumerate(prompt_ids)
         ]
         return [tok(text, add_special_tokens=False)["input_ids"] for text in texts], None
@@ -272,7 +274,7 @@ def curriculum_run(folder, stop_after=None, resume=None):
             engines=Engines(in_process=True),
             callbacks=[StopAfter(stop_after)] if stop_after else [],
         )
-    by_position(trainer)
+    by_position(trainer, tool_call("add", number=2))
     trainer.train(resume_from_checkpoint=resume)
     first = 3 if resume else 1  # a resumed run's log starts with the checkpoint's
     losses = [row["loss"] for row in trainer.state.log_history if "loss" in row and row["step"] >= first]

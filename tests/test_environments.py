@@ -585,6 +585,22 @@ def test_episode_metrics_of_a_batch_split_across_two_processes_match_one_process
     assert [row["tools/turns_mean"] for row in one] == pytest.approx([2.5, 2.0])
 
 
+@pytest.mark.slow
+def test_a_group_of_episodes_split_across_two_processes_trains_as_on_one(tmp_path):
+    """Each step is one prompt's group of 8 episodes, 4 on each process (half call the calculator and answer right,
+    half answer wrong at once): the two processes' steps have the one process's loss, reward and episode metrics."""
+    from test_multiprocess import run_script
+
+    script = Path(__file__).parent / "multiproc" / "agent_ranks.py"
+    one = run_script(script, tmp_path / "one.jsonl", ["8", "split"], processes=1)
+    two = run_script(script, tmp_path / "two.jsonl", ["4", "split"], processes=2)
+    assert len(one) == len(two) == 2
+    for a, b in zip(one, two):
+        assert set(a) == set(b) and a == pytest.approx(b, rel=1e-4, abs=1e-6)
+        assert a["tools/calls/calculate"] == 0.5 and a["tools/turns_mean"] == 1.5  # by hand: 4 of 8 call once
+        assert a["loss"] != 0
+
+
 # -- a third-party environment plugin, written from docs/writing-plugins.md alone ----------------
 
 ENVIRONMENT_PLUGIN = Path(__file__).parent / "environment-plugin"
