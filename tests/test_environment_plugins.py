@@ -91,7 +91,11 @@ ESTIMATORS = {
 }
 
 
-@pytest.mark.parametrize("estimator", list(ESTIMATORS))
+FAST = ("grpo", "opo", "dr-grpo")  # the default, the one that reads lengths, the one that changes the loss
+"""The estimators tested in ``make test``; the others (same path, other formulas) run with the slow tests in CI."""
+
+
+@pytest.mark.parametrize("estimator", [e if e in FAST else pytest.param(e, marks=pytest.mark.slow) for e in ESTIMATORS])
 def test_every_estimator_trains_on_episodes(tmp_path, one_torch_thread, estimator):
     options, expected = ESTIMATORS[estimator]
     rewards = [float(turns) for _, turns in ROWS]
