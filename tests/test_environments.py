@@ -353,6 +353,23 @@ def test_check_runs_the_multi_turn_prefix_check_for_the_runs_tokenizer(tmp_path,
     assert "this run's chat_template_kwargs render the other mode" in warnings[0]
 
 
+def test_rlvr_train_with_qwen_thinking_and_an_environment(tmp_path, rlvr_cli):
+    """The rows reach TRL's tool loop as messages carrying each row's mode; the thinking budget is refused in one
+    line, with the reason (plugins/rlvr-qwen-thinking/tests/test_qwen_tools.py trains such episodes)."""
+    from rlvr_plugins.testing import trl_chat_template
+
+    tok = tool_tokenizer(trl_chat_template("qwen3"))
+    rows = chat_rows("calls=1", "calls=0", "calls=1 /no_think")
+    config = agent_config(tmp_path, rows, tok, **{"qwen-thinking": {"no_think_share": 0.5}})
+    result = rlvr_cli("train", config, "--check")
+    assert result.exit_code == 0, result.err  # before: "train row 0 is rendered as plain text"
+    config = agent_config(tmp_path, rows, tok, **{"qwen-thinking": {"thinking_budget": 50}})
+    result = rlvr_cli("train", config)
+    assert result.exit_code == 2 and "Traceback" not in result.err and len(result.err.strip().splitlines()) == 1
+    assert "plugins.qwen-thinking: it provides TRL's rollout_func" in result.err
+    assert "cannot combine with tools" in result.err
+
+
 def test_train_refuses_a_tokenizer_that_cannot_render_tool_calls(tmp_path, rlvr_cli):
     config = yaml.safe_load(open(agent_config(tmp_path, chat_rows("calls=1"))))
     config["model"]["tokenizer"] = "char"

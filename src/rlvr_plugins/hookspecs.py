@@ -274,7 +274,9 @@ def rlvr_rollout_func(tokenizer: Any, num_generations: int, grpo_args: Any) -> C
     Called once when the trainer is built. One winner, with no default, and a plugin may
     abstain by returning ``None`` (e.g. when its budget option is off): two plugins that
     both return a rollout are an error naming both; when none does, TRL generates as
-    usual (transformers ``generate`` or vLLM).
+    usual (transformers ``generate`` or vLLM). A rollout in a run with tools or an
+    environment is refused (:class:`~rlvr_plugins.errors.ConfigError` naming the plugin): TRL's
+    tool loop would generate only the first turn with it and drop its ``env_mask``.
 
     The returned callable is TRL's ``rollout_func(prompts, trainer) -> dict``: it receives
     this process's prompts, in which the sampler already repeats each prompt
