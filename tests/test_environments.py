@@ -561,6 +561,13 @@ def test_a_tool_that_hangs_times_out_as_a_counted_turn_and_the_run_goes_on(tmp_p
     assert episodes.hung_calls() == 0  # released, the late call ended and is no longer counted
 
 
+@pytest.mark.parametrize("bad", [0, -1.0, float("inf"), float("nan"), True, "5"])
+def test_an_environment_deadline_must_be_a_positive_number_of_seconds(bad):
+    assert Environment("x", Misbehaving).tool_timeout_s == 60.0
+    with pytest.raises(TypeError, match=r"Environment 'x': tool_timeout_s must be a number of seconds > 0, got "):
+        Environment("x", Misbehaving, tool_timeout_s=bad)
+
+
 def test_an_async_tool_past_its_deadline_is_cancelled_and_a_sync_one_answers_in_time():
     from rlvr_plugins.episodes import ToolTimeout, bounded_tool
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -158,7 +159,7 @@ def bounded_tool(tool: Callable[..., Any], max_chars: int, timeout_s: float = TO
     tool is cancelled at its deadline with ``asyncio.wait_for``) and whose answers go through
     :func:`bounded_answer`. Sync tools stay sync, async ones async, as TRL sorts them."""
     name = getattr(tool, "__name__", "tool")
-    if asyncio.iscoroutinefunction(tool):
+    if inspect.iscoroutinefunction(tool):
 
         @functools.wraps(tool)
         async def bounded_async(**arguments: Any) -> Any:
