@@ -181,6 +181,21 @@ def test_budget_options_are_checked_against_the_trainer_section(tmp_path):
     )
 
 
+@pytest.mark.parametrize("thinking", [True, False])
+def test_a_run_wide_thinking_mode_is_refused(tmp_path, thinking):
+    """TRL renders a run with tools with one chat_template_kwargs: enable_thinking there would override each row's
+    mode (false: Qwen3's hard switch, every row non-thinking)."""
+    with pytest.raises(ConfigError, match=r"chat_template_kwargs.enable_thinking would set one thinking mode"):
+        check_run(
+            tmp_path,
+            build_plugin_set({"qwen-thinking": {"compliance_weight": 1.0}}),
+            chat_template_kwargs={"enable_thinking": thinking},
+        )
+    check_run(
+        tmp_path, build_plugin_set({"qwen-thinking": {"compliance_weight": 1.0}}), chat_template_kwargs={"other": 1}
+    )
+
+
 def test_a_budget_without_room_for_the_answer_fails_when_the_trainer_asks_for_the_rollout(tmp_path, tokenizer):
     from rlvr_plugins.train.run import build_grpo_config
     from rlvr_qwen_thinking.budget import ThinkingBudgetRollout

@@ -73,6 +73,12 @@ class QwenThinkingPlugin(Plugin):
 
     @hookimpl
     def rlvr_validate_run(self, grpo_args):
+        if "enable_thinking" in (grpo_args.chat_template_kwargs or {}):
+            raise ConfigError(
+                "trainer.chat_template_kwargs.enable_thinking would set one thinking mode for every row, but "
+                "qwen-thinking sets each row's (its /think or /no_think flag, no_think_share); remove it",
+                source="plugins.qwen-thinking",
+            )
         budget = self.options.thinking_budget
         if budget is None:
             return
