@@ -20,6 +20,7 @@ from datasets import Dataset
 from rlvr_plugins import Environment, Plugin, hookimpl
 from rlvr_plugins.builtin.calculator import calculate
 from rlvr_plugins.episodes import UNPARSABLE_TOOL
+from rlvr_plugins.errors import ConfigError
 from rlvr_plugins.manager import temporary_plugin
 from rlvr_plugins.rewards import Engines
 from rlvr_plugins.testing import (
@@ -253,6 +254,30 @@ def test_a_script_environment_factory_beside_a_plugin_environment_is_refused(tmp
         )
 
 
+class OwnRollout(Plugin):
+    """A third-party generation procedure (TRL's ``rollout_func``)."""
+
+    name = "own-rollout"
+
+    @hookimpl
+    def rlvr_rollout_func(self):
+        return lambda prompts, trainer: {}
+
+
+def test_a_plugins_rollout_func_is_refused_with_tools_naming_the_plugin_and_why(tmp_path):
+    tok = tool_tokenizer()
+    with temporary_plugin(OwnRollout), pytest.raises(ConfigError) as refused:
+        RLVRTrainer(
+            model=tiny_model(tok, max_position_embeddings=2048),
+            args=grpo_args(tmp_path),
+            plugins={"calculator": {}, "r1-accuracy": {}, "own-rollout": {}},
+            train_dataset=Dataset.from_list(chat_rows("1+1")),
+            processing_class=tok,
+        )
+    assert str(refused.value).startswith("invalid config in plugins.own-rollout: it provides TRL's rollout_func")
+    assert "generates only the first turn with the rollout_func and every later turn itself" in str(refused.value)
+
+
 # -- rlvr train with an environment enabled in the YAML ----------------------------------------
 
 
@@ -354,8 +379,8 @@ def test_check_runs_the_multi_turn_prefix_check_for_the_runs_tokenizer(tmp_path,
 
 
 def test_rlvr_train_with_qwen_thinking_and_an_environment(tmp_path, rlvr_cli):
-    """The rows reach TRL's tool loop as messages carrying each row's mode; the thinking budget is refused in one
-    line, with the reason (plugins/rlvr-qwen-thinking/tests/test_qwen_tools.py trains such episodes)."""
+    """The rows reach TRL's tool loop as messages carrying each row's mode; the thinking budget is refused by
+    --check in one line, with the reason (plugins/rlvr-qwen-thinking/tests/test_qwen_tools.py trains episodes)."""
     from rlvr_plugins.testing import trl_chat_template
 
     tok = tool_tokenizer(trl_chat_template("qwen3"))
@@ -364,10 +389,10 @@ def test_rlvr_train_with_qwen_thinking_and_an_environment(tmp_path, rlvr_cli):
     result = rlvr_cli("train", config, "--check")
     assert result.exit_code == 0, result.err  # before: "train row 0 is rendered as plain text"
     config = agent_config(tmp_path, rows, tok, **{"qwen-thinking": {"thinking_budget": 50}})
-    result = rlvr_cli("train", config)
+    result = rlvr_cli("train", config, "--check")  # before the model loads
     assert result.exit_code == 2 and "Traceback" not in result.err and len(result.err.strip().splitlines()) == 1
-    assert "plugins.qwen-thinking: it provides TRL's rollout_func" in result.err
-    assert "cannot combine with tools" in result.err
+    assert "plugins.qwen-thinking: thinking_budget=50 cannot apply with tools or an environment" in result.err
+    assert "the early-stop text would be trained on" in result.err
 
 
 def test_train_refuses_a_tokenizer_that_cannot_render_tool_calls(tmp_path, rlvr_cli):

@@ -474,17 +474,19 @@ def test_hook_rlvr_validate_run(tmp_path, hook_recorder):
         name = "needs-format"
 
         @hookimpl
-        def rlvr_validate_run(self, reward_names, engine_timeout_s):
+        def rlvr_validate_run(self, reward_names, engine_timeout_s, multi_turn):
             if "r1-format" not in reward_names:
-                raise ConfigError(f"needs-format: enable r1-format (deadline {engine_timeout_s})")
+                raise ConfigError(f"needs-format: enable r1-format (deadline {engine_timeout_s}, {multi_turn})")
 
     with temporary_plugin(NeedsFormat):
         config = {"output_dir": str(tmp_path), "trainer": {"use_cpu": True}}
-        with pytest.raises(ConfigError, match=r"enable r1-format \(deadline 10.0\)"):
+        with pytest.raises(ConfigError, match=r"enable r1-format \(deadline 10.0, False\)"):
             prepare({**config, "plugins": {"needs-format": {}, "r1-accuracy": {}}})
+        with pytest.raises(ConfigError, match=r"enable r1-format \(deadline 10.0, True\)"):  # an environment
+            prepare({**config, "plugins": {"needs-format": {}, "r1-accuracy": {}, "calculator": {}}})
         prepared = prepare({**config, "plugins": {"needs-format": {}, "r1-format": {}}})
         prepared.plugin_set.validate_run(prepared.grpo_args, 10.0)  # the same run: not again
-    assert len(hook_recorder.getcalls("rlvr_validate_run")) == 2
+    assert len(hook_recorder.getcalls("rlvr_validate_run")) == 3
 
 
 class TruncationCost(Plugin):

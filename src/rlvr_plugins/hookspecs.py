@@ -124,7 +124,9 @@ def rlvr_environments(register: Callable[[Environment], None]) -> None:
 
 
 @hookspec
-def rlvr_validate_run(reward_names: list[str], grpo_args: Any, engine_timeout_s: float | None) -> None:
+def rlvr_validate_run(
+    reward_names: list[str], grpo_args: Any, engine_timeout_s: float | None, multi_turn: bool
+) -> None:
     """Check, at start-up, that the run makes sense for this plugin.
 
     Called once per run, after every reward is registered and before any model is loaded
@@ -140,6 +142,9 @@ def rlvr_validate_run(reward_names: list[str], grpo_args: Any, engine_timeout_s:
         (``engine.timeout_s``), or ``None`` when rewards run in-process without one. A
         reward with its own time budget (a sandbox, a judge's HTTP retries) checks that the
         budget fits under it.
+    :param multi_turn: True when the run has tools or an environment (TRL's tool loop), for a
+        plugin whose part does not work there (a ``rollout_func``: TRL's loop would use it for
+        the first turn only).
     :returns: nothing.
     """
 

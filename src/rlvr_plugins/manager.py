@@ -567,6 +567,7 @@ class PluginSet:
         engine_timeout_s: float | None = None,
         environment_factory: Any = None,
         other_rewards: Sequence[str] = (),
+        tools: Any = None,
     ) -> None:
         """Require a reward source, then let every plugin check the run (``rlvr_validate_run``).
 
@@ -588,7 +589,14 @@ class PluginSet:
                 "(for example r1-accuracy), or pass an environment_factory whose environment defines get_reward"
             )
         self.check_claims()
-        self.call("rlvr_validate_run", reward_names=names, grpo_args=grpo_args, engine_timeout_s=engine_timeout_s)
+        multi_turn = bool(tools or environment_factory or own_environments)
+        self.call(
+            "rlvr_validate_run",
+            reward_names=names,
+            grpo_args=grpo_args,
+            engine_timeout_s=engine_timeout_s,
+            multi_turn=multi_turn,
+        )
         self._validated = (grpo_args, engine_timeout_s)
 
     def check_claims(self) -> None:

@@ -460,6 +460,7 @@ class RLVRTrainer(GRPOTrainer):
             self.engines.settings().deadline_s,
             environment_factory=kwargs.get("environment_factory"),
             other_rewards=trl_names,
+            tools=kwargs.get("tools"),
         )
         self.rlvr_rewards: list[Any] = [TRLReward(reward, owner, self.engines) for owner, reward in registered]
         self._rlvr_columns_checked = check_reward_columns(registered, kwargs.get("train_dataset"))

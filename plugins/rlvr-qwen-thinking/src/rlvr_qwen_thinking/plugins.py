@@ -72,7 +72,7 @@ class QwenThinkingPlugin(Plugin):
             )
 
     @hookimpl
-    def rlvr_validate_run(self, grpo_args):
+    def rlvr_validate_run(self, grpo_args, multi_turn):
         if "enable_thinking" in (grpo_args.chat_template_kwargs or {}):
             raise ConfigError(
                 "trainer.chat_template_kwargs.enable_thinking would set one thinking mode for every row, but "
@@ -82,6 +82,13 @@ class QwenThinkingPlugin(Plugin):
         budget = self.options.thinking_budget
         if budget is None:
             return
+        if multi_turn:
+            raise ConfigError(
+                f"thinking_budget={budget} cannot apply with tools or an environment: TRL 1.16's tool loop generates "
+                "only the first turn with the budget's rollout_func and every later turn itself, and builds the tool "
+                "mask itself (the early-stop text would be trained on); remove thinking_budget for this run",
+                source="plugins.qwen-thinking",
+            )
         problems = []
         if grpo_args.use_vllm and grpo_args.vllm_mode != "colocate":
             problems.append(
