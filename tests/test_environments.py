@@ -4,8 +4,11 @@ the refusals of ``RLVRTrainer`` and ``rlvr train --check``."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import threading
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -17,6 +20,7 @@ from datasets import Dataset
 from rlvr_plugins import Environment, Plugin, hookimpl
 from rlvr_plugins.builtin.calculator import calculate
 from rlvr_plugins.episodes import UNPARSABLE_TOOL
+from rlvr_plugins.errors import ConfigError
 from rlvr_plugins.manager import temporary_plugin
 from rlvr_plugins.rewards import Engines
 from rlvr_plugins.testing import (
@@ -250,6 +254,30 @@ def test_a_script_environment_factory_beside_a_plugin_environment_is_refused(tmp
         )
 
 
+class OwnRollout(Plugin):
+    """A third-party generation procedure (TRL's ``rollout_func``)."""
+
+    name = "own-rollout"
+
+    @hookimpl
+    def rlvr_rollout_func(self):
+        return lambda prompts, trainer: {}
+
+
+def test_a_plugins_rollout_func_is_refused_with_tools_naming_the_plugin_and_why(tmp_path):
+    tok = tool_tokenizer()
+    with temporary_plugin(OwnRollout), pytest.raises(ConfigError) as refused:
+        RLVRTrainer(
+            model=tiny_model(tok, max_position_embeddings=2048),
+            args=grpo_args(tmp_path),
+            plugins={"calculator": {}, "r1-accuracy": {}, "own-rollout": {}},
+            train_dataset=Dataset.from_list(chat_rows("1+1")),
+            processing_class=tok,
+        )
+    assert str(refused.value).startswith("invalid config in plugins.own-rollout: it provides TRL's rollout_func")
+    assert "generates only the first turn with the rollout_func and every later turn itself" in str(refused.value)
+
+
 # -- rlvr train with an environment enabled in the YAML ----------------------------------------
 
 
@@ -350,6 +378,23 @@ def test_check_runs_the_multi_turn_prefix_check_for_the_runs_tokenizer(tmp_path,
     assert "this run's chat_template_kwargs render the other mode" in warnings[0]
 
 
+def test_rlvr_train_with_qwen_thinking_and_an_environment(tmp_path, rlvr_cli):
+    """The rows reach TRL's tool loop as messages carrying each row's mode; the thinking budget is refused by
+    --check in one line, with the reason (plugins/rlvr-qwen-thinking/tests/test_qwen_tools.py trains episodes)."""
+    from rlvr_plugins.testing import trl_chat_template
+
+    tok = tool_tokenizer(trl_chat_template("qwen3"))
+    rows = chat_rows("calls=1", "calls=0", "calls=1 /no_think")
+    config = agent_config(tmp_path, rows, tok, **{"qwen-thinking": {"no_think_share": 0.5}})
+    result = rlvr_cli("train", config, "--check")
+    assert result.exit_code == 0, result.err  # before: "train row 0 is rendered as plain text"
+    config = agent_config(tmp_path, rows, tok, **{"qwen-thinking": {"thinking_budget": 50}})
+    result = rlvr_cli("train", config, "--check")  # before the model loads
+    assert result.exit_code == 2 and "Traceback" not in result.err and len(result.err.strip().splitlines()) == 1
+    assert "plugins.qwen-thinking: thinking_budget=50 cannot apply with tools or an environment" in result.err
+    assert "the early-stop text would be trained on" in result.err
+
+
 def test_train_refuses_a_tokenizer_that_cannot_render_tool_calls(tmp_path, rlvr_cli):
     config = yaml.safe_load(open(agent_config(tmp_path, chat_rows("calls=1"))))
     config["model"]["tokenizer"] = "char"
@@ -421,6 +466,10 @@ def test_train_refuses_prompts_that_are_plain_text(tmp_path, rlvr_cli):
     assert "enables environment 'calculator', but train row 0 is rendered as plain text" in result.err
 
 
+RELEASE = threading.Event()
+"""What a hanging tool waits for: set by the test at its end, so that no thread outlives it."""
+
+
 class Misbehaving:
     """Tools that misbehave, each in its own way."""
 
@@ -431,11 +480,15 @@ class Misbehaving:
         """Misbehave.
 
         Args:
-            how: raise, flood, bytes or surrogate.
+            how: raise, flood, bytes, surrogate, hang, none or list.
         """
         if how == "raise":
             raise RuntimeError("broken tool")
-        return {"flood": "x" * (1 << 20), "bytes": b"ok \xff\xfe", "surrogate": "a\udcffb"}[how]
+        if how == "hang":
+            RELEASE.wait()
+            return "too late"
+        answers = {"flood": "x" * (1 << 20), "bytes": b"ok \xff\xfe", "surrogate": "a\udcffb", "list": [1, "a"]}
+        return answers.get(how)
 
 
 class MisbehavingPlugin(Plugin):
@@ -443,32 +496,37 @@ class MisbehavingPlugin(Plugin):
 
     @hookimpl
     def rlvr_environments(self, register):
-        register(Environment("misbehaving", Misbehaving, max_result_chars=100))
+        register(Environment("misbehaving", Misbehaving, max_result_chars=100, tool_timeout_s=1.0))
 
 
-def test_a_tool_that_raises_floods_or_returns_invalid_utf8_is_a_turn_and_the_episode_goes_on(
-    tmp_path, one_torch_thread
-):
+def misbehaving_trainer(tmp_path):
     def reply(text: str) -> str:
         if "<tool_response>" in text:
             return ANSWER
         how = text.split("<|im_start|>user\n")[1].split("<|im_end|>")[0]
         return tool_call("misbehave", how=how)
 
-    Seen.episodes, Seen.environments = [], []
     tok = tool_tokenizer()
+    trainer = RLVRTrainer(
+        model=tiny_model(tok, max_position_embeddings=2048),
+        args=grpo_args(tmp_path, max_completion_length=384, per_device_train_batch_size=4, num_generations=2),
+        plugins={"misbehaving": {}, "turns": {}},
+        train_dataset=Dataset.from_list(chat_rows("hang", "hang")),
+        processing_class=tok,
+        engines=Engines(in_process=True),
+    )
+    scripted_turns(trainer, reply)
+    return trainer
+
+
+def test_a_tool_that_raises_floods_or_returns_invalid_utf8_is_a_turn_and_the_episode_goes_on(
+    tmp_path, one_torch_thread
+):
+    Seen.episodes, Seen.environments = [], []
     rows = [{"prompt": [{"role": "user", "content": how}]} for how in ("raise", "flood", "bytes", "surrogate")]
     plugin = reward_plugin_class("turns", turns_reward, isolated=False, completion_format="messages")
     with temporary_plugin(plugin), temporary_plugin(MisbehavingPlugin):
-        trainer = RLVRTrainer(
-            model=tiny_model(tok, max_position_embeddings=2048),
-            args=grpo_args(tmp_path, max_completion_length=384, per_device_train_batch_size=4, num_generations=2),
-            plugins={"misbehaving": {}, "turns": {}},
-            train_dataset=Dataset.from_list(rows),
-            processing_class=tok,
-            engines=Engines(in_process=True),
-        )
-        scripted_turns(trainer, reply)
+        trainer = misbehaving_trainer(tmp_path)
         trainer._generate_and_score_completions([{**r, "rlvr_index": i} for i, r in enumerate(rows)])
     answers = [tool_turns(e) for e in Seen.episodes]
     assert answers == [
@@ -479,6 +537,85 @@ def test_a_tool_that_raises_floods_or_returns_invalid_utf8_is_a_turn_and_the_epi
     ]
     assert all(e[-1]["content"] == "<answer>5</answer>" for e in Seen.episodes)  # every episode went on
     assert trainer._metrics["train"]["tools/errors/misbehave"][-1] == pytest.approx(2 / 4)
+
+
+def test_a_tool_that_hangs_times_out_as_a_counted_turn_and_the_run_goes_on(tmp_path, one_torch_thread, monkeypatch):
+    from rlvr_plugins import episodes
+
+    Seen.episodes, Seen.environments = [], []
+    RELEASE.clear()
+    rows = [{"prompt": [{"role": "user", "content": how}], "rlvr_index": i} for i, how in enumerate(["hang", "raise"])]
+    rows += [
+        {"prompt": [{"role": "user", "content": how}], "rlvr_index": 2 + i} for i, how in enumerate(["none", "list"])
+    ]
+    plugin = reward_plugin_class("turns", turns_reward, isolated=False, completion_format="messages")
+    try:
+        with temporary_plugin(plugin), temporary_plugin(MisbehavingPlugin):
+            trainer = misbehaving_trainer(tmp_path)
+            start = time.monotonic()
+            trainer._generate_and_score_completions(rows)
+            assert time.monotonic() - start < 30  # the hung call held the batch for its deadline only
+            late = "{'error': 'timeout: misbehave did not answer within 1 s'}"
+            assert [tool_turns(e) for e in Seen.episodes] == [
+                [late],
+                ["{'error': 'broken tool'}"],
+                ["None"],
+                ["[1, 'a']"],
+            ]
+            assert all(e[-1]["content"] == "<answer>5</answer>" for e in Seen.episodes)  # every episode went on
+            metrics = {k: v[-1] for k, v in trainer._metrics["train"].items()}
+            assert metrics["tools/timeouts/misbehave"] == pytest.approx(1 / 4)
+            assert metrics["tools/errors/misbehave"] == pytest.approx(2 / 4)  # the timeout is an error too
+            assert episodes.hung_calls() == 1  # the late call runs on, unwaited
+
+            # at the bound of late calls still running, every call is answered at once, without being started
+            monkeypatch.setattr(episodes, "MAX_HUNG_CALLS", 1)
+            Seen.episodes = []
+            start = time.monotonic()
+            trainer._generate_and_score_completions(rows)
+            assert time.monotonic() - start < 15
+            refused = "{'error': 'timeout: misbehave was not called: 1 earlier tool calls ran past their deadline"
+            assert all(tool_turns(e)[0].startswith(refused) for e in Seen.episodes)  # every tool, quick ones too
+            assert trainer._metrics["train"]["tools/timeouts/misbehave"][-1] == pytest.approx(4 / 4)
+            assert episodes.hung_calls() == 1
+    finally:
+        RELEASE.set()
+    deadline = time.monotonic() + 10
+    while episodes.hung_calls() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert episodes.hung_calls() == 0  # released, the late call ended and is no longer counted
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("inf"), float("nan"), True, "5"])
+def test_an_environment_deadline_must_be_a_positive_number_of_seconds(bad):
+    assert Environment("x", Misbehaving).tool_timeout_s == 60.0
+    with pytest.raises(TypeError, match=r"Environment 'x': tool_timeout_s must be a number of seconds > 0, got "):
+        Environment("x", Misbehaving, tool_timeout_s=bad)
+
+
+def test_an_async_tool_past_its_deadline_is_cancelled_and_a_sync_one_answers_in_time():
+    from rlvr_plugins.episodes import ToolTimeout, bounded_tool
+
+    cancelled = []
+
+    async def slow(x: int) -> str:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.append(x)
+            raise
+        return "late"
+
+    async def fast(x: int) -> int:
+        return x * 2
+
+    with pytest.raises(ToolTimeout, match="timeout: slow did not answer within 0.2 s"):
+        asyncio.run(bounded_tool(slow, 100, 0.2)(x=3))
+    assert cancelled == [3]
+    assert asyncio.run(bounded_tool(fast, 100, 5)(x=4)) == "8"
+    assert bounded_tool(lambda x: x + 1, 100, 5)(x=1) == "2"
+    with pytest.raises(KeyError):  # an exception of the tool is raised as it is, for TRL to write its message
+        bounded_tool(lambda x: {}[x], 100, 5)(x="k")
 
 
 @pytest.mark.slow
@@ -495,6 +632,22 @@ def test_episode_metrics_of_a_batch_split_across_two_processes_match_one_process
     assert [row["tools/calls/calculate"] for row in one] == pytest.approx([1.5, 1.0])
     assert [row["tools/errors/calculate"] for row in one] == pytest.approx([1.0, 0.0])
     assert [row["tools/turns_mean"] for row in one] == pytest.approx([2.5, 2.0])
+
+
+@pytest.mark.slow
+def test_a_group_of_episodes_split_across_two_processes_trains_as_on_one(tmp_path):
+    """Each step is one prompt's group of 8 episodes, 4 on each process (half call the calculator and answer right,
+    half answer wrong at once): the two processes' steps have the one process's loss, reward and episode metrics."""
+    from test_multiprocess import run_script
+
+    script = Path(__file__).parent / "multiproc" / "agent_ranks.py"
+    one = run_script(script, tmp_path / "one.jsonl", ["8", "split"], processes=1)
+    two = run_script(script, tmp_path / "two.jsonl", ["4", "split"], processes=2)
+    assert len(one) == len(two) == 2
+    for a, b in zip(one, two):
+        assert set(a) == set(b) and a == pytest.approx(b, rel=1e-4, abs=1e-6)
+        assert a["tools/calls/calculate"] == 0.5 and a["tools/turns_mean"] == 1.5  # by hand: 4 of 8 call once
+        assert a["loss"] != 0
 
 
 # -- a third-party environment plugin, written from docs/writing-plugins.md alone ----------------

@@ -474,17 +474,19 @@ def test_hook_rlvr_validate_run(tmp_path, hook_recorder):
         name = "needs-format"
 
         @hookimpl
-        def rlvr_validate_run(self, reward_names, engine_timeout_s):
+        def rlvr_validate_run(self, reward_names, engine_timeout_s, multi_turn):
             if "r1-format" not in reward_names:
-                raise ConfigError(f"needs-format: enable r1-format (deadline {engine_timeout_s})")
+                raise ConfigError(f"needs-format: enable r1-format (deadline {engine_timeout_s}, {multi_turn})")
 
     with temporary_plugin(NeedsFormat):
         config = {"output_dir": str(tmp_path), "trainer": {"use_cpu": True}}
-        with pytest.raises(ConfigError, match=r"enable r1-format \(deadline 10.0\)"):
+        with pytest.raises(ConfigError, match=r"enable r1-format \(deadline 10.0, False\)"):
             prepare({**config, "plugins": {"needs-format": {}, "r1-accuracy": {}}})
+        with pytest.raises(ConfigError, match=r"enable r1-format \(deadline 10.0, True\)"):  # an environment
+            prepare({**config, "plugins": {"needs-format": {}, "r1-accuracy": {}, "calculator": {}}})
         prepared = prepare({**config, "plugins": {"needs-format": {}, "r1-format": {}}})
         prepared.plugin_set.validate_run(prepared.grpo_args, 10.0)  # the same run: not again
-    assert len(hook_recorder.getcalls("rlvr_validate_run")) == 2
+    assert len(hook_recorder.getcalls("rlvr_validate_run")) == 3
 
 
 class TruncationCost(Plugin):
@@ -632,15 +634,17 @@ def test_hook_rlvr_render_prompt():
         name = "backwards"
 
         @hookimpl
-        def rlvr_render_prompt(self, example, index, seed):
-            return f"{example['prompt'][::-1]}|{index}|{seed}"
+        def rlvr_render_prompt(self, example, index, seed, multi_turn):
+            return f"{example['prompt'][::-1]}|{index}|{seed}|{multi_turn}"
 
     with temporary_plugin(Backwards):
         out = render([{"prompt": "1+2="}, {"prompt": "3+4="}], build_plugin_set({"backwards": {}}), None, 9)
+        [with_tools] = render([{"prompt": "1+2="}], build_plugin_set({"backwards": {}, "calculator": {}}), None, 9)
     assert [(r["prompt"], r["raw_prompt"], r["rlvr_index"]) for r in out] == [
-        ("=2+1|0|9", "1+2=", 0),
-        ("=4+3|1|9", "3+4=", 1),
+        ("=2+1|0|9|False", "1+2=", 0),
+        ("=4+3|1|9|False", "3+4=", 1),
     ]
+    assert with_tools["prompt"] == "=2+1|0|9|True"  # an environment is enabled: TRL's tool loop needs messages
 
 
 class Wiring(Plugin):

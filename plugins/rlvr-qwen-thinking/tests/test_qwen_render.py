@@ -29,7 +29,12 @@ PLAIN_CHAT = (
 def render_one(tokenizer, prompt, index=0, seed=0, **options):
     plugin_set = build_plugin_set({"qwen-thinking": options})
     return plugin_set.one(
-        "rlvr_render_prompt", example={"prompt": prompt, "answer": "4"}, index=index, seed=seed, tokenizer=tokenizer
+        "rlvr_render_prompt",
+        example={"prompt": prompt, "answer": "4"},
+        index=index,
+        seed=seed,
+        tokenizer=tokenizer,
+        multi_turn=False,
     )
 
 
@@ -173,6 +178,21 @@ def test_budget_options_are_checked_against_the_trainer_section(tmp_path):
         build_plugin_set({"qwen-thinking": {"compliance_weight": 1.0}}),
         use_vllm=True,
         max_completion_length=8,
+    )
+
+
+@pytest.mark.parametrize("thinking", [True, False])
+def test_a_run_wide_thinking_mode_is_refused(tmp_path, thinking):
+    """TRL renders a run with tools with one chat_template_kwargs: enable_thinking there would override each row's
+    mode (false: Qwen3's hard switch, every row non-thinking)."""
+    with pytest.raises(ConfigError, match=r"chat_template_kwargs.enable_thinking would set one thinking mode"):
+        check_run(
+            tmp_path,
+            build_plugin_set({"qwen-thinking": {"compliance_weight": 1.0}}),
+            chat_template_kwargs={"enable_thinking": thinking},
+        )
+    check_run(
+        tmp_path, build_plugin_set({"qwen-thinking": {"compliance_weight": 1.0}}), chat_template_kwargs={"other": 1}
     )
 
 

@@ -341,10 +341,14 @@ def rename_columns(
 
 
 def render(rows: list[dict[str, Any]], plugin_set, tokenizer, seed: int) -> list[dict[str, Any]]:
-    """Render every prompt with the template plugin and number the rows (``rlvr_index``)."""
+    """Render every prompt with the template plugin and number the rows (``rlvr_index``); with an environment
+    enabled, as chat messages for TRL's tool loop (``multi_turn``)."""
     out = []
+    multi_turn = bool(plugin_set.environments())
     for i, row in enumerate(rows):
-        prompt = plugin_set.one("rlvr_render_prompt", example=row, index=i, seed=seed, tokenizer=tokenizer)
+        prompt = plugin_set.one(
+            "rlvr_render_prompt", example=row, index=i, seed=seed, tokenizer=tokenizer, multi_turn=multi_turn
+        )
         out.append({**row, "raw_prompt": row["prompt"], "prompt": prompt, "rlvr_index": i})
     return out
 

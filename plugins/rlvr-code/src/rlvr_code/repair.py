@@ -24,7 +24,7 @@ from rlvr_plugins import Plugin, hookimpl
 
 from . import calls
 from .cases import AssertTests, load_assert_tests
-from .fresh import FreshRunError, call_fresh
+from .fresh import GRACE_S, FreshRunError, call_fresh
 from .plugins import CodeTestsOptions, CodeTestsScorer
 from .sandbox import DIR_PREFIX
 from .sandbox.cleanup import remove_tree
@@ -291,4 +291,6 @@ class CodeRepairPlugin(Plugin):
     def rlvr_environments(self, register):
         from rlvr_plugins.plugin import Environment
 
-        register(Environment(self.name, partial(CodeRepairEnv, self.options), self.description))
+        # call_fresh kills the sandbox at its deadline + GRACE_S and answers why; the tool deadline is a backstop
+        timeout = self.options.total_time_s + 2 * GRACE_S
+        register(Environment(self.name, partial(CodeRepairEnv, self.options), self.description, tool_timeout_s=timeout))

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 from rlvr_plugins import Environment, Plugin, hookimpl
 from rlvr_plugins.fields import Rule, at_least
 
-from .fresh import FreshRunError, call_fresh
+from .fresh import GRACE_S, FreshRunError, call_fresh
 from .sandbox import Limits
 
 logger = logging.getLogger("rlvr_code.tool")
@@ -87,4 +87,13 @@ class PythonToolPlugin(Plugin):
         o = self.options
         limits = Limits(time_s=o.time_s, memory_mb=o.memory_mb, output_bytes=o.output_limit_kb * 1024)
         factory = PythonToolFactory(limits, o.isolation, o.python or None)
-        register(Environment("python", factory, self.description, max_result_chars=o.max_output_chars))
+        # call_fresh kills the sandbox at its deadline + GRACE_S and answers why; the tool deadline is a backstop
+        register(
+            Environment(
+                "python",
+                factory,
+                self.description,
+                max_result_chars=o.max_output_chars,
+                tool_timeout_s=o.time_s + 2 * GRACE_S,
+            )
+        )

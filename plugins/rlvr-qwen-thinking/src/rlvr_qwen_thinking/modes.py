@@ -104,6 +104,20 @@ def with_no_think_flag(prompt: str | Sequence[Mapping[str, Any]]) -> str | list[
     raise ValueError(f"cannot add {NO_THINK_FLAG}: the prompt has no user or system message: {prompt!r}")
 
 
+def flagged_messages(prompt: str | Sequence[Mapping[str, Any]], no_think: bool) -> list[dict]:
+    """The prompt as chat messages for a multi-turn run (TRL's tool loop renders them, in one mode for every
+    row), its mode carried by Qwen3's soft switch: `` /no_think`` appended to the last user message when
+    ``no_think`` (:func:`with_no_think_flag`); otherwise as written (its own flag, or none: thinking).
+
+    >>> flagged_messages("2+2?", no_think=True)
+    [{'role': 'user', 'content': '2+2? /no_think'}]
+    >>> flagged_messages([{"role": "user", "content": "2+2? /think"}], no_think=False)
+    [{'role': 'user', 'content': '2+2? /think'}]
+    """
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
+    return with_no_think_flag(messages) if no_think else messages  # type: ignore[return-value]
+
+
 def template_understands_thinking(tokenizer: Any) -> bool:
     """True when the tokenizer's chat template reads ``enable_thinking`` (Qwen3's does)."""
     return "enable_thinking" in str(getattr(tokenizer, "chat_template", None) or "")

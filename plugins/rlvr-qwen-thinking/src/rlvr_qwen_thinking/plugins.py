@@ -10,7 +10,7 @@ from rlvr_plugins.errors import ConfigError
 
 from .budget import EARLY_STOP_TEXT, THINK_END, ThinkingBudgetRollout, single_token_id
 from .compliance import ModeComplianceScorer
-from .modes import explicit_flag, fused_no_think, render_prompt, with_no_think_flag
+from .modes import explicit_flag, flagged_messages, fused_no_think, render_prompt, with_no_think_flag
 from .sft import sft_examples
 
 COMPLIANCE_REWARD = "qwen-mode-compliance"
@@ -41,10 +41,13 @@ class QwenThinkingPlugin(Plugin):
                 raise ValueError(f"thinking_budget must be >= 1 (or null for no budget), got {self.thinking_budget}")
 
     @hookimpl
-    def rlvr_render_prompt(self, example, index, seed, tokenizer):
+    def rlvr_render_prompt(self, example, index, seed, tokenizer, multi_turn):
         prompt = example["prompt"]
         flag = explicit_flag(prompt)
-        if flag is None and fused_no_think(seed, index, self.options.no_think_share):
+        fused = flag is None and fused_no_think(seed, index, self.options.no_think_share)
+        if multi_turn:  # TRL's tool loop renders the messages, in one mode for all: the row's mode is its flag
+            return flagged_messages(prompt, no_think=fused)
+        if fused:
             return render_prompt(with_no_think_flag(prompt), tokenizer, thinking=False)
         return render_prompt(prompt, tokenizer, thinking=flag is not False)
 
@@ -60,15 +63,32 @@ class QwenThinkingPlugin(Plugin):
         if self.options.compliance_weight > 0:
             register(
                 RewardFunction(
-                    COMPLIANCE_REWARD, ModeComplianceScorer(), self.options.compliance_weight, isolated=False
+                    COMPLIANCE_REWARD,
+                    ModeComplianceScorer(),
+                    self.options.compliance_weight,
+                    isolated=False,
+                    completion_format="messages",
                 )
             )
 
     @hookimpl
-    def rlvr_validate_run(self, grpo_args):
+    def rlvr_validate_run(self, grpo_args, multi_turn):
+        if "enable_thinking" in (grpo_args.chat_template_kwargs or {}):
+            raise ConfigError(
+                "trainer.chat_template_kwargs.enable_thinking would set one thinking mode for every row, but "
+                "qwen-thinking sets each row's (its /think or /no_think flag, no_think_share); remove it",
+                source="plugins.qwen-thinking",
+            )
         budget = self.options.thinking_budget
         if budget is None:
             return
+        if multi_turn:
+            raise ConfigError(
+                f"thinking_budget={budget} cannot apply with tools or an environment: TRL 1.16's tool loop generates "
+                "only the first turn with the budget's rollout_func and every later turn itself, and builds the tool "
+                "mask itself (the early-stop text would be trained on); remove thinking_budget for this run",
+                source="plugins.qwen-thinking",
+            )
         problems = []
         if grpo_args.use_vllm and grpo_args.vllm_mode != "colocate":
             problems.append(
