@@ -287,6 +287,28 @@ def rlvr_rollout_func(tokenizer: Any, num_generations: int, grpo_args: Any) -> C
     """
 
 
+@hookspec(firstresult=True)
+def rlvr_rollout_segments(grpo_args: Any) -> SegmentPlan | None:
+    """Generate trajectories in segments of a per-round token budget (partial rollouts, Kimi k1.5 §2.6.2).
+
+    Called once, when the trainer is built. One winner, no default; an answer turns the rollout pool
+    on (with or without a ``rlvr_select_groups`` policy). Each generation round of the pool then
+    gives every trajectory at most ``plan.tokens`` new tokens; a group whose members have not all
+    finished (EOS or ``max_completion_length``) waits with their tokens so far, the step of each
+    token and (``plan.stale`` = truncated-is) the behaviour log-probs recorded when it was generated,
+    and is continued by the next round, from the policy of that round, before fresh prompts fill it.
+    Only finished groups are *ready*: ``rlvr_on_rewards`` sees a group once, when it is ready, and the
+    pool policy (or, without one, the oldest ready groups first) is asked only once ``needed`` are.
+    Tokens of a trajectory generated at an earlier step than its last segment are *stale*; the loss
+    masks them or weights them by ``min(π_old / π_behaviour, C)``
+    (:func:`rlvr_plugins.segments.stale_weights`). Refused at start-up with vLLM, tools, an
+    environment, a ``rollout_func`` and (truncated-is) the ``vespo`` loss.
+
+    :param grpo_args: TRL's ``GRPOConfig`` of the run (read-only).
+    :returns: a :class:`~rlvr_plugins.segments.SegmentPlan`, or ``None`` for whole trajectories.
+    """
+
+
 @hookspec
 def rlvr_trainer_callbacks(trainer: Any) -> list[Any] | None:
     """Add ``transformers.TrainerCallback`` objects to the trainer (held-out evaluations,
@@ -458,28 +480,6 @@ def rlvr_select_groups(groups: Sequence[GroupSummary], needed: int, round: int, 
     :param round: this step's generation round, from 0.
     :param step: the trainer's global step.
     :returns: a :class:`~rlvr_plugins.rollout_pool.GroupSelection`.
-    """
-
-
-@hookspec(firstresult=True)
-def rlvr_rollout_segments(grpo_args: Any) -> SegmentPlan | None:
-    """Generate trajectories in segments of a per-round token budget (partial rollouts, Kimi k1.5 §2.6.2).
-
-    Called once, when the trainer is built. One winner, no default; an answer turns the rollout pool
-    on (with or without a ``rlvr_select_groups`` policy). Each generation round of the pool then
-    gives every trajectory at most ``plan.tokens`` new tokens; a group whose members have not all
-    finished (EOS or ``max_completion_length``) waits with their tokens so far, the step of each
-    token and (``plan.stale`` = truncated-is) the behaviour log-probs recorded when it was generated,
-    and is continued by the next round, from the policy of that round, before fresh prompts fill it.
-    Only finished groups are *ready*: ``rlvr_on_rewards`` sees a group once, when it is ready, and the
-    pool policy (or, without one, the oldest ready groups first) is asked only once ``needed`` are.
-    Tokens of a trajectory generated at an earlier step than its last segment are *stale*; the loss
-    masks them or weights them by ``min(π_old / π_behaviour, C)``
-    (:func:`rlvr_plugins.segments.stale_weights`). Refused at start-up with vLLM, tools, an
-    environment, a ``rollout_func`` and (truncated-is) the ``vespo`` loss.
-
-    :param grpo_args: TRL's ``GRPOConfig`` of the run (read-only).
-    :returns: a :class:`~rlvr_plugins.segments.SegmentPlan`, or ``None`` for whole trajectories.
     """
 
 

@@ -792,9 +792,9 @@ class RLVRTrainer(GRPOTrainer):
     def _new_pool(self, dataset: Any) -> RolloutPool | None:
         """The rollout pool when an enabled plugin implements ``rlvr_select_groups``; it needs a map-style dataset
         (extra rounds draw prompts by position)."""
-        policies = self.plugin_set.implementers("rlvr_select_groups") or self.plugin_set.implementers(
-            "rlvr_rollout_segments"
-        )
+        policies = self.plugin_set.implementers("rlvr_select_groups")
+        if self._rlvr_segments is not None:
+            policies = policies or self.plugin_set.implementers("rlvr_rollout_segments")
         if not policies:
             return None
         if dataset is None or not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
