@@ -29,7 +29,7 @@ SMOKE = REPO / "tests" / "configs" / "smoke.yaml"
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-DEMO_RECIPES = ["demo", "dapo"]  # the CPU demo, and the demo with DAPO's dynamic sampling
+DEMO_RECIPES = ["demo", "dapo", "kimi_partial"]  # the CPU demo; with dynamic sampling; with partial rollouts
 AGENTIC = CONFIGS / "agentic_demo.yaml"  # the agentic CPU demo (issue 23)
 
 
@@ -54,7 +54,7 @@ def test_gpu_recipe_passes_check_without_loading_a_model(name, capsys, monkeypat
 
 
 def test_dapo_recipe_is_the_demo_with_dynamic_sampling(capsys):
-    demo, dapo = (yaml.safe_load((CONFIGS / f"{name}.yaml").read_text(encoding="utf-8")) for name in DEMO_RECIPES)
+    demo, dapo = (yaml.safe_load((CONFIGS / f"{name}.yaml").read_text(encoding="utf-8")) for name in ("demo", "dapo"))
     assert dapo["plugins"].pop("dapo-dynamic-sampling") == {
         "max_rounds": 3,
         "keep_leftovers": False,
@@ -63,6 +63,18 @@ def test_dapo_recipe_is_the_demo_with_dynamic_sampling(capsys):
     assert {k: v for k, v in dapo.items() if k != "output_dir"} == {k: v for k, v in demo.items() if k != "output_dir"}
     assert cli.main(["train", str(CONFIGS / "dapo.yaml"), "--check"]) == 0, capsys.readouterr().err
     assert "dapo-dynamic-sampling" in capsys.readouterr().out
+
+
+def test_kimi_partial_recipe_is_the_demo_on_long_tailed_sums_with_partial_rollouts(capsys):
+    demo, partial = (yaml.safe_load((CONFIGS / f"{n}.yaml").read_text(encoding="utf-8")) for n in ("demo", "kimi_partial"))
+    assert partial["plugins"].pop("kimi-partial-rollouts") == {"segment_tokens": 16, "stale_segments": "mask"}
+    for split in ("train", "eval"):
+        assert partial["data"][split]["options"].pop("max_digits") == 6
+        assert demo["data"][split]["options"].pop("max_digits") == 3
+    assert (partial["trainer"].pop("max_completion_length"), demo["trainer"].pop("max_completion_length")) == (64, 34)
+    assert {k: v for k, v in partial.items() if k != "output_dir"} == {k: v for k, v in demo.items() if k != "output_dir"}
+    assert cli.main(["train", str(CONFIGS / "kimi_partial.yaml"), "--check"]) == 0, capsys.readouterr().err
+    assert "kimi-partial-rollouts" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", GPU_RECIPES)
