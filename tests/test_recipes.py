@@ -66,13 +66,17 @@ def test_dapo_recipe_is_the_demo_with_dynamic_sampling(capsys):
 
 
 def test_kimi_partial_recipe_is_the_demo_on_long_tailed_sums_with_partial_rollouts(capsys):
-    demo, partial = (yaml.safe_load((CONFIGS / f"{n}.yaml").read_text(encoding="utf-8")) for n in ("demo", "kimi_partial"))
+    demo, partial = (
+        yaml.safe_load((CONFIGS / f"{n}.yaml").read_text(encoding="utf-8")) for n in ("demo", "kimi_partial")
+    )
     assert partial["plugins"].pop("kimi-partial-rollouts") == {"segment_tokens": 16, "stale_segments": "mask"}
     for split in ("train", "eval"):
         assert partial["data"][split]["options"].pop("max_digits") == 6
         assert demo["data"][split]["options"].pop("max_digits") == 3
     assert (partial["trainer"].pop("max_completion_length"), demo["trainer"].pop("max_completion_length")) == (64, 34)
-    assert {k: v for k, v in partial.items() if k != "output_dir"} == {k: v for k, v in demo.items() if k != "output_dir"}
+    assert {k: v for k, v in partial.items() if k != "output_dir"} == {
+        k: v for k, v in demo.items() if k != "output_dir"
+    }
     assert cli.main(["train", str(CONFIGS / "kimi_partial.yaml"), "--check"]) == 0, capsys.readouterr().err
     assert "kimi-partial-rollouts" in capsys.readouterr().out
 
