@@ -41,11 +41,17 @@ class SegmentPlan:
     :param tokens: the per-round budget of new tokens per trajectory (≥ 1).
     :param stale: :class:`StaleLoss` for the tokens of earlier segments.
     :param is_cap: ``C`` of the truncated importance weight ``min(π_old / π_behaviour, C)``.
+    :param repeat_ngram: ``n > 0``: an unfinished trajectory whose token ``n``-grams repeat (:func:`repeats`) is
+        cut there, as finished (Kimi §2.6.2's repeat detection: the ``repetition`` reward's
+        ``repeated_ngram_share`` on its token ids); 0: off.
+    :param repeat_share: the share of repeated ``n``-grams that cuts it.
     """
 
     tokens: int
     stale: StaleLoss = StaleLoss.MASK
     is_cap: float = 2.0
+    repeat_ngram: int = 0
+    repeat_share: float = 0.5
 
     @property
     def needs_behaviour(self) -> bool:
@@ -132,6 +138,7 @@ class Continuations:
     started: int = 0
     completed: int = 0
     segments_completed: int = 0
+    repeat_stopped: int = 0
 
     def carried(self) -> int:
         """Unfinished trajectories waiting (``pool/partial_carried``)."""
@@ -144,6 +151,7 @@ class Continuations:
             "started": self.started,
             "completed": self.completed,
             "segments_completed": self.segments_completed,
+            "repeat_stopped": self.repeat_stopped,
             "pending": [
                 {
                     "index": g.index,
@@ -179,6 +187,7 @@ class Continuations:
             started=int(state["started"]),
             completed=int(state["completed"]),
             segments_completed=int(state["segments_completed"]),
+            repeat_stopped=int(state.get("repeat_stopped", 0)),
         )
 
 

@@ -37,6 +37,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from .advantages import BatchAdvantages, batch_advantages, ratio_statistics
 from .builtin.estimators import TRL_SCALE_ESTIMATORS
+from .builtin.repetition import repeated_ngram_share
 from .checkpoints import (
     PLUGIN_STATE_FILE,
     checkpoint_bytes_estimate,
@@ -961,6 +962,14 @@ class RLVRTrainer(GRPOTrainer):
                 group.done[i] = finished(
                     completion.tolist(), before, plan.tokens, cast(int, self.max_completion_length), eos
                 )
+                if (
+                    not group.done[i]
+                    and plan.repeat_ngram
+                    and repeated_ngram_share(" ".join(map(str, completion.tolist())), plan.repeat_ngram)
+                    >= plan.repeat_share  # on token n-grams: the ids as words
+                ):
+                    group.done[i] = True  # cut where it started to loop; finished without EOS
+                    continuing.repeat_stopped += 1
                 if plan.needs_behaviour and not group.done[i]:
                     behaviour_rows.append((group, i, before))
         self._record_segment_logps(behaviour_rows)
@@ -1014,6 +1023,8 @@ class RLVRTrainer(GRPOTrainer):
         metrics["pool/stale_token_frac"].append(stale_count / max(total, 1))
         segments = continuing.segments_completed / max(continuing.completed, 1)
         metrics["pool/segments_per_trajectory"].append(segments)
+        if plan.repeat_ngram:
+            metrics["pool/repeat_stopped"].append(float(continuing.repeat_stopped))
         width, device = output["completion_ids"].shape[1], output["completion_ids"].device
         stale = torch.stack([torch.nn.functional.pad(x, (0, width - x.numel())) for x in stale_all[mine]]).to(device)
         if not plan.needs_behaviour:

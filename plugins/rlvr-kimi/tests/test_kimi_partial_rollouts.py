@@ -256,3 +256,24 @@ def test_a_resumed_run_continues_the_same_unfinished_trajectories(tmp_path, toke
         got = [h[key] for h in b.state.log_history if key in h]
         assert got == pytest.approx([h[key] for h in a.state.log_history if key in h], rel=1e-6, abs=1e-9), key
     assert b._rlvr_continuations.state_dict() == a._rlvr_continuations.state_dict()
+
+
+def test_a_looping_trajectory_is_cut_when_its_token_ngrams_repeat(tmp_path, tokenizer, digits_module, monkeypatch):
+    from trl import GRPOTrainer
+
+    def loop(self, prompt_ids, *args, **kwargs):  # "5656…", never EOS
+        n = self.generation_config.max_new_tokens
+        return [[DIGITS[5 + (len(ids) + j) % 2] for j in range(n)] for ids in prompt_ids], None
+
+    monkeypatch.setattr(GRPOTrainer, "_generate_single_turn", loop)
+    lengths = {}
+    for ngram in (0, 2):
+        options = {"segment_tokens": 2, "repeat_ngram": ngram, "repeat_share": 0.5}
+        trainer = trainer_with(tmp_path / str(ngram), tokenizer, options, max_steps=1, max_completion_length=12)
+        seen = trained_ids(trainer)
+        trainer.train()
+        lengths[ngram] = {c.numel() for _, _, completions, _ in seen[0] for c in completions}
+        stopped = [h["pool/repeat_stopped"] for h in trainer.state.log_history if "pool/repeat_stopped" in h]
+        assert stopped == ([8.0] if ngram else [])
+    # 4 tokens: bigrams 56 65 56, 1/3 repeat; 6 tokens: 56 65 56 65 56, 3/5 >= 0.5: cut there
+    assert lengths == {0: {12}, 2: {6}}
