@@ -39,7 +39,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchkit import load_average, machine_note  # noqa: E402
-from sample_efficiency import COUNTER, HeldOutEval, counter_plugin, write_json  # noqa: E402
+from sample_efficiency import COUNTER, HeldOutEval, counter_plugin, sft_once, write_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "configs" / "kimi_partial.yaml"
@@ -69,20 +69,6 @@ class CPUClock:
 
     def __exit__(self, *exc) -> None:
         setattr(self.owner, self.name, self.original)
-
-
-def sft_once(workdir: Path, examples: int) -> tuple[Path, float]:
-    """The recipe's SFT cold start, seed 0; returns the model folder and CPU-seconds."""
-    from rlvr_plugins.cli.sft_cmd import run_sft_command
-    from rlvr_plugins.train.config import load_config
-
-    cpu = time.process_time()
-    config = load_config(
-        RECIPE,
-        [f"output_dir={workdir / 'sft'}", f"sft.examples={examples}", "sft.logging_steps=100", "sft.disable_tqdm=true"],
-    )
-    summary = run_sft_command(config)
-    return Path(summary["model"]), time.process_time() - cpu
 
 
 def arm_config(arm: str, seed: int, model: Path, out: Path, p: dict[str, Any]) -> dict[str, Any]:
@@ -174,16 +160,16 @@ def main(argv=None) -> int:
     with contextlib.ExitStack() as stack:
         workdir = Path(args.workdir or stack.enter_context(tempfile.TemporaryDirectory(prefix="partial-")))
         load_start = load_average()
-        sft_cpu = None
+        sft_seconds = None
         model = Path(args.sft_model) if args.sft_model else None
         if model is None:
-            model, sft_cpu = sft_once(workdir, args.sft_examples)
+            model, sft_seconds = sft_once(workdir, args.sft_examples, RECIPE)
         runs = [run_arm(arm, seed, model, workdir, p) for seed in args.seeds for arm in ("full", "partial")]
         result = {
             "benchmark": "partial_rollouts",
             "task": "configs/kimi_partial.yaml (1- to 6-digit sums, solutions 11-63 tokens)",
             "params": {k: v for k, v in p.items() if k not in ("json", "workdir")},
-            "sft_cpu_s": sft_cpu,
+            "sft_wall_s": sft_seconds,
             "torch_threads": int(os.environ.get("OMP_NUM_THREADS", "0")) or None,
             "machine": machine_note(load_start, load_average()),
             "runs": runs,
