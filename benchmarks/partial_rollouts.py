@@ -155,7 +155,10 @@ def main(argv=None) -> int:
     ap.add_argument("--stale", choices=["mask", "truncated-is"], help="default: the recipe's")
     ap.add_argument("--workdir")
     ap.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "partial_rollouts.json"))
+    ap.add_argument("--quick", action="store_true", help="smoke test: 320 SFT examples, 2 steps, 16 held-out rows")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.sft_examples, args.budget_steps, args.eval_every, args.eval_size = 320, 2, 2, 16
     p = vars(args)
     with contextlib.ExitStack() as stack:
         workdir = Path(args.workdir or stack.enter_context(tempfile.TemporaryDirectory(prefix="partial-")))

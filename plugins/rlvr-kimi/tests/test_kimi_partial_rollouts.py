@@ -277,3 +277,19 @@ def test_a_looping_trajectory_is_cut_when_its_token_ngrams_repeat(tmp_path, toke
         assert stopped == ([8.0] if ngram else [])
     # 4 tokens: bigrams 56 65 56, 1/3 repeat; 6 tokens: 56 65 56 65 56, 3/5 >= 0.5: cut there
     assert lengths == {0: {12}, 2: {6}}
+
+
+ESTIMATORS = ["rloo", "batch-std", "mean-baseline", "reinforce++", "reinforce++-baseline", "opo", "gpg", "pass-at-k"]
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS)
+def test_every_estimator_trains_on_continued_trajectories(tmp_path, tokenizer, digits_module, monkeypatch, estimator):
+    scripted(monkeypatch, 0.2)
+    options = {"segment_tokens": 1, "stale_segments": "truncated-is"}
+    trainer = trainer_with(
+        tmp_path, tokenizer, options, {estimator: {}}, max_steps=3, max_completion_length=12, learning_rate=0.05
+    )
+    trainer.train()
+    history = trainer.state.log_history
+    assert max(h.get("pool/stale_token_frac", 0) for h in history) > 0
+    assert all(h["loss"] == h["loss"] for h in history if "loss" in h)  # finite: no NaN from (B, T) advantages
