@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from rlvr_plugins.manager import build_plugin_set
@@ -161,6 +161,7 @@ def segments_of(script, prompt, completion, limit):
     dapo=st.booleans(),
     iterations=st.sampled_from([1, 2]),
 )
+@example(tokens=2, eos=0.3, mode="truncated-is", dapo=True, iterations=2)  # always: both plugins, reused batches
 def test_no_trajectory_lost_or_trained_twice_and_each_is_its_segments_concatenated(
     tmp_path_factory, tokenizer, digits_module, monkeypatch_module, tokens, eos, mode, dapo, iterations
 ):
@@ -293,3 +294,34 @@ def test_every_estimator_trains_on_continued_trajectories(tmp_path, tokenizer, d
     history = trainer.state.log_history
     assert max(h.get("pool/stale_token_frac", 0) for h in history) > 0
     assert all(h["loss"] == h["loss"] for h in history if "loss" in h)  # finite: no NaN from (B, T) advantages
+
+
+@pytest.mark.parametrize(
+    ("setting", "refused"),
+    [
+        ({"use_vllm": True}, "vLLM generation"),
+        ({"tools": [print]}, "tools or an environment"),
+        ({"loss_type": "vespo"}, "loss_type 'vespo'"),
+    ],
+)
+def test_partial_rollouts_are_refused_at_start_up_where_continuing_is_not_reachable(setting, refused):
+    from types import SimpleNamespace
+
+    from rlvr_plugins.errors import PluginError
+    from rlvr_plugins.trainer import RLVRTrainer
+
+    trainer = SimpleNamespace(
+        plugin_set=build_plugin_set({"kimi-partial-rollouts": {"stale_segments": "truncated-is"}}),
+        use_vllm=False,
+        tools=None,
+        environment_factories=None,
+        rollout_func=None,
+        use_transformers_continuous_batching=False,
+        loss_type="dapo",
+    )
+    assert RLVRTrainer._segment_plan(trainer, SimpleNamespace()).tokens == 64
+    trainer.__dict__.update(setting)
+    with pytest.raises(
+        PluginError, match=f"plugin 'kimi-partial-rollouts' \\(partial rollouts\\) cannot run with {refused}"
+    ):
+        RLVRTrainer._segment_plan(trainer, SimpleNamespace())
