@@ -998,7 +998,9 @@ def test_hook_rlvr_load_state_dict(tmp_path, hook_recorder):
     Probe.seen = {}
     with temporary_plugin(Probe), temporary_plugin(Counter):
         ps = build_plugin_set({"probe": {}, "counter": {}})
-        RLVRTrainer._load_plugin_state(SimpleNamespace(plugin_set=ps, _rlvr_pool=None), str(tmp_path))
+        RLVRTrainer._load_plugin_state(
+            SimpleNamespace(plugin_set=ps, _rlvr_pool=None, _rlvr_continuations=None), str(tmp_path)
+        )
     assert Probe.seen == {"loaded": {"batches": 3}}  # counter saved no state: not called
     assert [c.plugin for c in hook_recorder.getcalls("rlvr_load_state_dict")] == ["probe"]
 

@@ -49,7 +49,7 @@ ONE_WINNER_HOOKS = (
     "rlvr_select_groups",
     "rlvr_rollout_segments",
 )
-ABSTAINING_HOOKS = ("rlvr_rollout_func",)
+ABSTAINING_HOOKS = ("rlvr_rollout_func", "rlvr_rollout_segments")
 FIRST_RESULT_HOOKS = ("rlvr_sft_examples",)
 
 
@@ -291,8 +291,9 @@ def rlvr_rollout_func(tokenizer: Any, num_generations: int, grpo_args: Any) -> C
 def rlvr_rollout_segments(grpo_args: Any) -> SegmentPlan | None:
     """Generate trajectories in segments of a per-round token budget (partial rollouts, Kimi k1.5 §2.6.2).
 
-    Called once, when the trainer is built. One winner, no default; an answer turns the rollout pool
-    on (with or without a ``rlvr_select_groups`` policy). Each generation round of the pool then
+    Called once, when the trainer is built. One winner, no default, and a plugin may abstain by
+    returning ``None``: two plugins that both return a plan are an error naming both. A plan turns the
+    rollout pool on (with or without a ``rlvr_select_groups`` policy). Each generation round of the pool then
     gives every trajectory at most ``plan.tokens`` new tokens; a group whose members have not all
     finished (EOS or ``max_completion_length``) waits with their tokens so far, the step of each
     token and (``plan.stale`` = truncated-is) the behaviour log-probs recorded when it was generated,

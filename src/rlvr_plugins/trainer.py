@@ -876,10 +876,12 @@ class RLVRTrainer(GRPOTrainer):
     def _segment_plan(self, args: GRPOConfig) -> SegmentPlan | None:
         """The winner's :class:`~rlvr_plugins.segments.SegmentPlan`, refused at start-up where continuing a
         trajectory from its tokens is not reachable through TRL's ``_generate_single_turn``."""
-        names = self.plugin_set.implementers("rlvr_rollout_segments")
-        plan = self.plugin_set.one("rlvr_rollout_segments", grpo_args=args) if names else None
-        if plan is None:
+        answers = [(n, p) for n, p in self.plugin_set.call("rlvr_rollout_segments", grpo_args=args) if p is not None]
+        if len(answers) > 1:
+            raise PluginConflictError("rlvr_rollout_segments", [name for name, _ in answers])
+        if not answers:
             return None
+        names, plan = [answers[0][0]], answers[0][1]
         if not isinstance(plan, SegmentPlan):
             raise PluginError(
                 f"plugin {names[0]!r}: rlvr_rollout_segments returned {type(plan).__name__}, "
