@@ -415,7 +415,9 @@ def rlvr_on_rewards(
     Called once per training generation batch after the advantages are computed, with
     the same gathered values on every process. Collect-all. With the rollout pool on
     (``rlvr_select_groups``), once per generation round instead, on that round's groups and
-    their advantages within the round (every generated group is seen once, trained or not).
+    their advantages within the round (every generated group is seen once, trained or not); with
+    partial rollouts (``rlvr_rollout_segments``), on the round's groups whose members all finished,
+    when it has any (a group is seen once, when it is finished).
 
     :param example_indices: ``N`` dataset indices (``rlvr_index``) of the rows.
     :param rewards: ``(N,)`` total reward (NaN where no score).
