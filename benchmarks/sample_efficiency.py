@@ -192,14 +192,15 @@ class HeldOutEval:
         )
 
 
-def sft_once(workdir: Path, examples: int) -> tuple[Path, float]:
-    """The demo's SFT cold start (``rlvr sft configs/demo.yaml``), seed 0; returns the model folder and seconds."""
+def sft_once(workdir: Path, examples: int, recipe: Path = DEMO) -> tuple[Path, float]:
+    """The demo's SFT cold start (``rlvr sft configs/demo.yaml``, or ``recipe``), seed 0; returns the model folder
+    and seconds."""
     from rlvr_plugins.cli.sft_cmd import run_sft_command
     from rlvr_plugins.train.config import load_config
 
     t = time.perf_counter()
     config = load_config(
-        DEMO,
+        recipe,
         [f"output_dir={workdir / 'sft'}", f"sft.examples={examples}", "sft.logging_steps=100", "sft.disable_tqdm=true"],
     )
     summary = run_sft_command(config)

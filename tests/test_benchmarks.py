@@ -38,6 +38,19 @@ def run_benchmark(script: str, *args: str) -> None:
 
 
 @pytest.mark.slow
+def test_partial_rollouts_quick_counts_completed_groups_and_generation_cpu(tmp_path):
+    out = tmp_path / "pr.json"
+    run_benchmark("partial_rollouts.py", "--json", str(out))
+    result = json.loads(out.read_text())
+    full, partial = (next(r for r in result["runs"] if r["arm"] == arm) for arm in ("full", "partial"))
+    assert full["completed_groups"] == 2 * 8 and partial["completed_groups"] >= 2 * 8  # 8 groups per step at least
+    assert 0 < full["generate_cpu_s"] <= full["batch_cpu_s"] and 0 < partial["generate_cpu_s"] <= partial["batch_cpu_s"]
+    assert partial["generator_calls"] >= full["generator_calls"] and partial["stale_token_frac_mean"] is not None
+    ratio = partial["groups_per_generate_cpu_s"] / full["groups_per_generate_cpu_s"]
+    assert result["ratio_groups_per_generate_cpu_s"]["0"] == pytest.approx(ratio)
+
+
+@pytest.mark.slow
 def test_sample_efficiency_quick_counts_rollouts_consistently(tmp_path):
     out = tmp_path / "se.json"
     run_benchmark("sample_efficiency.py", "--json", str(out))

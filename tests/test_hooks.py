@@ -97,6 +97,10 @@ class Probe(Plugin):
         return None
 
     @hookimpl
+    def rlvr_rollout_segments(self):
+        return None
+
+    @hookimpl
     def rlvr_trainer_callbacks(self, trainer):
         return None
 
@@ -695,6 +699,41 @@ def test_hook_rlvr_rollout_func(wired_trainer):
     assert wired_trainer.rollout_func is wired_trainer.plugin_set.get("wiring").rollout
 
 
+class Segments(Plugin):
+    """Answers rlvr_rollout_segments with ``Segments.answer``; records the GRPOConfig it was given."""
+
+    name = "segments-probe"
+    answer: ClassVar = None
+    seen: ClassVar[list] = []
+
+    @hookimpl
+    def rlvr_rollout_segments(self, grpo_args):
+        Segments.seen.append(grpo_args)
+        return Segments.answer
+
+
+def test_hook_rlvr_rollout_segments(tmp_path):
+    from rlvr_plugins.segments import SegmentPlan
+    from rlvr_plugins.testing import tiny_trainer
+
+    Segments.seen, Segments.answer = [], SegmentPlan(tokens=3)
+    with temporary_plugin(Segments):
+        trainer = tiny_trainer(tmp_path / "on", {"segments-probe": {}, "r1-accuracy": {}})
+        trainer.engines.close()
+        assert Segments.seen == [trainer.args] and trainer._rlvr_segments.tokens == 3
+        assert trainer._rlvr_pool is not None  # partial rollouts run on the pool, with no pool policy enabled
+        Segments.answer = None
+        trainer = tiny_trainer(tmp_path / "off", {"segments-probe": {}, "r1-accuracy": {}})
+        trainer.engines.close()
+        assert trainer._rlvr_segments is None and trainer._rlvr_pool is None
+        Segments.answer = 3
+        with pytest.raises(PluginError, match="plugin 'segments-probe': rlvr_rollout_segments returned int"):
+            tiny_trainer(tmp_path / "bad", {"segments-probe": {}, "r1-accuracy": {}})
+        Segments.answer = SegmentPlan(tokens=3)
+        with temporary_plugin(Wiring), pytest.raises(PluginError, match="cannot run with a rollout_func"):
+            tiny_trainer(tmp_path / "refused", {"segments-probe": {}, "wiring": {}, "r1-accuracy": {}})
+
+
 def test_hook_rlvr_trainer_callbacks(wired_trainer):
     plugin = wired_trainer.plugin_set.get("wiring")
     assert plugin.trainer is wired_trainer
@@ -994,7 +1033,9 @@ def test_hook_rlvr_load_state_dict(tmp_path, hook_recorder):
     Probe.seen = {}
     with temporary_plugin(Probe), temporary_plugin(Counter):
         ps = build_plugin_set({"probe": {}, "counter": {}})
-        RLVRTrainer._load_plugin_state(SimpleNamespace(plugin_set=ps, _rlvr_pool=None), str(tmp_path))
+        RLVRTrainer._load_plugin_state(
+            SimpleNamespace(plugin_set=ps, _rlvr_pool=None, _rlvr_continuations=None), str(tmp_path)
+        )
     assert Probe.seen == {"loaded": {"batches": 3}}  # counter saved no state: not called
     assert [c.plugin for c in hook_recorder.getcalls("rlvr_load_state_dict")] == ["probe"]
 

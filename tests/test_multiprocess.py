@@ -221,3 +221,19 @@ def test_rollout_pool_chooses_the_same_batches_on_two_processes_as_on_one(tmp_pa
         assert {k: v for k, v in a.items() if k.startswith("pool/")} == {
             k: v for k, v in b.items() if k.startswith("pool/")
         }
+
+
+@pytest.mark.slow
+def test_partial_rollouts_continue_the_same_trajectories_on_two_processes_as_on_one(tmp_path):
+    """Every process holds the same pending groups (gathered rows), so the segments, the groups that wait, the
+    trained rows and their stale-token masks are those of one process."""
+    pytest.importorskip("rlvr_kimi")
+    script = REPO / "tests" / "multiproc" / "partial_ranks.py"
+    one = run_script(script, tmp_path / "one.jsonl", ["8"], processes=1)
+    two = run_script(script, tmp_path / "two.jsonl", ["4"], processes=2)
+    assert len(one) == len(two) == 4
+    assert any(step["pending"] for step in one) and any(0 in mask for s in one for _, _, mask in s["rows"])
+    for a, b in zip(one, two):
+        assert (a["groups"], a["pending"], a["started"]) == (b["groups"], b["pending"], b["started"])
+        assert [(r[0], r[2]) for r in a["rows"]] == [(r[0], r[2]) for r in b["rows"]]
+        assert [r[1] for r in a["rows"]] == pytest.approx([r[1] for r in b["rows"]], abs=1e-6)

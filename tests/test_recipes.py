@@ -29,7 +29,12 @@ SMOKE = REPO / "tests" / "configs" / "smoke.yaml"
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-DEMO_RECIPES = ["demo", "dapo", "dapo_kimi"]  # the CPU demo; with DAPO's dynamic sampling; and kimi-curriculum
+DEMO_RECIPES = [
+    "demo",
+    "dapo",
+    "dapo_kimi",
+    "kimi_partial",
+]  # the CPU demo; with dynamic sampling; with kimi-curriculum; with partial rollouts
 AGENTIC = CONFIGS / "agentic_demo.yaml"  # the agentic CPU demo (issue 23)
 
 
@@ -66,13 +71,29 @@ def test_dapo_recipe_is_the_demo_with_dynamic_sampling(capsys):
 
 
 def test_dapo_kimi_recipe_is_the_dapo_recipe_with_kimi_curriculum(capsys):
-    dapo, both = (yaml.safe_load((CONFIGS / f"{name}.yaml").read_text(encoding="utf-8")) for name in DEMO_RECIPES[1:])
+    dapo, both = (yaml.safe_load((CONFIGS / f"{name}.yaml").read_text(encoding="utf-8")) for name in DEMO_RECIPES[1:3])
     assert both["plugins"].pop("kimi-curriculum")["difficulty_column"] == "difficulty"
     assert {k: v for k, v in both.items() if k != "output_dir"} == {k: v for k, v in dapo.items() if k != "output_dir"}
     assert cli.main(["train", str(CONFIGS / "dapo_kimi.yaml"), "--check"]) == 0, capsys.readouterr().err
     assert {"dapo-dynamic-sampling", "kimi-curriculum"} <= set(
         capsys.readouterr().out.split(": ")[1].strip().split(", ")
     )
+
+
+def test_kimi_partial_recipe_is_the_demo_on_long_tailed_sums_with_partial_rollouts(capsys):
+    demo, partial = (
+        yaml.safe_load((CONFIGS / f"{n}.yaml").read_text(encoding="utf-8")) for n in ("demo", "kimi_partial")
+    )
+    assert partial["plugins"].pop("kimi-partial-rollouts") == {"segment_tokens": 16, "stale_segments": "mask"}
+    for split in ("train", "eval"):
+        assert partial["data"][split]["options"].pop("max_digits") == 6
+        assert demo["data"][split]["options"].pop("max_digits") == 3
+    assert (partial["trainer"].pop("max_completion_length"), demo["trainer"].pop("max_completion_length")) == (64, 34)
+    assert {k: v for k, v in partial.items() if k != "output_dir"} == {
+        k: v for k, v in demo.items() if k != "output_dir"
+    }
+    assert cli.main(["train", str(CONFIGS / "kimi_partial.yaml"), "--check"]) == 0, capsys.readouterr().err
+    assert "kimi-partial-rollouts" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", GPU_RECIPES)

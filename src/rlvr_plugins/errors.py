@@ -96,7 +96,7 @@ class PluginError(RLVRError, ValueError):
 KNOWN_DISTRIBUTIONS = {
     "rlvr-r1": ("r1-accuracy", "r1-format", "r1-language", "r1-zero-template"),
     "rlvr-dr-grpo": ("dr-grpo",),
-    "rlvr-kimi": ("kimi-length", "kimi-curriculum"),
+    "rlvr-kimi": ("kimi-length", "kimi-curriculum", "kimi-partial-rollouts"),
     "rlvr-qwen-thinking": ("qwen-thinking",),
     "rlvr-code": ("code-tests", "code-repair", "python"),
     "rlvr-judge": ("judge-equivalence",),

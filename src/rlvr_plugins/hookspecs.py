@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from .plugin import Environment, RewardExploit, RewardFunction
     from .rollout_pool import GroupSelection, GroupSummary
+    from .segments import SegmentPlan
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 
@@ -47,8 +48,9 @@ ONE_WINNER_HOOKS = (
     "rlvr_rollout_func",
     "rlvr_select_groups",
     "rlvr_pool_prompts",
+    "rlvr_rollout_segments",
 )
-ABSTAINING_HOOKS = ("rlvr_rollout_func",)
+ABSTAINING_HOOKS = ("rlvr_rollout_func", "rlvr_rollout_segments")
 FIRST_RESULT_HOOKS = ("rlvr_sft_examples",)
 
 
@@ -299,6 +301,29 @@ def rlvr_rollout_func(tokenizer: Any, num_generations: int, grpo_args: Any) -> C
     """
 
 
+@hookspec(firstresult=True)
+def rlvr_rollout_segments(grpo_args: Any) -> SegmentPlan | None:
+    """Generate trajectories in segments of a per-round token budget (partial rollouts, Kimi k1.5 §2.6.2).
+
+    Called once, when the trainer is built. One winner, no default, and a plugin may abstain by
+    returning ``None``: two plugins that both return a plan are an error naming both. A plan turns the
+    rollout pool on (with or without a ``rlvr_select_groups`` policy). Each generation round of the pool then
+    gives every trajectory at most ``plan.tokens`` new tokens; a group whose members have not all
+    finished (EOS or ``max_completion_length``) waits with their tokens so far, the step of each
+    token and (``plan.stale`` = truncated-is) the behaviour log-probs recorded when it was generated,
+    and is continued by the next round, from the policy of that round, before fresh prompts fill it.
+    Only finished groups are *ready*: ``rlvr_on_rewards`` sees a group once, when it is ready, and the
+    pool policy (or, without one, the oldest ready groups first) is asked only once ``needed`` are.
+    Tokens of a trajectory generated at an earlier step than its last segment are *stale*; the loss
+    masks them or weights them by ``min(π_old / π_behaviour, C)``
+    (:func:`rlvr_plugins.segments.stale_weights`). Refused at start-up with vLLM, tools, an
+    environment, a ``rollout_func`` and (truncated-is) the ``vespo`` loss.
+
+    :param grpo_args: TRL's ``GRPOConfig`` of the run (read-only).
+    :returns: a :class:`~rlvr_plugins.segments.SegmentPlan`, or ``None`` for whole trajectories.
+    """
+
+
 @hookspec
 def rlvr_trainer_callbacks(trainer: Any) -> list[Any] | None:
     """Add ``transformers.TrainerCallback`` objects to the trainer (held-out evaluations,
@@ -405,7 +430,9 @@ def rlvr_on_rewards(
     Called once per training generation batch after the advantages are computed, with
     the same gathered values on every process. Collect-all. With the rollout pool on
     (``rlvr_select_groups``), once per generation round instead, on that round's groups and
-    their advantages within the round (every generated group is seen once, trained or not).
+    their advantages within the round (every generated group is seen once, trained or not); with
+    partial rollouts (``rlvr_rollout_segments``), on the round's groups whose members all finished,
+    when it has any (a group is seen once, when it is finished).
 
     :param example_indices: ``N`` dataset indices (``rlvr_index``) of the rows.
     :param rewards: ``(N,)`` total reward (NaN where no score).

@@ -37,6 +37,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from .advantages import BatchAdvantages, batch_advantages, ratio_statistics
 from .builtin.estimators import TRL_SCALE_ESTIMATORS
+from .builtin.repetition import repeated_ngram_share
 from .checkpoints import (
     PLUGIN_STATE_FILE,
     checkpoint_bytes_estimate,
@@ -80,6 +81,18 @@ from .rollout_pool import (
     replace_prompts,
     trim_rows,
 )
+from .segments import (
+    BEHAVIOUR,
+    TOKEN_STEP,
+    Continuations,
+    PendingGroup,
+    SegmentPlan,
+    extend_steps,
+    finished,
+    ready_first_selection,
+    stale_tokens,
+    stale_weights,
+)
 from .turns import check_turns, refuse_text_prompts
 
 logger = logging.getLogger(__name__)
@@ -88,6 +101,7 @@ logger = logging.getLogger(__name__)
 #: (plugin names start with no underscore).
 POOL_STATE_KEY = "_rollout_pool"
 RECORD_STATE_KEY = "_prompt_record"
+PARTIAL_STATE_KEY = "_partial_rollouts"
 #: TRL's per-completion-token batch fields: trimmed to each completion's length in the pool, right-padded again.
 TOKEN_FIELDS = (
     "completion_ids",
@@ -536,6 +550,9 @@ class RLVRTrainer(GRPOTrainer):
             (e.name if len(environments) > 1 else None): (e.max_result_chars, e.tool_timeout_s) for e in environments
         }
         self._rlvr_episodes: tuple[list[int], list[int]] | None = None  # this batch's (turns, policy tokens)
+        self._rlvr_segments = self._segment_plan(args)
+        self._rlvr_continuations = Continuations(self.num_generations) if self._rlvr_segments else None
+        self._rlvr_prefixes: list[tuple[list[int], bool]] | None = None  # this round's local rows, when continuing
         self._rlvr_pool = self._new_pool(kwargs.get("train_dataset"))
         self._rlvr_record = PromptRecord()
         self._rlvr_positions: dict[int, int] | None = None
@@ -793,6 +810,8 @@ class RLVRTrainer(GRPOTrainer):
         """The rollout pool when an enabled plugin implements ``rlvr_select_groups``; it needs a map-style dataset
         (extra rounds draw prompts by position)."""
         policies = self.plugin_set.implementers("rlvr_select_groups")
+        if self._rlvr_segments is not None:
+            policies = policies or self.plugin_set.implementers("rlvr_rollout_segments")
         if not policies:
             return None
         if dataset is None or not hasattr(dataset, "__getitem__") or not hasattr(dataset, "__len__"):
@@ -809,36 +828,50 @@ class RLVRTrainer(GRPOTrainer):
         g, step = self.num_generations, self.state.global_step
         local = len(inputs)
         needed = local * self.accelerator.num_processes // g
-        policy = self.plugin_set.winner("rlvr_select_groups")
+        policies = self.plugin_set.implementers("rlvr_select_groups")
+        policy = policies[0] if policies else "rlvr_rollout_segments"
         generated = informative = rounds = skipped = 0
         skipping = bool(self.plugin_set.implementers("rlvr_skip_prompts"))
+        continuing = self._rlvr_continuations
         while True:
             round_inputs = inputs
-            if rounds or skipping:
-                order = self._pool_order(step, rounds, needed)
+            pending = list(continuing.pending) if continuing is not None else []
+            if rounds or skipping or pending:
+                order = self._pool_order(step, rounds, needed) if rounds or skipping else []
                 prompts, replaced = (self._gathered_indices(inputs)[::g] if rounds == 0 else order[:needed]), 0
                 if skipping:
                     taken = set(prompts)
                     prompts, replaced = self._skip_prompts(prompts, [i for i in order if i not in taken], step, rounds)
                     skipped += replaced
-                if rounds or replaced:
+                prompts = [group.index for group in pending] + prompts[: len(prompts) - len(pending)]
+                if rounds or replaced or pending:
                     round_inputs = self._round_inputs(prompts, local)
-            output = super()._generate_and_score_completions(round_inputs)
-            result = self._plugin_advantages("train", g, log=False, round=rounds)
-            flags = (~result.zero_variance).tolist()
-            batch = self._rlvr_batch
-            self._rlvr_record.observe(batch["indices"].tolist(), result.total.cpu())
-            pool.add(
-                self._gathered_rows(output, local),
-                {key: batch[key].cpu() for key in ("rewards_per_func", "failed", "lengths")},
-                batch["indices"].tolist(),
-                result.total.cpu(),
-                flags,
-                step,
-            )
+            if continuing is not None:
+                flags = self._segment_round(round_inputs, pending, local, step, rounds)
+            else:
+                output = super()._generate_and_score_completions(round_inputs)
+                result = self._plugin_advantages("train", g, log=False, round=rounds)
+                flags = (~result.zero_variance).tolist()
+                batch = self._rlvr_batch
+                self._rlvr_record.observe(batch["indices"].tolist(), result.total.cpu())
+                pool.add(
+                    self._gathered_rows(output, local),
+                    {key: batch[key].cpu() for key in ("rewards_per_func", "failed", "lengths")},
+                    batch["indices"].tolist(),
+                    result.total.cpu(),
+                    flags,
+                    step,
+                )
             generated, informative = generated + len(flags), informative + sum(flags)
-            selection = self.plugin_set.one(
-                "rlvr_select_groups", groups=pool.summaries(step), needed=needed, round=rounds, step=step
+            if continuing is not None and len(pool.groups) < needed:  # the policy chooses among ready groups
+                rounds += 1
+                continue
+            selection = (
+                self.plugin_set.one(
+                    "rlvr_select_groups", groups=pool.summaries(step), needed=needed, round=rounds, step=step
+                )
+                if policies
+                else ready_first_selection(pool.summaries(step), needed)
             )
             rounds += 1
             if not isinstance(selection, GroupSelection):
@@ -853,6 +886,196 @@ class RLVRTrainer(GRPOTrainer):
         counts.skipped_prompts = skipped
         self._record_behaviour_logps(list(pool.groups.values()))
         return self._batch_of(chosen, counts, needed, local)
+
+    # -- partial rollouts (rlvr_rollout_segments) ------------------------------------------
+    def _segment_plan(self, args: GRPOConfig) -> SegmentPlan | None:
+        """The winner's :class:`~rlvr_plugins.segments.SegmentPlan`, refused at start-up where continuing a
+        trajectory from its tokens is not reachable through TRL's ``_generate_single_turn``."""
+        answers = [(n, p) for n, p in self.plugin_set.call("rlvr_rollout_segments", grpo_args=args) if p is not None]
+        if len(answers) > 1:
+            raise PluginConflictError("rlvr_rollout_segments", [name for name, _ in answers])
+        if not answers:
+            return None
+        names, plan = [answers[0][0]], answers[0][1]
+        if not isinstance(plan, SegmentPlan):
+            raise PluginError(
+                f"plugin {names[0]!r}: rlvr_rollout_segments returned {type(plan).__name__}, "
+                "expected a rlvr_plugins.segments.SegmentPlan or None"
+            )
+        on_rewards = set(self.plugin_set.implementers("rlvr_on_rewards"))
+        learner = [name for name in self.plugin_set.implementers("rlvr_train_sampler") if name in on_rewards]
+        refused = (
+            f"the train sampler {learner[0]!r}, which learns from the rewards of the groups it drew (a continued "
+            "group finishes at a later step or round than the one that drew it)"
+            if learner
+            else "vLLM generation (use_vllm; continuing a trajectory from its tokens is built for transformers only)"
+            if self.use_vllm
+            else "tools or an environment (a continued segment would re-enter TRL's tool loop)"
+            if self.tools or self.environment_factories is not None
+            else "a rollout_func (it generates whole trajectories itself)"
+            if self.rollout_func is not None
+            else "TRL's continuous batching (use_transformers_paged)"
+            if self.use_transformers_continuous_batching
+            else "loss_type 'vespo' with stale segments 'truncated-is' (its weights read TRL's own IS ratio)"
+            if self.loss_type == "vespo" and plan.needs_behaviour
+            else None
+        )
+        if refused:
+            raise PluginError(f"plugin {names[0]!r} (partial rollouts) cannot run with {refused}")
+        return plan
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        """TRL's generation; with partial rollouts, one segment: each unfinished row continues from its prompt and
+        tokens so far (``self._rlvr_prefixes``) for at most the plan's budget, a finished row is returned as is."""
+        rows = self._rlvr_prefixes
+        if rows is None:
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations)
+        plan, limit = cast(SegmentPlan, self._rlvr_segments), cast(int, self.max_completion_length)
+        active = [i for i, (_, done) in enumerate(rows) if not done]
+        new: list[list[int]] = []
+        if active:
+            room = min(plan.tokens, max(limit - len(rows[i][0]) for i in active))  # no row gets less
+            config = cast(Any, self.generation_config)
+            budget, config.max_new_tokens = config.max_new_tokens, max(1, room)
+            try:
+                context = [list(prompt_ids[i]) + rows[i][0] for i in active]
+                new = super()._generate_single_turn(context, images, multimodal_fields, num_generations)[0]
+            finally:
+                config.max_new_tokens = budget
+        written = dict(zip(active, new, strict=True))
+        completions = [prefix + list(written.get(i, []))[: limit - len(prefix)] for i, (prefix, _) in enumerate(rows)]
+        return completions, None
+
+    def _segment_round(
+        self, round_inputs: list[dict[str, Any]], pending: list[PendingGroup], local: int, step: int, round_: int
+    ) -> list[bool]:
+        """One round of partial rollouts: continue ``pending`` (the round's first groups), start the others, and
+        move the groups whose members all finished into the pool. Returns their informative flags."""
+        pool, continuing = cast(RolloutPool, self._rlvr_pool), cast(Continuations, self._rlvr_continuations)
+        plan, g = cast(SegmentPlan, self._rlvr_segments), self.num_generations
+        start = self.accelerator.process_index * local
+        members = [(group.prefix(i) if group.rows else [], group.done[i]) for group in pending for i in range(g)]
+        members += [([], False)] * (len(round_inputs) * self.accelerator.num_processes - len(members))
+        self._rlvr_prefixes = members[start : start + local]
+        try:
+            output = super()._generate_and_score_completions(round_inputs)
+        finally:
+            self._rlvr_prefixes = None
+        rows, batch = self._gathered_rows(output, local), self._rlvr_batch
+        indices = batch["indices"].tolist()
+        groups = list(pending) + [
+            PendingGroup(indices[k * g], step, [False] * g, {}, [torch.zeros(0, dtype=torch.long)] * g, [], [0] * g)
+            for k in range(len(pending), len(indices) // g)
+        ]
+        continuing.started += g * (len(groups) - len(pending))
+        eos = {*self.eos_token_ids, self._tokenizer.pad_token_id}
+        behaviour_rows = []
+        for k, group in enumerate(groups):
+            if not group.rows:
+                group.rows = {key: list(values[k * g : k * g + g]) for key, values in rows.items()}
+                group.behaviour = [torch.zeros(0) for _ in range(g)]
+            for i in (i for i in range(g) if not group.done[i]):
+                row, before = k * g + i, group.token_steps[i].numel()
+                completion = rows["completion_ids"][row]
+                for key in rows:
+                    group.rows[key][i] = rows[key][row]
+                group.token_steps[i] = extend_steps(group.token_steps[i], completion.numel(), step)
+                group.segments[i] += 1
+                group.done[i] = finished(
+                    completion.tolist(), before, plan.tokens, cast(int, self.max_completion_length), eos
+                )
+                if (
+                    not group.done[i]
+                    and plan.repeat_ngram
+                    and repeated_ngram_share(" ".join(map(str, completion.tolist())), plan.repeat_ngram)
+                    >= plan.repeat_share  # on token n-grams: the ids as words
+                ):
+                    group.done[i] = True  # cut where it started to loop; finished without EOS
+                    continuing.repeat_stopped += 1
+                if plan.needs_behaviour and not group.done[i]:
+                    behaviour_rows.append((group, i, before))
+        self._record_segment_logps(behaviour_rows)
+        ready = [k for k, group in enumerate(groups) if all(group.done)]
+        continuing.pending = [group for group in groups if not all(group.done)]
+        if not ready:
+            return []
+        picked = torch.tensor([k * g + i for k in ready for i in range(g)])
+        subset = {key: value[picked.to(value.device)] for key, value in batch.items()}
+        result = self._plugin_advantages("train", g, subset, log=False, round=round_)
+        flags = (~result.zero_variance).tolist()
+        self._rlvr_record.observe(subset["indices"].tolist(), result.total.cpu())
+        finished_groups = [groups[k] for k in ready]
+        fields = {key: [row for group in finished_groups for row in group.rows[key]] for key in rows}
+        fields[TOKEN_STEP] = [row for group in finished_groups for row in group.token_steps]
+        if plan.needs_behaviour:
+            fields[BEHAVIOUR] = [row for group in finished_groups for row in group.behaviour]
+        pool.add(
+            fields,
+            {key: subset[key].cpu() for key in ("rewards_per_func", "failed", "lengths")},
+            subset["indices"].tolist(),
+            result.total.cpu(),
+            flags,
+            step,
+        )
+        continuing.completed += g * len(ready)
+        continuing.segments_completed += sum(sum(group.segments) for group in finished_groups)
+        return flags
+
+    def _record_segment_logps(self, members: list[tuple[PendingGroup, int, int]]) -> None:
+        """The behaviour log-probs of the tokens each unfinished member wrote this round (after its first ``before``
+        tokens), from the policy that wrote them; every process runs the same forward pass on the same rows."""
+        if not members:
+            return
+        fields = {key: [group.rows[key][i] for group, i, _ in members] for key in (*PROMPT_FIELDS, *TOKEN_FIELDS[:2])}
+        logps = self._policy_logps(self._padded(fields)).cpu()
+        for (group, i, before), row in zip(members, logps, strict=True):
+            length = group.token_steps[i].numel()
+            group.behaviour[i] = torch.cat([group.behaviour[i][:before], row[before:length].float()])
+
+    def _stale_segments(self, output: dict[str, Any], chosen: list[PooledGroup], mine: slice) -> torch.Tensor | None:
+        """Apply the plan to the batch's stale tokens (:func:`~rlvr_plugins.segments.stale_tokens`): ``mask`` zeroes
+        their loss mask (``tool_mask``); ``truncated-is`` returns the ``(b, T)`` weights of this process's rows (the
+        advantages are multiplied by them). Logs the ``pool/*`` partial-rollout metrics of the whole batch."""
+        plan, continuing = cast(SegmentPlan, self._rlvr_segments), cast(Continuations, self._rlvr_continuations)
+        metrics = self._metrics["train"]
+        steps_all = [row for group in chosen for row in group.rows[TOKEN_STEP]]
+        stale_all = [stale_tokens(r.view(1, -1), torch.ones(1, r.numel())).view(-1) for r in steps_all]
+        stale_count, total = sum(int(x.sum()) for x in stale_all), sum(x.numel() for x in stale_all)
+        metrics["pool/partial_carried"].append(float(continuing.carried()))
+        metrics["pool/stale_token_frac"].append(stale_count / max(total, 1))
+        segments = continuing.segments_completed / max(continuing.completed, 1)
+        metrics["pool/segments_per_trajectory"].append(segments)
+        if plan.repeat_ngram:
+            metrics["pool/repeat_stopped"].append(float(continuing.repeat_stopped))
+        width, device = output["completion_ids"].shape[1], output["completion_ids"].device
+        stale = torch.stack([torch.nn.functional.pad(x, (0, width - x.numel())) for x in stale_all[mine]]).to(device)
+        if not plan.needs_behaviour:
+            output["tool_mask"] = output.get("tool_mask", torch.ones_like(output["completion_mask"])) * (~stale).int()
+            return None
+        if not stale_count:
+            return None
+        # π_old: the log-probs recorded for a group that waited, else the current policy's (every process decides
+        # alike, from the whole batch, so that every process runs the forward pass)
+        old = output.get("old_per_token_logps")
+        old = self._policy_logps(output) if old is None else old
+        behaviour = torch.stack(
+            [
+                torch.nn.functional.pad(row.to(device), (0, width - row.numel()))
+                for group in chosen
+                for row in group.rows[BEHAVIOUR]
+            ][mine]
+        )
+        weights = stale_weights(old, behaviour, stale, plan.stale, plan.is_cap)
+        picked = weights[stale]
+        stats = self.accelerator.gather(
+            torch.stack([picked.sum(), picked.new_tensor(picked.numel()), picked.max(), -picked.min()])
+            if picked.numel()
+            else torch.tensor([0.0, 0.0, float("-inf"), float("-inf")], device=device)
+        ).view(-1, 4)
+        metrics["pool/is_weight_mean"].append(float(stats[:, 0].sum() / stats[:, 1].sum()))
+        metrics["pool/is_weight_max"].append(float(stats[:, 2].max()))
+        metrics["pool/is_weight_min"].append(float(-stats[:, 3].max()))
+        return weights
 
     def _num_prompts(self) -> int:
         return len(cast(Any, self.train_dataset))
@@ -984,7 +1207,7 @@ class RLVRTrainer(GRPOTrainer):
         device = self.accelerator.device
         start = self.accelerator.process_index * local
         behaviour = "old_per_token_logps"
-        keys = [k for k in chosen[0].rows if k != behaviour]
+        keys = [k for k in chosen[0].rows if k not in (behaviour, TOKEN_STEP, BEHAVIOUR)]
         mine = slice(start, start + local)
         output: dict[str, Any] = self._padded({k: [r for group in chosen for r in group.rows[k]][mine] for k in keys})
         carried = [row for group in chosen for row in group.rows.get(behaviour, [None] * self.num_generations)]
@@ -1001,11 +1224,14 @@ class RLVRTrainer(GRPOTrainer):
                     for i, row in enumerate(known)
                 ]
             )
+        weights = self._stale_segments(output, chosen, mine) if self._rlvr_segments is not None else None
         loss_mask = output["completion_mask"] * output.get("tool_mask", 1)
         output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
         scores = {key: torch.cat([group.scores[key] for group in chosen]).to(device) for key in chosen[0].scores}
         result = self._plugin_advantages("train", self.num_generations, scores, observe=False)
         output["advantages"] = result.advantages[mine].to(torch.float32)
+        if weights is not None:  # per-token advantages (B, T): TRL's seam, linear in the policy-gradient term
+            output["advantages"] = output["advantages"].unsqueeze(1) * weights.to(torch.float32)
         metrics = self._metrics["train"]
         for name, value in counts.metrics(needed).items():
             metrics[name].append(value)
@@ -1122,6 +1348,8 @@ class RLVRTrainer(GRPOTrainer):
                 if self._rlvr_pool is not None:
                     state[POOL_STATE_KEY] = self._rlvr_pool.state_dict()
                     state[RECORD_STATE_KEY] = self._rlvr_record.state_dict()
+                if self._rlvr_continuations is not None:
+                    state[PARTIAL_STATE_KEY] = self._rlvr_continuations.state_dict()
                 if self.args.should_save:
                     write_atomic(folder / PLUGIN_STATE_FILE, [json.dumps(state)], what="plugin state")
         finally:
@@ -1190,6 +1418,8 @@ class RLVRTrainer(GRPOTrainer):
         if self._rlvr_pool is not None and POOL_STATE_KEY in states:
             self._rlvr_pool = RolloutPool.from_state_dict(states[POOL_STATE_KEY])
             self._rlvr_record = PromptRecord.from_state_dict(states.get(RECORD_STATE_KEY, {}))
+        if self._rlvr_continuations is not None and PARTIAL_STATE_KEY in states:
+            self._rlvr_continuations = Continuations.from_state_dict(self.num_generations, states[PARTIAL_STATE_KEY])
         for name in self.plugin_set.implementers("rlvr_load_state_dict"):
             if name in states:
                 self.plugin_set.call("rlvr_load_state_dict", only=[name], state=states[name])

@@ -1,0 +1,215 @@
+"""Partial rollouts (Kimi k1.5 §2.6.2): trajectories generated in segments of a token budget, across rounds and steps.
+
+Each generation round of the rollout pool gives every trajectory at most ``tokens`` new tokens. A group
+whose members have not all finished (EOS, or ``max_completion_length``) waits here, its members' tokens
+so far with the step and, when asked for, the behaviour log-prob of every token; a later round continues
+each unfinished member from the policy of that round, its prompt and tokens so far as the context. When
+every member has finished, the group becomes a ready group of the pool (:mod:`rlvr_plugins.rollout_pool`).
+
+A token is *stale* when it was generated at an earlier optimizer step than its trajectory's last segment:
+the policy that trains on the finished trajectory (or, for a group that waits, the one that recorded its
+``old_per_token_logps``) is not the one that wrote it. :func:`stale_weights` says what the loss does with it.
+
+Nothing here imports TRL or a model: rows are plain tensors, the state is JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import torch
+
+#: Per-token rows a continued trajectory carries into its ready group (beside TRL's fields).
+TOKEN_STEP = "rlvr_token_step"
+BEHAVIOUR = "rlvr_behaviour_logps"
+
+
+class StaleLoss(Enum):
+    """What the loss does with a stale token (:func:`stale_weights`)."""
+
+    MASK = "mask"
+    TRUNCATED_IS = "truncated-is"
+
+
+@dataclass(frozen=True)
+class SegmentPlan:
+    """A plugin's answer to ``rlvr_rollout_segments``.
+
+    :param tokens: the per-round budget of new tokens per trajectory (≥ 1).
+    :param stale: :class:`StaleLoss` for the tokens of earlier segments.
+    :param is_cap: ``C`` of the truncated importance weight ``min(π_old / π_behaviour, C)``.
+    :param repeat_ngram: ``n > 0``: an unfinished trajectory whose token ``n``-grams repeat (:func:`repeats`) is
+        cut there, as finished (Kimi §2.6.2's repeat detection: the ``repetition`` reward's
+        ``repeated_ngram_share`` on its token ids); 0: off.
+    :param repeat_share: the share of repeated ``n``-grams that cuts it.
+    """
+
+    tokens: int
+    stale: StaleLoss = StaleLoss.MASK
+    is_cap: float = 2.0
+    repeat_ngram: int = 0
+    repeat_share: float = 0.5
+
+    @property
+    def needs_behaviour(self) -> bool:
+        return self.stale is StaleLoss.TRUNCATED_IS
+
+
+def stale_tokens(token_steps: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``(B, T)`` bool: the tokens written at an earlier step than their row's last token.
+
+    ``token_steps (B, T)`` is the step each token was generated at, ``mask (B, T)`` the completion mask.
+
+    >>> stale_tokens(torch.tensor([[3, 3, 5, 5], [5, 5, 0, 0]]), torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]]))
+    tensor([[ True,  True, False, False],
+            [False, False, False, False]])
+    """
+    last = torch.where(mask.bool(), token_steps, torch.iinfo(token_steps.dtype).min).amax(dim=1, keepdim=True)
+    return mask.bool() & (token_steps < last)
+
+
+def stale_weights(
+    old_logps: torch.Tensor, behaviour_logps: torch.Tensor, stale: torch.Tensor, mode: StaleLoss, cap: float
+) -> torch.Tensor:
+    """``(B, T)`` per-token weight of the policy-gradient term: 1 on fresh tokens, and on stale ones
+
+    * ``MASK``: ``w_t = 0`` (Kimi k1.5 §2.6.2: segments rolled out in earlier iterations can be excluded
+      from the loss);
+    * ``TRUNCATED_IS``: ``w_t = min(π_old(y_t) / π_behaviour(y_t), C) = min(exp(old_t − behaviour_t), C)``,
+      the truncated importance weight of TRL's vLLM correction (``vllm_importance_sampling_cap``), against
+      the log-probs recorded when the segment was generated.
+
+    >>> old, beh = torch.tensor([[0.0, -1.0, -1.0]]), torch.tensor([[-1.0, -0.5, -3.0]])
+    >>> stale = torch.tensor([[True, True, False]])
+    >>> stale_weights(old, beh, stale, StaleLoss.TRUNCATED_IS, 2.0)
+    tensor([[2.0000, 0.6065, 1.0000]])
+    >>> stale_weights(old, beh, stale, StaleLoss.MASK, 2.0)
+    tensor([[0., 0., 1.]])
+    """
+    if mode is StaleLoss.MASK:
+        return (~stale).to(old_logps.dtype)
+    ratio = torch.exp(old_logps - behaviour_logps).clamp(max=cap)
+    return torch.where(stale, ratio, torch.ones_like(ratio))
+
+
+def finished(completion: Sequence[int], prefix_length: int, budget: int, max_length: int, eos: set[int]) -> bool:
+    """A trajectory is finished when it ends in EOS, reached ``max_length`` tokens, or wrote fewer new
+    tokens than its round's ``budget`` (the generator stopped it, e.g. a stop string).
+
+    >>> finished([5, 6, 2], 1, 4, 10, {2}), finished([5, 6, 7], 1, 2, 10, {2}), finished([5] * 10, 8, 4, 10, set())
+    (True, False, True)
+    """
+    if not completion:
+        return True
+    new = len(completion) - prefix_length
+    return completion[-1] in eos or len(completion) >= max_length or new < min(budget, max_length - prefix_length)
+
+
+@dataclass
+class PendingGroup:
+    """A group with members still unfinished: each member's latest TRL rows (``rows[key][i]``, padding trimmed),
+    the step of each of its tokens, its behaviour log-probs (when recorded) and its number of segments."""
+
+    index: int
+    born: int
+    done: list[bool]
+    rows: dict[str, list[torch.Tensor]]
+    token_steps: list[torch.Tensor]
+    behaviour: list[torch.Tensor]
+    segments: list[int]
+
+    def prefix(self, i: int) -> list[int]:
+        return self.rows["completion_ids"][i].tolist()
+
+
+@dataclass
+class Continuations:
+    """The pending groups, in the order they started, and the run's trajectory totals.
+
+    Invariant: ``started == finished + G · len(pending)`` counts trajectories: a trajectory leaves
+    here only finished, inside a ready group of the pool.
+    """
+
+    num_generations: int
+    pending: list[PendingGroup] = field(default_factory=list)
+    started: int = 0
+    completed: int = 0
+    segments_completed: int = 0
+    repeat_stopped: int = 0
+
+    def carried(self) -> int:
+        """Unfinished trajectories waiting (``pool/partial_carried``)."""
+        return sum(not d for group in self.pending for d in group.done)
+
+    def state_dict(self) -> dict[str, Any]:
+        from .rollout_pool import _encode
+
+        return {
+            "started": self.started,
+            "completed": self.completed,
+            "segments_completed": self.segments_completed,
+            "repeat_stopped": self.repeat_stopped,
+            "pending": [
+                {
+                    "index": g.index,
+                    "born": g.born,
+                    "done": g.done,
+                    "segments": g.segments,
+                    "rows": {k: [_encode(t) for t in v] for k, v in g.rows.items()},
+                    "token_steps": [_encode(t) for t in g.token_steps],
+                    "behaviour": [_encode(t) for t in g.behaviour],
+                }
+                for g in self.pending
+            ],
+        }
+
+    @classmethod
+    def from_state_dict(cls, num_generations: int, state: Mapping[str, Any]) -> Continuations:
+        from .rollout_pool import _decode
+
+        return cls(
+            num_generations,
+            [
+                PendingGroup(
+                    index=int(g["index"]),
+                    born=int(g["born"]),
+                    done=[bool(d) for d in g["done"]],
+                    rows={k: [_decode(t) for t in v] for k, v in g["rows"].items()},
+                    token_steps=[_decode(t) for t in g["token_steps"]],
+                    behaviour=[_decode(t) for t in g["behaviour"]],
+                    segments=[int(s) for s in g["segments"]],
+                )
+                for g in state["pending"]
+            ],
+            started=int(state["started"]),
+            completed=int(state["completed"]),
+            segments_completed=int(state["segments_completed"]),
+            repeat_stopped=int(state.get("repeat_stopped", 0)),
+        )
+
+
+def extend_steps(previous: torch.Tensor | None, length: int, step: int) -> torch.Tensor:
+    """The per-token steps of a trajectory of ``length`` tokens whose first ``len(previous)`` are ``previous``.
+
+    >>> extend_steps(torch.tensor([0, 0]), 5, 3)
+    tensor([0, 0, 3, 3, 3])
+    """
+    old = previous if previous is not None else torch.zeros(0, dtype=torch.long)
+    return torch.cat([old, torch.full((length - old.numel(),), step, dtype=torch.long)])
+
+
+def ready_first_selection(groups: Sequence[Any], needed: int) -> Any:
+    """The pool's choice when partial rollouts run without a pool policy (which is asked only once ``needed``
+    groups are ready): the ``needed`` oldest ready groups, in generation order; the others wait.
+
+    >>> from rlvr_plugins.rollout_pool import GroupSummary
+    >>> ready_first_selection([GroupSummary(i, i, 0, True, ()) for i in range(3)], 2)
+    GroupSelection(more=False, train=(0, 1), keep=(2,))
+    """
+    from .rollout_pool import GroupSelection
+
+    ids = [g.id for g in groups]
+    return GroupSelection(more=False, train=tuple(ids[:needed]), keep=tuple(ids[needed:]))
