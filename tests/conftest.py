@@ -21,6 +21,21 @@ def one_torch_thread():
 
 
 @pytest.fixture(scope="session")
+def rank_runs(tmp_path_factory):
+    """The scenarios of tests/multiproc/ranks.py that compare one process with two, in one launch on one
+    process and one on two, once per session: ``{1: {scenario: rows}, 2: {...}}``. The launch on two
+    processes also runs ``masked`` (fault item 17). Without rlvr-kimi the kimi-length scenarios are left out."""
+    import importlib.util
+
+    from multiproc_launch import COMPARED, KIMI_LENGTH, run_scenarios
+
+    kimi = importlib.util.find_spec("rlvr_kimi") is not None
+    compared = [s for s in COMPARED if kimi or s not in KIMI_LENGTH]
+    out = tmp_path_factory.mktemp("ranks")
+    return {1: run_scenarios(out / "one", compared, 1), 2: run_scenarios(out / "two", [*compared, "masked"], 2)}
+
+
+@pytest.fixture(scope="session")
 def sft_policy(tmp_path_factory):
     """A tiny policy that gets some one-digit additions right, built once per test session (~20 s):
     the starting point of every recipe smoke run, so their GRPO steps have a learning signal."""

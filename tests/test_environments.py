@@ -482,12 +482,8 @@ def test_a_tool_that_raises_floods_or_returns_invalid_utf8_is_a_turn_and_the_epi
 
 
 @pytest.mark.slow
-def test_episode_metrics_of_a_batch_split_across_two_processes_match_one_process(tmp_path):
-    from test_multiprocess import run_script
-
-    script = Path(__file__).parent / "multiproc" / "agent_ranks.py"
-    one = run_script(script, tmp_path / "one.jsonl", ["8"], processes=1)
-    two = run_script(script, tmp_path / "two.jsonl", ["4"], processes=2)  # one prompt's group on each process
+def test_episode_metrics_of_a_batch_split_across_two_processes_match_one_process(rank_runs):
+    one, two = rank_runs[1]["agent"], rank_runs[2]["agent"]  # one prompt's group on each process
     assert len(one) == len(two) == 2
     for a, b in zip(one, two):
         assert a == pytest.approx(b)
