@@ -74,13 +74,16 @@ def test_rlvr_train_smoke_recipe_on_two_processes(tmp_path):
     assert summary["grpo_steps"] == 2 and (out / "checkpoint-2" / "rlvr_plugin_state.json").exists()
 
 
-def run_rank_faults(tmp_path, mode):
-    """Fault item 17 on 2 processes; the launch's timeout is the watchdog against a collective hang."""
+@pytest.fixture(scope="module")
+def stopped_ranks(tmp_path_factory):
+    """Fault item 17's runs that stop, in one launch on 2 processes: ``failing`` (each rank records the error
+    it stopped with) then ``hook`` (stops the launch). The timeout is the watchdog against a collective hang."""
+    out = tmp_path_factory.mktemp("stopped")
     try:
-        result = launch([str(RANKS), str(tmp_path), mode], processes=2, timeout=300)
+        result = launch([str(RANKS), str(out), "failing", "hook"], processes=2, timeout=300)
     except subprocess.TimeoutExpired:
-        pytest.fail(f"{mode}: the ranks hung (no exit within 300 s)")
-    return result, records(tmp_path / f"{mode}.jsonl")
+        pytest.fail("failing, hook: the ranks hung (no exit within 300 s)")
+    return result, {mode: records(out / f"{mode}.jsonl") for mode in ("failing", "hook")}
 
 
 @pytest.mark.slow
@@ -101,21 +104,22 @@ def test_17_a_reward_failing_on_one_rank_is_masked_and_both_ranks_go_on(rank_run
 
 
 @pytest.mark.slow
-def test_17_a_reward_failing_k_times_on_one_rank_stops_every_rank_with_one_error(tmp_path):
-    result, rows = run_rank_faults(tmp_path, "failing")
-    assert result.returncode != 0
-    # both ranks raise the same error, naming the reward and the rank where it failed
-    assert result.stderr.count("reward error on rank 1 (all 2 ranks stop)") >= 2, result.stderr[-4000:]
-    assert "rank-flaky" in result.stderr and "max_consecutive_failures=3" in result.stderr
-    assert not [r for r in rows if "valid" in r]  # nothing was trained on
+def test_17_a_reward_failing_k_times_on_one_rank_stops_every_rank_with_one_error(stopped_ranks):
+    result, rows = stopped_ranks
+    errors = sorted((r for r in rows["failing"] if "error" in r), key=lambda r: r["rank"])
+    assert [r["rank"] for r in errors] == [0, 1], result.stderr[-4000:]
+    for r in errors:  # both ranks raise the same error, naming the reward and the rank where it failed
+        assert "reward error on rank 1 (all 2 ranks stop)" in r["error"]
+        assert "rank-flaky" in r["error"] and "max_consecutive_failures=3" in r["error"]
+    assert not [r for r in rows["failing"] if "valid" in r or "done" in r]  # nothing was trained on
 
 
 @pytest.mark.slow
-def test_17_an_observer_hook_raising_on_one_rank_stops_both(tmp_path):
-    result, rows = run_rank_faults(tmp_path, "hook")
+def test_17_an_observer_hook_raising_on_one_rank_stops_both(stopped_ranks):
+    result, rows = stopped_ranks
     assert result.returncode != 0
     assert "observer broke on rank 1" in result.stderr
-    assert not [r for r in rows if "done" in r]
+    assert not [r for r in rows["hook"] if "done" in r]
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ A step trains 8 completions: 8 on one process, 4 + 4 on two, so a group is split
   of even length (masked there; an observer also logs a metric on rank 1 only), or on every row of rank 1
   (after K in a row the run stops on both ranks with one error), or an observer hook raises on rank 1 only.
   Every rank records each step's gathered ``valid`` mask; rank 0 the log history once training is done.
-  ``failing`` and ``hook`` stop the launch, so each goes last.
+  ``failing``'s error is recorded by each rank, then the next scenario runs; ``hook`` stops the launch (last).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import traceback
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -267,6 +268,8 @@ def rank_faults():
         write({"done": True, "log": trainer.state.log_history})
 
 
+STOPPING = {"failing"}  # runs that stop with one error on every rank: each rank records it, the next scenario runs
+
 SCENARIOS = {
     **dict.fromkeys(EXTRA, gather),
     "pool": pool,
@@ -277,4 +280,10 @@ SCENARIOS = {
 
 if __name__ == "__main__":
     for scenario in sys.argv[2:]:
-        SCENARIOS[scenario]()
+        try:
+            SCENARIOS[scenario]()
+        except Exception as error:
+            if scenario not in STOPPING:
+                raise
+            traceback.print_exc()
+            write({"rank": RANK, "error": "".join(traceback.format_exception_only(error))})
