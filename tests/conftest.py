@@ -21,6 +21,26 @@ def one_torch_thread():
 
 
 @pytest.fixture(scope="session")
+def rank_runs(tmp_path_factory):
+    """The scenarios of tests/multiproc/ranks.py that compare one process with two, in one launch on one
+    process and one on two (side by side: the one-process launch leaves a core idle), once per session:
+    ``{1: {scenario: rows}, 2: {...}}``. The launch on two processes also runs ``masked`` (fault item 17).
+    Without rlvr-kimi the scenarios that need it are left out."""
+    import importlib.util
+    from concurrent.futures import ThreadPoolExecutor
+
+    from multiproc_launch import COMPARED, KIMI, run_scenarios
+
+    kimi = importlib.util.find_spec("rlvr_kimi") is not None
+    compared = [s for s in COMPARED if kimi or s not in KIMI]
+    out = tmp_path_factory.mktemp("ranks")
+    with ThreadPoolExecutor(2) as pool:
+        one = pool.submit(run_scenarios, out / "one", compared, 1)
+        two = pool.submit(run_scenarios, out / "two", [*compared, "masked"], 2)
+        return {1: one.result(), 2: two.result()}
+
+
+@pytest.fixture(scope="session")
 def sft_policy(tmp_path_factory):
     """A tiny policy that gets some one-digit additions right, built once per test session (~20 s):
     the starting point of every recipe smoke run, so their GRPO steps have a learning signal."""

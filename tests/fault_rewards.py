@@ -85,3 +85,9 @@ def logs_the_whole_input(*, prompt, completion, example):
     warnings.warn(f"cannot parse {completion}", stacklevel=2)
     print("printed:", completion, "\nnext line")
     return 1.0
+
+
+def half_failing(*, prompt, completion, example):
+    if example["i"] % 2:
+        raise ValueError(f"odd row {example['i']}")
+    return 1.0

@@ -619,12 +619,8 @@ def test_an_async_tool_past_its_deadline_is_cancelled_and_a_sync_one_answers_in_
 
 
 @pytest.mark.slow
-def test_episode_metrics_of_a_batch_split_across_two_processes_match_one_process(tmp_path):
-    from test_multiprocess import run_script
-
-    script = Path(__file__).parent / "multiproc" / "agent_ranks.py"
-    one = run_script(script, tmp_path / "one.jsonl", ["8"], processes=1)
-    two = run_script(script, tmp_path / "two.jsonl", ["4"], processes=2)  # one prompt's group on each process
+def test_episode_metrics_of_a_batch_split_across_two_processes_match_one_process(rank_runs):
+    one, two = rank_runs[1]["agent"], rank_runs[2]["agent"]  # one prompt's group on each process
     assert len(one) == len(two) == 2
     for a, b in zip(one, two):
         assert a == pytest.approx(b)
@@ -635,14 +631,10 @@ def test_episode_metrics_of_a_batch_split_across_two_processes_match_one_process
 
 
 @pytest.mark.slow
-def test_a_group_of_episodes_split_across_two_processes_trains_as_on_one(tmp_path):
+def test_a_group_of_episodes_split_across_two_processes_trains_as_on_one(rank_runs):
     """Each step is one prompt's group of 8 episodes, 4 on each process (half call the calculator and answer right,
     half answer wrong at once): the two processes' steps have the one process's loss, reward and episode metrics."""
-    from test_multiprocess import run_script
-
-    script = Path(__file__).parent / "multiproc" / "agent_ranks.py"
-    one = run_script(script, tmp_path / "one.jsonl", ["8", "split"], processes=1)
-    two = run_script(script, tmp_path / "two.jsonl", ["4", "split"], processes=2)
+    one, two = rank_runs[1]["agent-split"], rank_runs[2]["agent-split"]
     assert len(one) == len(two) == 2
     for a, b in zip(one, two):
         assert set(a) == set(b) and a == pytest.approx(b, rel=1e-4, abs=1e-6)

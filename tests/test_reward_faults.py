@@ -8,7 +8,7 @@ import time
 import pytest
 from datasets import Dataset
 
-from fault_rewards import always_raises, hang_on_odd_rows, returns_nan, returns_text
+from fault_rewards import always_raises, half_failing, hang_on_odd_rows, returns_nan, returns_text
 from rlvr_plugins import Plugin, hookimpl
 from rlvr_plugins.engine import RewardContractError, RewardPluginFailing
 from rlvr_plugins.manager import build_plugin_set, temporary_plugin
@@ -75,12 +75,6 @@ def test_reward_returning_garbage_is_an_error_naming_it(tmp_path, tokenizer, fn,
     with pytest.raises(RewardContractError) as exc:
         trainer.train()
     assert fn.__name__ in str(exc.value) and message in str(exc.value)
-
-
-def half_failing(*, prompt, completion, example):
-    if example["i"] % 2:
-        raise ValueError(f"odd row {example['i']}")
-    return 1.0
 
 
 def test_engines_count_each_rewards_failures_for_the_summary(caplog):

@@ -21,6 +21,7 @@ from trl import GRPOConfig
 from rlvr_plugins import Plugin, hookimpl
 from rlvr_plugins.manager import temporary_plugin
 
+from .rewards import batch_logging_reward, length_mod_3, raising_reward, slow_reward, text, vowel_count
 from .stand_ins import (
     TRAINERS,
     CPUConfig,
@@ -40,18 +41,6 @@ KINDS = sorted(TRAINERS)
 @pytest.fixture
 def tok():
     return chat_tokenizer()
-
-
-def text(completion) -> str:
-    return completion if isinstance(completion, str) else completion[0]["content"]
-
-
-def length_mod_3(completions, **kwargs):
-    return [float(len(text(c)) % 3) for c in completions]
-
-
-def vowel_count(completions, **kwargs):
-    return [float(sum(ch in "aeiouAEIOU" for ch in text(c))) for c in completions]
 
 
 def build(kind, tok, tmp_path, reward_funcs, dataset=None, model=None, **arg_overrides):
@@ -360,10 +349,6 @@ def test_async_reward_is_awaited_beside_a_sync_one(kind, tok, tmp_path):
 # -- failures and warnings ------------------------------------------------------------------------------------------
 
 
-def raising_reward(completions, **kwargs):
-    raise ZeroDivisionError("reward bug")
-
-
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_reward_that_raises_stops_training_with_its_own_exception(kind, tok, tmp_path):
     trainer = build(kind, tok, tmp_path, [raising_reward])
@@ -502,14 +487,6 @@ def test_reward_funcs_through_the_engine_train_the_same_at_every_step(tok, tmp_p
     assert_same_run(trl, rlvr)
 
 
-def batch_logging_reward(completions, trainer_state, log_metric, log_extra, **kwargs):
-    import os
-
-    log_metric("custom/calls_in_worker", float(os.getpid() != int(kwargs["parent_pid"][0])))
-    log_extra("step", [trainer_state.global_step] * len(completions))
-    return length_mod_3(completions)
-
-
 def test_a_batch_job_logs_and_sees_the_trainer_state_from_its_worker(tok, tmp_path):
     import os
 
@@ -526,13 +503,6 @@ def test_a_batch_job_logs_and_sees_the_trainer_state_from_its_worker(tok, tmp_pa
     assert trainer.args.reward_weights == [1.0] and not trainer.engines.settings().in_process
     assert logged(trainer, "custom/calls_in_worker") == [1.0, 1.0]  # one job per batch, each in a worker
     assert list(trainer._logs["extra"]["step"])[-4:] == [1, 1, 1, 1]
-
-
-def slow_reward(completions, **kwargs):
-    import time
-
-    time.sleep(30)
-    return length_mod_3(completions)
 
 
 def test_the_deadline_bounds_the_whole_call_and_leaves_the_batch_unscored(tok, tmp_path):
