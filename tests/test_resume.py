@@ -44,11 +44,9 @@ def rlvr(*args, **kw):
     return subprocess.Popen(
         [sys.executable, "-m", "rlvr_plugins.cli", *args],
         cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONWARNINGS": "ignore", "RLVR_THREADS": "1"},
-        **kw,
+        **{"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **kw},
     )
 
 
@@ -85,8 +83,8 @@ def test_sigkill_then_resume_matches_the_uninterrupted_run(tmp_path, plugins):
     """With the rollout pool too (beside kimi-curriculum, which draws its extra rounds): the groups waiting in the
     pool, the per-prompt record and the curriculum's counts are checkpointed, and the resumed run trains on the
     same batches (same rounds, skipped prompts, carried groups, losses) and ends with the same counts."""
-    code, _, err = finish(rlvr("train", str(config(tmp_path, "a", plugins))))
-    assert code == 0, err[-3000:]
+    log = (tmp_path / "a.log").open("w")  # a file, not a pipe: nobody reads it while b runs
+    uninterrupted = rlvr("train", str(config(tmp_path, "a", plugins)), stdout=log, stderr=subprocess.STDOUT)
     b = config(tmp_path, "b", plugins)
     proc = rlvr("train", str(b))
     marker = tmp_path / "b" / "checkpoint-2" / PLUGIN_STATE_FILE
@@ -96,6 +94,9 @@ def test_sigkill_then_resume_matches_the_uninterrupted_run(tmp_path, plugins):
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
     assert marker.exists()
+    code, _, _ = finish(uninterrupted)  # a runs beside b: they share nothing
+    log.close()
+    assert code == 0, (tmp_path / "a.log").read_text()[-3000:]
     code, out, err = finish(rlvr("train", str(b), "--resume"))
     assert code == 0, err[-3000:]
     a_rows, b_rows = steps(tmp_path / "a"), steps(tmp_path / "b")

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,15 @@ def rlvr(*args: str, script: Path | None = None, env: dict | None = None) -> sub
         timeout=600,
         env={**os.environ, "PYTHONWARNINGS": "ignore", "RLVR_THREADS": "1", **(env or {})},
     )
+
+
+def beside(*args: str, **kw) -> Future[subprocess.CompletedProcess]:
+    """:func:`rlvr` in a thread, beside the test's own runs: a reference run that shares nothing with them uses the
+    core those leave idle (each run is one torch thread)."""
+    pool = ThreadPoolExecutor(1)
+    future = pool.submit(rlvr, *args, **kw)
+    pool.shutdown(wait=False)  # the thread ends with the run; the test waits on the future
+    return future
 
 
 def steps(out: Path) -> list[int]:
@@ -695,12 +705,15 @@ def test_resume_with_a_larger_max_steps_under_a_constant_schedule_trains_on_as_o
     rate too), and its final model is that run's."""
     schedule = {"lr_scheduler_type": "constant_with_warmup", "warmup_steps": 1}
     out, reference = tmp_path / "run", tmp_path / "reference"
+    reference_run = beside(
+        "train", str(write_config(tmp_path, smoke_config(reference, max_steps=4, **schedule), "ref.yaml"))
+    )
     first = rlvr("train", str(write_config(tmp_path, smoke_config(out, max_steps=2, **schedule), "short.yaml")))
     assert first.returncode == 0, first.stderr[-3000:]
     longer = write_config(tmp_path, smoke_config(out, max_steps=4, **schedule), "longer.yaml")
     resumed = rlvr("train", str(longer), "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    whole = rlvr("train", str(write_config(tmp_path, smoke_config(reference, max_steps=4, **schedule), "ref.yaml")))
+    whole = reference_run.result()
     assert whole.returncode == 0, whole.stderr[-3000:]
     rows = {
         name: [r for r in read_metrics(folder / "metrics.jsonl") if "loss" in r]
@@ -753,8 +766,7 @@ def test_a_kill_after_the_sft_resumes_grpo_from_policy_init_as_the_uninterrupted
         return cfg
 
     a, b = tmp_path / "a", tmp_path / "b"
-    whole = rlvr("train", str(write_config(tmp_path, sft_config(a), "a.yaml")), script=KILLING)
-    assert whole.returncode == 0, whole.stderr[-3000:]
+    uninterrupted = beside("train", str(write_config(tmp_path, sft_config(a), "a.yaml")), script=KILLING)
     path = write_config(tmp_path, sft_config(b), "b.yaml")
     killed = rlvr("train", str(path), script=KILLING, env={"RLVR_TEST_KILL_AT_SAVE": "1"})
     assert killed.returncode == -9, killed.stderr[-3000:]
@@ -762,6 +774,8 @@ def test_a_kill_after_the_sft_resumes_grpo_from_policy_init_as_the_uninterrupted
     weights = (b / "policy-init" / "model.safetensors").read_bytes()
     resumed = rlvr("train", str(path), "--resume", script=KILLING)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    whole = uninterrupted.result()
+    assert whole.returncode == 0, whole.stderr[-3000:]
     assert (
         f"--resume: no complete GRPO checkpoint in {b}; GRPO starts from the complete {b / 'policy-init'} "
         "(the SFT cold start is not redone)"
