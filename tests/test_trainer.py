@@ -425,3 +425,18 @@ def test_checkpoint_estimate_that_cannot_be_made_is_skipped_with_one_warning(cap
     assert warnings[1].startswith(
         "the size of a checkpoint cannot be estimated (RuntimeError: gathering the state needs every rank)"
     )
+
+
+def test_trls_generation_gets_every_argument_when_no_segment_is_running(monkeypatch):
+    """The partial-rollouts seam overrides TRL's ``_generate_single_turn``; without a segment it is TRL's call with
+    the same arguments, ``has_tool_images`` too (TRL's tool loop passes it for a VLM's tool images)."""
+    from trl import GRPOTrainer
+
+    seen = []
+    monkeypatch.setattr(
+        GRPOTrainer, "_generate_single_turn", lambda self, *a, **kw: seen.append((a, kw)) or ([[1]], None)
+    )
+    trainer = RLVRTrainer.__new__(RLVRTrainer)  # no model needed: only the seam's branch is exercised
+    trainer._rlvr_prefixes = None
+    trainer._generate_single_turn([[5]], None, {}, 1, has_tool_images=True)
+    assert seen == [(([[5]], None, {}, 1), {"has_tool_images": True})]

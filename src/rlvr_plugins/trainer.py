@@ -929,7 +929,9 @@ class RLVRTrainer(GRPOTrainer):
         tokens so far (``self._rlvr_prefixes``) for at most the plan's budget, a finished row is returned as is."""
         rows = self._rlvr_prefixes
         if rows is None:
-            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations)
+            return super()._generate_single_turn(
+                prompt_ids, images, multimodal_fields, num_generations, has_tool_images=has_tool_images
+            )
         plan, limit = cast(SegmentPlan, self._rlvr_segments), cast(int, self.max_completion_length)
         active = [i for i, (_, done) in enumerate(rows) if not done]
         new: list[list[int]] = []
