@@ -344,6 +344,15 @@ class PluginSet:
         """Call a one-winner hook (exactly one implementation is registered)."""
         return getattr(self.pm.hook, hook)(**kwargs)
 
+    def answer(self, hook: str, **kwargs: Any) -> tuple[str, Any] | None:
+        """Call a one-winner hook whose implementations may abstain (``hookspecs.ABSTAINING_HOOKS``): the one
+        answer that is not ``None``, with its plugin's name; ``None`` when every plugin abstains.
+        Raises :class:`PluginConflictError` when several answer."""
+        answers = [(name, value) for name, value in self.call(hook, **kwargs) if value is not None]
+        if len(answers) > 1:
+            raise PluginConflictError(hook, [name for name, _ in answers])
+        return answers[0] if answers else None
+
     def add_monitor(
         self, before: Callable[[HookCall], None] | None, after: Callable[[HookCall], None] | None
     ) -> Callable[[], None]:

@@ -504,30 +504,24 @@ class RLVRTrainer(GRPOTrainer):
                 f"correctness_reward {self.correctness_reward!r} is not a registered reward; registered: {names}"
             )
         self.correct_threshold = float(correct_threshold)
-        rollouts = [
-            (name, fn)
-            for name, fn in plugin_set.call(
-                "rlvr_rollout_func",
-                tokenizer=kwargs.get("processing_class"),
-                num_generations=args.num_generations,
-                grpo_args=args,
-            )
-            if fn is not None
-        ]
-        if len(rollouts) > 1:
-            raise PluginConflictError("rlvr_rollout_func", [name for name, _ in rollouts])
-        if rollouts:
+        rollout = plugin_set.answer(
+            "rlvr_rollout_func",
+            tokenizer=kwargs.get("processing_class"),
+            num_generations=args.num_generations,
+            grpo_args=args,
+        )
+        if rollout is not None:
             if kwargs.get("rollout_func") is not None:
-                raise TypeError(f"plugin {rollouts[0][0]!r} provides the rollout_func; do not also pass rollout_func")
+                raise TypeError(f"plugin {rollout[0]!r} provides the rollout_func; do not also pass rollout_func")
             if kwargs.get("tools") or kwargs.get("environment_factory") is not None:
                 raise ConfigError(
                     "it provides TRL's rollout_func (rlvr_rollout_func), which TRL 1.16 cannot combine with tools: "
                     "its tool loop generates only the first turn with the rollout_func and every later turn itself, "
                     "and builds the tool mask itself (the rollout's env_mask is dropped, so tokens the rollout "
                     "inserted would be trained on); turn that option of the plugin off for a run with tools",
-                    source=f"plugins.{rollouts[0][0]}",
+                    source=f"plugins.{rollout[0]}",
                 )
-            kwargs["rollout_func"] = rollouts[0][1]
+            kwargs["rollout_func"] = rollout[1]
         tokenizer = kwargs.get("processing_class")
         if kwargs.get("tools") or kwargs.get("environment_factory") is not None:
             refuse_text_prompts(kwargs.get("train_dataset"), plugin_set.winner("rlvr_render_prompt"))
@@ -891,15 +885,13 @@ class RLVRTrainer(GRPOTrainer):
     def _segment_plan(self, args: GRPOConfig) -> SegmentPlan | None:
         """The winner's :class:`~rlvr_plugins.segments.SegmentPlan`, refused at start-up where continuing a
         trajectory from its tokens is not reachable through TRL's ``_generate_single_turn``."""
-        answers = [(n, p) for n, p in self.plugin_set.call("rlvr_rollout_segments", grpo_args=args) if p is not None]
-        if len(answers) > 1:
-            raise PluginConflictError("rlvr_rollout_segments", [name for name, _ in answers])
-        if not answers:
+        answer = self.plugin_set.answer("rlvr_rollout_segments", grpo_args=args)
+        if answer is None:
             return None
-        names, plan = [answers[0][0]], answers[0][1]
+        name, plan = answer
         if not isinstance(plan, SegmentPlan):
             raise PluginError(
-                f"plugin {names[0]!r}: rlvr_rollout_segments returned {type(plan).__name__}, "
+                f"plugin {name!r}: rlvr_rollout_segments returned {type(plan).__name__}, "
                 "expected a rlvr_plugins.segments.SegmentPlan or None"
             )
         on_rewards = set(self.plugin_set.implementers("rlvr_on_rewards"))
@@ -921,7 +913,7 @@ class RLVRTrainer(GRPOTrainer):
             else None
         )
         if refused:
-            raise PluginError(f"plugin {names[0]!r} (partial rollouts) cannot run with {refused}")
+            raise PluginError(f"plugin {name!r} (partial rollouts) cannot run with {refused}")
         return plan
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
