@@ -296,6 +296,21 @@ def test_every_estimator_trains_on_continued_trajectories(tmp_path, tokenizer, d
     assert all(h["loss"] == h["loss"] for h in history if "loss" in h)  # finite: no NaN from (B, T) advantages
 
 
+def segment_stand_in(plugins: dict):
+    """What ``RLVRTrainer._segment_plan`` reads of a trainer: the plugin set and TRL's generation settings."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        plugin_set=build_plugin_set(plugins),
+        use_vllm=False,
+        tools=None,
+        environment_factories=None,
+        rollout_func=None,
+        use_transformers_continuous_batching=False,
+        loss_type="dapo",
+    )
+
+
 @pytest.mark.parametrize(
     ("setting", "refused"),
     [
@@ -310,15 +325,7 @@ def test_partial_rollouts_are_refused_at_start_up_where_continuing_is_not_reacha
     from rlvr_plugins.errors import PluginError
     from rlvr_plugins.trainer import RLVRTrainer
 
-    trainer = SimpleNamespace(
-        plugin_set=build_plugin_set({"kimi-partial-rollouts": {"stale_segments": "truncated-is"}}),
-        use_vllm=False,
-        tools=None,
-        environment_factories=None,
-        rollout_func=None,
-        use_transformers_continuous_batching=False,
-        loss_type="dapo",
-    )
+    trainer = segment_stand_in({"kimi-partial-rollouts": {"stale_segments": "truncated-is"}})
     assert RLVRTrainer._segment_plan(trainer, SimpleNamespace()).tokens == 64
     trainer.__dict__.update(setting)
     with pytest.raises(
@@ -335,14 +342,6 @@ def test_partial_rollouts_are_refused_beside_a_sampler_that_learns_from_the_grou
     from rlvr_plugins.errors import PluginError
     from rlvr_plugins.trainer import RLVRTrainer
 
-    trainer = SimpleNamespace(
-        plugin_set=build_plugin_set({"kimi-partial-rollouts": {}, "kimi-curriculum": {}}),
-        use_vllm=False,
-        tools=None,
-        environment_factories=None,
-        rollout_func=None,
-        use_transformers_continuous_batching=False,
-        loss_type="dapo",
-    )
+    trainer = segment_stand_in({"kimi-partial-rollouts": {}, "kimi-curriculum": {}})
     with pytest.raises(PluginError, match="cannot run with the train sampler 'kimi-curriculum', which learns"):
         RLVRTrainer._segment_plan(trainer, SimpleNamespace())
