@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from .rollout_pool import GroupSelection, _decode, _encode
+
 #: Per-token rows a continued trajectory carries into its ready group (beside TRL's fields).
 TOKEN_STEP = "rlvr_token_step"
 BEHAVIOUR = "rlvr_behaviour_logps"
@@ -41,7 +43,7 @@ class SegmentPlan:
     :param tokens: the per-round budget of new tokens per trajectory (≥ 1).
     :param stale: :class:`StaleLoss` for the tokens of earlier segments.
     :param is_cap: ``C`` of the truncated importance weight ``min(π_old / π_behaviour, C)``.
-    :param repeat_ngram: ``n > 0``: an unfinished trajectory whose token ``n``-grams repeat (:func:`repeats`) is
+    :param repeat_ngram: ``n > 0``: an unfinished trajectory whose token ``n``-grams repeat is
         cut there, as finished (Kimi §2.6.2's repeat detection: the ``repetition`` reward's
         ``repeated_ngram_share`` on its token ids); 0: off.
     :param repeat_share: the share of repeated ``n``-grams that cuts it.
@@ -145,8 +147,6 @@ class Continuations:
         return sum(not d for group in self.pending for d in group.done)
 
     def state_dict(self) -> dict[str, Any]:
-        from .rollout_pool import _encode
-
         return {
             "started": self.started,
             "completed": self.completed,
@@ -168,8 +168,6 @@ class Continuations:
 
     @classmethod
     def from_state_dict(cls, num_generations: int, state: Mapping[str, Any]) -> Continuations:
-        from .rollout_pool import _decode
-
         return cls(
             num_generations,
             [
@@ -209,7 +207,5 @@ def ready_first_selection(groups: Sequence[Any], needed: int) -> Any:
     >>> ready_first_selection([GroupSummary(i, i, 0, True, ()) for i in range(3)], 2)
     GroupSelection(more=False, train=(0, 1), keep=(2,))
     """
-    from .rollout_pool import GroupSelection
-
     ids = [g.id for g in groups]
     return GroupSelection(more=False, train=tuple(ids[:needed]), keep=tuple(ids[needed:]))
