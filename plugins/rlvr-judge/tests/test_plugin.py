@@ -125,8 +125,12 @@ def test_rules_that_run_out_of_time_ask_the_judge(stub):
     # the reason above shows the budget ran out; the bound only shows it was not waited past by far (1 s budget;
     # a wall clock on a shared 2-core box was once 9.9 s here inside the full suite, so no tighter)
     assert time.perf_counter() - started < 30
+    # Another answer for the scorer: if math-verify's alarms cannot fire in this process (a timer left by an
+    # earlier test), the parse above ran to its end past the budget and is cached, and a second look at the
+    # same answer would be decided by the rules in time ("rules-differ"): correct, but not this case.
+    slow_too = SLOW_TO_PARSE.replace("x", "y")
     scorer = make_scorer(base_url=stub.base_url, rules_budget_s=1)
-    assert scorer(prompt="p", completion=f"<answer>{SLOW_TO_PARSE}</answer>", example={"answer": "x+1"}) == 0.0
+    assert scorer(prompt="p", completion=f"<answer>{slow_too}</answer>", example={"answer": "y+1"}) == 0.0
     assert stub.count == 1  # asked the judge (which says NOT EQUIVALENT), instead of a 0 by the rules
 
 

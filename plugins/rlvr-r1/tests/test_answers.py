@@ -820,6 +820,35 @@ def test_math_verify_shares_one_time_budget_per_answer():
     assert float(done.stdout.split()[-1]) < 4.5
 
 
+def test_a_math_verify_call_that_timed_out_is_not_cached_as_its_answer():
+    """math-verify returns "no parse" when its parse times out; that is not the answer's parse, so a
+    later call with time enough gives the real verdict (it was cached as 0.0 for the life of the
+    process), while a call with no more time than the one that ran out is refused at once.
+    In a fresh interpreter, as above."""
+    import subprocess
+    import sys
+
+    probe = textwrap.dedent(r"""
+        import time
+        import rlvr_r1.answers as answers
+        from rlvr_r1.answers import accuracy
+        slow = "\\boxed{" + "(" * 30 + "x" + ")" * 30 + "}"  # a correct answer math-verify parses in ~2.6 s
+        start = time.perf_counter()
+        first = accuracy(slow, "x", time_budget_s=1)
+        start_again = time.perf_counter()
+        again = accuracy(slow, "x", time_budget_s=1)
+        done_again = time.perf_counter()
+        answers.PARSE_TIMEOUT_S = answers.VERIFY_TIMEOUT_S = 120
+        full = accuracy(slow, "x", time_budget_s=None)
+        print(first, again, full, start_again - start, done_again - start_again)
+    """)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    first, again, full, first_s, again_s = (float(word) for word in done.stdout.split()[-5:])
+    assert (first, again, full) == (0.0, 0.0, 1.0)
+    assert first_s >= 1.0 and again_s < 0.5  # the first ran out of its 1 s; the second was not run again
+
+
 def test_a_time_budget_that_does_not_fit_the_engine_deadline_is_refused_at_start_up():
     from rlvr_plugins.errors import ConfigError
     from rlvr_r1.plugins import AccuracyPlugin

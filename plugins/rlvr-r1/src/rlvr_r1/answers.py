@@ -384,7 +384,9 @@ def _signal_timeouts_usable() -> bool:
 
 
 class OutOfTime(Exception):
-    """The answer's math-verify time budget is spent."""
+    """math-verify ran out of time: the answer's budget is spent (``time_budget``), or a call reached
+    its own timeout. What a timed-out call returns (math-verify's "no parse", "not equal") is not
+    its answer, so it is never cached as one (``_ran_out``)."""
 
 
 _BUDGET = threading.local()
@@ -413,6 +415,31 @@ def _timeout(seconds: int) -> int | None:
             raise OutOfTime
         seconds = min(seconds, math.ceil(left))
     return seconds if _signal_timeouts_usable() else None
+
+
+_TIMED_OUT: dict[tuple, int] = {}
+"""The longest timeout each timed-out math-verify call ran out of, by call: the same call with no
+longer a timeout is not run again (a GRPO group often repeats a pathological answer); a longer one
+(a larger budget) tries again."""
+_TIMED_OUT_MAX = 4096
+
+
+def _known_to_time_out(key: tuple, timeout: int | None) -> None:
+    """``OutOfTime`` when ``key``'s call already ran out of a timeout at least as long as ``timeout``."""
+    failed = _TIMED_OUT.get(key)
+    if failed is not None and timeout is not None and timeout <= failed:
+        raise OutOfTime
+
+
+def _ran_out(key: tuple, started: float, timeout: int | None) -> None:
+    """``OutOfTime`` (and the call recorded) when a math-verify call that started at ``started``
+    lasted its whole ``timeout``: math-verify then returns "no parse" / "not equal" in place of an
+    answer, which must not be cached or scored as one."""
+    if timeout is not None and time.monotonic() - started >= timeout:
+        if len(_TIMED_OUT) >= _TIMED_OUT_MAX:
+            _TIMED_OUT.clear()
+        _TIMED_OUT[key] = max(timeout, _TIMED_OUT.get(key, 0))
+        raise OutOfTime
 
 
 def _parse_inputs(text: str) -> tuple[str, ...]:
@@ -477,12 +504,15 @@ def _parse_normalised(text: str) -> tuple:
     if not text:
         return ()
     config, timeout = _extraction_config(), _timeout(PARSE_TIMEOUT_S)
+    found: list = []
     with _int_digits_at_least(min(len(text), MAX_NUMBER_DIGITS)):
-        return tuple(
-            parsed
-            for shown in _parse_inputs(text)
-            for parsed in parse(shown, extraction_config=config, parsing_timeout=timeout)
-        )
+        for shown in _parse_inputs(text):
+            key = ("parse", shown)
+            _known_to_time_out(key, timeout)
+            started = time.monotonic()
+            found.extend(parse(shown, extraction_config=config, parsing_timeout=timeout))
+            _ran_out(key, started, timeout)
+    return tuple(found)
 
 
 @lru_cache(maxsize=4096)
@@ -587,8 +617,8 @@ def check_references(
     are skipped; each distinct reference is checked once; plain decimal numbers (``18``,
     ``-0.5``) are fine without math-verify (they are compared as digit strings). Parsing stops
     once ``budget_s`` seconds have passed (checked between references; each parse keeps its own
-    ``PARSE_TIMEOUT_S``, as when scoring): ``unchecked`` counts the references left (they are
-    checked when scored)."""
+    ``PARSE_TIMEOUT_S``, as when scoring): ``unchecked`` counts the references left and those whose
+    parse timed out (they are checked when scored)."""
     verdicts: dict[str, str | None] = {}
     found, unchecked = [], 0
     deadline = time.monotonic() + budget_s
@@ -604,8 +634,13 @@ def check_references(
                 verdicts[reference] = None
                 unchecked += 1
             else:
-                parsed = parse_reference(reference)
-                verdicts[reference] = None if any(not isinstance(p, str) for p in parsed) else UNPARSEABLE
+                try:
+                    parsed = parse_reference(reference)
+                except OutOfTime:  # slow to parse is not unparseable: checked when scored
+                    verdicts[reference] = None
+                    unchecked += 1
+                else:
+                    verdicts[reference] = None if any(not isinstance(p, str) for p in parsed) else UNPARSEABLE
         if verdicts[reference] is not None:
             found.append((index, verdicts[reference]))
     return found, unchecked
@@ -793,11 +828,15 @@ def _verify(reference: str, gold: tuple, predicted: tuple) -> bool:
             if len(_VERDICTS) >= _VERDICTS_MAX:
                 _VERDICTS.clear()
             grader, symbolic_eq = _math_verify_grader()
+            timeout = _timeout(VERIFY_TIMEOUT_S)
+            _known_to_time_out(("verify", key), timeout)
             grader.sympy_symbolic_eq = _symbolic_eq_unless_refuted
+            started = time.monotonic()
             try:
-                verdict = grader.verify(list(gold), list(predicted), timeout_seconds=_timeout(VERIFY_TIMEOUT_S))
+                verdict = grader.verify(list(gold), list(predicted), timeout_seconds=timeout)
             finally:
                 grader.sympy_symbolic_eq = symbolic_eq
+            _ran_out(("verify", key), started, timeout)
             _VERDICTS[key] = verdict
     return verdict
 
