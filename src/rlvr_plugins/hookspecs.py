@@ -316,8 +316,9 @@ def rlvr_rollout_segments(grpo_args: Any) -> SegmentPlan | None:
     pool policy (or, without one, the oldest ready groups first) is asked only once ``needed`` are.
     Tokens of a trajectory generated at an earlier step than its last segment are *stale*; the loss
     masks them or weights them by ``min(π_old / π_behaviour, C)``
-    (:func:`rlvr_plugins.segments.stale_weights`). Refused at start-up with vLLM, tools, an
-    environment, a ``rollout_func`` and (truncated-is) the ``vespo`` loss.
+    (:func:`rlvr_plugins.segments.stale_weights`; under vLLM with TRL's importance-sampling correction on,
+    that correction on the sampling log-probs vLLM recorded). Refused at start-up with tools, an environment,
+    a ``rollout_func``, a train sampler that learns from its groups and (truncated-is) the ``vespo`` loss.
 
     :param grpo_args: TRL's ``GRPOConfig`` of the run (read-only).
     :returns: a :class:`~rlvr_plugins.segments.SegmentPlan`, or ``None`` for whole trajectories.

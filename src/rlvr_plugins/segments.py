@@ -110,6 +110,53 @@ def finished(completion: Sequence[int], prefix_length: int, budget: int, max_len
     return completion[-1] in eos or len(completion) >= max_length or new < min(budget, max_length - prefix_length)
 
 
+#: One row of a segment round, as the generation seam gets it: the completion so far, whether it finished, and (vLLM)
+#: the sampling log-prob of each of its tokens (``None``: no log-prob, as vLLM marks a token it could not score).
+Member = tuple[list[int], bool, list[float | None] | None]
+
+
+def join_segments(
+    members: Sequence[Member], written: Mapping[int, tuple[Sequence[int], Sequence[float | None] | None]], limit: int
+) -> tuple[list[list[int]], list[list[float | None]] | None]:
+    """Each row's completion after one segment round, as TRL's ``_generate_single_turn`` returns them: the row's tokens
+    so far followed by what it wrote this round (``written[i] = (ids, logprobs)``; a row absent there, finished, is
+    returned as is), cut at ``limit`` tokens; and, when the members carry sampling log-probs (vLLM), theirs joined the
+    same way (else ``None``, as TRL's transformers path).
+
+    >>> join_segments([([5, 6], False, [-0.1, None]), ([7], True, [-0.3])], {0: ([8, 9], [-0.5, -0.6])}, 3)
+    ([[5, 6, 8], [7]], [[-0.1, None, -0.5], [-0.3]])
+    >>> join_segments([([5], False, None)], {0: ([8], None)}, 4)
+    ([[5, 8]], None)
+    """
+    completions: list[list[int]] = []
+    logprobs: list[list[float | None]] = []
+    for i, (prefix, _, prefix_logps) in enumerate(members):
+        ids, logps = written.get(i, ((), ()))
+        completions.append((prefix + list(ids))[:limit])
+        if prefix_logps is not None:
+            logprobs.append((prefix_logps + list(logps or ()))[:limit])
+    return completions, (logprobs if len(logprobs) == len(members) else None)
+
+
+def prefix_logprobs(logps: torch.Tensor, token_steps: torch.Tensor, step: int, hide_stale: bool) -> list[float | None]:
+    """The sampling log-probs of a continued trajectory's tokens so far, handed back to TRL with its tokens (vLLM):
+    ``None`` where none was recorded (NaN), and, when ``hide_stale``, where the token was written at an earlier step
+    than ``step``. TRL gives a ``None`` token an importance ratio of exactly 1 and leaves it out of its vLLM mismatch
+    metrics: under ``stale_segments: mask`` a stale token is out of the loss, and must not sway TRL's sequence-level
+    ratio (``vllm_importance_sampling_mode: sequence_*``) either; under ``truncated-is`` its behaviour log-prob is
+    what TRL's correction weighs.
+
+    >>> prefix_logprobs(torch.tensor([-0.5, float("nan"), -0.25]), torch.tensor([1, 2, 2]), 2, hide_stale=True)
+    [None, None, -0.25]
+    >>> prefix_logprobs(torch.tensor([-0.5, -0.25]), torch.tensor([1, 2]), 2, hide_stale=False)
+    [-0.5, -0.25]
+    """
+    hidden = torch.isnan(logps)
+    if hide_stale:
+        hidden |= token_steps < step
+    return [None if h else float(v) for v, h in zip(logps.tolist(), hidden.tolist(), strict=True)]
+
+
 @dataclass
 class PendingGroup:
     """A group with members still unfinished: each member's latest TRL rows (``rows[key][i]``, padding trimmed),

@@ -85,10 +85,14 @@ from .segments import (
     BEHAVIOUR,
     TOKEN_STEP,
     Continuations,
+    Member,
     PendingGroup,
     SegmentPlan,
+    StaleLoss,
     extend_steps,
     finished,
+    join_segments,
+    prefix_logprobs,
     ready_first_selection,
     stale_tokens,
     stale_weights,
@@ -546,7 +550,7 @@ class RLVRTrainer(GRPOTrainer):
         self._rlvr_episodes: tuple[list[int], list[int]] | None = None  # this batch's (turns, policy tokens)
         self._rlvr_segments = self._segment_plan(args)
         self._rlvr_continuations = Continuations(self.num_generations) if self._rlvr_segments else None
-        self._rlvr_prefixes: list[tuple[list[int], bool]] | None = None  # this round's local rows, when continuing
+        self._rlvr_prefixes: list[Member] | None = None  # this round's local rows, when continuing
         self._rlvr_pool = self._new_pool(kwargs.get("train_dataset"))
         self._rlvr_record = PromptRecord()
         self._rlvr_positions: dict[int, int] | None = None
@@ -900,8 +904,6 @@ class RLVRTrainer(GRPOTrainer):
             f"the train sampler {learner[0]!r}, which learns from the rewards of the groups it drew (a continued "
             "group finishes at a later step or round than the one that drew it)"
             if learner
-            else "vLLM generation (use_vllm; continuing a trajectory from its tokens is built for transformers only)"
-            if self.use_vllm
             else "tools or an environment (a continued segment would re-enter TRL's tool loop)"
             if self.tools or self.environment_factories is not None
             else "a rollout_func (it generates whole trajectories itself)"
@@ -910,35 +912,59 @@ class RLVRTrainer(GRPOTrainer):
             if self.use_transformers_continuous_batching
             else "loss_type 'vespo' with stale segments 'truncated-is' (its weights read TRL's own IS ratio)"
             if self.loss_type == "vespo" and plan.needs_behaviour
-            else None
+            else self._vllm_is_conflict(plan)
         )
         if refused:
             raise PluginError(f"plugin {name!r} (partial rollouts) cannot run with {refused}")
         return plan
 
+    def _vllm_is_conflict(self, plan: SegmentPlan) -> str | None:
+        """Under vLLM with TRL's importance-sampling correction on, ``truncated-is`` is that correction: the stale
+        tokens' sampling log-probs are the behaviour log-probs recorded when they were written, so TRL's per-token
+        ``min(exp(old - sampling), clip_max)`` is the plan's weight; the plugin does not weigh them a second time.
+        Refused (the reason) where TRL's correction would weigh them otherwise."""
+        if not (self.use_vllm and plan.needs_behaviour and self.vllm_importance_sampling_correction):
+            return None
+        mode, cap = self.vllm_importance_sampling_mode, self.vllm_importance_sampling_clip_max
+        if mode == "token_truncate" and cap == plan.is_cap:
+            return None
+        return (
+            f"vLLM's importance-sampling correction as configured (vllm_importance_sampling_mode {mode!r}, "
+            f"vllm_importance_sampling_clip_max {cap}): under vLLM, stale segments 'truncated-is' is TRL's correction "
+            f"on the behaviour log-probs vLLM recorded; set vllm_importance_sampling_mode: token_truncate and "
+            f"vllm_importance_sampling_clip_max: {plan.is_cap} (the plugin's is_cap), or "
+            "vllm_importance_sampling_correction: false (the plugin then weighs the stale tokens itself), or use "
+            "stale_segments: mask"
+        )
+
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         """TRL's generation; with partial rollouts, one segment: each unfinished row continues from its prompt and
-        tokens so far (``self._rlvr_prefixes``) for at most the plan's budget, a finished row is returned as is."""
+        tokens so far (``self._rlvr_prefixes``) for at most the plan's budget, a finished row is returned as is.
+        Under vLLM the rows' sampling log-probs are joined the same way
+        (:func:`~rlvr_plugins.segments.join_segments`)."""
         rows = self._rlvr_prefixes
         if rows is None:
             return super()._generate_single_turn(
                 prompt_ids, images, multimodal_fields, num_generations, has_tool_images=has_tool_images
             )
         plan, limit = cast(SegmentPlan, self._rlvr_segments), cast(int, self.max_completion_length)
-        active = [i for i, (_, done) in enumerate(rows) if not done]
-        new: list[list[int]] = []
+        active = [i for i, (_, done, _) in enumerate(rows) if not done]
+        written: dict[int, tuple[list[int], list[float | None] | None]] = {}
         if active:
             room = min(plan.tokens, max(limit - len(rows[i][0]) for i in active))  # no row gets less
-            config = cast(Any, self.generation_config)
-            budget, config.max_new_tokens = config.max_new_tokens, max(1, room)
+            # the per-call budget TRL's generator reads: vLLM's max_tokens, or transformers' max_new_tokens
+            target = cast(Any, self.vllm_generation if self.use_vllm else self.generation_config)
+            name = "max_completion_length" if self.use_vllm else "max_new_tokens"
+            budget = getattr(target, name)
+            setattr(target, name, max(1, room))
             try:
                 context = [list(prompt_ids[i]) + rows[i][0] for i in active]
-                new = super()._generate_single_turn(context, images, multimodal_fields, num_generations)[0]
+                new, logps = super()._generate_single_turn(context, images, multimodal_fields, num_generations)
             finally:
-                config.max_new_tokens = budget
-        written = dict(zip(active, new, strict=True))
-        completions = [prefix + list(written.get(i, []))[: limit - len(prefix)] for i, (prefix, _) in enumerate(rows)]
-        return completions, None
+                setattr(target, name, budget)
+            logps = logps if logps is not None else [None] * len(new)
+            written = {i: (list(ids), lp) for i, ids, lp in zip(active, new, logps, strict=True)}
+        return join_segments(rows, written, limit)
 
     def _segment_round(
         self, round_inputs: list[dict[str, Any]], pending: list[PendingGroup], local: int, step: int, round_: int
@@ -948,8 +974,14 @@ class RLVRTrainer(GRPOTrainer):
         pool, continuing = cast(RolloutPool, self._rlvr_pool), cast(Continuations, self._rlvr_continuations)
         plan, g = cast(SegmentPlan, self._rlvr_segments), self.num_generations
         start = self.accelerator.process_index * local
-        members = [(group.prefix(i) if group.rows else [], group.done[i]) for group in pending for i in range(g)]
-        members += [([], False)] * (len(round_inputs) * self.accelerator.num_processes - len(members))
+        members: list[Member] = [
+            (group.prefix(i) if group.rows else [], group.done[i], self._sampling_prefix(group, i, step))
+            for group in pending
+            for i in range(g)
+        ]
+        members += [([], False, [] if self.use_vllm else None)] * (
+            len(round_inputs) * self.accelerator.num_processes - len(members)
+        )
         self._rlvr_prefixes = members[start : start + local]
         try:
             output = super()._generate_and_score_completions(round_inputs)
@@ -987,7 +1019,10 @@ class RLVRTrainer(GRPOTrainer):
                     group.done[i] = True  # cut where it started to loop; finished without EOS
                     continuing.repeat_stopped += 1
                 if plan.needs_behaviour and not group.done[i]:
-                    behaviour_rows.append((group, i, before))
+                    if "sampling_per_token_logps" in rows:  # vLLM recorded them as it sampled
+                        group.behaviour[i] = rows["sampling_per_token_logps"][row].float()
+                    else:
+                        behaviour_rows.append((group, i, before))
         self._record_segment_logps(behaviour_rows)
         ready = [k for k, group in enumerate(groups) if all(group.done)]
         continuing.pending = [group for group in groups if not all(group.done)]
@@ -1014,6 +1049,17 @@ class RLVRTrainer(GRPOTrainer):
         continuing.completed += g * len(ready)
         continuing.segments_completed += sum(sum(group.segments) for group in finished_groups)
         return flags
+
+    def _sampling_prefix(self, group: PendingGroup, i: int, step: int) -> list[float | None] | None:
+        """Under vLLM, the sampling log-probs of member ``i``'s tokens so far
+        (:func:`~rlvr_plugins.segments.prefix_logprobs`); ``None`` with transformers (TRL's generator returns none)."""
+        if not self.use_vllm:
+            return None
+        if not group.rows:
+            return []
+        plan = cast(SegmentPlan, self._rlvr_segments)
+        logps = group.rows["sampling_per_token_logps"][i]
+        return prefix_logprobs(logps, group.token_steps[i], step, hide_stale=plan.stale is StaleLoss.MASK)
 
     def _record_segment_logps(self, members: list[tuple[PendingGroup, int, int]]) -> None:
         """The behaviour log-probs of the tokens each unfinished member wrote this round (after its first ``before``
@@ -1048,18 +1094,21 @@ class RLVRTrainer(GRPOTrainer):
             return None
         if not stale_count:
             return None
-        # π_old: the log-probs recorded for a group that waited, else the current policy's (every process decides
-        # alike, from the whole batch, so that every process runs the forward pass)
-        old = output.get("old_per_token_logps")
-        old = self._policy_logps(output) if old is None else old
-        behaviour = torch.stack(
-            [
-                torch.nn.functional.pad(row.to(device), (0, width - row.numel()))
-                for group in chosen
-                for row in group.rows[BEHAVIOUR]
-            ][mine]
-        )
-        weights = stale_weights(old, behaviour, stale, plan.stale, plan.is_cap)
+        if "importance_sampling_ratio" in output:  # vLLM: TRL's correction weighs them (_vllm_is_conflict)
+            weights, own = output["importance_sampling_ratio"], False
+        else:
+            # π_old: the log-probs recorded for a group that waited, else the current policy's (every process
+            # decides alike, from the whole batch, so that every process runs the forward pass)
+            old = output.get("old_per_token_logps")
+            old = self._policy_logps(output) if old is None else old
+            behaviour = torch.stack(
+                [
+                    torch.nn.functional.pad(row.to(device), (0, width - row.numel()))
+                    for group in chosen
+                    for row in group.rows[BEHAVIOUR]
+                ][mine]
+            )
+            weights, own = stale_weights(old, behaviour, stale, plan.stale, plan.is_cap), True
         picked = weights[stale]
         stats = self.accelerator.gather(
             torch.stack([picked.sum(), picked.new_tensor(picked.numel()), picked.max(), -picked.min()])
@@ -1069,7 +1118,7 @@ class RLVRTrainer(GRPOTrainer):
         metrics["pool/is_weight_mean"].append(float(stats[:, 0].sum() / stats[:, 1].sum()))
         metrics["pool/is_weight_max"].append(float(stats[:, 2].max()))
         metrics["pool/is_weight_min"].append(float(-stats[:, 3].max()))
-        return weights
+        return weights if own else None
 
     def _num_prompts(self) -> int:
         return len(cast(Any, self.train_dataset))

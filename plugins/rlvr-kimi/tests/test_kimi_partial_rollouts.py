@@ -300,7 +300,9 @@ def segment_stand_in(plugins: dict):
     """What ``RLVRTrainer._segment_plan`` reads of a trainer: the plugin set and TRL's generation settings."""
     from types import SimpleNamespace
 
-    return SimpleNamespace(
+    from rlvr_plugins.trainer import RLVRTrainer
+
+    trainer = SimpleNamespace(
         plugin_set=build_plugin_set(plugins),
         use_vllm=False,
         tools=None,
@@ -308,13 +310,17 @@ def segment_stand_in(plugins: dict):
         rollout_func=None,
         use_transformers_continuous_batching=False,
         loss_type="dapo",
+        vllm_importance_sampling_correction=True,  # TRL's defaults
+        vllm_importance_sampling_mode="sequence_mask",
+        vllm_importance_sampling_clip_max=3.0,
     )
+    trainer._vllm_is_conflict = lambda plan: RLVRTrainer._vllm_is_conflict(trainer, plan)
+    return trainer
 
 
 @pytest.mark.parametrize(
     ("setting", "refused"),
     [
-        ({"use_vllm": True}, "vLLM generation"),
         ({"tools": [print]}, "tools or an environment"),
         ({"loss_type": "vespo"}, "loss_type 'vespo'"),
     ],
@@ -332,6 +338,34 @@ def test_partial_rollouts_are_refused_at_start_up_where_continuing_is_not_reacha
         PluginError, match=f"plugin 'kimi-partial-rollouts' \\(partial rollouts\\) cannot run with {refused}"
     ):
         RLVRTrainer._segment_plan(trainer, SimpleNamespace())
+
+
+def test_under_vllm_truncated_is_is_trls_correction_and_any_other_correction_is_refused_at_start_up():
+    """Under vLLM the stale tokens' sampling log-probs are their behaviour log-probs, so TRL's correction, when on,
+    weighs them: it must be the plan's per-token truncation at is_cap, or the two would differ (or count twice)."""
+    from types import SimpleNamespace
+
+    from rlvr_plugins.errors import PluginError
+    from rlvr_plugins.trainer import RLVRTrainer
+
+    def plan(options, **trl):
+        trainer = segment_stand_in({"kimi-partial-rollouts": options})
+        trainer.__dict__.update(use_vllm=True, **trl)
+        return RLVRTrainer._segment_plan(trainer, SimpleNamespace())
+
+    assert plan({}).tokens == 64  # mask: TRL's correction (any mode) never sees a stale token's log-prob
+    token = {"vllm_importance_sampling_mode": "token_truncate"}
+    assert plan({"stale_segments": "truncated-is"}, **token).is_cap == 3.0
+    assert plan({"stale_segments": "truncated-is", "is_cap": 2.0}, vllm_importance_sampling_correction=False)
+    with pytest.raises(
+        PluginError,
+        match=r"cannot run with vLLM's importance-sampling correction as configured \(vllm_importance_sampling_mode "
+        r"'sequence_mask', vllm_importance_sampling_clip_max 3.0\): .* set vllm_importance_sampling_mode: "
+        r"token_truncate and vllm_importance_sampling_clip_max: 3.0 \(the plugin's is_cap\)",
+    ):
+        plan({"stale_segments": "truncated-is"})
+    with pytest.raises(PluginError, match=r"vllm_importance_sampling_clip_max: 2.0 \(the plugin's is_cap\)"):
+        plan({"stale_segments": "truncated-is", "is_cap": 2.0}, **token)
 
 
 def test_partial_rollouts_are_refused_beside_a_sampler_that_learns_from_the_groups_it_drew():
