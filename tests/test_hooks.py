@@ -720,7 +720,8 @@ def test_hook_rlvr_rollout_segments(tmp_path):
     with temporary_plugin(Segments):
         trainer = tiny_trainer(tmp_path / "on", {"segments-probe": {}, "r1-accuracy": {}})
         trainer.engines.close()
-        assert Segments.seen == [trainer.args] and trainer._rlvr_segments.tokens == 3
+        # asked when the run is checked, then by the trainer
+        assert Segments.seen == [trainer.args] * 2 and trainer._rlvr_segments.tokens == 3
         assert trainer._rlvr_pool is not None  # partial rollouts run on the pool, with no pool policy enabled
         Segments.answer = None
         trainer = tiny_trainer(tmp_path / "off", {"segments-probe": {}, "r1-accuracy": {}})

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from .plugin import Environment, RewardExploit, RewardFunction
     from .rollout_pool import GroupSelection, GroupSummary
-    from .segments import SegmentPlan
+    from .segment_plan import SegmentPlan
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 
@@ -305,7 +305,10 @@ def rlvr_rollout_func(tokenizer: Any, num_generations: int, grpo_args: Any) -> C
 def rlvr_rollout_segments(grpo_args: Any) -> SegmentPlan | None:
     """Generate trajectories in segments of a per-round token budget (partial rollouts, Kimi k1.5 §2.6.2).
 
-    Called once, when the trainer is built. One winner, no default, and a plugin may abstain by
+    Called when a command checks the run (``rlvr train``, ``--check``, ``rlvr eval``: before any model loads;
+    settings the plan cannot run with are refused there, :func:`rlvr_plugins.segment_plan.segment_conflict`)
+    and when the trainer is built: cheap, no
+    side effects. One winner, no default, and a plugin may abstain by
     returning ``None``: two plugins that both return a plan are an error naming both. A plan turns the
     rollout pool on (with or without a ``rlvr_select_groups`` policy). Each generation round of the pool then
     gives every trajectory at most ``plan.tokens`` new tokens; a group whose members have not all
@@ -321,7 +324,7 @@ def rlvr_rollout_segments(grpo_args: Any) -> SegmentPlan | None:
     a ``rollout_func``, a train sampler that learns from its groups and (truncated-is) the ``vespo`` loss.
 
     :param grpo_args: TRL's ``GRPOConfig`` of the run (read-only).
-    :returns: a :class:`~rlvr_plugins.segments.SegmentPlan`, or ``None`` for whole trajectories.
+    :returns: a :class:`~rlvr_plugins.segment_plan.SegmentPlan`, or ``None`` for whole trajectories.
     """
 
 

@@ -36,6 +36,7 @@ from .errors import (
 )
 from .plugin import Environment, Plugin, RewardExploit, RewardFunction, describe_options
 from .schedules import SCHEDULE_NOTE, WeightSchedule, parse_schedule
+from .segment_plan import SegmentPlan, segment_conflict
 
 BUILTIN_PLUGINS = {
     "grpo": "rlvr_plugins.builtin.estimators:GRPOEstimator",
@@ -629,6 +630,34 @@ class PluginSet:
                     f"plugins {', '.join(repr(p) for p in plugins)} both claim {claim!r} (rlvr_claims), which one "
                     "plugin alone may take charge of; enable only one of them.",
                 )
+
+    def learning_sampler(self) -> str | None:
+        """The train sampler's plugin when it also learns from the groups' rewards (``rlvr_on_rewards``), else None."""
+        on_rewards = set(self.implementers("rlvr_on_rewards"))
+        return next((name for name in self.implementers("rlvr_train_sampler") if name in on_rewards), None)
+
+    def check_segments(self, grpo_args: Any, multi_turn: bool) -> None:
+        """Refuse a partial-rollouts plan (``rlvr_rollout_segments``) beside settings it cannot run with
+        (:func:`~rlvr_plugins.segment_plan.segment_conflict`): every command that checks a run (``prepare``) calls
+        it before any model loads; the trainer checks again with what a script passes it (tools, a ``rollout_func``)."""
+        answer = self.answer("rlvr_rollout_segments", grpo_args=grpo_args)
+        if answer is None or not isinstance(answer[1], SegmentPlan):
+            return  # none, or not a plan: the trainer names the wrong return type
+        name, plan = answer
+        refused = segment_conflict(
+            plan,
+            learner=self.learning_sampler(),
+            multi_turn=multi_turn,
+            rollout_func=False,
+            paged=bool(getattr(grpo_args, "use_transformers_paged", False)),
+            loss_type=grpo_args.loss_type,
+            use_vllm=bool(grpo_args.use_vllm),
+            is_correction=bool(grpo_args.vllm_importance_sampling_correction),
+            is_mode=grpo_args.vllm_importance_sampling_mode,
+            is_clip_max=grpo_args.vllm_importance_sampling_clip_max,
+        )
+        if refused:
+            raise PluginError(f"plugin {name!r} (partial rollouts) cannot run with {refused}")
 
     def check_pool_sampler(self) -> None:
         """Refuse ``rlvr_pool_prompts`` from a plugin that is not the train sampler's, and, with the rollout pool on

@@ -17,47 +17,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
 import torch
 
 from .rollout_pool import GroupSelection, _decode, _encode
+from .segment_plan import SegmentPlan as SegmentPlan
+from .segment_plan import StaleLoss as StaleLoss
 
 #: Per-token rows a continued trajectory carries into its ready group (beside TRL's fields).
 TOKEN_STEP = "rlvr_token_step"
 BEHAVIOUR = "rlvr_behaviour_logps"
-
-
-class StaleLoss(Enum):
-    """What the loss does with a stale token (:func:`stale_weights`)."""
-
-    MASK = "mask"
-    TRUNCATED_IS = "truncated-is"
-
-
-@dataclass(frozen=True)
-class SegmentPlan:
-    """A plugin's answer to ``rlvr_rollout_segments``.
-
-    :param tokens: the per-round budget of new tokens per trajectory (≥ 1).
-    :param stale: :class:`StaleLoss` for the tokens of earlier segments.
-    :param is_cap: ``C`` of the truncated importance weight ``min(π_old / π_behaviour, C)``.
-    :param repeat_ngram: ``n > 0``: an unfinished trajectory whose token ``n``-grams repeat is
-        cut there, as finished (Kimi §2.6.2's repeat detection: the ``repetition`` reward's
-        ``repeated_ngram_share`` on its token ids); 0: off.
-    :param repeat_share: the share of repeated ``n``-grams that cuts it.
-    """
-
-    tokens: int
-    stale: StaleLoss = StaleLoss.MASK
-    is_cap: float = 2.0
-    repeat_ngram: int = 0
-    repeat_share: float = 0.5
-
-    @property
-    def needs_behaviour(self) -> bool:
-        return self.stale is StaleLoss.TRUNCATED_IS
 
 
 def stale_tokens(token_steps: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -81,6 +81,7 @@ from .rollout_pool import (
     replace_prompts,
     trim_rows,
 )
+from .segment_plan import segment_conflict
 from .segments import (
     BEHAVIOUR,
     TOKEN_STEP,
@@ -898,44 +899,21 @@ class RLVRTrainer(GRPOTrainer):
                 f"plugin {name!r}: rlvr_rollout_segments returned {type(plan).__name__}, "
                 "expected a rlvr_plugins.segments.SegmentPlan or None"
             )
-        on_rewards = set(self.plugin_set.implementers("rlvr_on_rewards"))
-        learner = [name for name in self.plugin_set.implementers("rlvr_train_sampler") if name in on_rewards]
-        refused = (
-            f"the train sampler {learner[0]!r}, which learns from the rewards of the groups it drew (a continued "
-            "group finishes at a later step or round than the one that drew it)"
-            if learner
-            else "tools or an environment (a continued segment would re-enter TRL's tool loop)"
-            if self.tools or self.environment_factories is not None
-            else "a rollout_func (it generates whole trajectories itself)"
-            if self.rollout_func is not None
-            else "TRL's continuous batching (use_transformers_paged)"
-            if self.use_transformers_continuous_batching
-            else "loss_type 'vespo' with stale segments 'truncated-is' (its weights read TRL's own IS ratio)"
-            if self.loss_type == "vespo" and plan.needs_behaviour
-            else self._vllm_is_conflict(plan)
+        refused = segment_conflict(
+            plan,
+            learner=self.plugin_set.learning_sampler(),
+            multi_turn=bool(self.tools) or self.environment_factories is not None,
+            rollout_func=self.rollout_func is not None,
+            paged=self.use_transformers_continuous_batching,
+            loss_type=self.loss_type,
+            use_vllm=self.use_vllm,
+            is_correction=self.vllm_importance_sampling_correction,
+            is_mode=self.vllm_importance_sampling_mode,
+            is_clip_max=self.vllm_importance_sampling_clip_max,
         )
         if refused:
             raise PluginError(f"plugin {name!r} (partial rollouts) cannot run with {refused}")
         return plan
-
-    def _vllm_is_conflict(self, plan: SegmentPlan) -> str | None:
-        """Under vLLM with TRL's importance-sampling correction on, ``truncated-is`` is that correction: the stale
-        tokens' sampling log-probs are the behaviour log-probs recorded when they were written, so TRL's per-token
-        ``min(exp(old - sampling), clip_max)`` is the plan's weight; the plugin does not weigh them a second time.
-        Refused (the reason) where TRL's correction would weigh them otherwise."""
-        if not (self.use_vllm and plan.needs_behaviour and self.vllm_importance_sampling_correction):
-            return None
-        mode, cap = self.vllm_importance_sampling_mode, self.vllm_importance_sampling_clip_max
-        if mode == "token_truncate" and cap == plan.is_cap:
-            return None
-        return (
-            f"vLLM's importance-sampling correction as configured (vllm_importance_sampling_mode {mode!r}, "
-            f"vllm_importance_sampling_clip_max {cap}): under vLLM, stale segments 'truncated-is' is TRL's correction "
-            f"on the behaviour log-probs vLLM recorded; set vllm_importance_sampling_mode: token_truncate and "
-            f"vllm_importance_sampling_clip_max: {plan.is_cap} (the plugin's is_cap), or "
-            "vllm_importance_sampling_correction: false (the plugin then weighs the stale tokens itself), or use "
-            "stale_segments: mask"
-        )
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         """TRL's generation; with partial rollouts, one segment: each unfinished row continues from its prompt and
@@ -1094,7 +1072,7 @@ class RLVRTrainer(GRPOTrainer):
             return None
         if not stale_count:
             return None
-        if "importance_sampling_ratio" in output:  # vLLM: TRL's correction weighs them (_vllm_is_conflict)
+        if "importance_sampling_ratio" in output:  # vLLM: TRL's correction weighs them (vllm_is_conflict)
             weights, own = output["importance_sampling_ratio"], False
         else:
             # π_old: the log-probs recorded for a group that waited, else the current policy's (every process

@@ -300,9 +300,7 @@ def segment_stand_in(plugins: dict):
     """What ``RLVRTrainer._segment_plan`` reads of a trainer: the plugin set and TRL's generation settings."""
     from types import SimpleNamespace
 
-    from rlvr_plugins.trainer import RLVRTrainer
-
-    trainer = SimpleNamespace(
+    return SimpleNamespace(
         plugin_set=build_plugin_set(plugins),
         use_vllm=False,
         tools=None,
@@ -314,8 +312,6 @@ def segment_stand_in(plugins: dict):
         vllm_importance_sampling_mode="sequence_mask",
         vllm_importance_sampling_clip_max=3.0,
     )
-    trainer._vllm_is_conflict = lambda plan: RLVRTrainer._vllm_is_conflict(trainer, plan)
-    return trainer
 
 
 @pytest.mark.parametrize(
@@ -379,3 +375,41 @@ def test_partial_rollouts_are_refused_beside_a_sampler_that_learns_from_the_grou
     trainer = segment_stand_in({"kimi-partial-rollouts": {}, "kimi-curriculum": {}})
     with pytest.raises(PluginError, match="cannot run with the train sampler 'kimi-curriculum', which learns"):
         RLVRTrainer._segment_plan(trainer, SimpleNamespace())
+
+
+CHECK_PROBE = """
+import sys
+from rlvr_plugins.cli import main
+code = main(sys.argv[1:])
+print(f"EXIT {code} " + ",".join(m for m in ("torch", "trl", "transformers") if m in sys.modules))
+"""
+
+
+@pytest.mark.parametrize(
+    ("sets", "refused"),
+    [
+        (
+            ["trainer.loss_type=vespo", "plugins.kimi-partial-rollouts.stale_segments=truncated-is"],
+            "loss_type 'vespo' with stale segments 'truncated-is'",
+        ),
+        (
+            ["trainer.use_vllm=true", "plugins.kimi-partial-rollouts.stale_segments=truncated-is"],
+            "vLLM's importance-sampling correction as configured (vllm_importance_sampling_mode 'sequence_mask'",
+        ),
+        (["plugins.kimi-curriculum={schedule: none}"], "the train sampler 'kimi-curriculum', which learns"),
+    ],
+)
+def test_rlvr_train_check_refuses_what_partial_rollouts_cannot_run_with_before_heavy_imports(sets, refused):
+    """Before: ``--check`` said "config OK" and the run stopped only once its model had loaded."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    recipe = Path(__file__).resolve().parents[3] / "configs" / "kimi_partial.yaml"
+    args = ["train", str(recipe), "--check", *(part for value in sets for part in ("--set", value))]
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    done = subprocess.run([sys.executable, "-c", CHECK_PROBE, *args], capture_output=True, text=True, env=env)
+    assert done.stdout.strip() == "EXIT 2", (done.stdout, done.stderr[-2000:])  # and no torch, TRL, transformers
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"plugin 'kimi-partial-rollouts' (partial rollouts) cannot run with {refused}" in done.stderr

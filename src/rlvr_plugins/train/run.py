@@ -130,10 +130,11 @@ def prepare(config: dict[str, Any], plugin_set: PluginSet | None = None, with_tr
     if with_trl:
         plugin_set.adjusted_args = args  # the trainer built with these arguments does not adjust them again
     plugin_set.validate_run(args, run_config(config).engine.deadline_s)
+    environments = [(owner, environment.name) for owner, environment in plugin_set.environments()]
+    plugin_set.check_segments(args, multi_turn=bool(environments))
     problem = args.use_vllm and vllm_cpu_problem(config, "trainer.use_vllm", has_accelerator(with_trl))
     if problem:
         raise ConfigError(problem)
-    environments = [(owner, environment.name) for owner, environment in plugin_set.environments()]
     problem = environments and tool_loop_problem(environments, *tool_loop_libraries())
     if problem:
         raise ConfigError(problem)

@@ -40,7 +40,7 @@ class KimiPartialRollouts(Plugin):
 
     @hookimpl
     def rlvr_rollout_segments(self):
-        from rlvr_plugins.segments import SegmentPlan, StaleLoss
+        from rlvr_plugins.segment_plan import SegmentPlan, StaleLoss
 
         o = self.options
         return SegmentPlan(
