@@ -249,7 +249,7 @@ def target(prompt: list[int], member: int, eos: int) -> list[int]:
 def scripted_segments(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
     """TRL's generator below the seam: each row continues its member's whole completion for the segment's budget."""
     rows = self._rlvr_prefixes
-    active = [i for i, (_, done) in enumerate(rows) if not done]
+    active = [i for i, (_, done, _) in enumerate(rows) if not done]
     offset = self.accelerator.process_index * len(rows)
     budget = self.generation_config.max_new_tokens
     out = []
