@@ -302,7 +302,7 @@ def test_rlvr_train_with_a_thinking_budget_samples_with_colocated_vllm(policy, t
     assert max(logged(run, "sampling/sampling_logp_difference/mean")) < SYNCED_GAP
 
 
-@pytest.mark.parametrize("stale", ["mask", "truncated-is"])
+@pytest.mark.parametrize("stale", ["mask", "truncated-is", "truncated-is-own"])
 def test_partial_rollouts_continue_trajectories_on_colocated_vllm(policy, tmp_path, stale):
     """Before: ``kimi-partial-rollouts`` with ``use_vllm`` was refused at start-up. Here vLLM writes every trajectory
     one token per round, and the sampling log-probs it recorded travel with the tokens (``join_segments``).
@@ -311,17 +311,21 @@ def test_partial_rollouts_continue_trajectories_on_colocated_vllm(policy, tmp_pa
     metric (trainer vs vLLM log-prob of each token it compares) stays at the synced level: log-probs joined to the
     wrong tokens would put it far above. ``truncated-is``: the stale tokens keep the log-probs of the policy that
     wrote them, so TRL's per-token correction on them (logged as ``pool/is_weight_*``) moves away from 1 as the
-    policy moves."""
+    policy moves. ``truncated-is-own``: TRL's correction off, the plugin weighs the stale tokens itself against
+    vLLM's recorded log-probs (no forward pass of its own)."""
     pytest.importorskip("rlvr_r1")
     pytest.importorskip("rlvr_kimi")
-    plugins = {"kimi-partial-rollouts": {"segment_tokens": 1, "stale_segments": stale}}
+    mode = stale.removesuffix("-own")
+    plugins = {"kimi-partial-rollouts": {"segment_tokens": 1, "stale_segments": mode}}
     # groups of 2: their members' lengths differ more often than groups of 4 finish together, so some groups are
     # still unfinished when a step has its batch, and carry stale tokens into the next (measured: 18 % and 12 % of
     # the tokens trained at steps 2 and 3; mismatch 0.003 under mask, 0.015-0.025 under truncated-is, whose stale
     # tokens keep their older log-probs; weights 0.90-1.30)
-    trainer = {"num_generations": 2}
+    trainer: dict = {"num_generations": 2}
     if stale == "truncated-is":
         trainer["vllm_importance_sampling_mode"] = "token_truncate"
+    if stale == "truncated-is-own":
+        trainer["vllm_importance_sampling_correction"] = False
     result = rlvr("train", str(train_config(tmp_path, policy, steps=3, plugins=plugins, **trainer)))
     assert result.returncode == 0, result.stderr[-4000:]
     run = tmp_path / "run"
@@ -335,3 +339,8 @@ def test_partial_rollouts_continue_trajectories_on_colocated_vllm(policy, tmp_pa
         low, high = logged(run, "pool/is_weight_min"), logged(run, "pool/is_weight_max")
         assert min(low) < 0.999 or max(high) > 1.001, (low, high)
         assert max(high) <= 3.0  # TRL's vllm_importance_sampling_clip_max, the plugin's is_cap
+        # above 1 needs a recorded behaviour log-prob below the current one: a lost record (0, or none) never gives
+        # it (measured: 1.25-1.30 at most with TRL's correction, 1.25-1.29 with the plugin's own weights)
+        assert max(high) > 1.001, high
+    if stale == "truncated-is-own":  # the weights are the plugin's: TRL's correction did not run
+        assert logged(run, "sampling/sampling_logp_difference/mean") == []
