@@ -307,8 +307,7 @@ def rlvr_rollout_segments(grpo_args: Any) -> SegmentPlan | None:
 
     Called when a command checks the run (``rlvr train``, ``--check``, ``rlvr eval``: before any model loads;
     settings the plan cannot run with are refused there, :func:`rlvr_plugins.segment_plan.segment_conflict`)
-    and when the trainer is built: cheap, no
-    side effects. One winner, no default, and a plugin may abstain by
+    and when the trainer is built: cheap, no side effects. One winner, no default, and a plugin may abstain by
     returning ``None``: two plugins that both return a plan are an error naming both. A plan turns the
     rollout pool on (with or without a ``rlvr_select_groups`` policy). Each generation round of the pool then
     gives every trajectory at most ``plan.tokens`` new tokens; a group whose members have not all
