@@ -13,8 +13,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 RANKS = REPO / "tests" / "multiproc" / "ranks.py"
 KIMI_LENGTH = ("gather", "opo", "gpg", "prime-length")  # the scenarios that shape with kimi-length (rlvr-kimi)
-KIMI = (*KIMI_LENGTH, "pool-kimi", "partial")  # the scenarios that need rlvr-kimi
-COMPARED = (*KIMI_LENGTH, "pool", "pool-kimi", "partial", "agent", "agent-split")  # each run on one process and on two
+KIMI = (*KIMI_LENGTH, "pool-kimi", "partial", "partial-kimi")  # the scenarios that need rlvr-kimi
+COMPARED = (
+    *KIMI_LENGTH,
+    "pool",
+    "pool-kimi",
+    "partial",
+    "partial-kimi",
+    "agent",
+    "agent-split",
+)  # each run on one process and on two
 
 
 def free_port() -> int:

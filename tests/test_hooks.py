@@ -1010,6 +1010,36 @@ def test_hook_rlvr_skip_prompts(tmp_path, tokenizer, reward_plugin):
     assert len(skipped) == 2 and sum(skipped) > 0
 
 
+class StartedLog(Plugin):
+    """Records the groups each round starts and those it scores, in the order they come."""
+
+    name = "started-log"
+    calls: ClassVar[list] = []
+
+    @hookimpl
+    def rlvr_pool_started(self, prompts, step, round):
+        StartedLog.calls.append(("started", step, round, list(prompts)))
+
+    @hookimpl
+    def rlvr_on_rewards(self, example_indices, num_generations, step, round):
+        StartedLog.calls.append(("scored", step, round, example_indices[::num_generations]))
+
+
+@pytest.mark.slow
+def test_hook_rlvr_pool_started(tmp_path, tokenizer, reward_plugin):
+    from rlvr_plugins.testing import digit_share
+
+    reward_plugin("digits", digit_share, isolated=False)
+    NewestGroups.calls, SkipEven.calls, StartedLog.calls = [], [], []
+    with temporary_plugin(NewestGroups), temporary_plugin(SkipEven), temporary_plugin(StartedLog):
+        trained_two_steps(tmp_path, tokenizer, {"digits": {}, "newest-groups": {}, "skip-even": {}, "started-log": {}})
+    # once per round, before it generates, naming exactly the groups the round then scores (no partial rollouts)
+    kinds = [(kind, step, round) for kind, step, round, _ in StartedLog.calls]
+    assert kinds == [(k, step, r) for step in (0, 1) for r in (0, 1) for k in ("started", "scored")]
+    for started, scored in zip(StartedLog.calls[::2], StartedLog.calls[1::2]):
+        assert started[3] == scored[3] and len(started[3]) == 2 and all(i % 2 == 1 for i in started[3])
+
+
 @pytest.mark.slow
 def test_hook_rlvr_state_dict(one_step_run):
     from rlvr_plugins.checkpoints import PLUGIN_STATE_FILE

@@ -149,6 +149,25 @@ def test_rollout_pool_chooses_the_same_batches_on_two_processes_as_on_one(rank_r
 
 
 @pytest.mark.slow
+def test_kimi_curriculum_counts_each_continued_group_once_when_it_finishes_on_two_processes_as_on_one(rank_runs):
+    """Partial rollouts with kimi-curriculum as the train sampler: a group that finishes at a later round or step
+    is counted then, once (every finished group: G attempts; the unfinished ones stay in flight), and every
+    process holds the counts of one process."""
+    pytest.importorskip("rlvr_kimi")
+    one, two = rank_runs[1]["partial-kimi"], rank_runs[2]["partial-kimi"]
+    steps_one, steps_two = one[:-1], two[:-1]
+    assert len(steps_one) == len(steps_two) == 4
+    assert max(step["pool/rounds"] for step in steps_one) > 1  # groups continued: finished a round after they started
+    for a, b in zip(steps_one, steps_two):
+        assert (a["groups"], a["pending"], a["started"]) == (b["groups"], b["pending"], b["started"])
+    (view,) = one[-1]["views"]
+    assert two[-1]["views"] == [view, view]
+    assert sum(view["attempts"]) == 4 * view["finished_groups"] > 0  # G = 4 per finished group, each once
+    assert view["in_flight"] == sorted(steps_one[-1]["pending"]) and view["observed"] == 4
+    assert 0 < sum(view["successes"]) < sum(view["attempts"])
+
+
+@pytest.mark.slow
 def test_partial_rollouts_continue_the_same_trajectories_on_two_processes_as_on_one(rank_runs):
     """Every process holds the same pending groups (gathered rows), so the segments, the groups that wait, the
     trained rows and their stale-token masks are those of one process."""

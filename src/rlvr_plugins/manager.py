@@ -632,8 +632,10 @@ class PluginSet:
                 )
 
     def learning_sampler(self) -> str | None:
-        """The train sampler's plugin when it also learns from the groups' rewards (``rlvr_on_rewards``), else None."""
-        on_rewards = set(self.implementers("rlvr_on_rewards"))
+        """The train sampler's plugin when it learns from the groups' rewards (``rlvr_on_rewards``) without keeping
+        its groups in flight (``rlvr_pool_started``): it cannot tell a group that finishes rounds or steps after it
+        was drawn. None otherwise."""
+        on_rewards = set(self.implementers("rlvr_on_rewards")) - set(self.implementers("rlvr_pool_started"))
         return next((name for name in self.implementers("rlvr_train_sampler") if name in on_rewards), None)
 
     def check_segments(self, grpo_args: Any, multi_turn: bool) -> None:

@@ -81,7 +81,8 @@ def segment_conflict(
     tokens is reachable only through TRL's ``_generate_single_turn``, and a continued group finishes later than the
     step and round that drew it.
 
-    :param learner: the train sampler's plugin when it learns from the rewards of the groups it drew.
+    :param learner: the train sampler's plugin when it learns from the rewards of the groups it drew and does not
+        keep them in flight (:meth:`rlvr_plugins.manager.PluginSet.learning_sampler`).
     :param multi_turn: tools or an environment (TRL's tool loop).
 
     >>> segment_conflict(SegmentPlan(8), learner=None, multi_turn=True, rollout_func=False, paged=False,
@@ -90,8 +91,9 @@ def segment_conflict(
     """
     if learner:
         return (
-            f"the train sampler {learner!r}, which learns from the rewards of the groups it drew (a continued "
-            "group finishes at a later step or round than the one that drew it)"
+            f"the train sampler {learner!r}, which learns from the rewards of the groups it drew but does not "
+            "implement rlvr_pool_started (a continued group finishes at a later step or round than the one that "
+            "drew it; that hook names the groups each round starts)"
         )
     if multi_turn:
         return "tools or an environment (a continued segment would re-enter TRL's tool loop)"

@@ -15,7 +15,8 @@ Where each hook fires (see ``docs/architecture.md``):
   advantages computed here on the gathered batch replace TRL's, sliced to this process.
 * ``rlvr_select_groups``: when a plugin implements it, ``_generate_and_score_completions`` runs the
   rollout pool (:meth:`RLVRTrainer._pooled_batch`): generation rounds until the plugin chooses the batch;
-  ``rlvr_on_rewards`` then fires once per round. Without one, TRL's step is untouched.
+  ``rlvr_pool_started`` fires before each round generates, ``rlvr_on_rewards`` once per round after it (with
+  partial rollouts, on its finished groups). Without one, TRL's step is untouched.
 * ``rlvr_state_dict`` / ``rlvr_load_state_dict``: ``_save_checkpoint`` and ``train`` (with the pool's contents).
 """
 
@@ -831,20 +832,25 @@ class RLVRTrainer(GRPOTrainer):
         policy = policies[0] if policies else "rlvr_rollout_segments"
         generated = informative = rounds = skipped = 0
         skipping = bool(self.plugin_set.implementers("rlvr_skip_prompts"))
+        announcing = bool(self.plugin_set.implementers("rlvr_pool_started"))
         continuing = self._rlvr_continuations
         while True:
             round_inputs = inputs
             pending = list(continuing.pending) if continuing is not None else []
+            started: list[int] | None = None  # the prompts of the groups this round starts
             if rounds or skipping or pending:
                 order = self._pool_order(step, rounds, needed) if rounds or skipping else []
-                prompts, replaced = (self._gathered_indices(inputs)[::g] if rounds == 0 else order[:needed]), 0
+                started, replaced = (self._gathered_indices(inputs)[::g] if rounds == 0 else order[:needed]), 0
                 if skipping:
-                    taken = set(prompts)
-                    prompts, replaced = self._skip_prompts(prompts, [i for i in order if i not in taken], step, rounds)
+                    taken = set(started)
+                    started, replaced = self._skip_prompts(started, [i for i in order if i not in taken], step, rounds)
                     skipped += replaced
-                prompts = [group.index for group in pending] + prompts[: len(prompts) - len(pending)]
+                started = started[: len(started) - len(pending)]
                 if rounds or replaced or pending:
-                    round_inputs = self._round_inputs(prompts, local)
+                    round_inputs = self._round_inputs([group.index for group in pending] + started, local)
+            if announcing:
+                started = self._gathered_indices(inputs)[::g] if started is None else started
+                self.plugin_set.call("rlvr_pool_started", prompts=started, step=step, round=rounds)
             if continuing is not None:
                 flags = self._segment_round(round_inputs, pending, local, step, rounds)
             else:

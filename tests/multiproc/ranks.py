@@ -17,6 +17,8 @@ A step trains 8 completions: 8 on one process, 4 + 4 on two, so a group is split
 - ``partial``: kimi-partial-rollouts with 2-token segments; TRL's generator is replaced below the seam by a script
   (each trajectory's tokens depend only on its prompt and its member number), so the segments, the pending groups,
   the pool's choices, the trained rows and their stale-token masks must be those of one process.
+- ``partial-kimi``: ``partial`` with kimi-curriculum as the train sampler, which counts each group when it
+  finishes (rlvr_pool_started keeps the groups in flight); every process records its counts at the end.
 - ``agent``: calculator episodes with scripted turns, two prompts' groups of 4 per step; the main process
   records each step's logged ``tools/*`` and ``tokens/*`` metrics, the loss and the reward.
 - ``agent-split``: one prompt's group of 8 episodes per step (split 4 + 4 on two processes) whose policy depends
@@ -294,9 +296,18 @@ def partial():
     GRPOTrainer._generate_single_turn = scripted_segments
     try:
         plugins = {"mp-odd": {}, "kimi-partial-rollouts": {"segment_tokens": 2}}
-        train(plugins, (odd,), trainer_class=PartialRecorder, max_steps=4)
+        if scenario == "partial-kimi":
+            plugins["kimi-curriculum"] = {"schedule": "none", "correctness_reward": "mp-odd"}
+        trainer = train(plugins, (odd,), trainer_class=PartialRecorder, max_steps=4)
     finally:
         GRPOTrainer._generate_single_turn = generate
+    if scenario == "partial-kimi":
+        state = trainer.plugin_set.get("kimi-curriculum").state
+        view = {"attempts": state.attempts, "successes": state.successes, "in_flight": sorted(state.in_flight)}
+        view |= {"finished_groups": trainer._rlvr_pool.generated, "observed": state.observed}
+        views = gather_object([view])
+        if is_main():
+            write({"views": views})
 
 
 # -- agent -------------------------------------------------------------------------------------------
@@ -373,6 +384,7 @@ SCENARIOS = {
     "pool": pool,
     "pool-kimi": pool,
     "partial": partial,
+    "partial-kimi": partial,
     "agent": agent,
     "agent-split": agent,
     **dict.fromkeys(("masked", "failing", "hook"), rank_faults),

@@ -46,6 +46,12 @@ def test_two_ranks_with_the_same_state_offer_the_same_order_and_a_resume_too():
     assert ranks[0].rlvr_pool_prompts(step=0, round=2) != a
 
 
+def pooled(p, ids, correct_of, round=0):
+    """The pool's protocol for one round whose groups all finish in it: started, then scored."""
+    p.rlvr_pool_started(prompts=ids, round=round)
+    return feed(p, ids, correct_of, round=round)
+
+
 def test_every_generated_group_is_counted_by_hand():
     """Round 0 (the chunk, one prompt replaced from the offer) and round 1 (offered prompts) both count."""
     p = plugin(schedule="none")
@@ -55,10 +61,10 @@ def test_every_generated_group_is_counted_by_hand():
     order = p.rlvr_pool_prompts(step=0, round=0)
     stand_in = next(i for i in order if i not in chunk0)
     round0 = [*chunk0[:2], stand_in]  # the third prompt was skipped before generating and replaced
-    metrics = feed(p, round0, lambda i, j: j == 0)  # 1 of G = 2 right
+    metrics = pooled(p, round0, lambda i, j: j == 0)  # 1 of G = 2 right
     assert sampler.state.observed == 1 and "curriculum/prompts_seen" in metrics
     round1 = p.rlvr_pool_prompts(step=0, round=1)[:3]
-    assert feed(p, round1, lambda i, j: True, round=1) == {}  # counted, nothing logged, no chunk consumed
+    assert pooled(p, round1, lambda i, j: True, round=1) == {}  # counted, nothing logged, no chunk consumed
     assert sampler.state.observed == 1
     expected_attempts = [0] * 12
     expected_successes = [0] * 12
@@ -71,6 +77,7 @@ def test_every_generated_group_is_counted_by_hand():
     assert sampler.state.attempts == expected_attempts
     assert sampler.state.successes == expected_successes
     assert sum(expected_attempts) == G * (len(round0) + len(round1))
+    assert sampler.state.in_flight == []
 
 
 def test_a_round_with_prompts_the_sampler_did_not_offer_is_a_contract_error():
@@ -79,9 +86,67 @@ def test_a_round_with_prompts_the_sampler_did_not_offer_is_a_contract_error():
     it = iter(sampler)
     chunk0 = [next(it) for _ in range(3 * G * 2)][: 3 * G : G]
     others = [i for i in range(12) if i not in chunk0]
-    with pytest.raises(PluginContractError, match="the scored batch holds prompts"):
-        feed(p, [*chunk0[:2], others[0]], lambda i, j: True)  # a replacement nobody offered
-    feed(p, chunk0, lambda i, j: True)
-    with pytest.raises(PluginContractError, match="pool round 1 holds prompts .* did not offer"):
-        feed(p, others[:3], lambda i, j: True, round=1)
+    with pytest.raises(PluginContractError, match="the rollout pool starts prompts"):
+        p.rlvr_pool_started(prompts=[*chunk0[:2], others[0]], round=0)  # a replacement nobody offered
+    pooled(p, chunk0, lambda i, j: True)
+    with pytest.raises(PluginContractError, match="round 1 starts prompts .* did not offer"):
+        p.rlvr_pool_started(prompts=others[:3], round=1)
+    with pytest.raises(PluginContractError, match="which the rollout pool did not start"):
+        feed(p, chunk0[:1], lambda i, j: True, round=1)  # scored twice: no longer in flight
     assert sampler.state.observed == 1
+
+
+def disjoint_first_chunks(seed: int) -> bool:
+    sampler = make_sampler(plugin(schedule="none"), seed=seed)
+    return not set(sampler.chunk(0)) & set(sampler.chunk(1))
+
+
+def test_groups_that_finish_rounds_and_steps_later_are_counted_once_and_survive_a_resume():
+    """Partial rollouts: step 0 starts chunk 0 and finishes one group; step 1 continues the other two in the
+    first places, so it starts only one prompt of chunk 1 (chunk 1 is consumed all the same); a checkpoint
+    between the steps keeps the groups in flight, and the resumed sampler counts them as the uninterrupted one."""
+
+    def step_one(p, chunk1):
+        p.rlvr_pool_started(prompts=chunk1[:1], round=0)  # two places taken by the continued groups
+        return feed(p, [chunk0[2], chunk1[0], chunk0[1]], lambda i, j: j == 0)  # finishing, in any order
+
+    p = plugin(schedule="none", skip_zero_variance_steps=3)
+    seed = next(s for s in range(50) if disjoint_first_chunks(s))
+    sampler = make_sampler(p, seed=seed)
+    it = iter(sampler)
+    drawn = [next(it) for _ in range(3 * G * 2 * 2)]  # what the dataloader yields: chunks 0 and 1
+    chunk0, chunk1 = sampler.state.pending[0], sampler.state.pending[1]
+    assert drawn[: 3 * G : G] == chunk0 and chunk1[0] not in chunk0
+    p.rlvr_pool_started(prompts=chunk0, round=0)
+    assert sampler.state.observed == 1 and sorted(sampler.state.in_flight) == sorted(chunk0)
+    metrics = feed(p, chunk0[:1], lambda i, j: True)  # one group finished at round 0: zero variance
+    assert metrics["curriculum/zero_variance_share"] == 1.0 and metrics["curriculum/prompts_seen"] == 1
+    assert sampler.state.blocked_until[chunk0[0]] == sampler.state.drawn + 3
+    saved = p.rlvr_state_dict()
+    assert sorted(saved["in_flight"]) == sorted(chunk0[1:]) and saved["metrics_due"] is None
+
+    resumed = plugin(schedule="none", skip_zero_variance_steps=3)
+    resumed.rlvr_load_state_dict(saved)
+    make_sampler(resumed, seed=seed)
+    for q in (p, resumed):
+        logged = step_one(q, chunk1)
+        assert logged["curriculum/prompts_seen"] == 4  # chunk 1's metrics, logged with its first counted groups
+        assert logged["curriculum/zero_variance_share"] == 0.0
+        assert q.sampler.state.in_flight == [] and q.sampler.state.observed == 2
+    assert p.rlvr_state_dict() == resumed.rlvr_state_dict()
+    attempts = p.sampler.state.attempts
+    assert sum(attempts) == 4 * G and all(attempts[i] == G for i in [*chunk0, chunk1[0]])
+    assert [p.sampler.state.successes[i] for i in chunk0] == [G, 1, 1]
+    assert all(attempts[i] == 0 for i in chunk1[1:])  # drawn, never started: not counted
+
+
+def test_a_chunk_started_again_after_a_resume_inside_it_is_not_counted_twice():
+    p = plugin(schedule="none")
+    sampler = make_sampler(p)
+    it = iter(sampler)
+    chunk0 = [next(it) for _ in range(3 * G * 2)][: 3 * G : G]
+    pooled(p, chunk0, lambda i, j: True)
+    before = list(sampler.state.attempts)
+    p.rlvr_pool_started(prompts=chunk0, round=0)  # the regenerated batch of a resume inside chunk 0
+    assert feed(p, chunk0, lambda i, j: False) == {}
+    assert sampler.repeated == 3 and sampler.state.attempts == before and sampler.state.observed == 1

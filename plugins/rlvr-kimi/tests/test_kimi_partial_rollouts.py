@@ -229,7 +229,15 @@ def test_stale_segments_train_across_steps_with_their_metrics(tmp_path, tokenize
     assert all(h["loss"] == h["loss"] for h in history if "loss" in h)
 
 
-def test_a_resumed_run_continues_the_same_unfinished_trajectories(tmp_path, tokenizer, digits_module, monkeypatch):
+CURRICULUM = {"kimi-curriculum": {"schedule": "none", "correctness_reward": "digits", "skip_zero_variance_steps": 1}}
+
+
+@pytest.mark.parametrize("plugins", [{}, CURRICULUM], ids=["repeat-sampler", "kimi-curriculum"])
+def test_a_resumed_run_continues_the_same_unfinished_trajectories(
+    tmp_path, tokenizer, digits_module, monkeypatch, plugins
+):
+    """With kimi-curriculum as the train sampler, the groups in flight at the checkpoint are counted by the resumed
+    run when they finish, as by the uninterrupted one: the same counts, blocks and in-flight set at the end."""
     from rlvr_plugins.checkpoints import PLUGIN_STATE_FILE
     from rlvr_plugins.trainer import PARTIAL_STATE_KEY
 
@@ -239,7 +247,7 @@ def test_a_resumed_run_continues_the_same_unfinished_trajectories(tmp_path, toke
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # bitwise-equal CPU reductions between the two runs
     try:
-        a = trainer_with(tmp_path / "a", tokenizer, options, **args)
+        a = trainer_with(tmp_path / "a", tokenizer, options, plugins, **args)
         a.train()
         waiting = {
             step: json.loads((tmp_path / "a" / "run" / f"checkpoint-{step}" / PLUGIN_STATE_FILE).read_text())[
@@ -248,15 +256,27 @@ def test_a_resumed_run_continues_the_same_unfinished_trajectories(tmp_path, toke
             for step in (1, 2, 3)
         }
         resume_at = next(step for step, pending in waiting.items() if pending)
-        b = trainer_with(tmp_path / "b", tokenizer, options, **args)
+        b = trainer_with(tmp_path / "b", tokenizer, options, plugins, **args)
         b.train(resume_from_checkpoint=str(tmp_path / "a" / "run" / f"checkpoint-{resume_at}"))
     finally:
         torch.set_num_threads(threads)
     assert b.state.global_step == 4
-    for key in ("loss", "pool/rounds", "pool/stale_token_frac", "pool/partial_carried", "pool/is_weight_mean"):
+    keys = ["loss", "pool/rounds", "pool/stale_token_frac", "pool/partial_carried", "pool/is_weight_mean"]
+    for key in keys + ["curriculum/prompts_seen", "curriculum/blocked_prompts"] * bool(plugins):
         got = [h[key] for h in b.state.log_history if key in h]
         assert got == pytest.approx([h[key] for h in a.state.log_history if key in h], rel=1e-6, abs=1e-9), key
+        assert got or key.startswith("pool/is_weight"), key
     assert b._rlvr_continuations.state_dict() == a._rlvr_continuations.state_dict()
+    if plugins:
+        state = a.plugin_set.get("kimi-curriculum").state
+        assert sum(state.attempts) == G * a._rlvr_pool.generated  # every finished group counted, once
+        assert sorted(state.in_flight) == sorted(g.index for g in a._rlvr_continuations.pending)
+        saved = json.loads((tmp_path / "a" / "run" / f"checkpoint-{resume_at}" / PLUGIN_STATE_FILE).read_text())
+        assert saved["kimi-curriculum"]["in_flight"]  # the checkpoint held groups in flight
+        assert (
+            b.plugin_set.get("kimi-curriculum").rlvr_state_dict()
+            == a.plugin_set.get("kimi-curriculum").rlvr_state_dict()
+        )
 
 
 def test_a_looping_trajectory_is_cut_when_its_token_ngrams_repeat(tmp_path, tokenizer, digits_module, monkeypatch):
@@ -364,16 +384,39 @@ def test_under_vllm_truncated_is_is_trls_correction_and_any_other_correction_is_
         plan({"stale_segments": "truncated-is", "is_cap": 2.0}, **token)
 
 
-def test_partial_rollouts_are_refused_beside_a_sampler_that_learns_from_the_groups_it_drew():
-    """kimi-curriculum counts each group against the prompts it drew for that step and round; a continued group
-    finishes later, so the two are refused together at start-up, naming the sampler."""
+def test_partial_rollouts_are_refused_beside_a_sampler_that_learns_from_its_groups_without_keeping_them_in_flight():
+    """A sampler that counts each group against the prompts it drew for that step and round cannot tell a
+    continued group, which finishes later; kimi-curriculum keeps its groups in flight (rlvr_pool_started) and is
+    accepted, a third-party sampler that learns from rlvr_on_rewards without that hook is refused, naming it."""
     from types import SimpleNamespace
 
+    from rlvr_plugins import Plugin, hookimpl
     from rlvr_plugins.errors import PluginError
+    from rlvr_plugins.manager import temporary_plugin
     from rlvr_plugins.trainer import RLVRTrainer
 
+    class Counting(Plugin):
+        name = "counting-sampler"
+
+        @hookimpl
+        def rlvr_train_sampler(self, dataset):
+            return None
+
+        @hookimpl
+        def rlvr_pool_prompts(self, num_prompts):
+            return list(range(num_prompts))
+
+        @hookimpl
+        def rlvr_on_rewards(self, example_indices):
+            pass
+
     trainer = segment_stand_in({"kimi-partial-rollouts": {}, "kimi-curriculum": {}})
-    with pytest.raises(PluginError, match="cannot run with the train sampler 'kimi-curriculum', which learns"):
+    assert RLVRTrainer._segment_plan(trainer, SimpleNamespace()).tokens == 64
+    with temporary_plugin(Counting):
+        trainer = segment_stand_in({"kimi-partial-rollouts": {}, "counting-sampler": {}})
+    with pytest.raises(
+        PluginError, match="cannot run with the train sampler 'counting-sampler', which learns .* rlvr_pool_started"
+    ):
         RLVRTrainer._segment_plan(trainer, SimpleNamespace())
 
 
@@ -396,7 +439,6 @@ print(f"EXIT {code} " + ",".join(m for m in ("torch", "trl", "transformers") if 
             ["trainer.use_vllm=true", "plugins.kimi-partial-rollouts.stale_segments=truncated-is"],
             "vLLM's importance-sampling correction as configured (vllm_importance_sampling_mode 'sequence_mask'",
         ),
-        (["plugins.kimi-curriculum={schedule: none}"], "the train sampler 'kimi-curriculum', which learns"),
     ],
 )
 def test_rlvr_train_check_refuses_what_partial_rollouts_cannot_run_with_before_heavy_imports(sets, refused):

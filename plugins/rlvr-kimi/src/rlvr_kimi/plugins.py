@@ -251,6 +251,17 @@ class KimiCurriculum(Plugin):
         return self.sampler.pool_order(step, round)
 
     @hookimpl
+    def rlvr_pool_started(self, prompts, round):
+        if self.sampler is None:
+            raise PluginContractError(
+                f"plugin {self.name!r}: the rollout pool started groups before the sampler was built"
+            )
+        try:
+            self.sampler.start([self._position[int(i)] for i in prompts], round)
+        except (KeyError, ValueError) as exc:
+            raise PluginContractError(f"plugin {self.name!r}: {exc}") from exc
+
+    @hookimpl
     def rlvr_on_rewards(
         self, example_indices, rewards, rewards_per_func, reward_names, valid, num_generations, log_metric, round
     ):
@@ -279,16 +290,14 @@ class KimiCurriculum(Plugin):
             metrics = self.sampler.observe(ids, successes.tolist(), attempts.tolist(), zero_var.tolist(), round)
         except (KeyError, ValueError) as exc:
             raise PluginContractError(f"plugin {self.name!r}: {exc}") from exc
-        if round:
-            return  # a rollout-pool round: counted; the chunk's metrics were logged at round 0
-        if metrics is None:
+        if self.sampler.repeated:
             logger.warning(
-                "%s: the prompts of the last counted chunk were generated again (a resume inside a "
+                "%s: %d groups of the last counted chunk were generated again (a resume inside a "
                 "generation batch); their rewards are not counted twice",
                 self.name,
+                self.sampler.repeated,
             )
-            return
-        for key, value in metrics.items():
+        for key, value in (metrics or {}).items():
             log_metric(f"curriculum/{key}", value)
 
     @hookimpl

@@ -9,8 +9,11 @@ later chunk from the same statistics as the uninterrupted run.
 
 With the rollout pool on, the pool's extra rounds (and the replacements of prompts skipped
 before generating) take their prompts from :meth:`CurriculumSampler.pool_order`, drawn from the
-same statistics by a generator seeded by ``(seed, step, round)``, and every group they generate
-is counted (:meth:`CurriculumSampler.observe` with its ``round``).
+same statistics by a generator seeded by ``(seed, step, round)``. The pool names the groups each
+round starts (``rlvr_pool_started``, :meth:`CurriculumSampler.start`): round 0 consumes the chunk the
+dataloader yielded, and every started group is *in flight* until its rewards arrive, at the round
+that started it or, with partial rollouts, at a later round or step; it is counted then
+(:meth:`CurriculumSampler.observe`). The groups in flight are part of the checkpoint.
 """
 
 from __future__ import annotations
@@ -55,6 +58,10 @@ class CurriculumState:
       ``(seed, c)``.
     * ``pending``: chunk number → prompt ids, drawn but not yet counted (the prefetch).
     * ``last_observed``: the ids of chunk ``observed - 1`` (for a resume inside it).
+    * ``in_flight``: with the rollout pool, the prompts of the groups started and not yet counted
+      (a multiset: one entry per group); ``uncounted``: those of them started again for a chunk
+      already counted (a resume inside it), whose rewards are not counted twice.
+    * ``metrics_due``: the chunk consumed by the pool whose metrics the next counted groups log.
 
     Not saved: ``resumed`` (set by :meth:`from_dict`: the next epoch starts from
     ``observed``) and ``cursor`` (the first chunk of the next epoch in this process).
@@ -67,6 +74,9 @@ class CurriculumState:
     drawn: int = 0
     pending: dict[int, list[int]] = field(default_factory=dict)
     last_observed: list[int] = field(default_factory=list)
+    in_flight: list[int] = field(default_factory=list)
+    uncounted: list[int] = field(default_factory=list)
+    metrics_due: int | None = None
     seed: int | None = None
     resumed: bool = False
     cursor: int = 0
@@ -88,6 +98,9 @@ class CurriculumState:
             "drawn": self.drawn,
             "pending": {str(c): list(ids) for c, ids in sorted(self.pending.items())},
             "last_observed": list(self.last_observed),
+            "in_flight": list(self.in_flight),
+            "uncounted": list(self.uncounted),
+            "metrics_due": self.metrics_due,
             "successes": list(self.successes),
             "attempts": list(self.attempts),
             "blocked_until": list(self.blocked_until),
@@ -110,6 +123,9 @@ class CurriculumState:
             drawn=int(data["drawn"]),
             pending={int(c): [int(i) for i in ids] for c, ids in data["pending"].items()},
             last_observed=[int(i) for i in data["last_observed"]],
+            in_flight=[int(i) for i in data.get("in_flight", [])],  # absent: saved before the pool kept them
+            uncounted=[int(i) for i in data.get("uncounted", [])],
+            metrics_due=data.get("metrics_due"),
             seed=data.get("seed"),
             resumed=True,
         )
@@ -179,7 +195,9 @@ class CurriculumSampler(Sampler[int]):
         self.ignore_data_skip = ignore_data_skip
         self.chunks_per_epoch = num_prompts // prompts_per_batch
         state.seed = self.seed
-        self.offered: dict[int, set[int]] = {}  # round -> the prompts pool_order offered it (not saved: see observe)
+        self.offered: dict[int, set[int]] = {}  # round -> the prompts pool_order offered it (not saved: see start)
+        self.tracking = False  # the rollout pool names the groups it starts (start): observe counts groups in flight
+        self.repeated = 0  # groups of the last observe not counted: a chunk generated again after a resume inside it
 
     def __len__(self) -> int:
         return self.chunks_per_epoch * self.prompts_per_batch * self.num_generations * self.repeat_count
@@ -285,36 +303,82 @@ class CurriculumSampler(Sampler[int]):
         return order
 
     # -- statistics -----------------------------------------------------------------------
-    def observe(
-        self, ids: list[int], successes: list[int], attempts: list[int], zero_variance: list[bool], round: int = 0
-    ) -> dict[str, float] | None:
-        """Count one scored chunk (the groups of prompts ``ids``); return the metrics to log.
+    def start(self, ids: list[int], round: int) -> None:
+        """The rollout pool starts a group on each of prompts ``ids`` in generation round ``round``
+        (``rlvr_pool_started``): they are in flight until :meth:`observe` counts them.
 
-        The chunk must be the next one not yet counted (chunk ``observed``), in any group
-        order; prompts that :meth:`pool_order` offered for round 0 may stand in for some of its
-        prompts (the rollout pool replaced prompts it skipped before generating). A batch with the
-        prompts of the chunk counted last is a regeneration after a resume inside that chunk: it is
-        not counted again and ``None`` is returned. A rollout-pool round ``round >= 1`` holds prompts
-        :meth:`pool_order` offered for that round: they are counted, no chunk is, and nothing is
-        returned to log.
+        Round 0 consumes chunk ``observed``: its groups are some of the chunk's prompts (all of them, unless
+        partial rollouts continue groups in the first places), where prompts :meth:`pool_order` offered for
+        round 0 may stand in for some (skipped before generating). Prompts of the chunk counted last are a
+        regeneration after a resume inside it: in flight, but not to be counted again. A round ``>= 1``
+        starts prompts :meth:`pool_order` offered it.
 
         :raises ValueError: when the prompts are not those of the next chunk, or of the round's offer.
         """
         state = self.state
+        self.tracking = True
         if round:
             offered = self.offered.get(round, set())
             if not set(ids) <= offered:
                 raise ValueError(
-                    f"the scored pool round {round} holds prompts {sorted(set(ids) - offered)} that this sampler "
-                    "did not offer it (rlvr_pool_prompts)"
+                    f"the rollout pool's round {round} starts prompts {sorted(set(ids) - offered)} that this "
+                    "sampler did not offer it (rlvr_pool_prompts)"
                 )
-            self.count(ids, successes, attempts, zero_variance)
-            return None
+            state.in_flight.extend(ids)
+            return
         k = state.observed
         expected = state.pending.get(k)
         allowed = set(expected or ()) | self.offered.pop(0, set())
-        if expected is None or len(ids) != len(expected) or not set(ids) <= allowed:
+        if expected is None or len(ids) > len(expected) or not set(ids) <= allowed:
+            if state.last_observed and set(ids) <= set(state.last_observed):
+                state.uncounted.extend(ids)
+                return
+            raise ValueError(
+                f"the rollout pool starts prompts {sorted(ids)}, but the next chunk this sampler drew "
+                f"(#{k}) holds {None if expected is None else sorted(expected)}"
+            )
+        del state.pending[k]
+        state.observed, state.last_observed, state.metrics_due = k + 1, list(expected), k
+        state.in_flight.extend(ids)
+
+    def observe(
+        self, ids: list[int], successes: list[int], attempts: list[int], zero_variance: list[bool], round: int = 0
+    ) -> dict[str, float] | None:
+        """Count scored groups (of prompts ``ids``); return the metrics to log, if any.
+
+        With the rollout pool (:meth:`start` was called), the groups must be in flight: each is counted
+        once, whenever it finishes; the metrics of the chunk the pool consumed last are returned with the
+        first groups counted after it. Without the pool, the groups are one chunk, the next not yet
+        counted (chunk ``observed``), in any group order; a batch with the prompts of the chunk counted
+        last is a regeneration after a resume inside it: not counted again (``repeated``), ``None``.
+
+        :raises ValueError: when the prompts are not in flight, or not those of the next chunk.
+        """
+        state = self.state
+        self.repeated = 0
+        if self.tracking:
+            keep = []
+            for n, i in enumerate(ids):
+                if i in state.in_flight:
+                    state.in_flight.remove(i)
+                    keep.append(n)
+                elif i in state.uncounted:
+                    state.uncounted.remove(i)
+                    self.repeated += 1
+                else:
+                    raise ValueError(
+                        f"the scored groups hold prompt {i}, which the rollout pool did not start "
+                        f"(round {round}; in flight: {sorted(state.in_flight)[:8]})"
+                    )
+            pick = [[values[n] for n in keep] for values in (ids, successes, attempts, zero_variance)]
+            self.count(*pick)
+            due, state.metrics_due = state.metrics_due, None
+            return None if due is None else self.metrics(due, pick[3])
+        k = state.observed
+        expected = state.pending.get(k)
+        if expected is None or len(ids) != len(expected) or not set(ids) <= set(expected):
             if state.last_observed and sorted(ids) == sorted(state.last_observed):
+                self.repeated = len(ids)
                 return None
             raise ValueError(
                 f"the scored batch holds prompts {sorted(ids)}, but the next chunk this sampler drew "
