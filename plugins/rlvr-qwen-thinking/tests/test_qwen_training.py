@@ -117,3 +117,74 @@ def test_two_grpo_steps_with_a_budget_inject_the_stop_text_and_keep_it_out_of_th
     assert ratio == [pytest.approx(sum(c[3] for c in completions[8 * s : 8 * s + 8]) / 8) for s in range(2)]
     names = [c[2] for c in seen if c[0] == "rewards"][0]
     assert names == ["qwen-mode-compliance", "qwen-test-record"]
+
+
+class TwoRounds(Plugin):
+    """A rollout-pool policy: a second generation round every step, then train on the newest groups."""
+
+    name = "qwen-test-two-rounds"
+
+    @hookimpl
+    def rlvr_select_groups(self, groups, needed, round):
+        from rlvr_plugins.rollout_pool import GroupSelection
+
+        if round == 0:
+            return GroupSelection(more=True)
+        return GroupSelection(train=tuple(g.id for g in sorted(groups, key=lambda g: -g.id)[:needed]))
+
+
+@pytest.mark.slow
+def test_the_budget_applies_to_every_round_of_the_rollout_pool(tmp_path, tokenizer, tiny_model):
+    """With a pool policy (as dapo-dynamic-sampling's), each extra round goes through the budget's rollout too."""
+    from datasets import Dataset
+
+    from rlvr_plugins.demo.task import split_train_eval
+    from rlvr_plugins.rewards import Engines
+    from rlvr_plugins.train.data import render
+    from rlvr_plugins.train.run import prepare
+    from rlvr_plugins.trainer import RLVRTrainer
+
+    config = {
+        "output_dir": str(tmp_path / "run"),
+        "seed": 7,
+        "plugins": {
+            "qwen-thinking": {"no_think_share": 0.5, "thinking_budget": BUDGET},
+            "qwen-test-observer": {},
+            "qwen-test-two-rounds": {},
+        },
+        "trainer": {
+            "per_device_train_batch_size": 8,
+            "num_generations": 4,
+            "max_completion_length": BUDGET + STOP_TOKENS + 5,
+            "max_steps": 2,
+            "learning_rate": 1e-3,
+            "save_strategy": "no",
+            "use_cpu": True,
+            "disable_tqdm": True,
+            "beta": 0.0,
+            "report_to": "none",
+            "logging_steps": 1,
+        },
+    }
+    with temporary_plugin(Observer), temporary_plugin(TwoRounds):
+        prepared = prepare(config)
+        rows, _ = split_train_eval(16, 0, 0, max_digits=2)
+        rows = render(rows, prepared.plugin_set, tokenizer, seed=7)
+        trainer = RLVRTrainer(
+            plugin_set=prepared.plugin_set,
+            engines=Engines(in_process=True),
+            model=tiny_model,
+            args=prepared.grpo_args,
+            train_dataset=Dataset.from_list(rows),
+            processing_class=tokenizer,
+        )
+        trainer.train()
+    assert trainer.state.global_step == 2
+    completions = [c for c in trainer.plugin_set.get(Observer.name).seen if c[0] == "completion"]
+    assert len(completions) == 2 * 2 * 8  # steps x rounds x rows
+    thinking = [c for c in completions if not c[1].endswith(BLOCK)]
+    assert thinking and all(hit == (EARLY_STOP_TEXT in completion) for _, _, completion, hit, _ in thinking)
+    assert sum(c[3] for c in completions[8:16]) + sum(c[3] for c in completions[24:32]) >= 1  # extra rounds cut too
+    assert all(not c[3] for c in completions if c[1].endswith(BLOCK))
+    rounds = [h["pool/rounds"] for h in trainer.state.log_history if "pool/rounds" in h]
+    assert rounds == [2.0, 2.0]
