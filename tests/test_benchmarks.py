@@ -53,6 +53,27 @@ def test_partial_rollouts_quick_counts_completed_groups_and_generation_cpu(tmp_p
 
 @pytest.mark.slow
 @pytest.mark.bench
+def test_sample_efficiency_homework_quick_measures_dynamic_sampling_cpu_to_target(tmp_path):
+    """The demo task from its SFT recipe, uniform vs dapo-dynamic-sampling: the CPU ratio is of the training
+    CPU-seconds at the target (or at the end), and a dynamic step scores at least one round of 8 x 8."""
+    out = tmp_path / "dyn.json"
+    run_benchmark("sample_efficiency.py", "--recipe", "homework", "--arms", "uniform", "dynamic", "--json", str(out))
+    result = json.loads(out.read_text())
+    assert result["recipe"] == "homework" and result["task"]["config"] == "configs/homework/estimators.yaml"
+    by = {(r["arm"], r["seed"]): r for r in result["runs"]}
+    assert set(by) == {(a, s) for a in ("uniform", "dynamic") for s in result["params"]["seeds"]}
+    for s in result["params"]["seeds"]:
+        uniform, dynamic = by["uniform", s], by["dynamic", s]
+        assert uniform["rollouts_run"] == 64 * uniform["steps_run"]
+        assert dynamic["rollouts_run"] >= 64 * dynamic["steps_run"]
+        cpu = dynamic["train_cpu_seconds_to_target"] / uniform["train_cpu_seconds_to_target"]
+        assert result["cpu_ratio_by_seed"][str(s)] == pytest.approx(cpu)
+        assert all(0 < c["train_cpu_seconds"] for c in dynamic["curve"] if c["step"])
+    assert result["target_met"] == (result["median_cpu_ratio"] <= 0.8)
+
+
+@pytest.mark.slow
+@pytest.mark.bench
 def test_sample_efficiency_quick_counts_rollouts_consistently(tmp_path):
     out = tmp_path / "se.json"
     run_benchmark("sample_efficiency.py", "--json", str(out))
