@@ -506,7 +506,7 @@ def rlvr_skip_prompts(
 
 
 @hookspec
-def rlvr_pool_started(prompts: list[int], step: int, round: int) -> None:
+def rlvr_pool_started(prompts: list[int], drawn: list[int], step: int, round: int) -> None:
     """The rollout pool starts a group (``G`` completions) on each of ``prompts``.
 
     Called only with the rollout pool on, once per generation round, after the round's prompts are
@@ -514,14 +514,19 @@ def rlvr_pool_started(prompts: list[int], step: int, round: int) -> None:
     replaced) and before it generates; with the same arguments on every process. Collect-all. Each
     started group reaches ``rlvr_on_rewards`` exactly once, when all its members have finished: in the
     round that started it, or, with partial rollouts (``rlvr_rollout_segments``), at a later round or
-    step (a group still unfinished at a checkpoint is continued after the resume). Groups a round
-    continues are not named again. A train sampler that learns from the rewards of the groups it
+    step (a group still unfinished at a checkpoint is continued after the resume; one still unfinished
+    when training ends never is). Groups a round continues are not named again. After a resume inside
+    a generation batch TRL generates that batch again: its groups are started again (``drawn`` is then
+    the batch counted last). A train sampler that learns from the rewards of the groups it
     drew keeps its groups in flight with this hook (``kimi-curriculum``: round 0 consumes the chunk its
     dataloader yielded, and a group is counted whenever it finishes); partial rollouts refuse such a
     sampler that does not implement it.
 
     :param prompts: ``rlvr_index`` of the started groups' prompts, in the round's order (at round 0
         with partial rollouts, fewer than the sampler's batch: the groups continued take the first places).
+    :param drawn: at round 0, ``rlvr_index`` of the whole batch the train sampler's dataloader yielded
+        (before skipped prompts were replaced and continued groups took places), which tells a sampler
+        the batch it drew; ``[]`` from round 1.
     :param step: the trainer's global step.
     :param round: this generation batch's round, from 0.
     :returns: nothing.

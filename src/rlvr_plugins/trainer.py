@@ -838,9 +838,10 @@ class RLVRTrainer(GRPOTrainer):
             round_inputs = inputs
             pending = list(continuing.pending) if continuing is not None else []
             started: list[int] | None = None  # the prompts of the groups this round starts
+            drawn = self._gathered_indices(inputs)[::g] if rounds == 0 and (announcing or skipping or pending) else []
             if rounds or skipping or pending:
                 order = self._pool_order(step, rounds, needed) if rounds or skipping else []
-                started, replaced = (self._gathered_indices(inputs)[::g] if rounds == 0 else order[:needed]), 0
+                started, replaced = (drawn if rounds == 0 else order[:needed]), 0
                 if skipping:
                     taken = set(started)
                     started, replaced = self._skip_prompts(started, [i for i in order if i not in taken], step, rounds)
@@ -849,8 +850,8 @@ class RLVRTrainer(GRPOTrainer):
                 if rounds or replaced or pending:
                     round_inputs = self._round_inputs([group.index for group in pending] + started, local)
             if announcing:
-                started = self._gathered_indices(inputs)[::g] if started is None else started
-                self.plugin_set.call("rlvr_pool_started", prompts=started, step=step, round=rounds)
+                started = drawn if started is None else started
+                self.plugin_set.call("rlvr_pool_started", prompts=started, drawn=drawn, step=step, round=rounds)
             if continuing is not None:
                 flags = self._segment_round(round_inputs, pending, local, step, rounds)
             else:
@@ -1447,6 +1448,12 @@ class RLVRTrainer(GRPOTrainer):
             self._rlvr_record = PromptRecord.from_state_dict(states.get(RECORD_STATE_KEY, {}))
         if self._rlvr_continuations is not None and PARTIAL_STATE_KEY in states:
             self._rlvr_continuations = Continuations.from_state_dict(self.num_generations, states[PARTIAL_STATE_KEY])
+        elif states.get(PARTIAL_STATE_KEY, {}).get("pending"):
+            logger.warning(
+                "the checkpoint holds %d unfinished groups of partial rollouts, which this run (without "
+                "rlvr_rollout_segments) does not continue: they are dropped",
+                len(states[PARTIAL_STATE_KEY]["pending"]),
+            )
         for name in self.plugin_set.implementers("rlvr_load_state_dict"):
             if name in states:
                 self.plugin_set.call("rlvr_load_state_dict", only=[name], state=states[name])

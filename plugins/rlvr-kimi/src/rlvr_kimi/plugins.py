@@ -251,13 +251,15 @@ class KimiCurriculum(Plugin):
         return self.sampler.pool_order(step, round)
 
     @hookimpl
-    def rlvr_pool_started(self, prompts, round):
+    def rlvr_pool_started(self, prompts, drawn, round):
         if self.sampler is None:
             raise PluginContractError(
                 f"plugin {self.name!r}: the rollout pool started groups before the sampler was built"
             )
         try:
-            self.sampler.start([self._position[int(i)] for i in prompts], round)
+            self.sampler.start(
+                [self._position[int(i)] for i in prompts], round, [self._position[int(i)] for i in drawn]
+            )
         except (KeyError, ValueError) as exc:
             raise PluginContractError(f"plugin {self.name!r}: {exc}") from exc
 

@@ -303,22 +303,23 @@ class CurriculumSampler(Sampler[int]):
         return order
 
     # -- statistics -----------------------------------------------------------------------
-    def start(self, ids: list[int], round: int) -> None:
+    def start(self, ids: list[int], round: int, drawn: list[int] | None = None) -> None:
         """The rollout pool starts a group on each of prompts ``ids`` in generation round ``round``
         (``rlvr_pool_started``): they are in flight until :meth:`observe` counts them.
 
-        Round 0 consumes chunk ``observed``: its groups are some of the chunk's prompts (all of them, unless
-        partial rollouts continue groups in the first places), where prompts :meth:`pool_order` offered for
-        round 0 may stand in for some (skipped before generating). Prompts of the chunk counted last are a
-        regeneration after a resume inside it: in flight, but not to be counted again. A round ``>= 1``
-        starts prompts :meth:`pool_order` offered it.
+        Round 0 is told the whole batch the dataloader yielded (``drawn``; default: ``ids``). When it is
+        chunk ``observed`` (in any order), that chunk is consumed and ``ids`` start, which may be fewer
+        (partial rollouts continue groups in the first places) and may hold prompts :meth:`pool_order`
+        offered for round 0 in place of some (skipped before generating). When it is the chunk counted
+        last, the batch is a regeneration after a resume inside it: its groups are in flight but will
+        not be counted again. A round ``>= 1`` starts prompts :meth:`pool_order` offered it.
 
-        :raises ValueError: when the prompts are not those of the next chunk, or of the round's offer.
+        :raises ValueError: when ``drawn`` is neither chunk, or the prompts are not the batch's or the offer's.
         """
         state = self.state
         self.tracking = True
+        offered = self.offered.pop(round, set()) if not round else self.offered.get(round, set())
         if round:
-            offered = self.offered.get(round, set())
             if not set(ids) <= offered:
                 raise ValueError(
                     f"the rollout pool's round {round} starts prompts {sorted(set(ids) - offered)} that this "
@@ -326,17 +327,22 @@ class CurriculumSampler(Sampler[int]):
                 )
             state.in_flight.extend(ids)
             return
-        k = state.observed
+        k, batch = state.observed, list(drawn or ids)
         expected = state.pending.get(k)
-        allowed = set(expected or ()) | self.offered.pop(0, set())
-        if expected is None or len(ids) > len(expected) or not set(ids) <= allowed:
-            if state.last_observed and set(ids) <= set(state.last_observed):
-                state.uncounted.extend(ids)
-                return
+        repeat = expected is None or sorted(batch) != sorted(expected)
+        if repeat and not (state.last_observed and sorted(batch) == sorted(state.last_observed)):
             raise ValueError(
-                f"the rollout pool starts prompts {sorted(ids)}, but the next chunk this sampler drew "
+                f"the rollout pool's batch holds prompts {sorted(batch)}, but the next chunk this sampler drew "
                 f"(#{k}) holds {None if expected is None else sorted(expected)}"
             )
+        if not set(ids) <= set(batch) | offered:
+            raise ValueError(
+                f"the rollout pool starts prompts {sorted(set(ids) - set(batch) - offered)}, which are neither in "
+                "the batch this sampler drew nor offered for round 0 (rlvr_pool_prompts)"
+            )
+        if repeat:
+            state.uncounted.extend(ids)
+            return
         del state.pending[k]
         state.observed, state.last_observed, state.metrics_due = k + 1, list(expected), k
         state.in_flight.extend(ids)
@@ -356,7 +362,7 @@ class CurriculumSampler(Sampler[int]):
         """
         state = self.state
         self.repeated = 0
-        if self.tracking:
+        if self.tracking or state.in_flight or state.uncounted:  # the pool's groups (restored ones too)
             keep = []
             for n, i in enumerate(ids):
                 if i in state.in_flight:
