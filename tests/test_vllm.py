@@ -344,3 +344,27 @@ def test_partial_rollouts_continue_trajectories_on_colocated_vllm(policy, tmp_pa
         assert max(high) > 1.001, high
     if stale == "truncated-is-own":  # the weights are the plugin's: TRL's correction did not run
         assert logged(run, "sampling/sampling_logp_difference/mean") == []
+
+
+def test_partial_rollouts_benchmark_runs_each_arm_on_colocated_vllm(tmp_path):
+    """``benchmarks/partial_rollouts.py --vllm --quick``: both arms generate with vLLM, each in a process of its
+    own (a colocated engine keeps its memory for its process's life: the second one in the same process cannot
+    allocate its KV cache), and partial rollouts call the generator once per segment round."""
+    pytest.importorskip("rlvr_kimi")
+    out = tmp_path / "pr.json"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "partial_rollouts.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--vllm", "--quick", "--workdir", str(tmp_path / "w"), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = json.loads(out.read_text())
+    assert result["backend"] == "vllm (colocate)"
+    full, partial = (next(r for r in result["runs"] if r["arm"] == arm) for arm in ("full", "partial"))
+    assert full["completed_groups"] == 16 and partial["completed_groups"] >= 16
+    assert full["generator_calls"] == 2 < partial["generator_calls"]  # one call per step; one per segment round
+    assert 0 < partial["generate_cpu_s"] <= partial["batch_cpu_s"]
