@@ -842,11 +842,11 @@ class RLVRTrainer(GRPOTrainer):
             if rounds or skipping or pending:
                 order = self._pool_order(step, rounds, needed) if rounds or skipping else []
                 started, replaced = (drawn if rounds == 0 else order[:needed]), 0
+                started = started[: len(started) - len(pending)]  # continued groups take the first places
                 if skipping:
                     taken = set(started)
                     started, replaced = self._skip_prompts(started, [i for i in order if i not in taken], step, rounds)
                     skipped += replaced
-                started = started[: len(started) - len(pending)]
                 if rounds or replaced or pending:
                     round_inputs = self._round_inputs([group.index for group in pending] + started, local)
             if announcing:

@@ -455,3 +455,42 @@ def test_rlvr_train_check_refuses_what_partial_rollouts_cannot_run_with_before_h
     assert done.stdout.strip() == "EXIT 2", (done.stdout, done.stderr[-2000:])  # and no torch, TRL, transformers
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
     assert f"plugin 'kimi-partial-rollouts' (partial rollouts) cannot run with {refused}" in done.stderr
+
+
+def test_prompts_skipped_before_generating_are_replaced_only_in_the_places_continued_groups_leave(
+    tmp_path, tokenizer, digits_module, monkeypatch
+):
+    """Skipping with partial rollouts: the continued groups take the first places of a round, so only the rest
+    are skipped and replaced (before: the whole batch was, then cut, so ``pool/skipped_prompts`` could count
+    replacements that were never generated); every started prompt is one the skip plugin let through."""
+    from typing import ClassVar
+
+    from rlvr_plugins import Plugin, hookimpl
+    from rlvr_plugins.manager import temporary_plugin
+
+    class SkipEvenLog(Plugin):
+        name = "skip-even-log"
+        started: ClassVar[list] = []
+
+        @hookimpl
+        def rlvr_skip_prompts(self, prompts):
+            return [p for p in prompts if p % 2 == 0]
+
+        @hookimpl
+        def rlvr_pool_started(self, prompts, step, round):
+            SkipEvenLog.started.append((step, round, list(prompts)))
+
+    scripted(monkeypatch, 0.2)
+    SkipEvenLog.started = []
+    with temporary_plugin(SkipEvenLog):
+        trainer = trainer_with(
+            tmp_path, tokenizer, {"segment_tokens": 1}, {"skip-even-log": {}}, max_steps=6, max_completion_length=12
+        )
+    trainer.train()
+    starts = SkipEvenLog.started
+    assert all(p % 2 for _, _, prompts in starts for p in prompts)  # 8 odd prompts of 16: never short of them
+    assert any(len(prompts) < 2 for _, _, prompts in starts)  # some rounds had continued groups in their places
+    skipped = [h["pool/skipped_prompts"] for h in trainer.state.log_history if "pool/skipped_prompts" in h]
+    started = [sum(len(p) for s, _, p in starts if s == step) for step in range(6)]
+    assert len(skipped) == 6 and sum(skipped) > 0
+    assert all(k <= n for k, n in zip(skipped, started, strict=True)), (skipped, started)
