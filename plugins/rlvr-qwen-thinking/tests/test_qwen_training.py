@@ -11,6 +11,7 @@ from rlvr_qwen_thinking.budget import EARLY_STOP_TEXT
 BLOCK = "<think>\n\n</think>\n\n"
 STOP_TOKENS = 110  # EARLY_STOP_TEXT in the demo tokenizer
 BUDGET = 3
+MAX_LEN = BUDGET + STOP_TOKENS + 5  # room for the budget, the stop text and an answer
 
 
 class Observer(Plugin):
@@ -39,53 +40,55 @@ class Observer(Plugin):
         self.seen.append(("rewards", step, list(reward_names), rewards_per_func.tolist()))
 
 
-@pytest.mark.slow
-def test_two_grpo_steps_with_a_budget_inject_the_stop_text_and_keep_it_out_of_the_lengths(
-    tmp_path, tokenizer, tiny_model
-):
+def trained_with_budget(tmp_path, tokenizer, model, plugins: dict, classes=()):
+    """Two GRPO steps (``TINY_TRAINER`` with ``MAX_LEN`` new tokens) of ``plugins`` (``qwen-thinking`` among them),
+    then the observer, with ``classes`` made discoverable, on 16 rendered demo rows: ``(trainer, rows)``."""
+    from contextlib import ExitStack
+
     from datasets import Dataset
 
     from rlvr_plugins.demo.task import split_train_eval
     from rlvr_plugins.rewards import Engines
+    from rlvr_plugins.testing import TINY_TRAINER
     from rlvr_plugins.train.data import render
     from rlvr_plugins.train.run import prepare
     from rlvr_plugins.trainer import RLVRTrainer
 
-    max_len = BUDGET + STOP_TOKENS + 5
     config = {
         "output_dir": str(tmp_path / "run"),
         "seed": 7,
-        "plugins": {
-            "qwen-thinking": {"no_think_share": 0.5, "compliance_weight": 1.0, "thinking_budget": BUDGET},
-            "qwen-test-observer": {},
-        },
+        "plugins": {**plugins, "qwen-test-observer": {}},
         "trainer": {
-            "per_device_train_batch_size": 8,
-            "num_generations": 4,
-            "max_completion_length": max_len,
-            "max_steps": 2,
-            "learning_rate": 1e-3,
-            "save_strategy": "no",
-            "use_cpu": True,
-            "disable_tqdm": True,
-            "beta": 0.0,
+            **TINY_TRAINER,
+            "max_completion_length": MAX_LEN,
             "report_to": "none",
             "logging_steps": 1,
         },
     }
-    with temporary_plugin(Observer):
+    with ExitStack() as stack:
+        for plugin in (Observer, *classes):
+            stack.enter_context(temporary_plugin(plugin))
         prepared = prepare(config)
         rows, _ = split_train_eval(16, 0, 0, max_digits=2)
         rows = render(rows, prepared.plugin_set, tokenizer, seed=7)
         trainer = RLVRTrainer(
             plugin_set=prepared.plugin_set,
             engines=Engines(in_process=True),
-            model=tiny_model,
+            model=model,
             args=prepared.grpo_args,
             train_dataset=Dataset.from_list(rows),
             processing_class=tokenizer,
         )
         trainer.train()
+    return trainer, rows
+
+
+@pytest.mark.slow
+def test_two_grpo_steps_with_a_budget_inject_the_stop_text_and_keep_it_out_of_the_lengths(
+    tmp_path, tokenizer, tiny_model
+):
+    budget = {"no_think_share": 0.5, "compliance_weight": 1.0, "thinking_budget": BUDGET}
+    trainer, rows = trained_with_budget(tmp_path, tokenizer, tiny_model, {"qwen-thinking": budget})
     assert trainer.state.global_step == 2
     seen = trainer.plugin_set.get(Observer.name).seen
 
@@ -108,7 +111,7 @@ def test_two_grpo_steps_with_a_budget_inject_the_stop_text_and_keep_it_out_of_th
     logged = [h["completions/mean_length"] for h in trainer.state.log_history if "completions/mean_length" in h]
     for step, (_, _, full) in enumerate(lengths):
         hits = [c[3] for c in completions[8 * step : 8 * step + 8]]
-        assert max(full) <= max_len
+        assert max(full) <= MAX_LEN
         assert logged[step] == pytest.approx(sum(n - STOP_TOKENS * h for n, h in zip(full, hits)) / 8)
 
     ratio = [
@@ -136,49 +139,8 @@ class TwoRounds(Plugin):
 @pytest.mark.slow
 def test_the_budget_applies_to_every_round_of_the_rollout_pool(tmp_path, tokenizer, tiny_model):
     """With a pool policy (as dapo-dynamic-sampling's), each extra round goes through the budget's rollout too."""
-    from datasets import Dataset
-
-    from rlvr_plugins.demo.task import split_train_eval
-    from rlvr_plugins.rewards import Engines
-    from rlvr_plugins.train.data import render
-    from rlvr_plugins.train.run import prepare
-    from rlvr_plugins.trainer import RLVRTrainer
-
-    config = {
-        "output_dir": str(tmp_path / "run"),
-        "seed": 7,
-        "plugins": {
-            "qwen-thinking": {"no_think_share": 0.5, "thinking_budget": BUDGET},
-            "qwen-test-observer": {},
-            "qwen-test-two-rounds": {},
-        },
-        "trainer": {
-            "per_device_train_batch_size": 8,
-            "num_generations": 4,
-            "max_completion_length": BUDGET + STOP_TOKENS + 5,
-            "max_steps": 2,
-            "learning_rate": 1e-3,
-            "save_strategy": "no",
-            "use_cpu": True,
-            "disable_tqdm": True,
-            "beta": 0.0,
-            "report_to": "none",
-            "logging_steps": 1,
-        },
-    }
-    with temporary_plugin(Observer), temporary_plugin(TwoRounds):
-        prepared = prepare(config)
-        rows, _ = split_train_eval(16, 0, 0, max_digits=2)
-        rows = render(rows, prepared.plugin_set, tokenizer, seed=7)
-        trainer = RLVRTrainer(
-            plugin_set=prepared.plugin_set,
-            engines=Engines(in_process=True),
-            model=tiny_model,
-            args=prepared.grpo_args,
-            train_dataset=Dataset.from_list(rows),
-            processing_class=tokenizer,
-        )
-        trainer.train()
+    plugins = {"qwen-thinking": {"no_think_share": 0.5, "thinking_budget": BUDGET}, "qwen-test-two-rounds": {}}
+    trainer, _ = trained_with_budget(tmp_path, tokenizer, tiny_model, plugins, (TwoRounds,))
     assert trainer.state.global_step == 2
     completions = [c for c in trainer.plugin_set.get(Observer.name).seen if c[0] == "completion"]
     assert len(completions) == 2 * 2 * 8  # steps x rounds x rows
