@@ -149,22 +149,16 @@ def run_arm(arm: str, seed: int, model: Path, workdir: Path, p: dict[str, Any]) 
     }
 
 
-def arm_process(arm: str, seed: int, model: Path, workdir: Path, argv: list[str] | None) -> dict[str, Any]:
+def arm_process(arm: str, seed: int, model: Path, workdir: Path, p: dict[str, Any]) -> dict[str, Any]:
     """One arm in a process of its own (a colocated vLLM engine keeps its memory for the life of its process)."""
     import subprocess
 
     out = workdir / f"{arm}-seed{seed}.json"
-    base = list(sys.argv[1:] if argv is None else argv)
-    for flag in ("--seeds", "--json", "--sft-model", "--workdir"):  # replaced below
-        while flag in base:
-            i = base.index(flag)
-            j = i + 1
-            while j < len(base) and not base[j].startswith("--"):
-                j += 1
-            del base[i:j]
-    command = [sys.executable, __file__, *base, "--one-arm", arm, "--seeds", str(seed)]
-    command += ["--sft-model", str(model), "--workdir", str(workdir), "--json", str(out)]
-    subprocess.run(command, check=True)
+    settings = {key: p[key] for key in ("budget_steps", "eval_every", "eval_size", "segment_tokens")}
+    command = [sys.executable, __file__, "--vllm", "--one-arm", arm, "--seeds", str(seed)]
+    command += [f"--{key.replace('_', '-')}={value}" for key, value in settings.items()]
+    command += [*(["--stale", p["stale"]] if p["stale"] else []), "--sft-model", str(model)]
+    subprocess.run([*command, "--workdir", str(workdir), "--json", str(out)], check=True)
     return json.loads(out.read_text())
 
 
@@ -202,7 +196,7 @@ def main(argv=None) -> int:
             write_json(Path(args.json), run_arm(args.one_arm, args.seeds[0], model, workdir, p))
             return 0
         runs = [
-            arm_process(arm, seed, model, workdir, argv) if args.vllm else run_arm(arm, seed, model, workdir, p)
+            arm_process(arm, seed, model, workdir, p) if args.vllm else run_arm(arm, seed, model, workdir, p)
             for seed in args.seeds
             for arm in ("full", "partial")
         ]

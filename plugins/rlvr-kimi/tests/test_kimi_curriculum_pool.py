@@ -99,9 +99,10 @@ def test_a_round_with_prompts_the_sampler_did_not_offer_is_a_contract_error():
     assert sampler.state.observed == 1
 
 
-def disjoint_first_chunks(seed: int) -> bool:
+def first_chunks(seed: int) -> tuple[list[int], list[int]]:
+    """Chunks 0 and 1 a fresh sampler draws at ``seed``."""
     sampler = make_sampler(plugin(schedule="none"), seed=seed)
-    return not set(sampler.chunk(0)) & set(sampler.chunk(1))
+    return sampler.chunk(0), sampler.chunk(1)
 
 
 def test_groups_that_finish_rounds_and_steps_later_are_counted_once_and_survive_a_resume():
@@ -114,7 +115,7 @@ def test_groups_that_finish_rounds_and_steps_later_are_counted_once_and_survive_
         return feed(p, [chunk0[2], chunk1[0], chunk0[1]], lambda i, j: j == 0)  # finishing, in any order
 
     p = plugin(schedule="none", skip_zero_variance_steps=3)
-    seed = next(s for s in range(50) if disjoint_first_chunks(s))
+    seed = next(s for s in range(50) if not set(first_chunks(s)[0]) & set(first_chunks(s)[1]))
     sampler = make_sampler(p, seed=seed)
     it = iter(sampler)
     drawn = [next(it) for _ in range(3 * G * 2 * 2)]  # what the dataloader yields: chunks 0 and 1
@@ -160,11 +161,7 @@ def test_a_regenerated_batch_is_told_from_the_next_chunk_by_the_whole_batch_not_
     continued groups take the first places, so only its first prompt starts; that prompt is also in the prefetched
     chunk 1. The whole batch (``drawn``) says it is chunk 0 again: nothing is consumed, and the group is not
     counted a second time (a check on the started prompts alone took it for chunk 1 and counted it twice)."""
-    seed = next(
-        s
-        for s in range(200)
-        if (lambda sm: sm.chunk(0)[0] in sm.chunk(1))(make_sampler(plugin(schedule="none"), seed=s))
-    )
+    seed = next(s for s in range(200) if first_chunks(s)[0][0] in first_chunks(s)[1])
     p = plugin(schedule="none")
     sampler = make_sampler(p, seed=seed)
     it = iter(sampler)

@@ -318,7 +318,7 @@ class CurriculumSampler(Sampler[int]):
         """
         state = self.state
         self.tracking = True
-        offered = self.offered.pop(round, set()) if not round else self.offered.get(round, set())
+        offered = self.offered.get(round, set()) if round else self.offered.pop(0, set())
         if round:
             if not set(ids) <= offered:
                 raise ValueError(
