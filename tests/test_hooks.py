@@ -1016,9 +1016,12 @@ class StartedLog(Plugin):
     name = "started-log"
     calls: ClassVar[list] = []
 
+    drawn: ClassVar[list] = []
+
     @hookimpl
-    def rlvr_pool_started(self, prompts, step, round):
+    def rlvr_pool_started(self, prompts, drawn, step, round):
         StartedLog.calls.append(("started", step, round, list(prompts)))
+        StartedLog.drawn.append(list(drawn))
 
     @hookimpl
     def rlvr_on_rewards(self, example_indices, num_generations, step, round):
@@ -1030,7 +1033,7 @@ def test_hook_rlvr_pool_started(tmp_path, tokenizer, reward_plugin):
     from rlvr_plugins.testing import digit_share
 
     reward_plugin("digits", digit_share, isolated=False)
-    NewestGroups.calls, SkipEven.calls, StartedLog.calls = [], [], []
+    NewestGroups.calls, SkipEven.calls, StartedLog.calls, StartedLog.drawn = [], [], [], []
     with temporary_plugin(NewestGroups), temporary_plugin(SkipEven), temporary_plugin(StartedLog):
         trained_two_steps(tmp_path, tokenizer, {"digits": {}, "newest-groups": {}, "skip-even": {}, "started-log": {}})
     # once per round, before it generates, naming exactly the groups the round then scores (no partial rollouts)
@@ -1038,6 +1041,9 @@ def test_hook_rlvr_pool_started(tmp_path, tokenizer, reward_plugin):
     assert kinds == [(k, step, r) for step in (0, 1) for r in (0, 1) for k in ("started", "scored")]
     for started, scored in zip(StartedLog.calls[::2], StartedLog.calls[1::2]):
         assert started[3] == scored[3] and len(started[3]) == 2 and all(i % 2 == 1 for i in started[3])
+    # drawn: at round 0 the sampler's own batch, before skip-even replaced its even prompts; [] later
+    assert [len(d) for d in StartedLog.drawn] == [2, 0, 2, 0]
+    assert any(i % 2 == 0 for d in StartedLog.drawn for i in d)
 
 
 @pytest.mark.slow
