@@ -494,3 +494,17 @@ def test_prompts_skipped_before_generating_are_replaced_only_in_the_places_conti
     started = [sum(len(p) for s, _, p in starts if s == step) for step in range(6)]
     assert len(skipped) == 6 and sum(skipped) > 0
     assert all(k <= n for k, n in zip(skipped, started, strict=True)), (skipped, started)
+
+
+def test_a_checkpoints_unfinished_groups_dropped_by_a_run_without_partial_rollouts_are_warned_about(tmp_path, caplog):
+    from types import SimpleNamespace
+
+    from rlvr_plugins.checkpoints import PLUGIN_STATE_FILE
+    from rlvr_plugins.trainer import PARTIAL_STATE_KEY, RLVRTrainer
+
+    (tmp_path / PLUGIN_STATE_FILE).write_text(json.dumps({PARTIAL_STATE_KEY: {"pending": [{"index": 3}] * 2}}))
+    stand_in = SimpleNamespace(plugin_set=build_plugin_set({}), _rlvr_pool=None, _rlvr_continuations=None)
+    with caplog.at_level("WARNING", logger="rlvr_plugins.trainer"):
+        RLVRTrainer._load_plugin_state(stand_in, str(tmp_path))
+    assert "the checkpoint holds 2 unfinished groups of partial rollouts" in caplog.text
+    assert "they are dropped" in caplog.text
